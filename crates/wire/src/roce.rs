@@ -85,6 +85,28 @@ impl IpParams {
             hop_limit: 64,
         }
     }
+    /// The fields of a checked IPv4 view.
+    pub fn from_ipv4<T: AsRef<[u8]>>(p: &ipv4::Packet<T>) -> IpParams {
+        IpParams::V4 {
+            src: p.src(),
+            dst: p.dst(),
+            dscp: p.dscp(),
+            ecn: p.ecn(),
+            ttl: p.ttl(),
+            ident: p.ident(),
+            dont_frag: p.dont_frag(),
+        }
+    }
+    /// The fields of a checked IPv6 view.
+    pub fn from_ipv6<T: AsRef<[u8]>>(p: &ipv6::Packet<T>) -> IpParams {
+        IpParams::V6 {
+            src: p.src(),
+            dst: p.dst(),
+            traffic_class: p.traffic_class(),
+            flow_label: p.flow_label(),
+            hop_limit: p.hop_limit(),
+        }
+    }
     /// Source address.
     pub fn src(&self) -> IpAddr {
         match *self {
@@ -228,35 +250,31 @@ pub struct RocePacket<'a> {
 }
 
 impl<'a> RocePacket<'a> {
-    /// Parse an IPv4 or IPv6 datagram carrying UDP to port 4791. Not UDP/4791:
-    /// [`Error::Unsupported`].
+    /// Parse an IPv4 or IPv6 datagram carrying UDP to port 4791. Not UDP/4791, IPv4
+    /// options or fragments: [`Error::Unsupported`]. The IPv4 header checksum is not
+    /// checked here (the ICRC does not cover it); see [`ipv4::Packet::verify_checksum`].
     pub fn parse(ip: &'a [u8]) -> Result<RocePacket<'a>> {
         let (params, ip_header, l4, proto) = match ip.first().map(|b| b >> 4) {
             Some(4) => {
                 let p = ipv4::Packet::new_checked(ip)?;
-                let r = ipv4::Repr::parse(&p)?;
-                let params = IpParams::V4 {
-                    src: r.src,
-                    dst: r.dst,
-                    dscp: r.dscp,
-                    ecn: r.ecn,
-                    ttl: r.ttl,
-                    ident: r.ident,
-                    dont_frag: r.dont_frag,
-                };
-                (params, p.header(), p.payload(), r.protocol)
+                if p.header_len() != ipv4::HEADER_LEN || p.more_frags() || p.frag_offset() != 0 {
+                    return Err(Error::Unsupported);
+                }
+                (
+                    IpParams::from_ipv4(&p),
+                    p.header(),
+                    p.payload(),
+                    p.protocol(),
+                )
             }
             Some(6) => {
                 let p = ipv6::Packet::new_checked(ip)?;
-                let r = ipv6::Repr::parse(&p);
-                let params = IpParams::V6 {
-                    src: r.src,
-                    dst: r.dst,
-                    traffic_class: r.traffic_class,
-                    flow_label: r.flow_label,
-                    hop_limit: r.hop_limit,
-                };
-                (params, p.header(), p.payload(), r.next_header)
+                (
+                    IpParams::from_ipv6(&p),
+                    p.header(),
+                    p.payload(),
+                    p.next_header(),
+                )
             }
             Some(_) => return Err(Error::Malformed),
             None => return Err(Error::Truncated),
