@@ -1,0 +1,73 @@
+//! Helpers shared by the CLI integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// A Python interpreter that can `import scapy.contrib.roce`.
+///
+/// Uses `python3` if it already has scapy; otherwise creates a virtualenv under Cargo's
+/// target directory and installs the pinned scapy from PyPI into it (once). Panics with a
+/// clear message if neither works: the cross-checks are required, not optional.
+pub(crate) fn scapy_python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let has_scapy = |py: &Path| {
+            Command::new(py)
+                .args(["-c", "import scapy.contrib.roce"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let system = PathBuf::from("python3");
+        if has_scapy(&system) {
+            return system;
+        }
+        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scapy-venv");
+        let py = venv.join("bin/python");
+        if !has_scapy(&py) {
+            let ok = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .status()
+                .is_ok_and(|s| s.success())
+                && Command::new(&py)
+                    .args(["-m", "pip", "install", "--quiet", "scapy==2.8.0"])
+                    .status()
+                    .is_ok_and(|s| s.success());
+            assert!(
+                ok && has_scapy(&py),
+                "need python3 with scapy 2.8.0 (pip install scapy==2.8.0)"
+            );
+        }
+        py
+    })
+}
+
+/// Path of a file next to this module's tests.
+pub(crate) fn test_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(rel)
+}
+
+/// A fresh temporary directory for one test.
+pub(crate) fn tmpdir(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("create temp dir");
+    d
+}
+
+/// Run the rocelink binary; returns (exit code, stdout, stderr).
+pub(crate) fn rocelink(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rocelink"))
+        .args(args)
+        .output()
+        .expect("run rocelink");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
