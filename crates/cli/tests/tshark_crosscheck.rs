@@ -1,0 +1,116 @@
+//! Cross-check `rocelink decode` field decoding against Wireshark's InfiniBand dissector
+//! (tshark). tshark does not verify the ICRC, so only fields (and the trailer as tshark
+//! displays it, byte-swapped) are compared.
+
+mod common;
+
+use serde_json::Value;
+use std::process::Command;
+
+const FIELDS: &[&str] = &[
+    "infiniband.bth.opcode",
+    "infiniband.bth.se",
+    "infiniband.bth.m",
+    "infiniband.bth.padcnt",
+    "infiniband.bth.p_key",
+    "infiniband.bth.destqp",
+    "infiniband.bth.a",
+    "infiniband.bth.psn",
+    "infiniband.reth.va",
+    "infiniband.reth.r_key",
+    "infiniband.reth.dmalen",
+    "infiniband.aeth.syndrome",
+    "infiniband.aeth.msn",
+    "infiniband.deth.q_key",
+    "infiniband.deth.srcqp",
+    "infiniband.immdt",
+    "infiniband.ieth",
+    "infiniband.atomicacketh.origremdt",
+    "infiniband.atomiceth.swapdt",
+    "infiniband.invariant.crc",
+];
+
+/// tshark prints numbers as decimal, `0x`-prefixed hex, or bare hex bytes (immdt, ieth).
+fn num(s: &str, bare_hex: bool) -> Option<u64> {
+    if s.is_empty() {
+        None
+    } else if let Some(h) = s.strip_prefix("0x") {
+        u64::from_str_radix(h, 16).ok()
+    } else if bare_hex {
+        u64::from_str_radix(s, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+#[test]
+fn decode_matches_tshark() {
+    let tshark_ok = Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(tshark_ok, "tshark is required for this cross-check (apt-get install tshark; .ci/run installs it)");
+    let dir = common::tmpdir("tshark_crosscheck");
+    let pcap = dir.join("scapy.pcap");
+    let st = Command::new(common::scapy_python())
+        .arg(common::test_file("scapy/gen_roce.py"))
+        .args([&pcap, &dir.join("expected.jsonl")])
+        .status()
+        .expect("run gen_roce.py");
+    assert!(st.success());
+    // and a capture rocelink itself wrote
+    let demo = dir.join("demo.pcap");
+    let (code, _, err) = common::rocelink(&["demo", "--frames", "2", "--pcap", demo.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+
+    let mut compared = 0;
+    for file in [&pcap, &demo] {
+        let mut cmd = Command::new("tshark");
+        cmd.arg("-r").arg(file).args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
+        for f in FIELDS {
+            cmd.args(["-e", f]);
+        }
+        let out = cmd.output().expect("run tshark");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let rows = String::from_utf8(out.stdout).unwrap();
+        let (code, ours, _) = common::rocelink(&["decode", "--json", file.to_str().unwrap()]);
+        assert_eq!(code, 0);
+        let ours: Vec<Value> = ours.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let rows: Vec<&str> = rows.lines().collect();
+        assert_eq!(rows.len(), ours.len());
+        for (row, j) in rows.iter().zip(&ours) {
+            if j["kind"] != "roce" || j["opcode"] == 0x81 {
+                continue; // tshark 4.0 does not know CNP
+            }
+            let c: Vec<&str> = row.split('|').collect();
+            let at = |i: usize, bare: bool| num(c[i], bare);
+            let u = |v: &Value| v.as_u64();
+            let b = |v: &Value| v.as_bool().map(u64::from);
+            let ctx = format!("{} packet {}", file.display(), j["index"]);
+            assert_eq!(at(0, false), u(&j["opcode"]), "{ctx} opcode");
+            assert_eq!(at(1, false), b(&j["se"]), "{ctx} se");
+            assert_eq!(at(2, false), b(&j["migreq"]), "{ctx} migreq");
+            assert_eq!(at(3, false), u(&j["pad_count"]), "{ctx} pad");
+            assert_eq!(at(4, false), u(&j["pkey"]), "{ctx} pkey");
+            assert_eq!(at(5, false), u(&j["dest_qp"]), "{ctx} qp");
+            assert_eq!(at(6, false), b(&j["ack_req"]), "{ctx} ackreq");
+            assert_eq!(at(7, false), u(&j["psn"]), "{ctx} psn");
+            // Wireshark shows the AtomicETH VA and R_Key under the RETH fields
+            let addr = if j["atomic_eth"].is_object() { &j["atomic_eth"] } else { &j["reth"] };
+            assert_eq!(at(8, false), u(&addr["va"]), "{ctx} va");
+            assert_eq!(at(9, false), u(&addr["rkey"]), "{ctx} rkey");
+            assert_eq!(at(10, false), u(&j["reth"]["dma_len"]), "{ctx} dma_len");
+            assert_eq!(at(11, false), u(&j["aeth"]["syndrome"]), "{ctx} syndrome");
+            assert_eq!(at(12, false), u(&j["aeth"]["msn"]), "{ctx} msn");
+            assert_eq!(at(13, false), u(&j["deth"]["qkey"]), "{ctx} qkey");
+            assert_eq!(at(14, false), u(&j["deth"]["src_qp"]), "{ctx} src_qp");
+            assert_eq!(at(15, true), u(&j["immdt"]), "{ctx} immdt");
+            assert_eq!(at(16, true), u(&j["ieth"]), "{ctx} ieth");
+            assert_eq!(at(17, false), u(&j["atomic_ack"]), "{ctx} atomic ack");
+            assert_eq!(at(18, false), u(&j["atomic_eth"]["swap_add"]), "{ctx} swap");
+            // tshark shows the trailer read big-endian; QP1 (MAD) packets get no ICRC item
+            if let Some(shown) = at(19, false) {
+                assert_eq!(Some(u64::from((shown as u32).swap_bytes())), u(&j["icrc"]), "{ctx} icrc");
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared > 60, "compared {compared}");
+}
