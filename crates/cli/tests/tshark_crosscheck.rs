@@ -45,8 +45,14 @@ fn num(s: &str, bare_hex: bool) -> Option<u64> {
 
 #[test]
 fn decode_matches_tshark() {
-    let tshark_ok = Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success());
-    assert!(tshark_ok, "tshark is required for this cross-check (apt-get install tshark; .ci/run installs it)");
+    let tshark_ok = Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        tshark_ok,
+        "tshark is required for this cross-check (apt-get install tshark; .ci/run installs it)"
+    );
     let dir = common::tmpdir("tshark_crosscheck");
     let pcap = dir.join("scapy.pcap");
     let st = Command::new(common::scapy_python())
@@ -57,22 +63,32 @@ fn decode_matches_tshark() {
     assert!(st.success());
     // and a capture rocelink itself wrote
     let demo = dir.join("demo.pcap");
-    let (code, _, err) = common::rocelink(&["demo", "--frames", "2", "--pcap", demo.to_str().unwrap()]);
+    let (code, _, err) =
+        common::rocelink(&["demo", "--frames", "2", "--pcap", demo.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
 
     let mut compared = 0;
     for file in [&pcap, &demo] {
         let mut cmd = Command::new("tshark");
-        cmd.arg("-r").arg(file).args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
+        cmd.arg("-r")
+            .arg(file)
+            .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
         for f in FIELDS {
             cmd.args(["-e", f]);
         }
         let out = cmd.output().expect("run tshark");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let rows = String::from_utf8(out.stdout).unwrap();
         let (code, ours, _) = common::rocelink(&["decode", "--json", file.to_str().unwrap()]);
         assert_eq!(code, 0);
-        let ours: Vec<Value> = ours.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let ours: Vec<Value> = ours
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         let rows: Vec<&str> = rows.lines().collect();
         assert_eq!(rows.len(), ours.len());
         for (row, j) in rows.iter().zip(&ours) {
@@ -93,7 +109,11 @@ fn decode_matches_tshark() {
             assert_eq!(at(6, false), b(&j["ack_req"]), "{ctx} ackreq");
             assert_eq!(at(7, false), u(&j["psn"]), "{ctx} psn");
             // Wireshark shows the AtomicETH VA and R_Key under the RETH fields
-            let addr = if j["atomic_eth"].is_object() { &j["atomic_eth"] } else { &j["reth"] };
+            let addr = if j["atomic_eth"].is_object() {
+                &j["atomic_eth"]
+            } else {
+                &j["reth"]
+            };
             assert_eq!(at(8, false), u(&addr["va"]), "{ctx} va");
             assert_eq!(at(9, false), u(&addr["rkey"]), "{ctx} rkey");
             assert_eq!(at(10, false), u(&j["reth"]["dma_len"]), "{ctx} dma_len");
@@ -107,7 +127,11 @@ fn decode_matches_tshark() {
             assert_eq!(at(18, false), u(&j["atomic_eth"]["swap_add"]), "{ctx} swap");
             // tshark shows the trailer read big-endian; QP1 (MAD) packets get no ICRC item
             if let Some(shown) = at(19, false) {
-                assert_eq!(Some(u64::from((shown as u32).swap_bytes())), u(&j["icrc"]), "{ctx} icrc");
+                assert_eq!(
+                    Some(u64::from((shown as u32).swap_bytes())),
+                    u(&j["icrc"]),
+                    "{ctx} icrc"
+                );
             }
             compared += 1;
         }
