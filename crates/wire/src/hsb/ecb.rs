@@ -161,6 +161,9 @@ impl<T: AsRef<[u8]>> Request<T> {
     }
     /// Operation `i`: address and, if present, data.
     pub fn op(&self, i: usize) -> Option<(u32, Option<u32>)> {
+        if i >= self.op_count() {
+            return None;
+        }
         let at = OPS_OFFSET + 8 * i;
         let b = self.b();
         let addr = b.get(at..at + 4).map(be_u32)?;
@@ -352,6 +355,8 @@ mod tests {
         );
         assert!(!Request::new_checked(&out[..17]).unwrap().length_is_exact());
         assert!(Request::new_checked(&out[..9]).is_err());
+        assert_eq!(r.op(2), None);
+        assert_eq!(r.op(usize::MAX), None);
     }
 
     #[test]
