@@ -236,7 +236,7 @@ impl<R: Read> PcapReader<R> {
             }
         };
         let total = u32_at(&h[0..4], swapped);
-        if !(28..=MAX_RECORD).contains(&total) || total % 4 != 0 {
+        if !(28..=MAX_RECORD).contains(&total) || !total.is_multiple_of(4) {
             return fmt_err(
                 start,
                 format!("pcapng section header length {total} is invalid"),
@@ -322,7 +322,7 @@ impl<R: Read> PcapReader<R> {
                 continue;
             }
             let total = u32_at(&h[4..8], swapped);
-            if !(12..=MAX_RECORD + 64).contains(&total) || total % 4 != 0 {
+            if !(12..=MAX_RECORD + 64).contains(&total) || !total.is_multiple_of(4) {
                 return fmt_err(offset, format!("pcapng block length {total} is invalid"));
             }
             let mut body = vec![0u8; total as usize - 8];

@@ -3,6 +3,8 @@
 //! `cargo bench -p rocelink-wire --bench icrc`. The ratio icrc/raw is what matters (issue
 //! goal ≥ 0.8 on 4 KiB payloads); both are measured in the same run.
 
+#![allow(clippy::unwrap_used)]
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rocelink_wire::ib::{BthRepr, IbRepr, Opcode, RethRepr};
 use rocelink_wire::icrc;

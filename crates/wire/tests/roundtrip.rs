@@ -59,7 +59,7 @@ fn ib_repr() -> impl Strategy<Value = IbRepr> {
     )
         .prop_map(
             |(bth, (va, rkey, len), (syn, msn), (qkey, sqp), (x, y, z), plen)| {
-                let set = bth.opcode.headers().unwrap();
+                let set = bth.opcode.headers().expect("defined opcode");
                 let has = |h| set.has(h);
                 let payload_len = if has(ib::HeaderSet::PAYLOAD) { plen } else { 0 };
                 let mut bth = bth;
@@ -290,7 +290,7 @@ proptest! {
         let _ = RocePacket::parse(&b);
         if let Ok(p) = IbPacket::new_checked(&b[..]) { let _ = IbRepr::parse(&p); let _ = p.payload(); let _ = p.pad(); }
         if let Ok(r) = ecb::Request::new_checked(&b[..]) { let _ = r.ops().count(); }
-        if let Ok(r) = ecb::Response::new_checked(&b[..]) { let _ = r.latched_sequence(); let _ = (0..r.op_count()).map(|i| r.op(i)).count(); }
+        if let Ok(r) = ecb::Response::new_checked(&b[..]) { let _ = r.latched_sequence(); for i in 0..=r.op_count() { let _ = r.op(i); } }
         let _ = metadata::Metadata::parse(&b, metadata::Endian::Big);
         let _ = ims::StatusRepr::parse(&b);
         let _ = ims::AckRepr::parse(&b);

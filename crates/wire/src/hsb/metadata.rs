@@ -36,6 +36,11 @@ mod field {
     pub(super) const META_NS: Field = 44..48;
 }
 
+type Read32 = fn(&[u8]) -> u32;
+type Read64 = fn(&[u8]) -> u64;
+type Write32 = fn(&mut [u8], u32);
+type Write64 = fn(&mut [u8], u64);
+
 /// The meaning of a metadata record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Metadata {
@@ -65,7 +70,7 @@ impl Metadata {
         if b.len() < RECORD_LEN {
             return Err(Error::Truncated);
         }
-        let (u32_, u64_): (fn(&[u8]) -> u32, fn(&[u8]) -> u64) = match endian {
+        let (u32_, u64_): (Read32, Read64) = match endian {
             Endian::Big => (be_u32, be_u64),
             Endian::Little => (le_u32, le_u64),
         };
@@ -85,7 +90,7 @@ impl Metadata {
     /// Write 128 bytes (reserved area zero).
     pub fn emit(&self, b: &mut [u8], endian: Endian) {
         let b = &mut b[..RECORD_LEN];
-        let (w32, w64): (fn(&mut [u8], u32), fn(&mut [u8], u64)) = match endian {
+        let (w32, w64): (Write32, Write64) = match endian {
             Endian::Big => (set_be_u32, set_be_u64),
             Endian::Little => (set_le_u32, set_le_u64),
         };
