@@ -35,6 +35,12 @@ pub mod psn {
         a.wrapping_add(n) & MASK
     }
 
+    /// `a - 1` modulo 2^24.
+    #[inline]
+    pub fn sub1(a: u32) -> u32 {
+        a.wrapping_sub(1) & MASK
+    }
+
     /// Signed distance `a - b` in the ±2^23 window (negative: a is before b).
     #[inline]
     pub fn diff(a: u32, b: u32) -> i32 {

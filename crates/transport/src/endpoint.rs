@@ -1,0 +1,454 @@
+//! The endpoint: one local address, its memory regions, QPs, completion and event queues.
+
+use crate::mr::{Access, MemoryRegion, MrKeys, MrTable};
+use crate::qp::{Modify, Qp, QpInit, QpState, QpType, Sinks};
+use crate::stats::{EndpointStats, QpStats};
+use crate::wr::{RecvWr, SendWr, WorkCompletion};
+use crate::{AccessError, Event, QpError};
+use rocelink_wire::ib::{IbPacket, IbRepr, Opcode, Transport, psn};
+use rocelink_wire::{icrc, udp};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+/// How received ICRCs are checked when the IP header is not available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IcrcPolicy {
+    /// Drop a packet unless its ICRC verifies exactly (IPv6, or IPv4 sent with ID 0 as HSB
+    /// devices and rocelink do, or with the real IP header supplied).
+    #[default]
+    Strict,
+    /// As `Strict`, but accept an IPv4 packet received without its header if *some* IPv4
+    /// Identification makes the ICRC correct (Linux rxe numbers IDs; a UDP socket never
+    /// shows them). This is a 2⁻¹⁶-weak check; such packets are counted as
+    /// `icrc_unverified` and reported with [`IcrcStatus::IdRecovered`].
+    RecoverIpv4Id,
+}
+
+/// What was verified about one received packet's ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IcrcStatus {
+    /// Exact: every covered byte was known.
+    Exact,
+    /// IPv4 via a UDP socket: correct for this (recovered) Identification only.
+    IdRecovered(u16),
+    /// Wrong (the packet was dropped).
+    Failed,
+}
+
+/// Which UDP source port QPs send from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SrcPort {
+    /// Every QP sends from this port (a single UDP socket).
+    Fixed(u16),
+    /// Each QP gets `0xC000 | (qpn & 0x3FFF)` (Linux convention; the driver must be able
+    /// to send from it).
+    PerQp,
+}
+
+/// Endpoint configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EndpointConfig {
+    /// The address peers send to (an explicit IP, UDP port normally 4791).
+    pub local: SocketAddr,
+    /// Source port policy.
+    pub src_port: SrcPort,
+    /// ICRC policy.
+    pub icrc: IcrcPolicy,
+}
+
+impl EndpointConfig {
+    /// Strict ICRC, every QP sending from `local`'s port.
+    pub fn new(local: SocketAddr) -> EndpointConfig {
+        EndpointConfig {
+            local,
+            src_port: SrcPort::Fixed(local.port()),
+            icrc: IcrcPolicy::Strict,
+        }
+    }
+}
+
+/// One received UDP datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    /// Sender (IP and UDP port).
+    pub src: SocketAddr,
+    /// Where it was received (our IP and port).
+    pub dst: SocketAddr,
+    /// The IP header as received, if the driver saw it (packet/raw socket). Without it the
+    /// header is reconstructed (IPv4: ID 0, DF).
+    pub ip_header: Option<&'a [u8]>,
+    /// UDP payload: BTH … ICRC.
+    pub payload: &'a [u8],
+}
+
+/// A datagram written by [`Endpoint::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use]
+pub struct Transmit {
+    /// Destination.
+    pub dst: SocketAddr,
+    /// UDP source port the ICRC was computed for.
+    pub src_port: u16,
+    /// Bytes written to the buffer.
+    pub len: usize,
+    /// The QP it belongs to.
+    pub qpn: u32,
+}
+
+/// A user-space RoCE v2 endpoint (see the crate documentation).
+#[derive(Debug)]
+pub struct Endpoint {
+    cfg: EndpointConfig,
+    mrs: MrTable,
+    qps: HashMap<u32, Qp>,
+    order: Vec<u32>,
+    rr: usize,
+    next_qpn: u32,
+    sinks: Sinks,
+    stats: EndpointStats,
+    last_icrc: Option<IcrcStatus>,
+}
+
+impl Endpoint {
+    /// A new endpoint.
+    pub fn new(cfg: EndpointConfig) -> Endpoint {
+        Endpoint {
+            cfg,
+            mrs: MrTable::default(),
+            qps: HashMap::new(),
+            order: Vec::new(),
+            rr: 0,
+            next_qpn: 0x11,
+            sinks: Sinks::default(),
+            stats: EndpointStats::default(),
+            last_icrc: None,
+        }
+    }
+
+    /// Configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+
+    /// Register `mem` with its first byte at `va`.
+    pub fn register_mr(&mut self, mem: Box<[u8]>, va: u64, access: Access) -> MrKeys {
+        self.mrs.register(mem, va, access)
+    }
+
+    /// Deregister a region, returning its memory.
+    pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<[u8]>> {
+        self.mrs.deregister(lkey)
+    }
+
+    /// A registered region.
+    pub fn mr(&self, lkey: u32) -> Result<&MemoryRegion, AccessError> {
+        self.mrs.get(lkey)
+    }
+
+    /// A registered region, mutable (the application's own access).
+    pub fn mr_mut(&mut self, lkey: u32) -> Result<&mut MemoryRegion, AccessError> {
+        self.mrs.get_mut(lkey)
+    }
+
+    /// Create a QP in RESET; returns its QPN.
+    pub fn create_qp(&mut self, init: QpInit) -> u32 {
+        let mut qpn = self.next_qpn;
+        while qpn <= 1 || qpn == psn::MASK || self.qps.contains_key(&qpn) {
+            qpn = (qpn + 1) & psn::MASK;
+        }
+        self.next_qpn = (qpn + 1) & psn::MASK;
+        let port = match self.cfg.src_port {
+            SrcPort::Fixed(p) => p,
+            SrcPort::PerQp => 0xC000 | (qpn & 0x3FFF) as u16,
+        };
+        let local = SocketAddr::new(self.cfg.local.ip(), port);
+        self.qps.insert(qpn, Qp::new(qpn, init, local));
+        self.order.push(qpn);
+        qpn
+    }
+
+    /// Destroy a QP (its outstanding WRs are dropped without completions).
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), QpError> {
+        self.qps.remove(&qpn).ok_or(QpError::NoQp(qpn))?;
+        self.order.retain(|&q| q != qpn);
+        Ok(())
+    }
+
+    fn qp_mut(&mut self, qpn: u32) -> Result<&mut Qp, QpError> {
+        self.qps.get_mut(&qpn).ok_or(QpError::NoQp(qpn))
+    }
+
+    /// Change a QP's state (RESET → INIT → RTR → RTS, or to ERROR/RESET).
+    pub fn modify_qp(&mut self, qpn: u32, m: Modify) -> Result<(), QpError> {
+        let Endpoint { qps, sinks, .. } = self;
+        qps.get_mut(&qpn)
+            .ok_or(QpError::NoQp(qpn))?
+            .modify(m, sinks)
+    }
+
+    /// A QP's state.
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        self.qps.get(&qpn).map(|q| q.state)
+    }
+
+    /// A QP's counters.
+    pub fn qp_stats(&self, qpn: u32) -> Option<QpStats> {
+        self.qps.get(&qpn).map(|q| q.stats)
+    }
+
+    /// The UDP source port a QP sends from.
+    pub fn qp_src_port(&self, qpn: u32) -> Option<u16> {
+        self.qps.get(&qpn).map(|q| q.local.port())
+    }
+
+    /// Tune the RC send window (packets in flight) and the AckReq interval of a QP.
+    pub fn set_rc_window(&mut self, qpn: u32, window: u32, ack_every: u32) -> Result<(), QpError> {
+        let q = self.qp_mut(qpn)?;
+        q.req.window = window.max(1);
+        q.req.ack_every = ack_every.max(1);
+        Ok(())
+    }
+
+    /// Endpoint counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// Post a send WR.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), QpError> {
+        let Endpoint { qps, mrs, .. } = self;
+        qps.get_mut(&qpn)
+            .ok_or(QpError::NoQp(qpn))?
+            .post_send(wr, mrs)
+    }
+
+    /// Post a receive WR.
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), QpError> {
+        let Endpoint { qps, mrs, .. } = self;
+        let q = qps.get_mut(&qpn).ok_or(QpError::NoQp(qpn))?;
+        if matches!(q.state, QpState::Reset | QpState::Error) {
+            return Err(QpError::BadState(q.state));
+        }
+        if q.rq.len() >= q.max_recv_wr {
+            return Err(QpError::QueueFull);
+        }
+        if wr.sge.len > 0 {
+            mrs.get(wr.sge.lkey)
+                .and_then(|m| {
+                    m.slice(wr.sge.va, u64::from(wr.sge.len), Access::LOCAL_WRITE)
+                        .map(|_| ())
+                })
+                .map_err(QpError::LocalAccess)?;
+        }
+        q.rq.push_back(wr);
+        Ok(())
+    }
+
+    /// Next completion.
+    pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
+        self.sinks.completions.pop_front()
+    }
+
+    /// Look at the next completion without taking it.
+    pub fn peek_completion(&self) -> Option<&WorkCompletion> {
+        self.sinks.completions.front()
+    }
+
+    /// Next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.sinks.events.pop_front()
+    }
+
+    /// What the last `handle_datagram` verified of the ICRC (`None` if it never got that far).
+    pub fn last_icrc(&self) -> Option<IcrcStatus> {
+        self.last_icrc
+    }
+
+    /// Earliest time `handle_timeout` must be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(Qp::next_timeout).min()
+    }
+
+    /// Run the timers that are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let Endpoint { qps, sinks, .. } = self;
+        for q in qps.values_mut() {
+            if q.next_timeout().is_some_and(|t| t <= now) {
+                q.handle_request_timeout(now, sinks);
+            }
+        }
+    }
+
+    /// Write the next datagram (BTH … ICRC) into `buf`. QPs are served round-robin;
+    /// responses (ACK/NAK/READ responses) go before new requests.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let n = self.order.len();
+        let Endpoint {
+            qps,
+            mrs,
+            sinks,
+            order,
+            rr,
+            stats,
+            ..
+        } = self;
+        for i in 0..n {
+            let qpn = order[(*rr + i) % n];
+            let Some(q) = qps.get_mut(&qpn) else { continue };
+            let out = q
+                .poll_response(mrs, buf)
+                .or_else(|| q.poll_request(now, mrs, buf, sinks));
+            if let Some((dst, len)) = out {
+                *rr = (*rr + i + 1) % n;
+                stats.tx_datagrams += 1;
+                return Some(Transmit {
+                    dst,
+                    src_port: q.local.port(),
+                    len,
+                    qpn,
+                });
+            }
+        }
+        None
+    }
+
+    /// Process one received datagram.
+    pub fn handle_datagram(&mut self, now: Instant, d: Datagram<'_>) {
+        self.stats.rx_datagrams += 1;
+        self.last_icrc = None;
+        let Ok(pkt) = IbPacket::new_checked(d.payload) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let ib = IbRepr::parse(&pkt);
+        if ib.bth.tver != 0 || pkt.pad().iter().any(|&b| b != 0) {
+            self.stats.malformed += 1;
+            return;
+        }
+        // ICRC
+        let mut synth = [0u8; 40];
+        let net_header: &[u8] = match d.ip_header {
+            Some(h) => h,
+            None => match (d.src.ip(), d.dst.ip()) {
+                (IpAddr::V4(s), IpAddr::V4(t)) => {
+                    synth[..20].copy_from_slice(&icrc::socket_ipv4_header(
+                        s,
+                        t,
+                        udp::HEADER_LEN + d.payload.len(),
+                    ));
+                    &synth[..20]
+                }
+                (IpAddr::V6(s), IpAddr::V6(t)) => {
+                    synth = icrc::socket_ipv6_header(s, t, udp::HEADER_LEN + d.payload.len());
+                    &synth[..]
+                }
+                _ => {
+                    self.stats.malformed += 1;
+                    return;
+                }
+            },
+        };
+        let status = self.verify_icrc(&d, net_header);
+        self.last_icrc = Some(status);
+        match status {
+            IcrcStatus::Failed => {
+                self.stats.icrc_errors += 1;
+                return;
+            }
+            IcrcStatus::IdRecovered(_) => self.stats.icrc_unverified += 1,
+            IcrcStatus::Exact => {}
+        }
+        if ib.bth.opcode == Opcode::CNP {
+            return; // congestion notification: no rate control here
+        }
+        let Endpoint {
+            qps,
+            mrs,
+            sinks,
+            stats,
+            ..
+        } = self;
+        let Some(q) = qps.get_mut(&ib.bth.dest_qp) else {
+            stats.unknown_qp += 1;
+            return;
+        };
+        if !pkey_match(ib.bth.pkey, q.pkey) {
+            stats.pkey_errors += 1;
+            return;
+        }
+        if q.qp_type != QpType::Ud && q.remote.is_none_or(|r| r.ip() != d.src.ip()) {
+            stats.unknown_qp += 1; // not this QP's peer
+            return;
+        }
+        q.stats.rx_packets += 1;
+        let want = match q.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        };
+        if ib.bth.opcode.transport() != want {
+            q.stats.drops += 1;
+            return;
+        }
+        let op = ib.bth.opcode;
+        if op == Opcode::RC_ACKNOWLEDGE || op == Opcode::RC_ATOMIC_ACKNOWLEDGE {
+            if matches!(q.state, QpState::Rts)
+                && let Some(a) = ib.aeth
+            {
+                q.handle_ack(now, ib.bth.psn, a, sinks);
+            }
+        } else if op.is_read_response() {
+            if matches!(q.state, QpState::Rts) {
+                q.handle_read_response(now, &ib, pkt.payload(), mrs, sinks);
+            }
+        } else {
+            q.handle_request(now, d.src, net_header, &ib, pkt.payload(), mrs, sinks);
+        }
+    }
+
+    fn verify_icrc(&self, d: &Datagram<'_>, net_header: &[u8]) -> IcrcStatus {
+        if cfg!(fuzzing) {
+            return IcrcStatus::Exact;
+        }
+        let mut u = [0u8; 8];
+        udp::Repr {
+            src_port: d.src.port(),
+            dst_port: d.dst.port(),
+            payload_len: d.payload.len(),
+            checksum: 0,
+        }
+        .emit(&mut u);
+        let Ok(c) = icrc::check(net_header, &u, d.payload) else {
+            return IcrcStatus::Failed;
+        };
+        if c.ok() {
+            return IcrcStatus::Exact;
+        }
+        if d.ip_header.is_none() && d.src.is_ipv4() && self.cfg.icrc == IcrcPolicy::RecoverIpv4Id {
+            if let Some(id) = icrc::recover_ipv4_ident(&c, d.payload.len()) {
+                return IcrcStatus::IdRecovered(id);
+            }
+        }
+        IcrcStatus::Failed
+    }
+}
+
+/// Linux rxe `pkey_match`: low 15 bits equal and non-zero, one of them a full member.
+fn pkey_match(a: u16, b: u16) -> bool {
+    (a & 0x7FFF) == (b & 0x7FFF) && (a & 0x7FFF) != 0 && (a | b) & 0x8000 != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pkey_match;
+
+    #[test]
+    fn pkeys() {
+        assert!(pkey_match(0xFFFF, 0xFFFF));
+        assert!(pkey_match(0x7FFF, 0xFFFF));
+        assert!(!pkey_match(0x7FFF, 0x7FFF));
+        assert!(!pkey_match(0x8000, 0x8000));
+        assert!(!pkey_match(0xFFFF, 0x8001));
+    }
+}

@@ -1,0 +1,202 @@
+//! Memory regions: byte buffers registered with a virtual-address base, access flags and
+//! keys. Every remote access is checked against R_Key, access flags and `[va, va + len)`
+//! before a byte moves.
+
+use std::collections::HashMap;
+
+/// Access rights of a region (`ibv_access_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(u8);
+
+impl Access {
+    /// The local QP may write (RECV buffers, READ destinations).
+    pub const LOCAL_WRITE: Access = Access(1);
+    /// Peers may RDMA WRITE.
+    pub const REMOTE_WRITE: Access = Access(2);
+    /// Peers may RDMA READ.
+    pub const REMOTE_READ: Access = Access(4);
+    /// No rights beyond local read.
+    pub const NONE: Access = Access(0);
+
+    /// True when every right in `o` is granted.
+    pub const fn contains(self, o: Access) -> bool {
+        self.0 & o.0 == o.0
+    }
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, o: Access) -> Access {
+        Access(self.0 | o.0)
+    }
+}
+
+/// Keys of a registered region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MrKeys {
+    /// Local key (used in scatter/gather entries).
+    pub lkey: u32,
+    /// Remote key (what a peer puts in a RETH).
+    pub rkey: u32,
+    /// VA of the first byte.
+    pub va: u64,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// Why an access was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum AccessError {
+    /// No region has this key.
+    #[error("unknown key {0:#x}")]
+    UnknownKey(u32),
+    /// The region does not grant the access.
+    #[error("access not permitted")]
+    Denied,
+    /// `[va, va+len)` is not inside the region.
+    #[error("range {va:#x}+{len} outside the region")]
+    OutOfBounds {
+        /// Start.
+        va: u64,
+        /// Length.
+        len: u64,
+    },
+}
+
+/// A registered region.
+#[derive(Debug)]
+pub struct MemoryRegion {
+    keys: MrKeys,
+    access: Access,
+    mem: Box<[u8]>,
+}
+
+impl MemoryRegion {
+    /// Keys and bounds.
+    pub fn keys(&self) -> MrKeys {
+        self.keys
+    }
+    /// Access flags.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.mem
+    }
+    /// The bytes, mutable (local access by the owner).
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.mem
+    }
+
+    /// Byte offset of `[va, va+len)` in the region, or why not.
+    pub fn offset_of(&self, va: u64, len: u64) -> Result<usize, AccessError> {
+        let oob = AccessError::OutOfBounds { va, len };
+        let off = va.checked_sub(self.keys.va).ok_or(oob)?;
+        let end = off.checked_add(len).ok_or(oob)?;
+        if end > self.mem.len() as u64 {
+            return Err(oob);
+        }
+        Ok(off as usize)
+    }
+
+    /// Checked slice for a remote or local access needing `need`.
+    pub fn slice(&self, va: u64, len: u64, need: Access) -> Result<&[u8], AccessError> {
+        if !self.access.contains(need) {
+            return Err(AccessError::Denied);
+        }
+        let off = self.offset_of(va, len)?;
+        Ok(&self.mem[off..off + len as usize])
+    }
+
+    /// Checked mutable slice.
+    pub fn slice_mut(&mut self, va: u64, len: u64, need: Access) -> Result<&mut [u8], AccessError> {
+        if !self.access.contains(need) {
+            return Err(AccessError::Denied);
+        }
+        let off = self.offset_of(va, len)?;
+        Ok(&mut self.mem[off..off + len as usize])
+    }
+}
+
+/// All regions of an endpoint ("protection domain").
+#[derive(Debug, Default)]
+pub struct MrTable {
+    by_key: HashMap<u32, MemoryRegion>,
+    next: u32,
+}
+
+impl MrTable {
+    /// Register `mem` at `va` with `access`; returns its keys. The key is never 0.
+    pub fn register(&mut self, mem: Box<[u8]>, va: u64, access: Access) -> MrKeys {
+        // Spread keys (index in the upper bits, a rotating tag below) so a stale or guessed
+        // key is unlikely to name another region.
+        self.next = self.next.wrapping_add(1);
+        let mut key = (self.next << 8) | (self.next.wrapping_mul(0x9E) & 0xFF);
+        while key == 0 || self.by_key.contains_key(&key) {
+            self.next = self.next.wrapping_add(1);
+            key = (self.next << 8) | (self.next.wrapping_mul(0x9E) & 0xFF);
+        }
+        let keys = MrKeys {
+            lkey: key,
+            rkey: key,
+            va,
+            len: mem.len(),
+        };
+        self.by_key.insert(key, MemoryRegion { keys, access, mem });
+        keys
+    }
+
+    /// Remove a region, giving its memory back.
+    pub fn deregister(&mut self, key: u32) -> Option<Box<[u8]>> {
+        self.by_key.remove(&key).map(|m| m.mem)
+    }
+
+    /// The region with `key`.
+    pub fn get(&self, key: u32) -> Result<&MemoryRegion, AccessError> {
+        self.by_key.get(&key).ok_or(AccessError::UnknownKey(key))
+    }
+
+    /// The region with `key`, mutable.
+    pub fn get_mut(&mut self, key: u32) -> Result<&mut MemoryRegion, AccessError> {
+        self.by_key
+            .get_mut(&key)
+            .ok_or(AccessError::UnknownKey(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_and_access() {
+        let mut t = MrTable::default();
+        let k = t.register(vec![0u8; 100].into_boxed_slice(), 0, Access::REMOTE_WRITE);
+        assert_ne!(k.rkey, 0);
+        let mr = t.get_mut(k.rkey).unwrap();
+        assert!(mr.slice_mut(0, 100, Access::REMOTE_WRITE).is_ok());
+        assert!(mr.slice_mut(99, 1, Access::REMOTE_WRITE).is_ok());
+        assert_eq!(
+            mr.slice_mut(99, 2, Access::REMOTE_WRITE).unwrap_err(),
+            AccessError::OutOfBounds { va: 99, len: 2 }
+        );
+        assert!(mr.slice_mut(u64::MAX, 2, Access::REMOTE_WRITE).is_err());
+        assert_eq!(
+            mr.slice(0, 1, Access::REMOTE_READ).unwrap_err(),
+            AccessError::Denied
+        );
+        assert!(t.get(k.rkey ^ 1).is_err());
+        let k2 = t.register(
+            vec![0u8; 8].into_boxed_slice(),
+            0x1000,
+            Access::REMOTE_READ | Access::LOCAL_WRITE,
+        );
+        assert_ne!(k2.rkey, k.rkey);
+        let mr2 = t.get(k2.rkey).unwrap();
+        assert!(mr2.slice(0xFFF, 1, Access::REMOTE_READ).is_err());
+        assert_eq!(mr2.slice(0x1000, 8, Access::REMOTE_READ).unwrap().len(), 8);
+        assert_eq!(t.deregister(k2.rkey).unwrap().len(), 8);
+        assert!(t.get(k2.rkey).is_err());
+    }
+}

@@ -1,0 +1,55 @@
+//! Counters, as plain structs (quinn style).
+
+/// Per-QP counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpStats {
+    /// Packets received for this QP (before any check).
+    pub rx_packets: u64,
+    /// Payload bytes accepted.
+    pub rx_bytes: u64,
+    /// Packets sent (including retransmissions).
+    pub tx_packets: u64,
+    /// Payload bytes sent.
+    pub tx_bytes: u64,
+    /// PSN gaps seen by the responder (RC: out-of-sequence packets; UC: lost packets).
+    pub psn_gaps: u64,
+    /// Duplicate packets (PSN behind the expected one).
+    pub duplicates: u64,
+    /// Packets retransmitted.
+    pub retransmissions: u64,
+    /// Retransmit timer expiries.
+    pub timeouts: u64,
+    /// NAKs sent.
+    pub naks_sent: u64,
+    /// NAKs received (including RNR NAKs).
+    pub naks_received: u64,
+    /// RNR NAKs received.
+    pub rnr_naks_received: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// R_Key, access or bounds violations by the peer.
+    pub access_violations: u64,
+    /// Packets dropped by this QP (bad opcode sequence, UC drop state, no RECV on UD, …).
+    pub drops: u64,
+    /// UC messages discarded because of a gap.
+    pub damaged_messages: u64,
+}
+
+/// Endpoint-wide counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EndpointStats {
+    /// Datagrams handed to `handle_datagram`.
+    pub rx_datagrams: u64,
+    /// Datagrams produced by `poll_transmit`.
+    pub tx_datagrams: u64,
+    /// Not a valid RoCE v2 packet (truncated, bad header, bad pad, TVer ≠ 0).
+    pub malformed: u64,
+    /// ICRC mismatches (dropped).
+    pub icrc_errors: u64,
+    /// Packets whose ICRC could not be verified (IPv4 via a UDP socket, ID unknown).
+    pub icrc_unverified: u64,
+    /// Packets for a QP that does not exist or is not ready.
+    pub unknown_qp: u64,
+    /// P_Key mismatches.
+    pub pkey_errors: u64,
+}
