@@ -3,6 +3,8 @@
 //! copies with every masked field changed (same ICRC, must verify), and of corrupted copies
 //! (must fail).
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use serde_json::Value;

@@ -2,6 +2,8 @@
 //! (tshark). tshark does not verify the ICRC, so only fields (and the trailer as tshark
 //! displays it, byte-swapped) are compared.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use serde_json::Value;

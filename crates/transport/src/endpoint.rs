@@ -425,10 +425,12 @@ impl Endpoint {
         if c.ok() {
             return IcrcStatus::Exact;
         }
-        if d.ip_header.is_none() && d.src.is_ipv4() && self.cfg.icrc == IcrcPolicy::RecoverIpv4Id {
-            if let Some(id) = icrc::recover_ipv4_ident(&c, d.payload.len()) {
-                return IcrcStatus::IdRecovered(id);
-            }
+        if d.ip_header.is_none()
+            && d.src.is_ipv4()
+            && self.cfg.icrc == IcrcPolicy::RecoverIpv4Id
+            && let Some(id) = icrc::recover_ipv4_ident(&c, d.payload.len())
+        {
+            return IcrcStatus::IdRecovered(id);
         }
         IcrcStatus::Failed
     }

@@ -1,6 +1,8 @@
 //! RC over a lossy, reordering, duplicating link: every byte arrives intact and every WR
 //! completes successfully, in order.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

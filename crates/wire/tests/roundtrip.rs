@@ -1,5 +1,7 @@
 //! Property tests: for every `Repr`, parse(emit(r)) == r; and no parser panics on any bytes.
 
+#![allow(clippy::unwrap_used)]
+
 use proptest::prelude::*;
 use rocelink_wire::bytes::Mac;
 use rocelink_wire::hsb::{bootp, ecb, event, metadata};

@@ -1,5 +1,5 @@
 //! Helpers shared by the CLI integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -249,7 +249,7 @@ impl Qp {
                     .configure(sq_psn & psn::MASK, timeout, retry_cnt, rnr_retry);
                 self.state = Rts;
             }
-            (_, Modify::Error) => self.to_error(sinks),
+            (_, Modify::Error) => self.enter_error(sinks),
             (_, Modify::Reset) => {
                 let (qpn, local) = (self.qpn, self.local);
                 let init = QpInit {
@@ -266,7 +266,7 @@ impl Qp {
     }
 
     /// Enter ERROR: flush every send and receive WR with `WrFlushError`.
-    pub(crate) fn to_error(&mut self, sinks: &mut Sinks) {
+    pub(crate) fn enter_error(&mut self, sinks: &mut Sinks) {
         if self.state == QpState::Error {
             return;
         }

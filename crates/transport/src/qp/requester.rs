@@ -390,7 +390,7 @@ impl Qp {
                     let wc = self.wc_send(&w.wr, WcStatus::LocalProtectionError);
                     sinks.completions.push_back(wc);
                     self.req.sq.remove(idx);
-                    self.to_error(sinks);
+                    self.enter_error(sinks);
                     return None;
                 }
             }
@@ -476,7 +476,7 @@ impl Qp {
             let wc = self.wc_send(&w.wr, status);
             sinks.completions.push_back(wc);
         }
-        self.to_error(sinks);
+        self.enter_error(sinks);
     }
 
     /// ACKNOWLEDGE (or ATOMIC ACKNOWLEDGE) from the responder.

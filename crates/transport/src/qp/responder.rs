@@ -87,6 +87,7 @@ impl Qp {
         self.stats.naks_sent += 1;
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn complete_recv(
         &self,
         r: RecvWr,
@@ -192,7 +193,7 @@ impl Qp {
             }
             Err(Refuse::Nak(code)) => {
                 self.queue_nak(p, code);
-                self.to_error(sinks);
+                self.enter_error(sinks);
             }
         }
     }

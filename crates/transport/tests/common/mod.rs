@@ -1,6 +1,6 @@
 //! A two-endpoint harness: regions on both sides, QPs connected, data patterns that
 //! identify every message, and checks of what arrived.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use rocelink_transport::sim::{LinkConfig, Pair, Rng, connect};
 use rocelink_transport::*;
