@@ -40,6 +40,10 @@ fn run(loss: f64, reorder: f64, dup: f64, n: usize, mtu: Mtu, seed: u64) -> (u64
         jitter,
         ..LinkConfig::default()
     };
+    run_on(link, n, mtu, seed)
+}
+
+fn run_on(link: LinkConfig, n: usize, mtu: Mtu, seed: u64) -> (u64, u64) {
     let mut h = Harness::new(QpType::Rc, mtu, link, seed);
     let mut rng = Rng::new(seed);
     let slot = 16 * 1024;
@@ -216,4 +220,16 @@ fn rc_5_percent_loss_with_reorder_and_dup() {
 fn rc_20_percent_loss_with_reorder_and_dup() {
     let (retx, lost) = run(0.20, 0.10, 0.05, 400, Mtu::M256, 4);
     assert!(lost > 0 && retx > 0);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+    /// Random link schedules (loss, reorder, duplication, corruption, jitter) and random
+    /// operation mixes: RC still delivers every byte and completes every WR in order.
+    #[test]
+    fn rc_random_schedules(seed in 0u64..1_000_000, loss in 0.0f64..0.3, reorder in 0.0f64..0.3, dup in 0.0f64..0.1, corrupt in 0.0f64..0.05, jitter_us in 0u64..50, mtu in 0usize..5) {
+        let link = LinkConfig { loss, reorder, duplicate: dup, corrupt, jitter: Duration::from_micros(jitter_us), ..LinkConfig::default() };
+        let mtu = [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096][mtu];
+        run_on(link, 40, mtu, seed);
+    }
 }
