@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod decode;
 mod demo;
+mod pingpong;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -22,6 +23,8 @@ struct Cli {
 enum Cmd {
     /// Dissect a pcap/pcapng file, verifying every RoCE v2 ICRC.
     Decode(decode::Args),
+    /// A counterpart of rdma-core's ibv_{rc,uc,ud}_pingpong over rocelink's user-space RoCE.
+    Pingpong(pingpong::Args),
     /// Build a synthetic HSB camera stream with the wire crate, capture it to a pcap and
     /// decode it back with every check (ICRC, PSN continuity, frame CRC).
     Demo {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Decode(args) => decode::run(&args),
         Cmd::Demo { pcap, frames } => demo::run(&pcap, frames),
+        Cmd::Pingpong(args) => pingpong::run(&args),
     };
     match result {
         Ok(code) => code,

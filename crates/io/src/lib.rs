@@ -1,7 +1,12 @@
 //! rocelink I/O: everything that touches files or sockets.
 //!
+//! * [`udp`] — UDP sockets: `recvmmsg`/`sendmmsg` batches, `UDP_GRO`, gather-GSO, the
+//!   options that make the ICRC of a socket send exact.
+//! * [`driver`] — runs a sans-IO transport endpoint over a UDP socket, with a pcap tap.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
+pub mod driver;
 pub mod pcap;
+pub mod udp;

@@ -1,0 +1,518 @@
+//! `rocelink pingpong {rc,uc,ud}`: rdma-core's `ibv_rc_pingpong` / `ibv_uc_pingpong` /
+//! `ibv_ud_pingpong` on rocelink's user-space transport — same TCP exchange (port 18515,
+//! `"%04x:%06x:%06x:%s"` + NUL, then `"done"` + NUL from the client), same traffic
+//! (SEND/RECV ping-pong, one buffer, `rx_depth` receives), same summary lines, so either side
+//! can be the real tool running over the Linux kernel's RoCE.
+//!
+//! Differences, all additive: UC/UD exchanges that get no answer within `--loss-timeout`
+//! are counted as lost instead of hanging (the real tools hang); `--check` stamps and
+//! verifies every payload; a last line reports losses and ICRC verification.
+
+use anyhow::{Context, Result, anyhow, bail};
+use rocelink_io::driver::{Driver, Tap};
+use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_transport::sim::Rng;
+use rocelink_transport::*;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+/// perftest / ibv_ud_pingpong Q_Key.
+const QKEY: u32 = 0x1111_1111;
+/// Bytes of the exchange message, NUL included: "0000:000000:000000:" + 32 hex + NUL.
+const MSG_LEN: usize = 52;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Rc,
+    Uc,
+    Ud,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    /// Transport: rc, uc or ud.
+    #[arg(value_enum)]
+    kind: Kind,
+    /// Server to connect to; without it, wait for a client.
+    server: Option<String>,
+    /// TCP port of the exchange.
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
+    /// Message size (default 4096; UD 2048).
+    #[arg(short = 's', long)]
+    size: Option<usize>,
+    /// Exchanges.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    iters: u32,
+    /// Path MTU (256..4096).
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    mtu: usize,
+    /// GID index (accepted for compatibility: rocelink's GID is always the bound IP).
+    #[arg(short = 'g', long)]
+    gid_idx: Option<i32>,
+    /// Receives posted at a time.
+    #[arg(short = 'r', long, default_value_t = 500)]
+    rx_depth: usize,
+    /// Local IP for RoCE and TCP (default: the address the peer is reached from / at).
+    #[arg(long)]
+    bind: Option<IpAddr>,
+    /// UDP port of RoCE v2 (4791; change only between two rocelink processes).
+    #[arg(long, default_value_t = 4791)]
+    roce_port: u16,
+    /// Record every RoCE datagram to this pcap.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// UC/UD: seconds without an answer before an exchange counts as lost (server: before
+    /// it stops waiting).
+    #[arg(long, default_value_t = 1.0)]
+    loss_timeout: f64,
+    /// Stamp every payload with its exchange number and verify what arrives.
+    #[arg(long)]
+    check: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 120.0)]
+    time_limit: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Dest {
+    lid: u16,
+    qpn: u32,
+    psn: u32,
+    gid: [u8; 16],
+}
+
+fn gid_of(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+fn ip_of_gid(gid: [u8; 16]) -> Option<IpAddr> {
+    let v6 = Ipv6Addr::from(gid);
+    if v6.is_unspecified() {
+        return None;
+    }
+    Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
+}
+
+fn encode(d: &Dest) -> [u8; MSG_LEN] {
+    let hex: String = d.gid.iter().map(|b| format!("{b:02x}")).collect();
+    let s = format!("{:04x}:{:06x}:{:06x}:{hex}", d.lid, d.qpn, d.psn);
+    let mut m = [0u8; MSG_LEN];
+    m[..s.len()].copy_from_slice(s.as_bytes());
+    m
+}
+
+fn decode(m: &[u8]) -> Result<Dest> {
+    let text = std::str::from_utf8(m.split(|&b| b == 0).next().unwrap_or_default())
+        .context("exchange message is not text")?;
+    let parts: Vec<&str> = text.split(':').collect();
+    let [lid, qpn, psn, gid] = parts[..] else {
+        bail!("malformed exchange message {text:?}")
+    };
+    let num = |s: &str| {
+        u32::from_str_radix(s, 16).with_context(|| format!("bad number {s:?} in {text:?}"))
+    };
+    if gid.len() != 32 {
+        bail!("GID {gid:?} is not 32 hex characters");
+    }
+    let mut g = [0u8; 16];
+    for (i, b) in g.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&gid[2 * i..2 * i + 2], 16)
+            .with_context(|| format!("bad GID {gid:?}"))?;
+    }
+    Ok(Dest {
+        lid: num(lid)? as u16,
+        qpn: num(qpn)? & 0xFF_FFFF,
+        psn: num(psn)? & 0xFF_FFFF,
+        gid: g,
+    })
+}
+
+fn read_full(s: &mut TcpStream, n: usize) -> Result<Vec<u8>> {
+    let mut b = vec![0u8; n];
+    s.read_exact(&mut b)
+        .context("peer closed the exchange early")?;
+    Ok(b)
+}
+
+/// Exchange QP addresses: client writes then reads then writes "done"; server reads, then
+/// writes, then reads "done".
+fn exchange(
+    args: &Args,
+    make_local: impl FnOnce(IpAddr) -> Result<Dest>,
+) -> Result<(Dest, Dest, IpAddr, IpAddr)> {
+    let timeout = Duration::from_secs_f64(args.time_limit);
+    if let Some(server) = &args.server {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(&(server.as_str(), args.port))
+            .with_context(|| format!("cannot resolve {server}"))?
+            .next()
+            .ok_or_else(|| anyhow!("no address for {server}"))?;
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )?;
+        if let Some(ip) = args.bind {
+            sock.bind(&SocketAddr::new(ip, 0).into())
+                .with_context(|| format!("cannot bind {ip}"))?;
+        }
+        sock.connect_timeout(&addr.into(), timeout)
+            .with_context(|| format!("cannot connect to {addr}"))?;
+        let mut s: TcpStream = sock.into();
+        s.set_read_timeout(Some(timeout))?;
+        let local_ip = s.local_addr()?.ip();
+        let me = make_local(local_ip)?;
+        s.write_all(&encode(&me))?;
+        let peer = decode(&read_full(&mut s, MSG_LEN)?)?;
+        s.write_all(b"done\0")?;
+        Ok((me, peer, local_ip, s.peer_addr()?.ip()))
+    } else {
+        let listen_ip = args.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let l = TcpListener::bind((listen_ip, args.port))
+            .with_context(|| format!("cannot listen on port {}", args.port))?;
+        let (mut s, _) = l.accept()?;
+        s.set_read_timeout(Some(timeout))?;
+        let local_ip = args.bind.unwrap_or(s.local_addr()?.ip());
+        let peer = decode(&read_full(&mut s, MSG_LEN)?)?;
+        let me = make_local(local_ip)?;
+        s.write_all(&encode(&me))?;
+        let mut done = [0u8; 5];
+        let _ = s.read(&mut done); // "done\0"; older tools close without it
+        Ok((me, peer, local_ip, s.peer_addr()?.ip()))
+    }
+}
+
+/// Stamp `buf` for exchange `seq`.
+fn stamp(buf: &mut [u8], seq: u64) {
+    let mut r = Rng::new(seq);
+    for chunk in buf.chunks_mut(8) {
+        let v = r.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+    if buf.len() >= 8 {
+        buf[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+}
+
+/// True when `buf` is a correctly stamped payload.
+fn stamped_ok(buf: &[u8]) -> bool {
+    if buf.len() < 8 {
+        return true;
+    }
+    let seq = u64::from_le_bytes([
+        buf[0], buf[1], buf[2], buf[3], buf[4], buf[5], buf[6], buf[7],
+    ]);
+    let mut want = vec![0u8; buf.len()];
+    stamp(&mut want, seq);
+    want == buf
+}
+
+pub(crate) fn run(args: &Args) -> Result<ExitCode> {
+    let size = args
+        .size
+        .unwrap_or(if args.kind == Kind::Ud { 2048 } else { 4096 });
+    let mtu = Mtu::from_bytes(args.mtu)
+        .ok_or_else(|| anyhow!("MTU must be 256, 512, 1024, 2048 or 4096"))?;
+    if args.kind == Kind::Ud && size > mtu.bytes() {
+        bail!("Requested size larger than port MTU ({})", mtu.bytes());
+    }
+    let qp_type = match args.kind {
+        Kind::Rc => QpType::Rc,
+        Kind::Uc => QpType::Uc,
+        Kind::Ud => QpType::Ud,
+    };
+    let grh = if args.kind == Kind::Ud { 40 } else { 0 };
+    let mut my_psn = (Rng::new(
+        std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ seed_time(),
+    )
+    .next_u64()
+        & 0xFF_FFFF) as u32;
+    if my_psn == 0 {
+        my_psn = 1;
+    }
+    let mut state: Option<(Endpoint, u32, u32, Driver)> = None;
+    let (me, peer, local_ip, tcp_peer) = exchange(args, |local_ip| {
+        let local = SocketAddr::new(local_ip, args.roce_port);
+        let sock = UdpSocket::bind(local, &UdpConfig::default())
+            .with_context(|| format!("cannot bind RoCE UDP socket {local}"))?;
+        for n in &sock.notes {
+            eprintln!("rocelink: note: {n}");
+        }
+        let mut cfg = EndpointConfig::new(local);
+        cfg.icrc = IcrcPolicy::RecoverIpv4Id;
+        let mut ep = Endpoint::new(cfg);
+        let mr = ep.register_mr(
+            vec![0x7b; size + grh].into_boxed_slice(),
+            0,
+            Access::LOCAL_WRITE,
+        );
+        let qpn = ep.create_qp(QpInit {
+            max_recv_wr: args.rx_depth.max(1),
+            ..QpInit::new(qp_type)
+        });
+        ep.modify_qp(qpn, Modify::Init { qkey: QKEY })?;
+        let dest = Dest {
+            lid: 0,
+            qpn,
+            psn: my_psn,
+            gid: gid_of(local_ip),
+        };
+        state = Some((ep, qpn, mr.lkey, Driver::new(sock)));
+        Ok(dest)
+    })?;
+    let (mut ep, qpn, lkey, mut drv) =
+        state.ok_or_else(|| anyhow!("exchange did not set up the endpoint"))?;
+    if let Some(p) = &args.pcap {
+        let f =
+            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
+        drv.set_tap(Tap::new(Box::new(std::io::BufWriter::new(f)))?);
+    }
+    let remote_ip = ip_of_gid(peer.gid).unwrap_or(tcp_peer);
+    let remote = SocketAddr::new(remote_ip, args.roce_port);
+    println!(
+        "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        me.lid,
+        me.qpn,
+        me.psn,
+        Ipv6Addr::from(me.gid)
+    );
+    println!(
+        "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        peer.lid,
+        peer.qpn,
+        peer.psn,
+        Ipv6Addr::from(peer.gid)
+    );
+    let _ = local_ip;
+    // post receives, then connect (the server's QP is ready before it answers the exchange;
+    // RECVs are posted before any SEND can arrive)
+    let recv_sge = Sge {
+        lkey,
+        va: 0,
+        len: (size + grh) as u32,
+    };
+    let rx_depth = args.rx_depth.max(1);
+    ep.modify_qp(
+        qpn,
+        Modify::Rtr {
+            remote: Some(remote),
+            dest_qpn: peer.qpn,
+            rq_psn: peer.psn,
+            mtu,
+            min_rnr_timer: 12,
+        },
+    )?;
+    for _ in 0..rx_depth {
+        ep.post_recv(
+            qpn,
+            RecvWr {
+                wr_id: RECV_WRID,
+                sge: recv_sge,
+            },
+        )?;
+    }
+    ep.modify_qp(
+        qpn,
+        Modify::Rts {
+            sq_psn: me.psn,
+            timeout: Duration::from_micros(67_109),
+            retry_cnt: 7,
+            rnr_retry: 7,
+        },
+    )?;
+
+    let send_sge = Sge {
+        lkey,
+        va: grh as u64,
+        len: size as u32,
+    };
+    let op = if args.kind == Kind::Ud {
+        SendOp::UdSend {
+            dest: UdDest {
+                addr: remote,
+                qpn: peer.qpn,
+                qkey: QKEY,
+            },
+            imm: None,
+        }
+    } else {
+        SendOp::Send
+    };
+    let client = args.server.is_some();
+    let iters = args.iters;
+    let mut seq = 0u64;
+    let post_send = |ep: &mut Endpoint, seq: &mut u64| -> Result<()> {
+        if args.check {
+            let m = ep.mr_mut(lkey)?.bytes_mut();
+            stamp(&mut m[grh..grh + size], *seq);
+        }
+        *seq += 1;
+        ep.post_send(
+            qpn,
+            SendWr {
+                wr_id: SEND_WRID,
+                op,
+                sge: send_sge,
+                signaled: true,
+                solicited: false,
+            },
+        )?;
+        Ok(())
+    };
+    let mut pending = RECV_WRID;
+    if client {
+        post_send(&mut ep, &mut seq)?;
+        pending |= SEND_WRID;
+    }
+    let (mut rcnt, mut scnt, mut routs, mut lost, mut corrupt) = (0u32, 0u32, rx_depth, 0u32, 0u32);
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(args.time_limit);
+    let loss_timeout = Duration::from_secs_f64(args.loss_timeout);
+    let reliable = args.kind == Kind::Rc;
+    let mut last_progress = Instant::now();
+    while rcnt < iters || scnt < iters {
+        let wait_until = if reliable {
+            end
+        } else {
+            (last_progress + loss_timeout).min(end)
+        };
+        let got = drv.run(&mut ep, wait_until, |ep| ep.peek_completion().is_some())?;
+        if !got {
+            if Instant::now() >= end {
+                bail!("time limit reached after {rcnt} receives and {scnt} sends");
+            }
+            // UC/UD: nothing came back in time
+            if !client {
+                break; // the client stopped, or everything it sends is lost
+            }
+            lost += 1;
+            rcnt += 1;
+            last_progress = Instant::now();
+            if scnt < iters {
+                post_send(&mut ep, &mut seq)?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+            continue;
+        }
+        while let Some(wc) = ep.poll_completion() {
+            if wc.status != WcStatus::Success {
+                bail!("Failed status {:?} for wr_id {}", wc.status, wc.wr_id);
+            }
+            last_progress = Instant::now();
+            match wc.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    if args.check {
+                        let m = ep.mr(lkey)?.bytes();
+                        let got = wc.byte_len as usize - grh;
+                        if got != size || !stamped_ok(&m[grh..grh + size]) {
+                            corrupt += 1;
+                        }
+                    }
+                    routs -= 1;
+                    if routs <= 1 {
+                        while routs < rx_depth {
+                            ep.post_recv(
+                                qpn,
+                                RecvWr {
+                                    wr_id: RECV_WRID,
+                                    sge: recv_sge,
+                                },
+                            )?;
+                            routs += 1;
+                        }
+                    }
+                    rcnt += 1;
+                }
+                other => bail!("Completion for unknown wr_id {other}"),
+            }
+            pending &= !wc.wr_id;
+            if scnt < iters && pending == 0 {
+                post_send(&mut ep, &mut seq)?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    // let the last ACKs and responses go out
+    let linger = Instant::now() + Duration::from_millis(if reliable { 200 } else { 20 });
+    drv.run(&mut ep, linger, |_| false)?;
+    let usec = start.elapsed().as_secs_f64() * 1e6;
+    let bytes = size as u64 * u64::from(iters) * 2;
+    println!(
+        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
+        usec / 1e6,
+        bytes as f64 * 8.0 / usec
+    );
+    println!(
+        "{iters} iters in {:.2} seconds = {:.2} usec/iter",
+        usec / 1e6,
+        usec / f64::from(iters)
+    );
+    let es = ep.stats();
+    let qs = ep.qp_stats(qpn).unwrap_or_default();
+    if !client && rcnt < iters {
+        lost = iters - rcnt;
+    }
+    println!(
+        "rocelink: {} received, {lost} lost, {corrupt} corrupt; ICRC: {} bad, {} IPv4 via recovered ID (weak); retransmissions {}, NAKs sent {}/received {}, drops {}",
+        rcnt - lost.min(rcnt),
+        es.icrc_errors,
+        es.icrc_unverified,
+        qs.retransmissions,
+        qs.naks_sent,
+        qs.naks_received,
+        qs.drops
+    );
+    if corrupt > 0 {
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn seed_time() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exchange_message_format() {
+        let d = Dest {
+            lid: 0,
+            qpn: 0x11,
+            psn: 0xABCDEF,
+            gid: gid_of("10.77.0.11".parse().unwrap()),
+        };
+        let m = encode(&d);
+        assert_eq!(
+            &m[..],
+            b"0000:000011:abcdef:00000000000000000000ffff0a4d000b\0"
+        );
+        let back = decode(&m).unwrap();
+        assert_eq!((back.qpn, back.psn, back.gid), (d.qpn, d.psn, d.gid));
+        assert_eq!(ip_of_gid(back.gid), Some("10.77.0.11".parse().unwrap()));
+        assert!(decode(b"0000:zz:1:00").is_err());
+        assert!(decode(b"0000:000011:abcdef:0000").is_err());
+    }
+
+    #[test]
+    fn stamps() {
+        let mut b = vec![0u8; 100];
+        stamp(&mut b, 42);
+        assert!(stamped_ok(&b));
+        b[50] ^= 1;
+        assert!(!stamped_ok(&b));
+    }
+}

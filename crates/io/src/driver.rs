@@ -1,0 +1,232 @@
+//! Drives a sans-IO [`Endpoint`] over a [`UdpSocket`]: sends what it polls out in
+//! `sendmmsg` batches, receives in `recvmmsg` batches (GRO super-datagrams split in place),
+//! runs its timers, and optionally records every datagram to a pcap.
+
+use crate::pcap::{LINKTYPE_RAW, PcapWriter};
+use crate::udp::{RecvBatch, UdpSocket};
+use rocelink_transport::{Datagram, Endpoint, IcrcStatus};
+use rocelink_wire::{icrc, udp};
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Datagrams sent per `sendmmsg`.
+const TX_BATCH: usize = 64;
+
+/// Records sent and received datagrams as raw IP packets. The UDP socket never shows the IP
+/// header, so it is rebuilt: ID 0 and DF (what rocelink sends), or the ID recovered from
+/// the ICRC for received IPv4 packets, so the capture's ICRCs verify.
+pub struct Tap {
+    w: PcapWriter<Box<dyn Write + Send>>,
+}
+
+impl std::fmt::Debug for Tap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tap")
+    }
+}
+
+impl Tap {
+    /// Write a pcap (raw IP link type) to `w`.
+    pub fn new(w: Box<dyn Write + Send>) -> io::Result<Tap> {
+        Ok(Tap {
+            w: PcapWriter::new(w, LINKTYPE_RAW)?,
+        })
+    }
+
+    /// Record one datagram from `src` to `dst` whose UDP payload is `payload`.
+    pub fn record(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        payload: &[u8],
+        ipv4_ident: u16,
+    ) -> io::Result<()> {
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let udp_len = udp::HEADER_LEN + payload.len();
+        let mut u = [0u8; 8];
+        udp::Repr {
+            src_port: src.port(),
+            dst_port: dst.port(),
+            payload_len: payload.len(),
+            checksum: 0,
+        }
+        .emit(&mut u);
+        match (src.ip(), dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let mut h = icrc::socket_ipv4_header(s, d, udp_len);
+                if ipv4_ident != 0 {
+                    h[4..6].copy_from_slice(&ipv4_ident.to_be_bytes());
+                    h[10..12].fill(0);
+                    let c = rocelink_wire::ipv4::header_checksum(&h);
+                    h[10..12].copy_from_slice(&c.to_be_bytes());
+                }
+                self.w.write_parts(ts, &[&h, &u, payload])
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => self
+                .w
+                .write_parts(ts, &[&icrc::socket_ipv6_header(s, d, udp_len), &u, payload]),
+            _ => Ok(()),
+        }
+    }
+
+    /// Flush buffered records.
+    pub fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Counters of the driver itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DriverStats {
+    /// `recvmmsg` calls that returned data.
+    pub rx_batches: u64,
+    /// Segments handed to the endpoint.
+    pub rx_segments: u64,
+    /// `sendmmsg` calls.
+    pub tx_batches: u64,
+    /// Datagrams sent.
+    pub tx_datagrams: u64,
+    /// Times the socket buffer was full.
+    pub tx_stalls: u64,
+}
+
+/// Runs an endpoint over a socket.
+#[derive(Debug)]
+pub struct Driver {
+    sock: UdpSocket,
+    batch: RecvBatch,
+    pending: Vec<(SocketAddr, Vec<u8>)>,
+    spare: Vec<Vec<u8>>,
+    tap: Option<Tap>,
+    /// Counters.
+    pub stats: DriverStats,
+}
+
+impl Driver {
+    /// Wrap a bound socket (64 receive buffers; 64 KiB each with GRO).
+    pub fn new(sock: UdpSocket) -> Driver {
+        let size = if sock.gro() { 65_536 } else { 9_216 };
+        Driver {
+            sock,
+            batch: RecvBatch::new(64, size),
+            pending: Vec::new(),
+            spare: Vec::new(),
+            tap: None,
+            stats: DriverStats::default(),
+        }
+    }
+
+    /// Record every datagram to `tap`.
+    pub fn set_tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+
+    /// Move the endpoint's pending datagrams to the socket. True when all went out.
+    fn flush(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<bool> {
+        let local_ip = self.sock.local_addr().ip();
+        loop {
+            while self.pending.len() < TX_BATCH {
+                let mut buf = self.spare.pop().unwrap_or_default();
+                match ep.poll_transmit(now, &mut buf) {
+                    Some(t) => {
+                        buf.truncate(t.len);
+                        if let Some(tap) = self.tap.as_mut() {
+                            tap.record(SocketAddr::new(local_ip, t.src_port), t.dst, &buf, 0)?;
+                        }
+                        self.pending.push((t.dst, buf));
+                    }
+                    None => {
+                        self.spare.push(buf);
+                        break;
+                    }
+                }
+            }
+            if self.pending.is_empty() {
+                return Ok(true);
+            }
+            let refs: Vec<(SocketAddr, &[u8])> =
+                self.pending.iter().map(|(a, b)| (*a, &b[..])).collect();
+            let sent = self.sock.send_batch(&refs)?;
+            self.stats.tx_batches += 1;
+            self.stats.tx_datagrams += sent as u64;
+            for (_, b) in self.pending.drain(..sent) {
+                self.spare.push(b);
+            }
+            if !self.pending.is_empty() {
+                self.stats.tx_stalls += 1;
+                return Ok(false);
+            }
+        }
+    }
+
+    fn receive(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<usize> {
+        let n = self.sock.recv_batch(&mut self.batch)?;
+        if n == 0 {
+            return Ok(0);
+        }
+        self.stats.rx_batches += 1;
+        let local = self.sock.local_addr();
+        for (src, seg) in self.batch.segments() {
+            self.stats.rx_segments += 1;
+            ep.handle_datagram(
+                now,
+                Datagram {
+                    src,
+                    dst: local,
+                    ip_header: None,
+                    payload: seg,
+                },
+            );
+            if let Some(tap) = self.tap.as_mut() {
+                let id = match ep.last_icrc() {
+                    Some(IcrcStatus::IdRecovered(id)) => id,
+                    _ => 0,
+                };
+                tap.record(src, local, seg, id)?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Run until `done(ep)` holds or `deadline` passes. Returns whether `done` held.
+    pub fn run(
+        &mut self,
+        ep: &mut Endpoint,
+        deadline: Instant,
+        mut done: impl FnMut(&mut Endpoint) -> bool,
+    ) -> io::Result<bool> {
+        loop {
+            let now = Instant::now();
+            ep.handle_timeout(now);
+            let all_sent = self.flush(ep, now)?;
+            if done(ep) {
+                return Ok(true);
+            }
+            if now >= deadline {
+                return Ok(false);
+            }
+            if self.receive(ep, now)? > 0 {
+                continue;
+            }
+            // nothing to read: sleep until a datagram, the next timer, or the deadline
+            let mut wake = deadline;
+            if let Some(t) = ep.poll_timeout() {
+                wake = wake.min(t);
+            }
+            let mut wait = wake.saturating_duration_since(Instant::now());
+            if !all_sent {
+                wait = wait.min(Duration::from_micros(200));
+            }
+            self.sock
+                .wait_readable(Some(wait.max(Duration::from_micros(1))))?;
+        }
+    }
+}
