@@ -74,6 +74,9 @@ pub(crate) struct Args {
     /// Stamp every payload with its exchange number and verify what arrives.
     #[arg(long)]
     check: bool,
+    /// RC local ACK timeout in milliseconds (rdma-core's timeout 14 ≈ 67 ms).
+    #[arg(long, default_value_t = 67)]
+    timeout_ms: u64,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120.0)]
     time_limit: f64,
@@ -323,7 +326,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         qpn,
         Modify::Rts {
             sq_psn: me.psn,
-            timeout: Duration::from_micros(67_109),
+            timeout: Duration::from_millis(args.timeout_ms.max(1)),
             retry_cnt: 7,
             rnr_retry: 7,
         },

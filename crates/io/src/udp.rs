@@ -39,6 +39,7 @@ pub struct UdpSocket {
     sock: Socket,
     local: SocketAddr,
     gro: bool,
+    host_drops: std::cell::Cell<u64>,
     /// Things the operator should know (capped buffers, GRO unavailable).
     pub notes: Vec<String>,
 }
@@ -258,6 +259,7 @@ impl UdpSocket {
             sock,
             local,
             gro,
+            host_drops: std::cell::Cell::new(0),
             notes,
         })
     }
@@ -265,6 +267,25 @@ impl UdpSocket {
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Datagrams the local host refused to send (`EPERM`: a netfilter rule dropped them).
+    pub fn host_drops(&self) -> u64 {
+        self.host_drops.get()
+    }
+
+    /// Map the error of a failed send: would-block → 0 sent; EPERM (netfilter drop) →
+    /// `dropped` units consumed and counted; anything else is an error.
+    fn send_error(&self, dropped: usize) -> io::Result<usize> {
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            _ if e.raw_os_error() == Some(libc::EPERM) => {
+                self.host_drops.set(self.host_drops.get() + 1);
+                Ok(dropped)
+            }
+            _ => Err(e),
+        }
     }
 
     /// Whether GRO is on.
@@ -279,9 +300,16 @@ impl UdpSocket {
             events: libc::POLLIN,
             revents: 0,
         };
-        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as libc::c_int);
-        // SAFETY: one valid pollfd, count 1.
-        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        let ts = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+        });
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: one valid pollfd, count 1; `tsp` is null or points at `ts`, alive for the
+        // call; a null signal mask leaves the mask unchanged.
+        let r = unsafe { libc::ppoll(&mut pfd, 1, tsp, std::ptr::null()) };
         if r < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::Interrupted {
@@ -395,11 +423,8 @@ impl UdpSocket {
             )
         };
         if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
+            // EPERM: a local firewall rule dropped the first datagram; it is gone, like a loss
+            return self.send_error(1);
         }
         Ok(r as usize)
     }
@@ -442,11 +467,7 @@ impl UdpSocket {
         // all alive for the call; the kernel only reads them.
         let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &h, 0) };
         if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
+            return self.send_error(parts.iter().map(|p| p.len()).sum());
         }
         Ok(r as usize)
     }
