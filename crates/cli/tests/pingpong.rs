@@ -69,6 +69,7 @@ fn summary(out: &str) -> (u64, u64, u64) {
 }
 
 /// Run server and client; returns (server output, client output).
+#[allow(clippy::too_many_arguments)]
 fn pair(
     kind: &str,
     iters: u32,
