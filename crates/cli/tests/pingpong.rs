@@ -128,8 +128,21 @@ fn pair(
 fn check_pcap(path: &str) {
     let (code, out, err) = common::rocelink(&["decode", "--strict", "--json", path]);
     assert_eq!(code, 0, "every ICRC in {path} must verify: {err}");
-    assert!(out.lines().count() > 100);
+    let n = out.lines().count();
+    assert!(n > 100);
     assert!(!out.contains("\"icrc_ok\":false"));
+    // and Wireshark's dissector reads every packet as InfiniBand over RoCE v2
+    let t = Command::new("tshark")
+        .args(["-r", path, "-T", "fields", "-e", "infiniband.bth.opcode"])
+        .output()
+        .expect("tshark is required (apt-get install tshark)");
+    assert!(t.status.success());
+    let opcodes = String::from_utf8_lossy(&t.stdout);
+    assert_eq!(
+        opcodes.lines().filter(|l| !l.is_empty()).count(),
+        n,
+        "tshark decoded every packet as RoCE"
+    );
 }
 
 #[test]
