@@ -71,6 +71,20 @@ pub enum Event {
         /// Which QP.
         qpn: u32,
     },
+    /// A WRITE packet's payload was placed (only for QPs created with
+    /// [`QpInit::report_writes`]): `len` bytes at `va` of the region with `rkey`.
+    Placed {
+        /// Which QP.
+        qpn: u32,
+        /// The packet's PSN.
+        psn: u32,
+        /// Region key.
+        rkey: u32,
+        /// Where.
+        va: u64,
+        /// How many bytes.
+        len: u32,
+    },
     /// A UC message was cut short by a lost packet (or its LAST never came) and discarded.
     /// For a WRITE, `bytes_placed` bytes of it were already written to the region.
     MessageDamaged {

@@ -99,6 +99,9 @@ pub struct QpInit {
     pub max_recv_wr: usize,
     /// Partition key (default 0xFFFF).
     pub pkey: u16,
+    /// Emit [`crate::Event::Placed`] for every WRITE payload placed (for receivers that
+    /// check data as it lands, e.g. a frame CRC).
+    pub report_writes: bool,
 }
 
 impl QpInit {
@@ -109,6 +112,7 @@ impl QpInit {
             max_send_wr: 1024,
             max_recv_wr: 1024,
             pkey: rocelink_wire::ib::DEFAULT_PKEY,
+            report_writes: false,
         }
     }
 }
@@ -161,6 +165,7 @@ pub(crate) struct Qp {
     pub(crate) qkey: u32,
     pub(crate) max_send_wr: usize,
     pub(crate) max_recv_wr: usize,
+    pub(crate) report_writes: bool,
     /// Our address as the peer sees it (IP of the endpoint, UDP source port of this QP).
     pub(crate) local: SocketAddr,
     pub(crate) remote: Option<SocketAddr>,
@@ -190,6 +195,7 @@ impl Qp {
             qkey: 0,
             max_send_wr: init.max_send_wr,
             max_recv_wr: init.max_recv_wr,
+            report_writes: init.report_writes,
             local,
             remote: None,
             dest_qpn: 0,
@@ -257,6 +263,7 @@ impl Qp {
                     max_send_wr: self.max_send_wr,
                     max_recv_wr: self.max_recv_wr,
                     pkey: self.pkey,
+                    report_writes: self.report_writes,
                 };
                 *self = Qp::new(qpn, init, local);
             }

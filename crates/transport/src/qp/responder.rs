@@ -451,7 +451,18 @@ impl Qp {
                 .get_mut(m.rkey)
                 .and_then(|r| r.slice_mut(m.va + m.offset, plen, Access::REMOTE_WRITE))
             {
-                Ok(dst) => dst.copy_from_slice(payload),
+                Ok(dst) => {
+                    dst.copy_from_slice(payload);
+                    if self.report_writes {
+                        sinks.events.push_back(Event::Placed {
+                            qpn: self.qpn,
+                            psn: ib.bth.psn,
+                            rkey: m.rkey,
+                            va: m.va + m.offset,
+                            len: plen as u32,
+                        });
+                    }
+                }
                 Err(_) => {
                     if let Some(r) = recv {
                         self.rq.push_front(r);

@@ -1,0 +1,122 @@
+//! The HSB register map (`shared/reference/hsb.md` §1.4, §3, §4.4), as HSB IP 0x2602+ and
+//! the HSB host software use it. All registers are 32-bit at 4-byte-aligned addresses.
+
+/// HSB IP version (low 16 bits), e.g. 0x2606.
+pub const HSB_IP_VERSION: u32 = 0x80;
+/// FPGA build date.
+pub const FPGA_DATE: u32 = 0x84;
+/// Reset control: the host writes 0x8←0, 0x8←3, then 0x4←0x8 (no reply expected).
+pub const RESET_CTRL: u32 = 0x04;
+/// Reset helper register.
+pub const RESET_AUX: u32 = 0x08;
+/// PTP registers written at session start.
+pub const PTP_REGS: [u32; 5] = [0x104, 0x10C, 0x110, 0x114, 0x118];
+/// PTP profile.
+pub const PTP_PROFILE: u32 = 0x108;
+/// PTP domain.
+pub const PTP_DOMAIN: u32 = 0x11C;
+/// PTP sync status: `(v & 0xF) == 0xF` when synchronised.
+pub const PTP_SYNC_STAT: u32 = 0x188;
+/// Event rising-edge enable.
+pub const CTRL_EVT_RISING: u32 = 0x204;
+/// Event falling-edge enable.
+pub const CTRL_EVT_FALLING: u32 = 0x208;
+/// Event clear.
+pub const CTRL_EVT_CLEAR: u32 = 0x20C;
+/// Event destination MAC (low).
+pub const CTRL_EVT_HOST_MAC_LOW: u32 = 0x210;
+/// Event destination MAC (high).
+pub const CTRL_EVT_HOST_MAC_HIGH: u32 = 0x214;
+/// Event destination IP.
+pub const CTRL_EVT_HOST_IP: u32 = 0x218;
+/// Event destination UDP port (the host's async port).
+pub const CTRL_EVT_HOST_UDP_PORT: u32 = 0x21C;
+/// Event source UDP port (8432).
+pub const CTRL_EVT_FPGA_UDP_PORT: u32 = 0x220;
+/// APB interrupt enable.
+pub const APB_INTERRUPT_EN: u32 = 0x224;
+/// APB timeout.
+pub const APB_TIMEOUT: u32 = 0x228;
+/// Software event trigger.
+pub const CTRL_EVT_SW_EVENT: u32 = 0x22C;
+/// APB RAM (sequencer programs, event vectors).
+pub const APB_RAM: u32 = 0x2000;
+/// APB RAM size in bytes.
+pub const APB_RAM_LEN: u32 = 0x1000;
+/// First virtual-port register block.
+pub const VP_BASE: u32 = 0x1000;
+/// Stride between virtual ports.
+pub const VP_STRIDE: u32 = 0x40;
+/// Host interface (data plane) register block base.
+pub const HIF_BASE: u32 = 0x0200_0300;
+/// Stride between data planes.
+pub const HIF_STRIDE: u32 = 0x1_0000;
+/// Sensor interface register block base.
+pub const SIF_BASE: u32 = 0x0100_0000;
+/// Stride between sensor interfaces.
+pub const SIF_STRIDE: u32 = 0x1_0000;
+/// SPI/I2C controller block.
+pub const CTRL_BUS_BASE: u32 = 0x0300_0000;
+/// VSYNC block.
+pub const VSYNC_BASE: u32 = 0x7000_0000;
+
+/// Per-virtual-port register offsets (add to `VP_BASE + VP_STRIDE * vp`).
+pub mod vp {
+    /// Destination QP (24 bits).
+    pub const QP: u32 = 0x00;
+    /// R_Key.
+    pub const RKEY: u32 = 0x04;
+    /// Buffer base, low 32 bits (byte address, 128-aligned).
+    pub const PAGE_LSB: u32 = 0x08;
+    /// Buffer base, high 32 bits.
+    pub const PAGE_MSB: u32 = 0x0C;
+    /// Stride between frame buffers in 128-byte units.
+    pub const PAGE_INC: u32 = 0x10;
+    /// `pages - 1` (devices read start page bits 27:16, end page bits 11:0).
+    pub const MAX_BUFF: u32 = 0x14;
+    /// Frame (sensor window) size in bytes.
+    pub const BUFFER_LENGTH: u32 = 0x18;
+    /// Host MAC bytes 2..6.
+    pub const HOST_MAC_LOW: u32 = 0x20;
+    /// Host MAC bytes 0..2.
+    pub const HOST_MAC_HIGH: u32 = 0x24;
+    /// Host IPv4.
+    pub const HOST_IP: u32 = 0x28;
+    /// Host UDP port; bit 16 = `md_disable` (no separate metadata packet).
+    pub const HOST_UDP_PORT: u32 = 0x2C;
+    /// `{VLAN_EN[16], PCP[15:13], DEI[12], VID[11:0]}`.
+    pub const VLAN: u32 = 0x34;
+    /// Bytes of the block.
+    pub const LEN: u32 = 0x40;
+}
+
+/// Per-data-plane register offsets (add to `HIF_BASE + HIF_STRIDE * dp`).
+pub mod hif {
+    /// Payload per packet in 128-byte pages.
+    pub const PACKET_SIZE: u32 = 0x04;
+    /// Device UDP source port of data packets (12288).
+    pub const PACKET_UDP_PORT: u32 = 0x08;
+    /// Enabled virtual ports (bit per VP).
+    pub const VP_MASK: u32 = 0x0C;
+    /// Bytes of the block.
+    pub const LEN: u32 = 0x40;
+}
+
+/// Bit 16 of `HOST_UDP_PORT`: no separate metadata packet.
+pub const MD_DISABLE: u32 = 1 << 16;
+
+/// Address of VP register `off` of virtual port `vp`.
+pub const fn vp_reg(vp: u32, off: u32) -> u32 {
+    VP_BASE + VP_STRIDE * vp + off
+}
+
+/// Address of data-plane register `off` of data plane `dp`.
+pub const fn hif_reg(dp: u32, off: u32) -> u32 {
+    HIF_BASE + HIF_STRIDE * dp + off
+}
+
+/// Payload bytes per packet for a link MTU, in 128-byte pages, as the HSB host computes it:
+/// `(mtu - 74) / 128` (74 = Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4).
+pub const fn packet_pages_for_mtu(mtu: u32) -> u32 {
+    (mtu - 74) / 128
+}
