@@ -1,11 +1,10 @@
 //! `rocelink` — one binary, thin over the libraries.
 
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod decode;
-mod demo;
+mod hsb;
 mod pingpong;
 
 #[derive(Parser, Debug)]
@@ -25,23 +24,34 @@ enum Cmd {
     Decode(decode::Args),
     /// A counterpart of rdma-core's ibv_{rc,uc,ud}_pingpong over rocelink's user-space RoCE.
     Pingpong(pingpong::Args),
-    /// Build a synthetic HSB camera stream with the wire crate, capture it to a pcap and
-    /// decode it back with every check (ICRC, PSN continuity, frame CRC).
-    Demo {
-        /// Where to write the capture.
-        #[arg(long, default_value = "rocelink-demo.pcap")]
-        pcap: PathBuf,
-        /// Frames to generate.
-        #[arg(long, default_value_t = 4)]
-        frames: u32,
-    },
+    /// Emulator and receiver in one process over loopback: an HSB camera stream received
+    /// and verified frame by frame.
+    Demo(hsb::DemoArgs),
+    /// Emulate a Holoscan Sensor Bridge device (ECB, BOOTP, sensor, RoCE packetizer).
+    Emulate(hsb::EmulateArgs),
+    /// List HSB devices that announce themselves (BOOTP on UDP 12267).
+    Enumerate(hsb::EnumerateArgs),
+    /// Assign an IP to the HSB device with MAC (BOOTP reply).
+    SetIp(hsb::SetIpArgs),
+    /// Read device registers over ECB.
+    Read(hsb::RegArgs),
+    /// Write device registers over ECB.
+    Write(hsb::RegArgs),
+    /// Configure an HSB device and receive its frames, verified.
+    Receive(hsb::ReceiveArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Decode(args) => decode::run(&args),
-        Cmd::Demo { pcap, frames } => demo::run(&pcap, frames),
+        Cmd::Demo(a) => hsb::demo(&a),
+        Cmd::Emulate(a) => hsb::emulate(&a),
+        Cmd::Enumerate(a) => hsb::enumerate(&a),
+        Cmd::SetIp(a) => hsb::set_ip(&a),
+        Cmd::Read(a) => hsb::read(&a),
+        Cmd::Write(a) => hsb::write(&a),
+        Cmd::Receive(a) => hsb::receive(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
     };
     match result {

@@ -1,1 +1,380 @@
-//! placeholder
+//! The device on real sockets: ECB on `ip:8192`, BOOTP enumeration from `ip:12268` once a
+//! second, and, for every virtual port the host configured and enabled, frames from the
+//! sensor through the sensor window and the packetizer to the host, paced.
+//!
+//! Data packets leave through a UDP socket bound to `ip:DP_PACKET_UDP_PORT` with
+//! `IP_PMTUDISC_DO`, so the kernel writes the FPGA's IPv4 header (ToS 0, ID 0, DF, TTL 64)
+//! and the ICRC computed in user space is exact for any receiver.
+
+use crate::device::packetizer::{Packetizer, PacketizerOptions, Ptp};
+use crate::device::window::SensorWindow;
+use crate::device::{DeviceConfig, DeviceCore, VpStream};
+use crate::sensor::Sensor;
+use rocelink_io::driver::Tap;
+use rocelink_io::udp::{UdpConfig, UdpSocket as RoceSocket};
+use std::io;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How frames are paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pacing {
+    /// Frames per second; packets inside a frame go out at `link_gbps`.
+    Fps(f64),
+    /// A constant payload bit rate in Gbit/s (frames back to back).
+    Gbps(f64),
+}
+
+/// Emulator settings.
+#[derive(Debug, Clone)]
+pub struct EmulatorConfig {
+    /// The device.
+    pub device: DeviceConfig,
+    /// ECB port (8192).
+    pub control_port: u16,
+    /// Where enumeration goes (HSB: 255.255.255.255:12267); `None`: no enumeration.
+    pub bootp_target: Option<SocketAddr>,
+    /// Enumeration period.
+    pub bootp_interval: Duration,
+    /// Frame source.
+    pub sensor: Sensor,
+    /// Pacing.
+    pub pacing: Pacing,
+    /// Link speed used to spread a frame's packets (Gbit/s).
+    pub link_gbps: f64,
+    /// Stop after this many frames (per virtual port 0), if set.
+    pub frames: Option<u64>,
+    /// Stop after this long, if set.
+    pub run_for: Option<Duration>,
+    /// Bytes per sensor word (DATAPATH_WIDTH / 8).
+    pub word_bytes: usize,
+    /// Immediate and metadata layout.
+    pub packetizer: PacketizerOptions,
+    /// Record every datagram sent and received.
+    pub pcap: Option<std::path::PathBuf>,
+}
+
+impl EmulatorConfig {
+    /// Defaults: ECB 8192, enumeration to 255.255.255.255:12267 every second, pattern
+    /// sensor at 30 fps on a 10 Gbit/s link, 64-bit sensor words.
+    pub fn new(device: DeviceConfig) -> EmulatorConfig {
+        EmulatorConfig {
+            device,
+            control_port: rocelink_wire::hsb::CONTROL_PORT,
+            bootp_target: Some(SocketAddr::from((
+                [255, 255, 255, 255],
+                rocelink_wire::hsb::BOOTP_HOST_PORT,
+            ))),
+            bootp_interval: Duration::from_secs(1),
+            sensor: Sensor::Pattern,
+            pacing: Pacing::Fps(30.0),
+            link_gbps: 10.0,
+            frames: None,
+            run_for: None,
+            word_bytes: 8,
+            packetizer: PacketizerOptions::default(),
+            pcap: None,
+        }
+    }
+}
+
+/// What the emulator did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EmulatorStats {
+    /// Frames (windows) sent.
+    pub frames: u64,
+    /// Data and metadata packets sent.
+    pub packets: u64,
+    /// Payload bytes sent.
+    pub bytes: u64,
+    /// ECB requests handled.
+    pub ecb_requests: u64,
+    /// ECB requests refused.
+    pub ecb_errors: u64,
+    /// Enumeration packets sent.
+    pub enumerations: u64,
+    /// Times the device changed IP.
+    pub ip_changes: u64,
+    /// Datagrams refused by the local host (netfilter).
+    pub host_drops: u64,
+}
+
+struct Sockets {
+    control: UdpSocket,
+    bootp: UdpSocket,
+    data: RoceSocket,
+}
+
+fn bind(ip: IpAddr, cfg: &EmulatorConfig, data_port: u16) -> io::Result<Sockets> {
+    let control = UdpSocket::bind((ip, cfg.control_port))?;
+    control.set_nonblocking(true)?;
+    let bootp = UdpSocket::bind((ip, rocelink_wire::hsb::BOOTP_DEVICE_PORT))?;
+    bootp.set_nonblocking(true)?;
+    bootp.set_broadcast(true)?;
+    let data = RoceSocket::bind(
+        SocketAddr::new(ip, data_port),
+        &UdpConfig {
+            recv_buffer: 1 << 16,
+            send_buffer: 8 << 20,
+            gro: false,
+        },
+    )?;
+    Ok(Sockets {
+        control,
+        bootp,
+        data,
+    })
+}
+
+fn ptp_now() -> Ptp {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs(), d.subsec_nanos())
+}
+
+struct VpState {
+    stream: VpStream,
+    window: SensorWindow,
+    packetizer: Packetizer,
+    frame: u64,
+}
+
+/// Run the emulator until `stop` is set, the frame count or the run time is reached.
+pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorStats> {
+    let mut core = DeviceCore::new(cfg.device.clone());
+    let mut data_port = rocelink_wire::hsb::DATA_SOURCE_PORT;
+    let mut socks = bind(IpAddr::V4(core.ip()), cfg, data_port)?;
+    let mut tap = match &cfg.pcap {
+        Some(p) => Some(Tap::new(Box::new(io::BufWriter::new(
+            std::fs::File::create(p)?,
+        )))?),
+        None => None,
+    };
+    let mut stats = EmulatorStats::default();
+    let start = Instant::now();
+    let mut next_bootp = start;
+    let mut next_frame = start;
+    let mut vps: Vec<Option<VpState>> = (0..cfg.device.virtual_ports).map(|_| None).collect();
+    let mut buf = [0u8; 2048];
+    let mut frame_buf = Vec::new();
+    let mut pkts: Vec<Vec<u8>> = Vec::new();
+    let mut psn_seed = (SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u32)
+        & 0xFF_FFFF;
+    loop {
+        if stop.load(Ordering::Relaxed)
+            || cfg.run_for.is_some_and(|d| start.elapsed() >= d)
+            || cfg.frames.is_some_and(|n| stats.frames >= n)
+        {
+            break;
+        }
+        let now = Instant::now();
+        let wake = [
+            next_frame,
+            if cfg.bootp_target.is_some() {
+                next_bootp
+            } else {
+                now + Duration::from_secs(1)
+            },
+        ]
+        .into_iter()
+        .min()
+        .unwrap_or(now);
+        rocelink_io::udp::wait_readable_any(
+            &[socks.control.as_raw_fd(), socks.bootp.as_raw_fd()],
+            Some(
+                wake.saturating_duration_since(now)
+                    .min(Duration::from_millis(100)),
+            ),
+        )?;
+        let dev_ip = core.ip();
+        // control plane
+        while let Ok((n, from)) = socks.control.recv_from(&mut buf) {
+            if let Some(t) = tap.as_mut() {
+                t.record(
+                    from,
+                    SocketAddr::new(dev_ip.into(), cfg.control_port),
+                    &buf[..n],
+                    0,
+                )?;
+            }
+            if let Some(reply) = core.handle_ecb(&buf[..n]) {
+                let _ = socks.control.send_to(&reply, from);
+                if let Some(t) = tap.as_mut() {
+                    t.record(
+                        SocketAddr::new(dev_ip.into(), cfg.control_port),
+                        from,
+                        &reply,
+                        0,
+                    )?;
+                }
+            }
+        }
+        let mut new_ip = None;
+        while let Ok((n, from)) = socks.bootp.recv_from(&mut buf) {
+            if let Some(t) = tap.as_mut() {
+                t.record(
+                    from,
+                    SocketAddr::new(dev_ip.into(), rocelink_wire::hsb::BOOTP_DEVICE_PORT),
+                    &buf[..n],
+                    0,
+                )?;
+            }
+            if let Some(ip) = core.handle_bootp(&buf[..n]) {
+                new_ip = Some(ip);
+            }
+        }
+        if let Some(ip) = new_ip.filter(|&ip| ip != dev_ip) {
+            match bind(IpAddr::V4(ip), cfg, data_port) {
+                Ok(s) => {
+                    socks = s;
+                    stats.ip_changes += 1;
+                    vps.iter_mut().for_each(|v| *v = None);
+                }
+                Err(e) => eprintln!(
+                    "rocelink emulate: cannot take address {ip} ({e}); add it to the interface"
+                ),
+            }
+        }
+        stats.ecb_requests = core.stats.requests;
+        stats.ecb_errors = core.stats.errors;
+        let now = Instant::now();
+        if let Some(target) = cfg.bootp_target
+            && now >= next_bootp
+        {
+            let ptp = ptp_now();
+            let b = core.enumeration(start.elapsed().as_secs() as u16, ptp);
+            if socks.bootp.send_to(&b, target).is_ok() {
+                stats.enumerations += 1;
+                if let Some(t) = tap.as_mut() {
+                    t.record(
+                        SocketAddr::new(core.ip().into(), rocelink_wire::hsb::BOOTP_DEVICE_PORT),
+                        target,
+                        &b,
+                        0,
+                    )?;
+                }
+            }
+            next_bootp = now + cfg.bootp_interval;
+        }
+        if now < next_frame {
+            continue;
+        }
+        // data plane: one frame per enabled virtual port
+        let mut sent_bytes = 0u64;
+        let mut any = false;
+        for vp in 0..cfg.device.virtual_ports {
+            let Some(stream) = core.vp_stream(vp) else {
+                vps[vp as usize] = None;
+                continue;
+            };
+            if stream.src_port != data_port {
+                data_port = stream.src_port;
+                socks = bind(IpAddr::V4(core.ip()), cfg, data_port)?;
+            }
+            let st = vps[vp as usize].get_or_insert_with(|| {
+                psn_seed = psn_seed.wrapping_mul(1_103_515_245).wrapping_add(12345) & 0xFF_FFFF;
+                VpState {
+                    stream,
+                    window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
+                    packetizer: Packetizer::new(stream, core.ip(), psn_seed, cfg.packetizer),
+                    frame: 0,
+                }
+            });
+            if st.stream != stream {
+                // reconfigured: keep the PSN sequence, restart the window
+                let psn = st.packetizer.psn();
+                *st = VpState {
+                    stream,
+                    window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
+                    packetizer: Packetizer::new(stream, core.ip(), psn, cfg.packetizer),
+                    frame: st.frame,
+                };
+            }
+            let tlast = cfg
+                .sensor
+                .frame(st.frame, stream.window as usize, &mut frame_buf);
+            st.frame += 1;
+            pkts.clear();
+            let ptp = ptp_now();
+            let (win, pk) = (&mut st.window, &mut st.packetizer);
+            win.feed(&frame_buf, tlast, |piece, end| {
+                if pk.push(piece, end, ptp, &mut pkts).is_some() && vp == 0 {
+                    stats.frames += 1;
+                }
+            });
+            any = true;
+            let dst = SocketAddr::V4(stream.host);
+            let src = SocketAddr::new(core.ip().into(), data_port);
+            sent_bytes += send_paced(
+                &socks.data,
+                dst,
+                &pkts,
+                cfg.link_gbps,
+                tap.as_mut().map(|t| (t, src)),
+            )?;
+            stats.packets += pkts.len() as u64;
+            core.tx_packets = core.tx_packets.wrapping_add(pkts.len() as u32);
+        }
+        stats.bytes += sent_bytes;
+        stats.host_drops = socks.data.host_drops();
+        next_frame = match cfg.pacing {
+            Pacing::Fps(f) => next_frame + Duration::from_secs_f64(1.0 / f.max(0.001)),
+            Pacing::Gbps(g) if any => {
+                now + Duration::from_secs_f64(sent_bytes as f64 * 8.0 / (g.max(0.001) * 1e9))
+            }
+            Pacing::Gbps(_) => now + Duration::from_millis(10),
+        };
+        if next_frame < Instant::now() && matches!(cfg.pacing, Pacing::Fps(_)) {
+            next_frame = Instant::now(); // fell behind: do not burst to catch up
+        }
+    }
+    if let Some(t) = tap.as_mut() {
+        t.flush()?;
+    }
+    Ok(stats)
+}
+
+/// Send `pkts` to `dst` in batches of 32, spreading them at `gbps`. Returns payload bytes.
+fn send_paced(
+    sock: &RoceSocket,
+    dst: SocketAddr,
+    pkts: &[Vec<u8>],
+    gbps: f64,
+    mut tap: Option<(&mut Tap, SocketAddr)>,
+) -> io::Result<u64> {
+    let t0 = Instant::now();
+    let mut sent = 0usize;
+    let mut bytes = 0u64;
+    while sent < pkts.len() {
+        let batch: Vec<(SocketAddr, &[u8])> = pkts[sent..(sent + 32).min(pkts.len())]
+            .iter()
+            .map(|p| (dst, &p[..]))
+            .collect();
+        let n = sock.send_batch(&batch)?;
+        if n == 0 {
+            sock.wait_writable(Some(Duration::from_millis(5)))?;
+            continue;
+        }
+        for p in &pkts[sent..sent + n] {
+            bytes += p.len() as u64;
+            if let Some((t, src)) = tap.as_mut() {
+                t.record(*src, dst, p, 0)?;
+            }
+        }
+        sent += n;
+        // pace: do not run ahead of the link
+        let due = t0 + Duration::from_secs_f64(bytes as f64 * 8.0 / (gbps.max(0.01) * 1e9));
+        let now = Instant::now();
+        if due > now + Duration::from_micros(50) {
+            std::thread::sleep(due - now);
+        }
+    }
+    Ok(bytes)
+}

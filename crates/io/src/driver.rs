@@ -167,7 +167,12 @@ impl Driver {
         }
     }
 
-    fn receive(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<usize> {
+    fn receive(
+        &mut self,
+        ep: &mut Endpoint,
+        now: Instant,
+        each: &mut dyn FnMut(&mut Endpoint),
+    ) -> io::Result<usize> {
         let n = self.sock.recv_batch(&mut self.batch)?;
         if n == 0 {
             return Ok(0);
@@ -185,6 +190,7 @@ impl Driver {
                     payload: seg,
                 },
             );
+            each(ep);
             if let Some(tap) = self.tap.as_mut() {
                 let id = match ep.last_icrc() {
                     Some(IcrcStatus::IdRecovered(id)) => id,
@@ -201,6 +207,18 @@ impl Driver {
         &mut self,
         ep: &mut Endpoint,
         deadline: Instant,
+        done: impl FnMut(&mut Endpoint) -> bool,
+    ) -> io::Result<bool> {
+        self.run_each(ep, deadline, &mut |_| {}, done)
+    }
+
+    /// As [`Driver::run`], calling `each` right after every received datagram is handled
+    /// (so events and completions can be taken in exact arrival order).
+    pub fn run_each(
+        &mut self,
+        ep: &mut Endpoint,
+        deadline: Instant,
+        each: &mut dyn FnMut(&mut Endpoint),
         mut done: impl FnMut(&mut Endpoint) -> bool,
     ) -> io::Result<bool> {
         loop {
@@ -213,7 +231,7 @@ impl Driver {
             if now >= deadline {
                 return Ok(false);
             }
-            if self.receive(ep, now)? > 0 {
+            if self.receive(ep, now, each)? > 0 {
                 continue;
             }
             // nothing to read: sleep until a datagram, the next timer, or the deadline

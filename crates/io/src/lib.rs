@@ -8,5 +8,6 @@
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
 pub mod driver;
+pub mod net;
 pub mod pcap;
 pub mod udp;

@@ -295,30 +295,12 @@ impl UdpSocket {
 
     /// Wait until readable or `timeout` passes (`None`: forever). Returns readability.
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.sock.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
-        });
-        let tsp = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: one valid pollfd, count 1; `tsp` is null or points at `ts`, alive for the
-        // call; a null signal mask leaves the mask unchanged.
-        let r = unsafe { libc::ppoll(&mut pfd, 1, tsp, std::ptr::null()) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
-            };
-        }
-        Ok(r > 0)
+        poll_fds(&[self.sock.as_raw_fd()], libc::POLLIN, timeout)
+    }
+
+    /// Wait until the socket can take more datagrams, or `timeout` passes.
+    pub fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        poll_fds(&[self.sock.as_raw_fd()], libc::POLLOUT, timeout)
     }
 
     /// Receive up to the batch's capacity without blocking. Returns how many.
@@ -471,6 +453,56 @@ impl UdpSocket {
         }
         Ok(r as usize)
     }
+}
+
+/// Wait until one of `fds` is readable, or `timeout` passes (`None`: forever). Returns
+/// whether any is.
+pub fn wait_readable_any(
+    fds: &[std::os::fd::RawFd],
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
+    poll_fds(fds, libc::POLLIN, timeout)
+}
+
+fn poll_fds(
+    fds: &[std::os::fd::RawFd],
+    events: libc::c_short,
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `pfds` holds `pfds.len()` valid pollfds; `tsp` is null or points at `ts`,
+    // alive for the call; a null signal mask leaves the mask unchanged.
+    let r = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            tsp,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0)
 }
 
 fn unsafe_cmsg_space(n: usize) -> usize {

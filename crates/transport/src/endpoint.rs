@@ -136,6 +136,18 @@ impl Endpoint {
         self.mrs.register(mem, va, access)
     }
 
+    /// Register with a chosen key (lkey = rkey = `key`), e.g. the R_Key a device was
+    /// configured with. `None` if the key is 0 or taken.
+    pub fn register_mr_keyed(
+        &mut self,
+        mem: Box<[u8]>,
+        va: u64,
+        access: Access,
+        key: u32,
+    ) -> Option<MrKeys> {
+        self.mrs.register_keyed(mem, va, access, key)
+    }
+
     /// Deregister a region, returning its memory.
     pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<[u8]>> {
         self.mrs.deregister(lkey)
@@ -158,6 +170,21 @@ impl Endpoint {
             qpn = (qpn + 1) & psn::MASK;
         }
         self.next_qpn = (qpn + 1) & psn::MASK;
+        self.insert_qp(qpn, init);
+        qpn
+    }
+
+    /// Create a QP with a chosen number (for a peer that was configured with it, e.g. a
+    /// device someone else set up). Refused if taken, 0, 1 or the multicast QPN.
+    pub fn create_qp_numbered(&mut self, qpn: u32, init: QpInit) -> Result<u32, QpError> {
+        if qpn <= 1 || qpn >= psn::MASK || self.qps.contains_key(&qpn) {
+            return Err(QpError::InvalidAttr("QPN taken or reserved"));
+        }
+        self.insert_qp(qpn, init);
+        Ok(qpn)
+    }
+
+    fn insert_qp(&mut self, qpn: u32, init: QpInit) {
         let port = match self.cfg.src_port {
             SrcPort::Fixed(p) => p,
             SrcPort::PerQp => 0xC000 | (qpn & 0x3FFF) as u16,
@@ -165,7 +192,6 @@ impl Endpoint {
         let local = SocketAddr::new(self.cfg.local.ip(), port);
         self.qps.insert(qpn, Qp::new(qpn, init, local));
         self.order.push(qpn);
-        qpn
     }
 
     /// Destroy a QP (its outstanding WRs are dropped without completions).

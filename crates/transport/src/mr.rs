@@ -147,6 +147,27 @@ impl MrTable {
         keys
     }
 
+    /// Register with a chosen key; `None` if it is 0 or taken.
+    pub fn register_keyed(
+        &mut self,
+        mem: Box<[u8]>,
+        va: u64,
+        access: Access,
+        key: u32,
+    ) -> Option<MrKeys> {
+        if key == 0 || self.by_key.contains_key(&key) {
+            return None;
+        }
+        let keys = MrKeys {
+            lkey: key,
+            rkey: key,
+            va,
+            len: mem.len(),
+        };
+        self.by_key.insert(key, MemoryRegion { keys, access, mem });
+        Some(keys)
+    }
+
     /// Remove a region, giving its memory back.
     pub fn deregister(&mut self, key: u32) -> Option<Box<[u8]>> {
         self.by_key.remove(&key).map(|m| m.mem)

@@ -293,9 +293,9 @@ impl DeviceCore {
             Command::WR_DWORD => {
                 n == 1
                     && r.op(0).is_some_and(|(_, d)| d.is_some())
-                    && (req.len() - ecb::OPS_OFFSET) % 8 == 0
+                    && (req.len() - ecb::OPS_OFFSET).is_multiple_of(8)
             }
-            _ => exact && (req.len() - ecb::OPS_OFFSET) % 8 == 0,
+            _ => exact && (req.len() - ecb::OPS_OFFSET).is_multiple_of(8),
         };
         if !length_ok {
             return (Status::INVALID_PKT_LENGTH, vec![]);
@@ -416,7 +416,7 @@ impl DeviceCore {
             md_disable: port & regs::MD_DISABLE != 0,
             payload,
             src_port: (r(regs::hif_reg(dp, hif::PACKET_UDP_PORT)) & 0xFFFF) as u16,
-            vlan: (vlan & (1 << 16) != 0).then(|| {
+            vlan: (vlan & (1 << 16) != 0).then_some({
                 (
                     ((vlan >> 13) & 7) as u8,
                     vlan & (1 << 12) != 0,

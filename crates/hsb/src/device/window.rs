@@ -54,12 +54,10 @@ impl SensorWindow {
             let d_end = end_pos.min(data.len());
             let full = self.filled + take == self.window;
             let last_piece = end_pos == total;
-            let flags = full.then(|| {
-                if tlast && last_piece {
-                    0
-                } else {
-                    FLAG_BPW_ONLY
-                }
+            let flags = full.then_some(if tlast && last_piece {
+                0
+            } else {
+                FLAG_BPW_ONLY
             });
             if pos < d_end {
                 let (d_flags, p_len) = if end_pos > data.len() {

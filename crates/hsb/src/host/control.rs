@@ -1,0 +1,262 @@
+//! ECB client.
+
+use rocelink_wire::hsb::ecb::{self, Command, RequestHeader, Response, Status};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+/// Why a register access failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EcbError {
+    /// No answer within the timeout (after resends).
+    #[error("no reply from {peer} to {what} (sequence {seq:#06x}) within {timeout:?}")]
+    Timeout {
+        /// Device.
+        peer: SocketAddr,
+        /// The request.
+        what: String,
+        /// Sequence number.
+        seq: u16,
+        /// Total time waited.
+        timeout: Duration,
+    },
+    /// The device answered with an error status.
+    #[error("{peer} refused {what}: status {status}")]
+    Status {
+        /// Device.
+        peer: SocketAddr,
+        /// The request.
+        what: String,
+        /// Status.
+        status: Status,
+    },
+    /// The reply did not make sense.
+    #[error("bad reply from {peer} to {what}: {why}")]
+    BadReply {
+        /// Device.
+        peer: SocketAddr,
+        /// The request.
+        what: String,
+        /// Why.
+        why: String,
+    },
+    /// Addresses must be 4-byte aligned.
+    #[error("address {0:#x} is not 4-byte aligned")]
+    Misaligned(u32),
+    /// Socket error.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Counters of a control channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ControlStats {
+    /// Transactions completed.
+    pub transactions: u64,
+    /// Resends after a silent retry period.
+    pub resends: u64,
+    /// Replies to other sequence numbers that were discarded.
+    pub stale_replies: u64,
+}
+
+/// An ECB client for one device.
+#[derive(Debug)]
+pub struct Control {
+    sock: UdpSocket,
+    peer: SocketAddr,
+    seq: u16,
+    checked: bool,
+    /// Total time per transaction (HSB: 0.5 s).
+    pub timeout: Duration,
+    /// Resend period (HSB: 0.1 s).
+    pub retry: Duration,
+    /// Counters.
+    pub stats: ControlStats,
+}
+
+impl Control {
+    /// Talk to the device at `peer` (normally `ip:8192`) from an ephemeral socket.
+    pub fn new(peer: SocketAddr) -> io::Result<Control> {
+        let sock = UdpSocket::bind(if peer.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        })?;
+        Ok(Control {
+            sock,
+            peer,
+            seq: 0x100,
+            checked: false,
+            timeout: Duration::from_millis(500),
+            retry: Duration::from_millis(100),
+            stats: ControlStats::default(),
+        })
+    }
+
+    /// The device address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Use sequence checking from now on (the default after the first transaction).
+    pub fn set_sequence_check(&mut self, on: bool) {
+        self.checked = on;
+    }
+
+    fn transact(
+        &mut self,
+        cmd: Command,
+        ops: &[(u32, u32)],
+        what: String,
+    ) -> Result<Vec<(u32, u32)>, EcbError> {
+        if let Some((a, _)) = ops.iter().find(|(a, _)| a & 3 != 0) {
+            return Err(EcbError::Misaligned(*a));
+        }
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        let check = self.checked;
+        // after the first (unchecked) transaction, the device's latch is ours
+        self.checked = true;
+        let mk = |check: bool| {
+            let mut flags = ecb::FLAG_ACK_REQUEST;
+            if check {
+                flags |= ecb::FLAG_SEQUENCE_CHECK;
+            }
+            let mut b = Vec::with_capacity(6 + 8 * ops.len());
+            RequestHeader {
+                command: cmd,
+                flags,
+                sequence: seq,
+            }
+            .emit(ops, &mut b);
+            b
+        };
+        let start = Instant::now();
+        let mut req = mk(check);
+        self.sock.send_to(&req, self.peer)?;
+        let mut next_resend = start + self.retry;
+        let mut buf = [0u8; 9000];
+        loop {
+            let now = Instant::now();
+            if now >= start + self.timeout {
+                return Err(EcbError::Timeout {
+                    peer: self.peer,
+                    what,
+                    seq,
+                    timeout: self.timeout,
+                });
+            }
+            if now >= next_resend {
+                // same sequence, check cleared, so a request that did execute is not refused
+                req = mk(false);
+                self.sock.send_to(&req, self.peer)?;
+                self.stats.resends += 1;
+                next_resend += self.retry;
+            }
+            let wait = next_resend
+                .min(start + self.timeout)
+                .saturating_duration_since(Instant::now());
+            self.sock
+                .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+            let (n, from) = match self.sock.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if from != self.peer || n < 5 || u16::from_be_bytes([buf[2], buf[3]]) != seq {
+                self.stats.stale_replies += 1;
+                continue;
+            }
+            let status = Status(buf[4]);
+            if status != Status::SUCCESS {
+                return Err(EcbError::Status {
+                    peer: self.peer,
+                    what,
+                    status,
+                });
+            }
+            let r = Response::new_checked(&buf[..n]).map_err(|e| EcbError::BadReply {
+                peer: self.peer,
+                what: what.clone(),
+                why: format!("{e} ({n} bytes)"),
+            })?;
+            if r.command() != cmd.response() {
+                return Err(EcbError::BadReply {
+                    peer: self.peer,
+                    what,
+                    why: format!("response command {:#04x}", r.command()),
+                });
+            }
+            self.stats.transactions += 1;
+            return Ok((0..r.op_count()).filter_map(|i| r.op(i)).collect());
+        }
+    }
+
+    /// Read one register.
+    pub fn read(&mut self, addr: u32) -> Result<u32, EcbError> {
+        let what = format!("read {addr:#010x}");
+        let ops = self.transact(Command::RD_DWORD, &[(addr, 0)], what.clone())?;
+        match ops.first() {
+            Some(&(a, v)) if a == addr => Ok(v),
+            _ => Err(EcbError::BadReply {
+                peer: self.peer,
+                what,
+                why: "reply names another address".into(),
+            }),
+        }
+    }
+
+    /// Write one register.
+    pub fn write(&mut self, addr: u32, value: u32) -> Result<(), EcbError> {
+        self.transact(
+            Command::WR_DWORD,
+            &[(addr, value)],
+            format!("write {addr:#010x} = {value:#x}"),
+        )
+        .map(|_| ())
+    }
+
+    /// Write several registers in one WR_BLOCK.
+    pub fn write_block(&mut self, pairs: &[(u32, u32)]) -> Result<(), EcbError> {
+        self.transact(
+            Command::WR_BLOCK,
+            pairs,
+            format!("block write of {} registers", pairs.len()),
+        )
+        .map(|_| ())
+    }
+
+    /// Read `count` consecutive registers from `addr` in one RD_BLOCK.
+    pub fn read_block(&mut self, addr: u32, count: u32) -> Result<Vec<u32>, EcbError> {
+        let ops: Vec<(u32, u32)> = (0..count).map(|i| (addr + 4 * i, 0)).collect();
+        let what = format!("block read of {count} registers at {addr:#010x}");
+        let got = self.transact(Command::RD_BLOCK, &ops, what.clone())?;
+        if got.len() != ops.len() || got.iter().zip(&ops).any(|(g, o)| g.0 != o.0) {
+            return Err(EcbError::BadReply {
+                peer: self.peer,
+                what,
+                why: "addresses do not match the request".into(),
+            });
+        }
+        Ok(got.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// `reg &= and` (read-modify-write).
+    pub fn and(&mut self, addr: u32, and: u32) -> Result<(), EcbError> {
+        let v = self.read(addr)?;
+        self.write(addr, v & and)
+    }
+
+    /// `reg |= or` (read-modify-write).
+    pub fn or(&mut self, addr: u32, or: u32) -> Result<(), EcbError> {
+        let v = self.read(addr)?;
+        self.write(addr, v | or)
+    }
+}

@@ -1,0 +1,564 @@
+//! The HSB frame receiver: a page ring registered as a memory region at VA 0, a UC QP on
+//! rocelink's transport, and per-frame verification — ICRC of every packet (the transport
+//! drops failures), R_Key and bounds before placement (the transport), PSN continuity
+//! across the whole frame, byte count, and the frame CRC computed as packets land, checked
+//! against the metadata record.
+//!
+//! A slow consumer holds the receiver (it borrows it while it looks at a frame), so
+//! packets wait in the socket buffer and, if that overflows, are lost — counted as dropped
+//! packets of a damaged frame, never passed off as good.
+
+use super::control::{Control, EcbError};
+use crate::device::packetizer::PacketizerOptions;
+use crate::regs::{self, hif, vp};
+use rocelink_io::driver::{Driver, Tap};
+use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_transport::{
+    Access, Endpoint, EndpointConfig, Event, IcrcPolicy, Modify, MrKeys, Mtu, QpInit, QpType,
+    RecvWr, Sge, WcOpcode, WcStatus,
+};
+use rocelink_wire::bytes::Mac;
+use rocelink_wire::hsb::PAGE_SIZE;
+use rocelink_wire::hsb::metadata::{self, FrameCrc, Metadata};
+use rocelink_wire::ib::psn;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// Receiver settings.
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    /// Where the device sends (our IP and UDP port).
+    pub local: SocketAddr,
+    /// The device's IP (packets from elsewhere are refused).
+    pub device_ip: Ipv4Addr,
+    /// Frame (sensor window) size in bytes.
+    pub frame_size: usize,
+    /// Pages (frame buffers) in the ring (≤ 4096).
+    pub pages: u32,
+    /// Link MTU used to size packets (HSB: `(mtu - 74) / 128` pages per packet).
+    pub mtu: u32,
+    /// Virtual port and data plane.
+    pub vp: u32,
+    /// Data plane (Ethernet port) of the device.
+    pub data_plane: u32,
+    /// Immediate and metadata layout.
+    pub layout: PacketizerOptions,
+    /// Ask for no separate metadata packet (`md_disable`).
+    pub md_disable: bool,
+    /// Use this QP number and R_Key (passive mode, for a device configured elsewhere).
+    pub qp_rkey: Option<(u32, u32)>,
+    /// Socket receive buffer.
+    pub recv_buffer: usize,
+    /// Record every datagram.
+    pub pcap: Option<std::path::PathBuf>,
+}
+
+impl ReceiverConfig {
+    /// Receive `frame_size`-byte frames from `device_ip` at `local`: 4 pages, MTU 1500.
+    pub fn new(local: SocketAddr, device_ip: Ipv4Addr, frame_size: usize) -> ReceiverConfig {
+        ReceiverConfig {
+            local,
+            device_ip,
+            frame_size,
+            pages: 4,
+            mtu: 1500,
+            vp: 0,
+            data_plane: 0,
+            layout: PacketizerOptions::default(),
+            md_disable: false,
+            qp_rkey: None,
+            recv_buffer: 32 << 20,
+            pcap: None,
+        }
+    }
+}
+
+/// One received frame and its verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameReport {
+    /// Frame number, extended from the device's 16-bit counter.
+    pub frame_number: u64,
+    /// Ring page it landed in.
+    pub page: u32,
+    /// Payload bytes that arrived.
+    pub bytes: u64,
+    /// Bytes the device says it wrote (metadata), or the frame size with `md_disable`.
+    pub bytes_expected: u64,
+    /// CRC computed over what arrived.
+    pub crc: u32,
+    /// CRC the device sent (`None` with `md_disable`).
+    pub crc_expected: Option<u32>,
+    /// Frame CRC matches (`None` when the device sent none).
+    pub crc_ok: Option<bool>,
+    /// PSN of the frame-end packet.
+    pub psn: u32,
+    /// Data packets that arrived.
+    pub packets: u32,
+    /// Packets missing (PSN gaps inside the frame and since the previous frame).
+    pub dropped_packets: u64,
+    /// Window-end flags (bit 0 early TLAST, bit 1 count only).
+    pub flags: u32,
+    /// PTP time of the first data of the window.
+    pub sof: (u64, u32),
+    /// PTP time the metadata was formed.
+    pub meta: (u64, u32),
+    /// Every packet arrived and the byte count matches.
+    pub complete: bool,
+}
+
+impl FrameReport {
+    /// Complete, and the CRC matches where there is one.
+    pub fn good(&self) -> bool {
+        self.complete && self.crc_ok != Some(false)
+    }
+}
+
+/// Counters across frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReceiverStats {
+    /// Frames reported.
+    pub frames: u64,
+    /// Frames reported good.
+    pub good: u64,
+    /// Frames reported damaged.
+    pub damaged: u64,
+    /// Packets missing.
+    pub dropped_packets: u64,
+    /// Payload bytes that arrived.
+    pub bytes: u64,
+    /// Packets dropped for a bad ICRC.
+    pub icrc_errors: u64,
+    /// Packets refused for R_Key/bounds/QP/peer.
+    pub refused: u64,
+}
+
+#[derive(Debug, Default)]
+struct Acc {
+    first_psn: Option<u32>,
+    next_psn: u32,
+    packets: u32,
+    bytes: u64,
+    dropped: u64,
+    crc: FrameCrc,
+    next_offset: u64,
+    in_order: bool,
+    page: Option<u32>,
+}
+
+/// The receiver.
+#[derive(Debug)]
+pub struct Receiver {
+    cfg: ReceiverConfig,
+    ep: Endpoint,
+    drv: Driver,
+    qpn: u32,
+    mr: MrKeys,
+    page_size: usize,
+    md_offset: usize,
+    acc: Acc,
+    expect_psn: Option<u32>,
+    last_frame: Option<u64>,
+    ready: std::collections::VecDeque<FrameReport>,
+    posted: usize,
+    /// Counters.
+    pub stats: ReceiverStats,
+}
+
+const RECVS: usize = 256;
+
+impl Receiver {
+    /// Set up the socket, the region and the QP.
+    pub fn new(cfg: ReceiverConfig) -> io::Result<Receiver> {
+        if cfg.frame_size == 0 || cfg.pages == 0 || cfg.pages > 4096 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "frame size must be > 0 and pages in 1..=4096",
+            ));
+        }
+        let sock = UdpSocket::bind(
+            cfg.local,
+            &UdpConfig {
+                recv_buffer: cfg.recv_buffer,
+                ..UdpConfig::default()
+            },
+        )?;
+        for n in &sock.notes {
+            eprintln!("rocelink: note: {n}");
+        }
+        let mut drv = Driver::new(sock);
+        if let Some(p) = &cfg.pcap {
+            drv.set_tap(Tap::new(Box::new(io::BufWriter::new(
+                std::fs::File::create(p)?,
+            )))?);
+        }
+        let mut ecfg = EndpointConfig::new(drv.socket().local_addr());
+        ecfg.icrc = IcrcPolicy::Strict; // HSB devices send IP ID 0: every ICRC is exact
+        let mut ep = Endpoint::new(ecfg);
+        let md_offset = cfg.frame_size.next_multiple_of(PAGE_SIZE);
+        let page_size = md_offset + PAGE_SIZE;
+        let mem = vec![0u8; page_size * cfg.pages as usize].into_boxed_slice();
+        let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+        let init = QpInit {
+            report_writes: true,
+            max_recv_wr: RECVS,
+            ..QpInit::new(QpType::Uc)
+        };
+        let (mr, qpn) = match cfg.qp_rkey {
+            Some((qp, rkey)) => {
+                let mr = ep
+                    .register_mr_keyed(mem, 0, access, rkey)
+                    .ok_or_else(|| io::Error::other("R_Key unusable"))?;
+                (
+                    mr,
+                    ep.create_qp_numbered(qp, init).map_err(io::Error::other)?,
+                )
+            }
+            None => (ep.register_mr(mem, 0, access), ep.create_qp(init)),
+        };
+        let remote = SocketAddr::new(
+            IpAddr::V4(cfg.device_ip),
+            rocelink_wire::hsb::DATA_SOURCE_PORT,
+        );
+        ep.modify_qp(qpn, Modify::Init { qkey: 0 })
+            .map_err(io::Error::other)?;
+        ep.modify_qp(
+            qpn,
+            Modify::Rtr {
+                remote: Some(remote),
+                dest_qpn: 0,
+                rq_psn: 0,
+                mtu: Mtu::M4096,
+                min_rnr_timer: 0,
+            },
+        )
+        .map_err(io::Error::other)?;
+        let mut r = Receiver {
+            cfg,
+            ep,
+            drv,
+            qpn,
+            mr,
+            page_size,
+            md_offset,
+            acc: Acc {
+                in_order: true,
+                ..Acc::default()
+            },
+            expect_psn: None,
+            last_frame: None,
+            ready: Default::default(),
+            posted: 0,
+            stats: ReceiverStats::default(),
+        };
+        r.replenish()?;
+        Ok(r)
+    }
+
+    fn replenish(&mut self) -> io::Result<()> {
+        while self.posted < RECVS {
+            self.ep
+                .post_recv(
+                    self.qpn,
+                    RecvWr {
+                        wr_id: 0,
+                        sge: Sge {
+                            lkey: self.mr.lkey,
+                            va: 0,
+                            len: 0,
+                        },
+                    },
+                )
+                .map_err(io::Error::other)?;
+            self.posted += 1;
+        }
+        Ok(())
+    }
+
+    /// QP number the device must send to.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+    /// R_Key of the ring.
+    pub fn rkey(&self) -> u32 {
+        self.mr.rkey
+    }
+    /// Bytes per page (frame rounded up to 128, plus the 128-byte metadata slot).
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+    /// The address the device must send to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.drv.socket().local_addr()
+    }
+
+    /// Program the device's data channel over ECB as HSB's host does: disable the VP,
+    /// set packet size and source port, QP, R_Key, ring base 0, page stride, pages, frame
+    /// size, host MAC/IP/port (with `md_disable`), then enable the VP.
+    pub fn configure(&self, ctl: &mut Control) -> Result<(), EcbError> {
+        let c = &self.cfg;
+        let mask = 1u32 << c.vp;
+        let local = self.local_addr();
+        let IpAddr::V4(host_ip) = local.ip() else {
+            return Err(EcbError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "HSB data channels are IPv4",
+            )));
+        };
+        let mac = rocelink_io::net::mac_for_ip(local.ip()).unwrap_or(Mac([0; 6]));
+        let m = mac.0;
+        let vpr = |off| regs::vp_reg(c.vp, off);
+        ctl.and(regs::hif_reg(c.data_plane, hif::VP_MASK), !mask)?;
+        let port = u32::from(local.port()) | if c.md_disable { regs::MD_DISABLE } else { 0 };
+        ctl.write_block(&[
+            (
+                regs::hif_reg(c.data_plane, hif::PACKET_SIZE),
+                regs::packet_pages_for_mtu(c.mtu),
+            ),
+            (
+                regs::hif_reg(c.data_plane, hif::PACKET_UDP_PORT),
+                u32::from(rocelink_wire::hsb::DATA_SOURCE_PORT),
+            ),
+            (vpr(vp::QP), self.qpn),
+            (vpr(vp::RKEY), self.mr.rkey),
+            (vpr(vp::PAGE_LSB), 0),
+            (vpr(vp::PAGE_MSB), 0),
+            (vpr(vp::PAGE_INC), (self.page_size >> 7) as u32),
+            (vpr(vp::MAX_BUFF), c.pages - 1),
+            (vpr(vp::BUFFER_LENGTH), c.frame_size as u32),
+            (
+                vpr(vp::HOST_MAC_LOW),
+                u32::from_be_bytes([m[2], m[3], m[4], m[5]]),
+            ),
+            (
+                vpr(vp::HOST_MAC_HIGH),
+                u32::from_be_bytes([0, 0, m[0], m[1]]),
+            ),
+            (vpr(vp::HOST_IP), u32::from(host_ip)),
+            (vpr(vp::HOST_UDP_PORT), port),
+        ])?;
+        ctl.or(regs::hif_reg(c.data_plane, hif::VP_MASK), mask)
+    }
+
+    /// Stop the device's stream (clear the VP's enable bit).
+    pub fn stop(&self, ctl: &mut Control) -> Result<(), EcbError> {
+        ctl.and(
+            regs::hif_reg(self.cfg.data_plane, hif::VP_MASK),
+            !(1u32 << self.cfg.vp),
+        )
+    }
+
+    /// Wait up to `timeout` for the next frame.
+    pub fn next_frame(&mut self, timeout: Duration) -> io::Result<Option<FrameReport>> {
+        if let Some(f) = self.ready.pop_front() {
+            return Ok(Some(f));
+        }
+        let deadline = Instant::now() + timeout;
+        let Receiver { ep, drv, .. } = self;
+        let mut taken: Vec<Event> = Vec::new();
+        let mut completions: Vec<(usize, u32)> = Vec::new();
+        // gather events and frame ends in arrival order, then account for them
+        let mut order = 0usize;
+        let got_end = std::cell::Cell::new(false);
+        drv.run_each(
+            ep,
+            deadline,
+            &mut |ep| {
+                while let Some(e) = ep.poll_event() {
+                    taken.push(e);
+                    order += 1;
+                }
+                while let Some(wc) = ep.poll_completion() {
+                    if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm {
+                        completions.push((order, wc.imm.unwrap_or(0)));
+                        got_end.set(true);
+                    }
+                }
+            },
+            |_| got_end.get(),
+        )?;
+        let mut ci = completions.into_iter().peekable();
+        for (i, e) in taken.into_iter().enumerate() {
+            while let Some(&(at, imm)) = ci.peek() {
+                if at > i {
+                    break;
+                }
+                ci.next();
+                self.frame_end(imm);
+            }
+            if let Event::Placed { psn, va, len, .. } = e {
+                self.placed(psn, va, len);
+            }
+        }
+        for (_, imm) in ci {
+            self.frame_end(imm);
+        }
+        let es = self.ep.stats();
+        let qs = self.ep.qp_stats(self.qpn).unwrap_or_default();
+        self.stats.icrc_errors = es.icrc_errors;
+        self.stats.refused = es.unknown_qp + qs.access_violations + es.malformed + es.pkey_errors;
+        self.replenish()?;
+        Ok(self.ready.pop_front())
+    }
+
+    fn placed(&mut self, p: u32, va: u64, len: u32) {
+        let page = (va / self.page_size as u64) as u32;
+        let off = va % self.page_size as u64;
+        if off >= self.md_offset as u64 && !self.cfg.md_disable {
+            return; // the metadata record itself
+        }
+        let a = &mut self.acc;
+        if a.first_psn.is_none() {
+            a.first_psn = Some(p);
+            if let Some(e) = self.expect_psn {
+                a.dropped += u64::from(psn::diff(p, e).max(0) as u32);
+            }
+            a.next_psn = p;
+            a.page = Some(page);
+        }
+        let d = psn::diff(p, a.next_psn);
+        if d > 0 {
+            a.dropped += d as u64;
+        }
+        a.next_psn = psn::add(p, 1);
+        if a.page != Some(page) {
+            a.in_order = false;
+        }
+        if off != a.next_offset {
+            a.in_order = false;
+        }
+        if a.in_order {
+            let start = page as usize * self.page_size + off as usize;
+            if let Ok(m) = self.ep.mr(self.mr.lkey) {
+                a.crc.update(&m.bytes()[start..start + len as usize]);
+            }
+        }
+        a.next_offset = off + u64::from(len);
+        a.packets += 1;
+        a.bytes += u64::from(len);
+    }
+
+    fn frame_end(&mut self, imm: u32) {
+        self.posted = self.posted.saturating_sub(1);
+        let (imm_psn, page) = self.cfg.layout.imm_layout.decode(imm);
+        let acc = std::mem::replace(
+            &mut self.acc,
+            Acc {
+                in_order: true,
+                ..Acc::default()
+            },
+        );
+        let page = page % self.cfg.pages;
+        let base = page as usize * self.page_size;
+        let (md, end_psn) = if self.cfg.md_disable {
+            (None, psn::sub1(acc.next_psn))
+        } else {
+            let rec = self.ep.mr(self.mr.lkey).ok().map(|m| {
+                m.bytes()[base + self.md_offset..base + self.md_offset + metadata::RECORD_LEN]
+                    .to_vec()
+            });
+            let md = rec.and_then(|r| Metadata::parse(&r, self.cfg.layout.endian).ok());
+            (
+                md,
+                md.map_or(psn::sub1(acc.next_psn), |m| m.psn & psn::MASK),
+            )
+        };
+        let mut dropped = acc.dropped;
+        if acc.first_psn.is_some() && !self.cfg.md_disable {
+            // packets between the last data packet and the metadata packet
+            dropped += u64::from(psn::diff(end_psn, acc.next_psn).max(0) as u32);
+        } else if acc.first_psn.is_none()
+            && let (Some(e), Some(_)) = (self.expect_psn, md)
+        {
+            dropped += u64::from(psn::diff(end_psn, e).max(0) as u32);
+        }
+        let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
+        let crc = if acc.in_order || acc.bytes == 0 {
+            acc.crc.finalize()
+        } else {
+            // packets arrived out of order but all of them did: one pass over the page
+            let m = self
+                .ep
+                .mr(self.mr.lkey)
+                .map(|m| metadata::jamcrc(&m.bytes()[base..base + acc.bytes as usize]));
+            m.unwrap_or(0)
+        };
+        let (bytes_expected, crc_expected, flags, sof, meta, fn16) = match md {
+            Some(m) => (
+                m.bytes_written,
+                Some(m.crc),
+                m.flags,
+                (m.sof_s, m.sof_ns),
+                (m.meta_s, m.meta_ns),
+                Some(m.frame_number & 0xFFFF),
+            ),
+            None => (self.cfg.frame_size as u64, None, 0, (0, 0), (0, 0), None),
+        };
+        let frame_number = match (fn16, self.last_frame) {
+            (Some(n), Some(last)) => {
+                let mut ext = (last & !0xFFFF) | u64::from(n);
+                if ext <= last {
+                    ext += 0x1_0000;
+                }
+                ext
+            }
+            (Some(n), None) => u64::from(n),
+            (None, Some(last)) => last + 1,
+            (None, None) => 0,
+        };
+        self.last_frame = Some(frame_number);
+        self.expect_psn = Some(psn::add(end_psn, 1));
+        let complete = dropped == 0
+            && acc.bytes == bytes_expected
+            && imm_ok
+            && (md.is_some() || self.cfg.md_disable);
+        let crc_ok = crc_expected.map(|c| c == crc && complete);
+        let r = FrameReport {
+            frame_number,
+            page,
+            bytes: acc.bytes,
+            bytes_expected,
+            crc,
+            crc_expected,
+            crc_ok,
+            psn: end_psn,
+            packets: acc.packets,
+            dropped_packets: dropped,
+            flags,
+            sof,
+            meta,
+            complete,
+        };
+        self.stats.frames += 1;
+        self.stats.bytes += acc.bytes;
+        self.stats.dropped_packets += dropped;
+        if r.good() {
+            self.stats.good += 1;
+        } else {
+            self.stats.damaged += 1;
+        }
+        self.ready.push_back(r);
+    }
+
+    /// The bytes of a reported frame (valid until the next call to `next_frame`).
+    pub fn frame_data(&self, f: &FrameReport) -> &[u8] {
+        let base = f.page as usize * self.page_size;
+        let n = (f.bytes_expected.max(f.bytes) as usize).min(self.md_offset);
+        self.ep
+            .mr(self.mr.lkey)
+            .map_or(&[][..], |m| &m.bytes()[base..base + n])
+    }
+
+    /// Transport counters of the QP and endpoint.
+    pub fn transport_stats(
+        &self,
+    ) -> (
+        rocelink_transport::EndpointStats,
+        rocelink_transport::QpStats,
+    ) {
+        (
+            self.ep.stats(),
+            self.ep.qp_stats(self.qpn).unwrap_or_default(),
+        )
+    }
+}

@@ -1,0 +1,69 @@
+//! Interface facts the HSB host needs: the MAC address that owns a local IP.
+
+use rocelink_wire::bytes::Mac;
+use std::ffi::CStr;
+use std::net::IpAddr;
+
+/// The MAC of the interface that has `ip`, if any (loopback: all zeros).
+pub fn mac_for_ip(ip: IpAddr) -> Option<Mac> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut name_of_ip: Option<Vec<u8>> = None;
+    let mut macs: Vec<(Vec<u8>, Mac)> = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned; its name is a C string and
+        // its address (when non-null) is a sockaddr of the family it names, as the kernel
+        // wrote it (sockaddr_in, sockaddr_in6 or sockaddr_ll).
+        unsafe {
+            let ifa = &*cur;
+            let name = CStr::from_ptr(ifa.ifa_name).to_bytes().to_vec();
+            if !ifa.ifa_addr.is_null() {
+                match i32::from((*ifa.ifa_addr).sa_family) {
+                    libc::AF_INET => {
+                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                        if IpAddr::from(a.sin_addr.s_addr.to_ne_bytes()) == ip {
+                            name_of_ip = Some(name);
+                        }
+                    }
+                    libc::AF_INET6 => {
+                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                        if IpAddr::from(a.sin6_addr.s6_addr) == ip {
+                            name_of_ip = Some(name);
+                        }
+                    }
+                    libc::AF_PACKET => {
+                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_ll);
+                        if a.sll_halen == 6 {
+                            macs.push((name, Mac::from_bytes(&a.sll_addr[..6])));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            cur = ifa.ifa_next;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    let name = name_of_ip?;
+    Some(
+        macs.into_iter()
+            .find(|(n, _)| *n == name)
+            .map_or(Mac([0; 6]), |(_, m)| m),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_has_a_zero_mac_and_unknown_ips_none() {
+        assert_eq!(mac_for_ip("127.0.0.1".parse().unwrap()), Some(Mac([0; 6])));
+        assert_eq!(mac_for_ip("192.0.2.77".parse().unwrap()), None);
+    }
+}
