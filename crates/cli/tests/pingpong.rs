@@ -232,8 +232,10 @@ impl Netns {
         let ns = Netns { a, b };
         assert!(ok, "could not create namespaces (needs root and iproute2)");
         if loss > 0 {
+            // netdev ingress/egress hooks on B's end of the veth drop silently, like a
+            // lossy wire, in both directions
             let rules = format!(
-                "table inet rocelink_loss {{\n chain in {{ type filter hook input priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n chain out {{ type filter hook output priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n}}\n"
+                "table netdev rocelink_loss {{\n chain in {{ type filter hook ingress device \"{vb}\" priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n}}\n"
             );
             let f = std::env::temp_dir().join(format!("rocelink-nft-{id}-{n}.nft"));
             std::fs::write(&f, rules).unwrap();

@@ -49,14 +49,26 @@ fn run(r: Run) {
     // the registers are what the HSB host writes
     assert_eq!(ctl.read(regs::vp_reg(0, vp::QP)).unwrap(), rx.qpn());
     assert_eq!(ctl.read(regs::vp_reg(0, vp::RKEY)).unwrap(), rx.rkey());
-    assert_eq!(ctl.read(regs::vp_reg(0, vp::PAGE_INC)).unwrap() as usize, rx.page_size() >> 7);
+    assert_eq!(
+        ctl.read(regs::vp_reg(0, vp::PAGE_INC)).unwrap() as usize,
+        rx.page_size() >> 7
+    );
     assert_eq!(ctl.read(regs::vp_reg(0, vp::MAX_BUFF)).unwrap(), 2);
-    assert_eq!(ctl.read(regs::vp_reg(0, vp::BUFFER_LENGTH)).unwrap() as usize, r.window);
-    assert_eq!(ctl.read(regs::vp_reg(0, vp::HOST_IP)).unwrap(), u32::from(host));
+    assert_eq!(
+        ctl.read(regs::vp_reg(0, vp::BUFFER_LENGTH)).unwrap() as usize,
+        r.window
+    );
+    assert_eq!(
+        ctl.read(regs::vp_reg(0, vp::HOST_IP)).unwrap(),
+        u32::from(host)
+    );
     let mut last = None;
     let mut expected = Vec::new();
     for _ in 0..r.frames {
-        let f = rx.next_frame(Duration::from_secs(5)).unwrap().expect("a frame");
+        let f = rx
+            .next_frame(Duration::from_secs(5))
+            .unwrap()
+            .expect("a frame");
         assert!(f.good(), "{f:?}");
         assert_eq!(f.dropped_packets, 0);
         if let Some(l) = last {
@@ -68,11 +80,18 @@ fn run(r: Run) {
         r.sensor.frame(f.frame_number, r.window, &mut expected);
         let data = rx.frame_data(&f);
         assert_eq!(data.len(), r.window);
-        assert!(data == &expected[..], "frame {} differs from the sensor output", f.frame_number);
+        assert!(
+            data == &expected[..],
+            "frame {} differs from the sensor output",
+            f.frame_number
+        );
         if !r.md_disable {
             assert_eq!(f.crc_ok, Some(true));
             assert_eq!(f.crc, rocelink_wire::hsb::metadata::jamcrc(&expected));
-            assert!(f.meta.0 >= f.sof.0 && f.sof.0 > 1_700_000_000, "PTP times from the host clock");
+            assert!(
+                f.meta.0 >= f.sof.0 && f.sof.0 > 1_700_000_000,
+                "PTP times from the host clock"
+            );
         }
     }
     rx.stop(&mut ctl).unwrap();
@@ -84,23 +103,57 @@ fn run(r: Run) {
 
 #[test]
 fn pattern_sensor_window_is_what_the_host_programs() {
-    run(Run { frames: 30, sensor: Sensor::Pattern, window: 100_000, md_disable: false, opts: PacketizerOptions::default(), dev: Ipv4Addr::new(127, 0, 41, 2) });
+    run(Run {
+        frames: 30,
+        sensor: Sensor::Pattern,
+        window: 100_000,
+        md_disable: false,
+        opts: PacketizerOptions::default(),
+        dev: Ipv4Addr::new(127, 0, 41, 2),
+    });
 }
 
 #[test]
 fn imx274_1080p_raw10() {
     let m = Imx274Mode::P1080Raw10;
-    run(Run { frames: 10, sensor: Sensor::Imx274(m), window: m.frame_len(), md_disable: false, opts: PacketizerOptions::default(), dev: Ipv4Addr::new(127, 0, 42, 2) });
+    run(Run {
+        frames: 10,
+        sensor: Sensor::Imx274(m),
+        window: m.frame_len(),
+        md_disable: false,
+        opts: PacketizerOptions::default(),
+        dev: Ipv4Addr::new(127, 0, 42, 2),
+    });
 }
 
 #[test]
 fn ultrasound_md_disable() {
-    let s = Sensor::Ultrasound { channels: 16, samples: 1000 };
-    run(Run { frames: 20, window: s.frame_len().unwrap(), sensor: s, md_disable: true, opts: PacketizerOptions::default(), dev: Ipv4Addr::new(127, 0, 43, 2) });
+    let s = Sensor::Ultrasound {
+        channels: 16,
+        samples: 1000,
+    };
+    run(Run {
+        frames: 20,
+        window: s.frame_len().unwrap(),
+        sensor: s,
+        md_disable: true,
+        opts: PacketizerOptions::default(),
+        dev: Ipv4Addr::new(127, 0, 43, 2),
+    });
 }
 
 #[test]
 fn documented_variants_little_endian_metadata_and_2510_immediate() {
-    let opts = PacketizerOptions { imm_layout: ImmLayout::Psn24Buf8, endian: Endian::Little };
-    run(Run { frames: 10, sensor: Sensor::Pattern, window: 30_000, md_disable: false, opts, dev: Ipv4Addr::new(127, 0, 44, 2) });
+    let opts = PacketizerOptions {
+        imm_layout: ImmLayout::Psn24Buf8,
+        endian: Endian::Little,
+    };
+    run(Run {
+        frames: 10,
+        sensor: Sensor::Pattern,
+        window: 30_000,
+        md_disable: false,
+        opts,
+        dev: Ipv4Addr::new(127, 0, 44, 2),
+    });
 }

@@ -311,9 +311,11 @@ fn transport(net: &[u8], l4: &[u8], opts: &Options, d: &mut Dissection) {
     let ur = udp::Repr::parse(&u);
     d.udp = Some(ur);
     d.kind = Kind::Udp;
-    if ur.dst_port == ROCE_V2_PORT {
+    // HSB data packets go from the device's data port to whatever port the host programmed
+    let hsb_data = opts.hsb && ur.src_port == hsb::DATA_SOURCE_PORT;
+    if ur.dst_port == ROCE_V2_PORT || hsb_data {
         d.kind = Kind::Roce;
-        match RocePacket::parse(net) {
+        match RocePacket::parse_port(net, None) {
             Ok(p) => {
                 let ib = IbRepr::parse(&p.ib);
                 let check = match p.icrc_check() {

@@ -254,6 +254,12 @@ impl<'a> RocePacket<'a> {
     /// options or fragments: [`Error::Unsupported`]. The IPv4 header checksum is not
     /// checked here (the ICRC does not cover it); see [`ipv4::Packet::verify_checksum`].
     pub fn parse(ip: &'a [u8]) -> Result<RocePacket<'a>> {
+        Self::parse_port(ip, Some(ROCE_V2_PORT))
+    }
+
+    /// As [`RocePacket::parse`], accepting any UDP destination port when `port` is `None`
+    /// (HSB devices send RoCE packets to whatever port the host programmed).
+    pub fn parse_port(ip: &'a [u8], port: Option<u16>) -> Result<RocePacket<'a>> {
         let (params, ip_header, l4, proto) = match ip.first().map(|b| b >> 4) {
             Some(4) => {
                 let p = ipv4::Packet::new_checked(ip)?;
@@ -284,7 +290,7 @@ impl<'a> RocePacket<'a> {
         }
         let u = udp::Packet::new_checked(l4)?;
         let udp = udp::Repr::parse(&u);
-        if udp.dst_port != ROCE_V2_PORT {
+        if port.is_some_and(|p| udp.dst_port != p) {
             return Err(Error::Unsupported);
         }
         let ib = IbPacket::new_checked(u.payload())?;
