@@ -186,6 +186,84 @@ fn emulator_and_receiver_in_separate_processes() {
     );
 }
 
+#[test]
+fn passive_receiver_for_a_device_configured_elsewhere() {
+    let _emu = emulator(
+        &[],
+        &[
+            "--ip",
+            "127.0.53.2",
+            "--bootp-target",
+            "none",
+            "--sensor",
+            "pattern",
+            "--fps",
+            "100",
+            "--seconds",
+            "60",
+        ],
+    );
+    let rx = rocelink(
+        &[],
+        &[
+            "receive",
+            "--listen",
+            "127.0.53.1:5000",
+            "--qp",
+            "0x1234",
+            "--rkey",
+            "0x5678",
+            "--device-ip",
+            "127.0.53.2",
+            "--frame-size",
+            "50000",
+            "--frames",
+            "10",
+            "--json",
+            "--pages",
+            "2",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // configure the device by hand, as another tool would: VP 0 registers, then enable it
+    let page_inc = ((50_000usize.next_multiple_of(128) + 128) >> 7).to_string();
+    let host_ip = u32::from(std::net::Ipv4Addr::new(127, 0, 53, 1)).to_string();
+    let vals = [
+        "0x1234",
+        "0x5678",
+        "0",
+        "0",
+        page_inc.as_str(),
+        "1",
+        "50000",
+        "0",
+        "0",
+        "0",
+        host_ip.as_str(),
+        "5000",
+    ];
+    let mut args = vec!["write", "--device", "127.0.53.2", "0x1000"];
+    args.extend_from_slice(&vals);
+    run_ok(rocelink(&[], &args));
+    run_ok(rocelink(
+        &[],
+        &["write", "--device", "127.0.53.2", "0x0200030C", "1"],
+    ));
+    let out = rx.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f = frames(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(f.len(), 10);
+    assert!(f.iter().all(|r| r["good"] == true), "{f:?}");
+}
+
 fn root_or_ci() -> bool {
     let uid0 = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()

@@ -100,11 +100,14 @@ pub struct EmulatorStats {
     pub ip_changes: u64,
     /// Datagrams refused by the local host (netfilter).
     pub host_drops: u64,
+    /// Async event messages sent.
+    pub events: u64,
 }
 
 struct Sockets {
     control: UdpSocket,
     bootp: UdpSocket,
+    events: UdpSocket,
     data: RoceSocket,
 }
 
@@ -122,9 +125,12 @@ fn bind(ip: IpAddr, cfg: &EmulatorConfig, data_port: u16) -> io::Result<Sockets>
             gro: false,
         },
     )?;
+    let events = UdpSocket::bind((ip, rocelink_wire::hsb::EVENT_SOURCE_PORT))?;
+    events.set_broadcast(true)?;
     Ok(Sockets {
         control,
         bootp,
+        events,
         data,
     })
 }
@@ -242,6 +248,7 @@ pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorSt
                 ),
             }
         }
+        send_events(&mut core, &socks.events, &mut stats);
         stats.ecb_requests = core.stats.requests;
         stats.ecb_errors = core.stats.errors;
         let now = Instant::now();
@@ -300,6 +307,15 @@ pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorSt
             let tlast = cfg
                 .sensor
                 .frame(st.frame, stream.window as usize, &mut frame_buf);
+            // sensor interface events: frame start and frame end pulses
+            use rocelink_wire::hsb::event::bits;
+            let (start_bit, end_bit) = if vp == 0 {
+                (bits::SIF_0_FRAME_START, bits::SIF_0_FRAME_END)
+            } else {
+                (bits::SIF_1_FRAME_START, bits::SIF_1_FRAME_END)
+            };
+            core.set_level(start_bit, true, ptp_now());
+            core.set_level(start_bit, false, ptp_now());
             st.frame += 1;
             pkts.clear();
             let ptp = ptp_now();
@@ -321,6 +337,9 @@ pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorSt
             )?;
             stats.packets += pkts.len() as u64;
             core.tx_packets = core.tx_packets.wrapping_add(pkts.len() as u32);
+            core.set_level(end_bit, true, ptp_now());
+            core.set_level(end_bit, false, ptp_now());
+            send_events(&mut core, &socks.events, &mut stats);
         }
         stats.bytes += sent_bytes;
         stats.host_drops = socks.data.host_drops();
@@ -339,6 +358,15 @@ pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorSt
         t.flush()?;
     }
     Ok(stats)
+}
+
+/// Send the async event messages the device queued.
+fn send_events(core: &mut DeviceCore, sock: &UdpSocket, stats: &mut EmulatorStats) {
+    for (b, dst) in core.take_events() {
+        if sock.send_to(&b, dst).is_ok() {
+            stats.events += 1;
+        }
+    }
 }
 
 /// Send `pkts` to `dst` in batches of 32, spreading them at `gbps`. Returns payload bytes.

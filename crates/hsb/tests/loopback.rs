@@ -157,3 +157,137 @@ fn documented_variants_little_endian_metadata_and_2510_immediate() {
         dev: Ipv4Addr::new(127, 0, 44, 2),
     });
 }
+
+#[test]
+fn async_event_messages_from_port_8432() {
+    use rocelink_wire::hsb::event::{EventRepr, bits};
+    let dev = Ipv4Addr::new(127, 0, 45, 2);
+    let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev));
+    cfg.bootp_target = None;
+    cfg.pacing = Pacing::Fps(100.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s2, c2) = (stop.clone(), cfg.clone());
+    let emu = std::thread::spawn(move || emulator::run(&c2, s2));
+    std::thread::sleep(Duration::from_millis(50));
+    let listener = std::net::UdpSocket::bind("127.0.45.1:0").unwrap();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut ctl = Control::new(SocketAddr::new(IpAddr::V4(dev), 8192)).unwrap();
+    // the HSB host's event setup: destination, rising edges of frame end, falling of SW event
+    ctl.write_block(&[
+        (
+            regs::CTRL_EVT_HOST_IP,
+            u32::from(Ipv4Addr::new(127, 0, 45, 1)),
+        ),
+        (regs::CTRL_EVT_HOST_UDP_PORT, u32::from(port)),
+        (regs::CTRL_EVT_RISING, 1 << bits::SIF_0_FRAME_END),
+        (regs::CTRL_EVT_FALLING, 1 << bits::SW_EVENT),
+    ])
+    .unwrap();
+    ctl.write(regs::CTRL_EVT_SW_EVENT, 1).unwrap();
+    ctl.write(regs::CTRL_EVT_SW_EVENT, 0).unwrap();
+    let mut buf = [0u8; 64];
+    let (n, from) = listener.recv_from(&mut buf).unwrap();
+    assert_eq!(from, SocketAddr::new(IpAddr::V4(dev), 8432));
+    let e = EventRepr::parse(&buf[..n]).unwrap();
+    assert_eq!(e.interrupt_active, 1 << bits::SW_EVENT);
+    // stream frames: each frame end is one event message
+    let mut rc = ReceiverConfig::new(
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 45, 1)), 0),
+        dev,
+        10_000,
+    );
+    rc.pages = 2;
+    let mut rx = Receiver::new(rc).unwrap();
+    rx.configure(&mut ctl).unwrap();
+    let mut ends = 0;
+    while ends < 3 {
+        let (n, _) = listener.recv_from(&mut buf).unwrap();
+        let e = EventRepr::parse(&buf[..n]).unwrap();
+        if e.interrupt_active == 1 << bits::SIF_0_FRAME_END {
+            ends += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(emu.join().unwrap().unwrap().events >= 4);
+}
+
+#[test]
+fn hostile_roce_packets_are_refused_and_frames_stay_good() {
+    use rocelink_wire::ib::{BthRepr, IbRepr, Opcode, RethRepr};
+    let dev = Ipv4Addr::new(127, 0, 46, 2);
+    let host = Ipv4Addr::new(127, 0, 46, 1);
+    let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev));
+    cfg.bootp_target = None;
+    cfg.pacing = Pacing::Fps(100.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s2, c2) = (stop.clone(), cfg.clone());
+    let emu = std::thread::spawn(move || emulator::run(&c2, s2));
+    std::thread::sleep(Duration::from_millis(50));
+    let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, 20_000);
+    rc.pages = 2;
+    let mut rx = Receiver::new(rc).unwrap();
+    let mut ctl = Control::new(SocketAddr::new(IpAddr::V4(dev), 8192)).unwrap();
+    rx.configure(&mut ctl).unwrap();
+    let target = rx.local_addr();
+    // from a stranger, and forged as the device with a wrong R_Key, a VA past the ring,
+    // a wrong QP, and a bad ICRC
+    let stranger = std::net::UdpSocket::bind("127.0.46.9:12288").unwrap();
+    let forger = std::net::UdpSocket::bind("127.0.46.2:0").unwrap();
+    let ring = rx.page_size() as u64 * 2;
+    let cases = [
+        (rx.qpn(), rx.rkey() ^ 1, 0u64, true),
+        (rx.qpn(), rx.rkey(), ring - 8, true),
+        (rx.qpn() + 1, rx.rkey(), 0, true),
+        (rx.qpn(), rx.rkey(), 0, false),
+    ];
+    for (sock, (qp, rkey, va, good_icrc)) in [&stranger, &forger]
+        .into_iter()
+        .flat_map(|s| cases.iter().map(move |c| (s, *c)))
+    {
+        let ib = IbRepr {
+            bth: BthRepr {
+                opcode: Opcode::UC_RDMA_WRITE_ONLY,
+                dest_qp: qp,
+                psn: 1,
+                ..Default::default()
+            },
+            reth: Some(RethRepr {
+                va,
+                rkey,
+                dma_len: 64,
+            }),
+            payload_len: 64,
+            ..Default::default()
+        };
+        let mut b = vec![0u8; ib.buffer_len()];
+        ib.emit(&mut b, &[0xEE; 64]);
+        rocelink_wire::icrc::fill_socket(sock.local_addr().unwrap(), target, &mut b).unwrap();
+        if !good_icrc {
+            b[20] ^= 1;
+        }
+        sock.send_to(&b, target).unwrap();
+    }
+    let mut expected = Vec::new();
+    for _ in 0..5 {
+        let f = rx.next_frame(Duration::from_secs(5)).unwrap().unwrap();
+        assert!(f.good(), "{f:?}");
+        Sensor::Pattern.frame(f.frame_number, 20_000, &mut expected);
+        assert!(rx.frame_data(&f) == &expected[..], "no forged byte landed");
+    }
+    let (es, qs) = rx.transport_stats();
+    assert_eq!(es.icrc_errors, 2, "{es:?}");
+    assert_eq!(
+        es.unknown_qp,
+        3 + 1,
+        "the stranger's three, the forger's wrong QP: {es:?}"
+    );
+    assert_eq!(
+        qs.access_violations, 2,
+        "wrong R_Key and VA past the ring: {qs:?}"
+    );
+    stop.store(true, Ordering::Relaxed);
+    emu.join().unwrap().unwrap();
+}

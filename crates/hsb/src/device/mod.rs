@@ -123,6 +123,8 @@ pub struct DeviceCore {
     bootp_seq: u16,
     /// Data packets sent (BOOTP's packet counter, 24 bits).
     pub tx_packets: u32,
+    levels: u32,
+    events: Vec<(Vec<u8>, SocketAddrV4)>,
 }
 
 impl DeviceCore {
@@ -135,6 +137,8 @@ impl DeviceCore {
             stats: EcbStats::default(),
             bootp_seq: 0,
             tx_packets: 0,
+            levels: 0,
+            events: Vec::new(),
         };
         d.reset_registers();
         d
@@ -218,7 +222,59 @@ impl DeviceCore {
             return true;
         }
         self.regs.insert(addr, value);
+        if addr == regs::CTRL_EVT_SW_EVENT {
+            self.set_level(
+                rocelink_wire::hsb::event::bits::SW_EVENT,
+                value & 1 != 0,
+                (0, 0),
+            );
+        }
         true
+    }
+
+    /// Drive event input `bit` to `high` at PTP time `ptp`. An enabled rising or falling
+    /// edge queues an async event message (see [`DeviceCore::take_events`]) to the host
+    /// address and port of registers 0x218/0x21C.
+    pub fn set_level(&mut self, bit: u32, high: bool, ptp: (u64, u32)) {
+        let old = self.levels;
+        let new = if high {
+            old | (1 << bit)
+        } else {
+            old & !(1 << bit)
+        };
+        self.levels = new;
+        let r = |a: u32| self.regs.get(&a).copied().unwrap_or(0);
+        let active =
+            (!old & new & r(regs::CTRL_EVT_RISING)) | (old & !new & r(regs::CTRL_EVT_FALLING));
+        let port = (r(regs::CTRL_EVT_HOST_UDP_PORT) & 0xFFFF) as u16;
+        if active == 0 || port == 0 {
+            return;
+        }
+        let ip = Ipv4Addr::from(r(regs::CTRL_EVT_HOST_IP));
+        let mut b = vec![0u8; rocelink_wire::hsb::event::MESSAGE_LEN];
+        rocelink_wire::hsb::event::EventRepr {
+            interrupt_active: active,
+            interrupt_state: new,
+            seconds: ptp.0 & 0xFFFF_FFFF,
+            nanoseconds: ptp.1,
+        }
+        .emit(&mut b);
+        self.events.push((b, SocketAddrV4::new(ip, port)));
+    }
+
+    /// Event messages waiting to be sent, with their destinations.
+    pub fn take_events(&mut self) -> Vec<(Vec<u8>, SocketAddrV4)> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// UDP source port of event messages (register 0x220, 8432).
+    pub fn event_port(&self) -> u16 {
+        (self
+            .regs
+            .get(&regs::CTRL_EVT_FPGA_UDP_PORT)
+            .copied()
+            .unwrap_or(8432)
+            & 0xFFFF) as u16
     }
 
     /// Handle one ECB request; returns the reply to send, if any (the FPGA answers reads

@@ -297,3 +297,48 @@ fn streams_only_when_configured_and_enabled() {
     assert!(d.vp_stream(1).is_none());
     assert_eq!(d.read(regs::HSB_IP_VERSION), Some(0x2606));
 }
+
+#[test]
+fn async_events_on_enabled_edges() {
+    use rocelink_wire::hsb::event::{EventRepr, bits};
+    let mut d = dev();
+    d.set_level(bits::SIF_0_FRAME_END, true, (1, 2));
+    assert!(
+        d.take_events().is_empty(),
+        "nothing enabled, no destination"
+    );
+    d.write(regs::CTRL_EVT_HOST_IP, 0xFFFF_FFFF);
+    d.write(regs::CTRL_EVT_HOST_UDP_PORT, 40000);
+    d.write(regs::CTRL_EVT_RISING, 1 << bits::SIF_0_FRAME_END);
+    d.write(regs::CTRL_EVT_FALLING, 1 << bits::SW_EVENT);
+    d.set_level(bits::SIF_0_FRAME_END, false, (1, 2));
+    assert!(
+        d.take_events().is_empty(),
+        "falling edge of frame end not enabled"
+    );
+    d.set_level(bits::SIF_0_FRAME_END, true, (7, 8));
+    let ev = d.take_events();
+    assert_eq!(ev.len(), 1);
+    let (b, dst) = &ev[0];
+    assert_eq!(dst.to_string(), "255.255.255.255:40000");
+    let e = EventRepr::parse(b).unwrap();
+    assert_eq!(
+        (
+            e.interrupt_active,
+            e.interrupt_state,
+            e.seconds,
+            e.nanoseconds
+        ),
+        (1 << 16, 1 << 16, 7, 8)
+    );
+    // the software event: write 1 then 0; only the enabled falling edge reports
+    d.write(regs::CTRL_EVT_SW_EVENT, 1);
+    assert!(d.take_events().is_empty());
+    d.write(regs::CTRL_EVT_SW_EVENT, 0);
+    let ev = d.take_events();
+    assert_eq!(
+        EventRepr::parse(&ev[0].0).unwrap().interrupt_active,
+        1 << bits::SW_EVENT
+    );
+    assert_eq!(d.event_port(), 8432);
+}
