@@ -200,7 +200,7 @@ fn async_event_messages_from_port_8432() {
         10_000,
     );
     rc.pages = 2;
-    let mut rx = Receiver::new(rc).unwrap();
+    let rx = Receiver::new(rc).unwrap();
     rx.configure(&mut ctl).unwrap();
     let mut ends = 0;
     while ends < 3 {
