@@ -264,21 +264,8 @@ fn passive_receiver_for_a_device_configured_elsewhere() {
     assert!(f.iter().all(|r| r["good"] == true), "{f:?}");
 }
 
-fn root_or_ci() -> bool {
-    let uid0 = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-    });
-    if !uid0 && std::env::var_os("CI").is_none() {
-        eprintln!("skipping: network namespaces need root (CI runs this test as root)");
-        return false;
-    }
-    true
-}
-
 fn sh(args: &[&str]) {
-    let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-    assert!(st.success(), "{args:?}");
+    assert!(common::sh(args), "{args:?}");
 }
 
 struct Ns(Vec<String>);
@@ -292,7 +279,7 @@ impl Drop for Ns {
 
 #[test]
 fn netns_enumerate_set_ip_all_sensors_and_loss() {
-    if !root_or_ci() {
+    if !common::root_or_ci() {
         return;
     }
     let id = std::process::id();

@@ -187,25 +187,19 @@ struct Netns {
 }
 
 impl Netns {
-    fn sh(args: &[&str]) -> bool {
-        Command::new(args[0])
-            .args(&args[1..])
-            .status()
-            .is_ok_and(|s| s.success())
-    }
     /// Two namespaces joined by a veth pair, 10.201.<n>.1 and .2, with `loss`% of UDP/4791
     /// dropped at random in B's input and output.
     fn new(n: u8, loss: u32) -> Netns {
         let id = std::process::id();
         let (a, b) = (format!("rla{id}_{n}"), format!("rlb{id}_{n}"));
         let (va, vb) = (format!("va{id}_{n}"), format!("vb{id}_{n}"));
-        let ok = Self::sh(&["ip", "netns", "add", &a])
-            && Self::sh(&["ip", "netns", "add", &b])
-            && Self::sh(&[
+        let ok = common::sh(&["ip", "netns", "add", &a])
+            && common::sh(&["ip", "netns", "add", &b])
+            && common::sh(&[
                 "ip", "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb,
                 "netns", &b,
             ])
-            && Self::sh(&[
+            && common::sh(&[
                 "ip",
                 "-n",
                 &a,
@@ -215,7 +209,7 @@ impl Netns {
                 "dev",
                 &va,
             ])
-            && Self::sh(&[
+            && common::sh(&[
                 "ip",
                 "-n",
                 &b,
@@ -225,10 +219,10 @@ impl Netns {
                 "dev",
                 &vb,
             ])
-            && Self::sh(&["ip", "-n", &a, "link", "set", &va, "up"])
-            && Self::sh(&["ip", "-n", &b, "link", "set", &vb, "up"])
-            && Self::sh(&["ip", "-n", &a, "link", "set", "lo", "up"])
-            && Self::sh(&["ip", "-n", &b, "link", "set", "lo", "up"]);
+            && common::sh(&["ip", "-n", &a, "link", "set", &va, "up"])
+            && common::sh(&["ip", "-n", &b, "link", "set", &vb, "up"])
+            && common::sh(&["ip", "-n", &a, "link", "set", "lo", "up"])
+            && common::sh(&["ip", "-n", &b, "link", "set", "lo", "up"]);
         let ns = Netns { a, b };
         assert!(ok, "could not create namespaces (needs root and iproute2)");
         if loss > 0 {
@@ -240,7 +234,7 @@ impl Netns {
             let f = std::env::temp_dir().join(format!("rocelink-nft-{id}-{n}.nft"));
             std::fs::write(&f, rules).unwrap();
             assert!(
-                Self::sh(&[
+                common::sh(&[
                     "ip",
                     "netns",
                     "exec",
@@ -263,22 +257,9 @@ impl Drop for Netns {
     }
 }
 
-fn root_or_ci() -> bool {
-    // SAFETY-free check: root is uid 0 in /proc/self/status
-    let uid0 = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-    });
-    if !uid0 && std::env::var_os("CI").is_none() {
-        eprintln!("skipping: network namespaces need root (CI runs this test as root)");
-        return false;
-    }
-    true
-}
-
 #[test]
 fn veth_with_5_percent_loss() {
-    if !root_or_ci() {
+    if !common::root_or_ci() {
         return;
     }
     let ns = Netns::new(1, 5);

@@ -137,6 +137,10 @@ impl MrTable {
             self.next = self.next.wrapping_add(1);
             key = (self.next << 8) | (self.next.wrapping_mul(0x9E) & 0xFF);
         }
+        self.insert(key, mem, va, access)
+    }
+
+    fn insert(&mut self, key: u32, mem: Box<[u8]>, va: u64, access: Access) -> MrKeys {
         let keys = MrKeys {
             lkey: key,
             rkey: key,
@@ -158,14 +162,7 @@ impl MrTable {
         if key == 0 || self.by_key.contains_key(&key) {
             return None;
         }
-        let keys = MrKeys {
-            lkey: key,
-            rkey: key,
-            va,
-            len: mem.len(),
-        };
-        self.by_key.insert(key, MemoryRegion { keys, access, mem });
-        Some(keys)
+        Some(self.insert(key, mem, va, access))
     }
 
     /// Remove a region, giving its memory back.

@@ -71,3 +71,25 @@ pub(crate) fn rocelink(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// True when this process may create network namespaces (root), or in CI (which runs as
+/// root, so a failure there is real). Elsewhere the caller skips with a message.
+pub(crate) fn root_or_ci() -> bool {
+    let uid0 = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+    });
+    if !uid0 && std::env::var_os("CI").is_none() {
+        eprintln!("skipping: network namespaces need root (CI runs this test as root)");
+        return false;
+    }
+    true
+}
+
+/// Run a command; true on success.
+pub(crate) fn sh(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .is_ok_and(|s| s.success())
+}

@@ -153,22 +153,10 @@ impl Control {
                 self.stats.resends += 1;
                 next_resend += self.retry;
             }
-            let wait = next_resend
-                .min(start + self.timeout)
-                .saturating_duration_since(Instant::now());
-            self.sock
-                .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-            let (n, from) = match self.sock.recv_from(&mut buf) {
-                Ok(x) => x,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
+            let Some((n, from)) =
+                super::recv_until(&self.sock, next_resend.min(start + self.timeout), &mut buf)?
+            else {
+                continue;
             };
             if from != self.peer || n < 5 || u16::from_be_bytes([buf[2], buf[3]]) != seq {
                 self.stats.stale_replies += 1;

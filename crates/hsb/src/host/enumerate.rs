@@ -57,21 +57,8 @@ pub fn listen(sock: &UdpSocket, duration: Duration, max: Option<usize>) -> io::R
     let mut found: Vec<Found> = Vec::new();
     let mut buf = [0u8; 2048];
     while Instant::now() < end && max.is_none_or(|m| found.len() < m) {
-        sock.set_read_timeout(Some(
-            end.saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(1)),
-        ))?;
-        let (n, peer) = match sock.recv_from(&mut buf) {
-            Ok(x) => x,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                break;
-            }
-            Err(e) => return Err(e),
+        let Some((n, peer)) = super::recv_until(sock, end, &mut buf)? else {
+            break;
         };
         let Ok(p) = bootp::Packet::new_checked(&buf[..n]) else {
             continue;

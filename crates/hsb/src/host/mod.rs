@@ -9,3 +9,25 @@
 pub mod control;
 pub mod enumerate;
 pub mod receiver;
+
+/// Receive one datagram on `sock`, waiting at most until `deadline`; `None` when it passes.
+pub(crate) fn recv_until(
+    sock: &std::net::UdpSocket,
+    deadline: std::time::Instant,
+    buf: &mut [u8],
+) -> std::io::Result<Option<(usize, std::net::SocketAddr)>> {
+    let wait = deadline.saturating_duration_since(std::time::Instant::now());
+    sock.set_read_timeout(Some(wait.max(std::time::Duration::from_millis(1))))?;
+    match sock.recv_from(buf) {
+        Ok(x) => Ok(Some(x)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}

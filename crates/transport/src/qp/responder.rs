@@ -110,6 +110,17 @@ impl Qp {
         }
     }
 
+    /// An error completion of a RECV WR.
+    fn recv_failed(
+        &self,
+        r: RecvWr,
+        status: WcStatus,
+        src_qp: u32,
+        src: SocketAddr,
+    ) -> WorkCompletion {
+        self.complete_recv(r, status, WcOpcode::Recv, 0, None, src_qp, src)
+    }
+
     /// A request packet (SEND, WRITE, READ request, atomics) for this QP.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn handle_request(
@@ -318,15 +329,7 @@ impl Qp {
         };
         if m.offset + payload.len() as u64 > u64::from(recv.sge.len) {
             self.resp.msg = None;
-            let wc = self.complete_recv(
-                recv,
-                WcStatus::LocalLengthError,
-                WcOpcode::Recv,
-                0,
-                None,
-                0,
-                src,
-            );
+            let wc = self.recv_failed(recv, WcStatus::LocalLengthError, 0, src);
             sinks.completions.push_back(wc);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
@@ -341,15 +344,7 @@ impl Qp {
                 Ok(dst) => dst.copy_from_slice(payload),
                 Err(_) => {
                     self.resp.msg = None;
-                    let wc = self.complete_recv(
-                        recv,
-                        WcStatus::LocalProtectionError,
-                        WcOpcode::Recv,
-                        0,
-                        None,
-                        0,
-                        src,
-                    );
+                    let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, 0, src);
                     sinks.completions.push_back(wc);
                     return Err(Refuse::Nak(NakCode::RemoteOperationalError));
                 }
@@ -589,15 +584,7 @@ impl Qp {
         };
         let need = grh::SLOT_LEN + payload.len();
         if need > recv.sge.len as usize {
-            let wc = self.complete_recv(
-                recv,
-                WcStatus::LocalLengthError,
-                WcOpcode::Recv,
-                0,
-                None,
-                deth.src_qp,
-                src,
-            );
+            let wc = self.recv_failed(recv, WcStatus::LocalLengthError, deth.src_qp, src);
             sinks.completions.push_back(wc);
             return;
         }
@@ -623,15 +610,7 @@ impl Qp {
                 sinks.completions.push_back(wc);
             }
             Err(_) => {
-                let wc = self.complete_recv(
-                    recv,
-                    WcStatus::LocalProtectionError,
-                    WcOpcode::Recv,
-                    0,
-                    None,
-                    deth.src_qp,
-                    src,
-                );
+                let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, deth.src_qp, src);
                 sinks.completions.push_back(wc);
             }
         }
