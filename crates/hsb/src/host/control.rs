@@ -248,3 +248,75 @@ impl Control {
         self.write(addr, v | or)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{DeviceConfig, DeviceCore};
+    use std::net::Ipv4Addr;
+    use std::sync::{Arc, Mutex};
+
+    /// A device on a socket that drops the replies whose sequence numbers are in `drop`.
+    fn device(addr: &str, drop_replies: Vec<u16>) -> (SocketAddr, Arc<Mutex<DeviceCore>>) {
+        let s = UdpSocket::bind(addr).unwrap();
+        let a = s.local_addr().unwrap();
+        let core = Arc::new(Mutex::new(DeviceCore::new(DeviceConfig::new(
+            Ipv4Addr::LOCALHOST,
+        ))));
+        let c2 = core.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            let mut dropped = vec![];
+            while let Ok((n, from)) = s.recv_from(&mut buf) {
+                let seq = u16::from_be_bytes([buf[2], buf[3]]);
+                let reply = c2.lock().unwrap().handle_ecb(&buf[..n]);
+                if drop_replies.contains(&seq) && !dropped.contains(&seq) {
+                    dropped.push(seq);
+                    continue;
+                }
+                if let Some(r) = reply {
+                    let _ = s.send_to(&r, from);
+                }
+            }
+        });
+        (a, core)
+    }
+
+    #[test]
+    fn lost_reply_is_recovered_by_resending_without_the_check() {
+        // transaction 0x101's reply is lost: the write did execute, so a resend with
+        // SEQUENCE_CHECK set would be refused; HSB's host clears the check on resends
+        let (a, core) = device("127.0.0.1:0", vec![0x101]);
+        let mut c = Control::new(a).unwrap();
+        assert_eq!(c.read(crate::regs::HSB_IP_VERSION).unwrap(), 0x2606); // 0x100, unchecked
+        c.write(0x1000, 0xCAF0).unwrap(); // 0x101, reply lost, resent
+        assert_eq!(c.stats.resends, 1);
+        assert_eq!(core.lock().unwrap().read(0x1000), Some(0xCAF0));
+        assert_eq!(c.read(0x1000).unwrap(), 0xCAF0); // 0x102, checked, accepted
+        assert_eq!(core.lock().unwrap().stats.sequence_failures, 0);
+    }
+
+    #[test]
+    fn silence_is_a_timeout_and_errors_name_the_status() {
+        let quiet = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut c = Control::new(quiet.local_addr().unwrap()).unwrap();
+        let t = Instant::now();
+        let e = c.read(0x80).unwrap_err();
+        let el = t.elapsed();
+        assert!(
+            el >= Duration::from_millis(450) && el < Duration::from_secs(3),
+            "{el:?}"
+        );
+        assert!(e.to_string().contains("no reply"), "{e}");
+        assert!(
+            c.stats.resends >= 3,
+            "resent every 0.1 s: {}",
+            c.stats.resends
+        );
+        let (a, _) = device("127.0.0.1:0", vec![]);
+        let mut c = Control::new(a).unwrap();
+        let e = c.read(0x4000_0000).unwrap_err();
+        assert!(e.to_string().contains("INVALID_ADDR (0x03)"), "{e}");
+        assert!(matches!(c.write(0x81, 1), Err(EcbError::Misaligned(0x81))));
+    }
+}
