@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod decode;
 mod hsb;
 mod pingpong;
@@ -24,6 +25,9 @@ enum Cmd {
     Decode(decode::Args),
     /// A counterpart of rdma-core's ibv_{rc,uc,ud}_pingpong over rocelink's user-space RoCE.
     Pingpong(pingpong::Args),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
     /// Emulator and receiver in one process over loopback: an HSB camera stream received
     /// and verified frame by frame.
     Demo(hsb::DemoArgs),
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Decode(args) => decode::run(&args),
         Cmd::Demo(a) => hsb::demo(&a),
+        Cmd::Bench(b) => bench::run(&b),
         Cmd::Emulate(a) => hsb::emulate(&a),
         Cmd::Enumerate(a) => hsb::enumerate(&a),
         Cmd::SetIp(a) => hsb::set_ip(&a),

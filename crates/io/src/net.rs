@@ -67,3 +67,30 @@ mod tests {
         assert_eq!(mac_for_ip("192.0.2.77".parse().unwrap()), None);
     }
 }
+
+/// Pin the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it; the call
+    // passes its exact size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// CPU time (user + system) the calling thread has used.
+pub fn thread_cpu_time() -> std::time::Duration {
+    // SAFETY: getrusage writes one rusage struct, which `ru` is.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}

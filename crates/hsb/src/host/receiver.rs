@@ -139,7 +139,6 @@ struct Acc {
     next_psn: u32,
     packets: u32,
     bytes: u64,
-    dropped: u64,
     crc: FrameCrc,
     next_offset: u64,
     in_order: bool,
@@ -149,23 +148,166 @@ struct Acc {
 /// The receiver.
 #[derive(Debug)]
 pub struct Receiver {
-    cfg: ReceiverConfig,
     ep: Endpoint,
     drv: Driver,
     qpn: u32,
     mr: MrKeys,
-    page_size: usize,
-    md_offset: usize,
-    acc: Acc,
-    expect_psn: Option<u32>,
-    last_frame: Option<u64>,
-    ready: std::collections::VecDeque<FrameReport>,
+    t: Tracker,
     posted: usize,
     /// Counters.
     pub stats: ReceiverStats,
 }
 
 const RECVS: usize = 256;
+
+/// Per-frame accounting, separate from the endpoint so it can run right after each
+/// datagram is placed (before the next one can overwrite a page).
+#[derive(Debug)]
+struct Tracker {
+    cfg: ReceiverConfig,
+    lkey: u32,
+    page_size: usize,
+    md_offset: usize,
+    acc: Acc,
+    expect_psn: Option<u32>,
+    last_frame: Option<u64>,
+    ready: std::collections::VecDeque<FrameReport>,
+    ends: usize,
+    stats: ReceiverStats,
+}
+
+impl Tracker {
+    fn placed(&mut self, ep: &Endpoint, p: u32, va: u64, len: u32) {
+        let page = (va / self.page_size as u64) as u32;
+        let off = va % self.page_size as u64;
+        if off >= self.md_offset as u64 && !self.cfg.md_disable {
+            return; // the metadata record itself
+        }
+        let a = &mut self.acc;
+        if a.first_psn.is_none() {
+            a.first_psn = Some(p);
+            a.page = Some(page);
+        }
+        a.next_psn = psn::add(p, 1);
+        if a.page != Some(page) {
+            a.in_order = false;
+        }
+        if off != a.next_offset {
+            a.in_order = false;
+        }
+        if a.in_order {
+            let start = page as usize * self.page_size + off as usize;
+            if let Ok(m) = ep.mr(self.lkey) {
+                a.crc.update(&m.bytes()[start..start + len as usize]);
+            }
+        }
+        a.next_offset = off + u64::from(len);
+        a.packets += 1;
+        a.bytes += u64::from(len);
+    }
+
+    fn frame_end(&mut self, ep: &Endpoint, imm: u32) {
+        self.ends += 1;
+        let (imm_psn, page) = self.cfg.layout.imm_layout.decode(imm);
+        let acc = std::mem::replace(
+            &mut self.acc,
+            Acc {
+                in_order: true,
+                ..Acc::default()
+            },
+        );
+        let page = page % self.cfg.pages;
+        let base = page as usize * self.page_size;
+        let (md, end_psn) = if self.cfg.md_disable {
+            (None, psn::sub1(acc.next_psn))
+        } else {
+            let rec = ep.mr(self.lkey).ok().map(|m| {
+                m.bytes()[base + self.md_offset..base + self.md_offset + metadata::RECORD_LEN]
+                    .to_vec()
+            });
+            let md = rec.and_then(|r| Metadata::parse(&r, self.cfg.layout.endian).ok());
+            (
+                md,
+                md.map_or(psn::sub1(acc.next_psn), |m| m.psn & psn::MASK),
+            )
+        };
+        // data packets the frame should have had: from the PSN after the previous frame end
+        // (or the first one seen) up to the frame-end packet; the rest are missing. Counting
+        // packets rather than gaps keeps reordering from looking like loss.
+        let start = self.expect_psn.or(acc.first_psn).unwrap_or(end_psn);
+        let span = psn::diff(end_psn, start).max(0) as u64 + u64::from(self.cfg.md_disable);
+        let dropped = span.saturating_sub(u64::from(acc.packets));
+        let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
+        let whole_page = acc.bytes as usize <= self.md_offset;
+        let crc = if acc.in_order || acc.bytes == 0 || dropped > 0 || !whole_page {
+            // in order: computed as the packets landed; otherwise the frame is damaged
+            // anyway and its CRC is only informative
+            acc.crc.finalize()
+        } else {
+            // packets arrived out of order but all of them did: one pass over the page
+            let m = ep
+                .mr(self.lkey)
+                .map(|m| metadata::jamcrc(&m.bytes()[base..base + acc.bytes as usize]));
+            m.unwrap_or(0)
+        };
+        let (bytes_expected, crc_expected, flags, sof, meta, fn16) = match md {
+            Some(m) => (
+                m.bytes_written,
+                Some(m.crc),
+                m.flags,
+                (m.sof_s, m.sof_ns),
+                (m.meta_s, m.meta_ns),
+                Some(m.frame_number & 0xFFFF),
+            ),
+            None => (self.cfg.frame_size as u64, None, 0, (0, 0), (0, 0), None),
+        };
+        let frame_number = match (fn16, self.last_frame) {
+            (Some(n), Some(last)) => {
+                // the 16-bit counter extended to the value nearest the previous one + 1
+                let base = (last & !0xFFFF) | u64::from(n);
+                [base.wrapping_sub(0x1_0000), base, base + 0x1_0000]
+                    .into_iter()
+                    .min_by_key(|c| c.abs_diff(last + 1))
+                    .unwrap_or(base)
+            }
+            (Some(n), None) => u64::from(n),
+            (None, Some(last)) => last + 1,
+            (None, None) => 0,
+        };
+        self.last_frame = Some(frame_number);
+        self.expect_psn = Some(psn::add(end_psn, 1));
+        let complete = dropped == 0
+            && acc.bytes == bytes_expected
+            && imm_ok
+            && (md.is_some() || self.cfg.md_disable);
+        let crc_ok = crc_expected.map(|c| c == crc && complete);
+        let r = FrameReport {
+            frame_number,
+            page,
+            bytes: acc.bytes,
+            bytes_expected,
+            crc,
+            crc_expected,
+            crc_ok,
+            psn: end_psn,
+            packets: acc.packets,
+            dropped_packets: dropped,
+            flags,
+            sof,
+            meta,
+            complete,
+        };
+        self.stats.frames += 1;
+        self.stats.bytes += acc.bytes;
+        self.stats.dropped_packets += dropped;
+        if r.good() {
+            self.stats.good += 1;
+        } else {
+            self.stats.damaged += 1;
+        }
+        self.ready.push_back(r);
+    }
+}
 
 impl Receiver {
     /// Set up the socket, the region and the QP.
@@ -233,12 +375,9 @@ impl Receiver {
             },
         )
         .map_err(io::Error::other)?;
-        let mut r = Receiver {
+        let t = Tracker {
             cfg,
-            ep,
-            drv,
-            qpn,
-            mr,
+            lkey: mr.lkey,
             page_size,
             md_offset,
             acc: Acc {
@@ -248,6 +387,15 @@ impl Receiver {
             expect_psn: None,
             last_frame: None,
             ready: Default::default(),
+            ends: 0,
+            stats: ReceiverStats::default(),
+        };
+        let mut r = Receiver {
+            ep,
+            drv,
+            qpn,
+            mr,
+            t,
             posted: 0,
             stats: ReceiverStats::default(),
         };
@@ -285,7 +433,7 @@ impl Receiver {
     }
     /// Bytes per page (frame rounded up to 128, plus the 128-byte metadata slot).
     pub fn page_size(&self) -> usize {
-        self.page_size
+        self.t.page_size
     }
     /// The address the device must send to.
     pub fn local_addr(&self) -> SocketAddr {
@@ -296,7 +444,7 @@ impl Receiver {
     /// set packet size and source port, QP, R_Key, ring base 0, page stride, pages, frame
     /// size, host MAC/IP/port (with `md_disable`), then enable the VP.
     pub fn configure(&self, ctl: &mut Control) -> Result<(), EcbError> {
-        let c = &self.cfg;
+        let c = &self.t.cfg;
         let mask = 1u32 << c.vp;
         let local = self.local_addr();
         let IpAddr::V4(host_ip) = local.ip() else {
@@ -323,7 +471,7 @@ impl Receiver {
             (vpr(vp::RKEY), self.mr.rkey),
             (vpr(vp::PAGE_LSB), 0),
             (vpr(vp::PAGE_MSB), 0),
-            (vpr(vp::PAGE_INC), (self.page_size >> 7) as u32),
+            (vpr(vp::PAGE_INC), (self.t.page_size >> 7) as u32),
             (vpr(vp::MAX_BUFF), c.pages - 1),
             (vpr(vp::BUFFER_LENGTH), c.frame_size as u32),
             (
@@ -343,207 +491,54 @@ impl Receiver {
     /// Stop the device's stream (clear the VP's enable bit).
     pub fn stop(&self, ctl: &mut Control) -> Result<(), EcbError> {
         ctl.and(
-            regs::hif_reg(self.cfg.data_plane, hif::VP_MASK),
-            !(1u32 << self.cfg.vp),
+            regs::hif_reg(self.t.cfg.data_plane, hif::VP_MASK),
+            !(1u32 << self.t.cfg.vp),
         )
     }
 
     /// Wait up to `timeout` for the next frame.
     pub fn next_frame(&mut self, timeout: Duration) -> io::Result<Option<FrameReport>> {
-        if let Some(f) = self.ready.pop_front() {
+        if let Some(f) = self.t.ready.pop_front() {
+            self.stats = self.t.stats;
             return Ok(Some(f));
         }
         let deadline = Instant::now() + timeout;
-        let Receiver { ep, drv, .. } = self;
-        let mut taken: Vec<Event> = Vec::new();
-        let mut completions: Vec<(usize, u32)> = Vec::new();
-        // gather events and frame ends in arrival order, then account for them
-        let mut order = 0usize;
-        let got_end = std::cell::Cell::new(false);
+        let Receiver { ep, drv, t, .. } = self;
+        let ended = std::cell::Cell::new(false);
+        // account for each datagram right after it is placed: a later packet may reuse the
+        // page (ring wrap) and must not be seen by this frame's CRC or metadata read
         drv.run_each(
             ep,
             deadline,
             &mut |ep| {
                 while let Some(e) = ep.poll_event() {
-                    taken.push(e);
-                    order += 1;
+                    if let Event::Placed { psn, va, len, .. } = e {
+                        t.placed(ep, psn, va, len);
+                    }
                 }
                 while let Some(wc) = ep.poll_completion() {
                     if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm {
-                        completions.push((order, wc.imm.unwrap_or(0)));
-                        got_end.set(true);
+                        t.frame_end(ep, wc.imm.unwrap_or(0));
+                        ended.set(true);
                     }
                 }
             },
-            |_| got_end.get(),
+            |_| ended.get(),
         )?;
-        let mut ci = completions.into_iter().peekable();
-        for (i, e) in taken.into_iter().enumerate() {
-            while let Some(&(at, imm)) = ci.peek() {
-                if at > i {
-                    break;
-                }
-                ci.next();
-                self.frame_end(imm);
-            }
-            if let Event::Placed { psn, va, len, .. } = e {
-                self.placed(psn, va, len);
-            }
-        }
-        for (_, imm) in ci {
-            self.frame_end(imm);
-        }
+        self.posted = self.posted.saturating_sub(std::mem::take(&mut self.t.ends));
         let es = self.ep.stats();
         let qs = self.ep.qp_stats(self.qpn).unwrap_or_default();
-        self.stats.icrc_errors = es.icrc_errors;
-        self.stats.refused = es.unknown_qp + qs.access_violations + es.malformed + es.pkey_errors;
+        self.t.stats.icrc_errors = es.icrc_errors;
+        self.t.stats.refused = es.unknown_qp + qs.access_violations + es.malformed + es.pkey_errors;
+        self.stats = self.t.stats;
         self.replenish()?;
-        Ok(self.ready.pop_front())
-    }
-
-    fn placed(&mut self, p: u32, va: u64, len: u32) {
-        let page = (va / self.page_size as u64) as u32;
-        let off = va % self.page_size as u64;
-        if off >= self.md_offset as u64 && !self.cfg.md_disable {
-            return; // the metadata record itself
-        }
-        let a = &mut self.acc;
-        if a.first_psn.is_none() {
-            a.first_psn = Some(p);
-            if let Some(e) = self.expect_psn {
-                a.dropped += u64::from(psn::diff(p, e).max(0) as u32);
-            }
-            a.next_psn = p;
-            a.page = Some(page);
-        }
-        let d = psn::diff(p, a.next_psn);
-        if d > 0 {
-            a.dropped += d as u64;
-        }
-        a.next_psn = psn::add(p, 1);
-        if a.page != Some(page) {
-            a.in_order = false;
-        }
-        if off != a.next_offset {
-            a.in_order = false;
-        }
-        if a.in_order {
-            let start = page as usize * self.page_size + off as usize;
-            if let Ok(m) = self.ep.mr(self.mr.lkey) {
-                a.crc.update(&m.bytes()[start..start + len as usize]);
-            }
-        }
-        a.next_offset = off + u64::from(len);
-        a.packets += 1;
-        a.bytes += u64::from(len);
-    }
-
-    fn frame_end(&mut self, imm: u32) {
-        self.posted = self.posted.saturating_sub(1);
-        let (imm_psn, page) = self.cfg.layout.imm_layout.decode(imm);
-        let acc = std::mem::replace(
-            &mut self.acc,
-            Acc {
-                in_order: true,
-                ..Acc::default()
-            },
-        );
-        let page = page % self.cfg.pages;
-        let base = page as usize * self.page_size;
-        let (md, end_psn) = if self.cfg.md_disable {
-            (None, psn::sub1(acc.next_psn))
-        } else {
-            let rec = self.ep.mr(self.mr.lkey).ok().map(|m| {
-                m.bytes()[base + self.md_offset..base + self.md_offset + metadata::RECORD_LEN]
-                    .to_vec()
-            });
-            let md = rec.and_then(|r| Metadata::parse(&r, self.cfg.layout.endian).ok());
-            (
-                md,
-                md.map_or(psn::sub1(acc.next_psn), |m| m.psn & psn::MASK),
-            )
-        };
-        let mut dropped = acc.dropped;
-        if acc.first_psn.is_some() && !self.cfg.md_disable {
-            // packets between the last data packet and the metadata packet
-            dropped += u64::from(psn::diff(end_psn, acc.next_psn).max(0) as u32);
-        } else if acc.first_psn.is_none()
-            && let (Some(e), Some(_)) = (self.expect_psn, md)
-        {
-            dropped += u64::from(psn::diff(end_psn, e).max(0) as u32);
-        }
-        let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
-        let crc = if acc.in_order || acc.bytes == 0 {
-            acc.crc.finalize()
-        } else {
-            // packets arrived out of order but all of them did: one pass over the page
-            let m = self
-                .ep
-                .mr(self.mr.lkey)
-                .map(|m| metadata::jamcrc(&m.bytes()[base..base + acc.bytes as usize]));
-            m.unwrap_or(0)
-        };
-        let (bytes_expected, crc_expected, flags, sof, meta, fn16) = match md {
-            Some(m) => (
-                m.bytes_written,
-                Some(m.crc),
-                m.flags,
-                (m.sof_s, m.sof_ns),
-                (m.meta_s, m.meta_ns),
-                Some(m.frame_number & 0xFFFF),
-            ),
-            None => (self.cfg.frame_size as u64, None, 0, (0, 0), (0, 0), None),
-        };
-        let frame_number = match (fn16, self.last_frame) {
-            (Some(n), Some(last)) => {
-                let mut ext = (last & !0xFFFF) | u64::from(n);
-                if ext <= last {
-                    ext += 0x1_0000;
-                }
-                ext
-            }
-            (Some(n), None) => u64::from(n),
-            (None, Some(last)) => last + 1,
-            (None, None) => 0,
-        };
-        self.last_frame = Some(frame_number);
-        self.expect_psn = Some(psn::add(end_psn, 1));
-        let complete = dropped == 0
-            && acc.bytes == bytes_expected
-            && imm_ok
-            && (md.is_some() || self.cfg.md_disable);
-        let crc_ok = crc_expected.map(|c| c == crc && complete);
-        let r = FrameReport {
-            frame_number,
-            page,
-            bytes: acc.bytes,
-            bytes_expected,
-            crc,
-            crc_expected,
-            crc_ok,
-            psn: end_psn,
-            packets: acc.packets,
-            dropped_packets: dropped,
-            flags,
-            sof,
-            meta,
-            complete,
-        };
-        self.stats.frames += 1;
-        self.stats.bytes += acc.bytes;
-        self.stats.dropped_packets += dropped;
-        if r.good() {
-            self.stats.good += 1;
-        } else {
-            self.stats.damaged += 1;
-        }
-        self.ready.push_back(r);
+        Ok(self.t.ready.pop_front())
     }
 
     /// The bytes of a reported frame (valid until the next call to `next_frame`).
     pub fn frame_data(&self, f: &FrameReport) -> &[u8] {
-        let base = f.page as usize * self.page_size;
-        let n = (f.bytes_expected.max(f.bytes) as usize).min(self.md_offset);
+        let base = f.page as usize * self.t.page_size;
+        let n = (f.bytes_expected.max(f.bytes) as usize).min(self.t.md_offset);
         self.ep
             .mr(self.mr.lkey)
             .map_or(&[][..], |m| &m.bytes()[base..base + n])

@@ -1,0 +1,391 @@
+//! `rocelink bench stream`: one sender, three receivers, one run, same packets.
+//!
+//! The sender replays a set of HSB frames (UC RDMA WRITE ONLY packets of `payload` bytes and
+//! one metadata packet per frame, real ICRCs) from a UDP socket bound to the "device" IP,
+//! with `sendmmsg` or gather-GSO, unpaced or at a target rate. Receivers:
+//!
+//! * **sink** — the baseline: `recvmmsg` (optionally `UDP_GRO`) and count bytes, nothing else.
+//! * **recv1** — today's HSB Linux receiver path: one `recv()` per packet, a clock read per
+//!   packet, BTH/RETH parse, range check, `memcpy` into the frame buffer, PSN drop counting,
+//!   frame publish on the metadata packet (no ICRC, no QP/R_Key check).
+//! * **rocelink** — rocelink's full HSB receive path (`rocelink_hsb::host::receiver`): ICRC
+//!   of every packet, QP/R_Key/bounds before placement, PSN continuity, frame CRC checked
+//!   against the metadata.
+//!
+//! Each receiver thread's CPU time comes from `getrusage(RUSAGE_THREAD)`.
+
+use rocelink_hsb::device::VpStream;
+use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
+use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
+use rocelink_io::net::{pin_current_thread, thread_cpu_time};
+use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
+use rocelink_wire::bytes::Mac;
+use std::io::{self, IoSlice};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Stream benchmark settings.
+#[derive(Debug, Clone)]
+pub struct StreamConfig {
+    /// Payload bytes per data packet (a multiple of 128).
+    pub payload: usize,
+    /// Frame size in bytes.
+    pub frame: usize,
+    /// Seconds each receiver runs.
+    pub seconds: f64,
+    /// Paced payload rate in Gbit/s (`None`: as fast as the sender can).
+    pub rate_gbps: Option<f64>,
+    /// Sender uses UDP GSO (gather).
+    pub gso: bool,
+    /// Receivers ask for UDP GRO.
+    pub gro: bool,
+    /// Pin the sender to CPU 0 and receivers to CPU 1.
+    pub pin: bool,
+    /// Loopback addresses (device, host).
+    pub device: Ipv4Addr,
+    /// Host address.
+    pub host: Ipv4Addr,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            payload: 4096,
+            frame: 1 << 20,
+            seconds: 3.0,
+            rate_gbps: None,
+            gso: true,
+            gro: true,
+            pin: true,
+            device: Ipv4Addr::new(127, 0, 77, 2),
+            host: Ipv4Addr::new(127, 0, 77, 1),
+        }
+    }
+}
+
+/// One receiver's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamResult {
+    /// `sink`, `recv1` or `rocelink`.
+    pub name: &'static str,
+    /// Payload goodput in Gbit/s (bytes placed, or counted for the sink).
+    pub gbps: f64,
+    /// Datagrams per second received.
+    pub pps: f64,
+    /// Fraction of sent datagrams not received.
+    pub loss: f64,
+    /// Receiver thread CPU, percent of one core.
+    pub cpu_percent: f64,
+    /// Datagrams sent / received.
+    pub sent: u64,
+    /// Datagrams received.
+    pub received: u64,
+    /// Frames reported (good, damaged) by frame-aware receivers.
+    pub frames: (u64, u64),
+}
+
+const QP: u32 = 0x77;
+const RKEY: u32 = 0x7777;
+const PAGES: u32 = 4;
+
+fn vp_stream(cfg: &StreamConfig, port: u16) -> VpStream {
+    let md = cfg.frame.next_multiple_of(128);
+    VpStream {
+        vp: 0,
+        qp: QP,
+        rkey: RKEY,
+        base: 0,
+        page_stride: (md + 128) as u64,
+        first_page: 0,
+        pages: PAGES,
+        window: cfg.frame as u32,
+        host: SocketAddrV4::new(cfg.host, port),
+        host_mac: Mac([0; 6]),
+        md_disable: false,
+        payload: cfg.payload,
+        src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
+        vlan: None,
+    }
+}
+
+/// `PAGES` frames of packets addressed to `port`.
+fn build_frames(cfg: &StreamConfig, port: u16) -> Vec<Vec<Vec<u8>>> {
+    let mut p = Packetizer::new(
+        vp_stream(cfg, port),
+        cfg.device,
+        1,
+        PacketizerOptions::default(),
+    );
+    let mut frame = vec![0u8; cfg.frame];
+    (0..PAGES)
+        .map(|n| {
+            rocelink_hsb::sensor::Sensor::Pattern.frame(u64::from(n), cfg.frame, &mut frame);
+            let mut out = Vec::new();
+            p.push(&frame, Some(0), (0, 0), &mut out);
+            out
+        })
+        .collect()
+}
+
+/// Send frames until `stop`; returns datagrams sent.
+fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
+    if cfg.pin {
+        let _ = pin_current_thread(0);
+    }
+    let sock = UdpSocket::bind(
+        SocketAddr::new(IpAddr::V4(cfg.device), rocelink_wire::hsb::DATA_SOURCE_PORT),
+        &UdpConfig::default(),
+    )?;
+    let frames = build_frames(cfg, port);
+    let dst = SocketAddr::new(IpAddr::V4(cfg.host), port);
+    let start = Instant::now();
+    let (mut sent, mut bytes) = (0u64, 0u64);
+    'outer: loop {
+        for f in &frames {
+            let mut i = 0;
+            while i < f.len() {
+                if stop.load(Ordering::Relaxed) {
+                    break 'outer;
+                }
+                let n = if cfg.gso {
+                    // equal-sized run of up to 15 segments (≤ 64 KiB)
+                    let seg = f[i].len();
+                    let mut j = i;
+                    while j < f.len() && j - i < 15 && f[j].len() == seg {
+                        j += 1;
+                    }
+                    let parts: Vec<IoSlice<'_>> = f[i..j].iter().map(|p| IoSlice::new(p)).collect();
+                    if sock.send_gso(dst, &parts, seg as u16)? == 0 {
+                        sock.wait_writable(Some(Duration::from_millis(1)))?;
+                        continue;
+                    }
+                    j - i
+                } else {
+                    let batch: Vec<(SocketAddr, &[u8])> = f[i..(i + 64).min(f.len())]
+                        .iter()
+                        .map(|p| (dst, &p[..]))
+                        .collect();
+                    let n = sock.send_batch(&batch)?;
+                    if n == 0 {
+                        sock.wait_writable(Some(Duration::from_millis(1)))?;
+                        continue;
+                    }
+                    n
+                };
+                bytes += f[i..i + n].iter().map(|p| p.len() as u64).sum::<u64>();
+                sent += n as u64;
+                i += n;
+                if let Some(r) = cfg.rate_gbps {
+                    let due = start + Duration::from_secs_f64(bytes as f64 * 8.0 / (r * 1e9));
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep(due - now);
+                    }
+                }
+            }
+        }
+    }
+    Ok(sent)
+}
+
+struct RxOut {
+    received: u64,
+    bytes: u64,
+    cpu: Duration,
+    frames: (u64, u64),
+}
+
+fn sink(sock: &UdpSocket, stop: &AtomicBool) -> io::Result<RxOut> {
+    let mut batch = RecvBatch::new(64, if sock.gro() { 65_536 } else { 9216 });
+    let cpu0 = thread_cpu_time();
+    let (mut received, mut bytes) = (0u64, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        if sock.recv_batch(&mut batch)? == 0 {
+            sock.wait_readable(Some(Duration::from_millis(5)))?;
+            continue;
+        }
+        for (_, seg) in batch.segments() {
+            received += 1;
+            bytes += seg.len().saturating_sub(32) as u64; // payload of a data packet
+        }
+    }
+    Ok(RxOut {
+        received,
+        bytes,
+        cpu: thread_cpu_time() - cpu0,
+        frames: (0, 0),
+    })
+}
+
+/// HSB's Linux receiver loop, as `linux_receiver.cpp` does it.
+fn recv1(sock: &std::net::UdpSocket, cfg: &StreamConfig, stop: &AtomicBool) -> io::Result<RxOut> {
+    sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let page = cfg.frame.next_multiple_of(128) + 128;
+    let mut frames_buf = [vec![0xFFu8; page], vec![0xFFu8; page]];
+    let mut cur = 0;
+    let mut buf = vec![0u8; 10_240];
+    let cpu0 = thread_cpu_time();
+    let (mut received, mut bytes, mut last_psn, mut dropped, mut frames) =
+        (0u64, 0u64, None::<u32>, 0u64, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        let n = match sock.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let _ts = std::time::SystemTime::now(); // per-packet clock read
+        received += 1;
+        if n < 12 + 16 + 4 {
+            continue;
+        }
+        let opcode = buf[0];
+        let psn = u32::from_be_bytes([0, buf[9], buf[10], buf[11]]);
+        if let Some(l) = last_psn {
+            dropped += u64::from(psn.wrapping_sub(l.wrapping_add(1)) & 0xFF_FFFF);
+        }
+        last_psn = Some(psn);
+        let va = u64::from_be_bytes(buf[12..20].try_into().unwrap_or_default());
+        let len = u32::from_be_bytes(buf[24..28].try_into().unwrap_or_default()) as usize;
+        let (hdr, len) = match opcode {
+            0x2A => (28, len),
+            0x2B => (32, len.saturating_sub(128)),
+            _ => continue,
+        };
+        if hdr + len > n - 4 {
+            continue;
+        }
+        let off = (va % page as u64) as usize;
+        if off + len <= page {
+            frames_buf[cur][off..off + len].copy_from_slice(&buf[hdr..hdr + len]);
+            bytes += len as u64;
+        }
+        if opcode == 0x2B {
+            frames += 1;
+            cur ^= 1;
+            frames_buf[cur].fill(0xFF); // lost data shows as white, as HSB does
+        }
+    }
+    let _ = dropped;
+    Ok(RxOut {
+        received,
+        bytes,
+        cpu: thread_cpu_time() - cpu0,
+        frames: (frames, 0),
+    })
+}
+
+fn rocelink_rx(
+    cfg: &StreamConfig,
+    port_tx: std::sync::mpsc::Sender<u16>,
+    stop: &AtomicBool,
+) -> io::Result<RxOut> {
+    let mut rc = ReceiverConfig::new(
+        SocketAddr::new(IpAddr::V4(cfg.host), 0),
+        cfg.device,
+        cfg.frame,
+    );
+    rc.pages = PAGES;
+    rc.qp_rkey = Some((QP, RKEY));
+    rc.recv_buffer = 64 << 20;
+    let mut rx = Receiver::new(rc)?;
+    let _ = port_tx.send(rx.local_addr().port());
+    let cpu0 = thread_cpu_time();
+    while !stop.load(Ordering::Relaxed) {
+        let _ = rx.next_frame(Duration::from_millis(50))?;
+    }
+    let (es, _) = rx.transport_stats();
+    Ok(RxOut {
+        received: es.rx_datagrams,
+        bytes: rx.stats.bytes,
+        cpu: thread_cpu_time() - cpu0,
+        frames: (rx.stats.good, rx.stats.damaged),
+    })
+}
+
+fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
+    let stop_rx = Arc::new(AtomicBool::new(false));
+    let stop_tx = Arc::new(AtomicBool::new(false));
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let c = cfg.clone();
+    let s = stop_rx.clone();
+    let rx = std::thread::spawn(move || -> io::Result<RxOut> {
+        if c.pin {
+            let _ = pin_current_thread(1);
+        }
+        match name {
+            "sink" => {
+                let sock = UdpSocket::bind(
+                    SocketAddr::new(IpAddr::V4(c.host), 0),
+                    &UdpConfig {
+                        recv_buffer: 64 << 20,
+                        gro: c.gro,
+                        ..UdpConfig::default()
+                    },
+                )?;
+                let _ = port_tx.send(sock.local_addr().port());
+                sink(&sock, &s)
+            }
+            "recv1" => {
+                let sock = std::net::UdpSocket::bind(SocketAddr::new(IpAddr::V4(c.host), 0))?;
+                let _ = port_tx.send(sock.local_addr()?.port());
+                recv1(&sock, &c, &s)
+            }
+            _ => rocelink_rx(&c, port_tx, &s),
+        }
+    });
+    let port = port_rx
+        .recv_timeout(Duration::from_secs(5))
+        .map_err(|_| io::Error::other("receiver did not start"))?;
+    let sent = Arc::new(AtomicU64::new(0));
+    let (c, st, sn) = (cfg.clone(), stop_tx.clone(), sent.clone());
+    let tx = std::thread::spawn(move || -> io::Result<()> {
+        sn.store(sender(&c, port, &st)?, Ordering::Relaxed);
+        Ok(())
+    });
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(cfg.seconds));
+    stop_tx.store(true, Ordering::Relaxed);
+    tx.join()
+        .map_err(|_| io::Error::other("sender panicked"))??;
+    let wall = t0.elapsed();
+    std::thread::sleep(Duration::from_millis(200)); // drain
+    stop_rx.store(true, Ordering::Relaxed);
+    let out = rx
+        .join()
+        .map_err(|_| io::Error::other("receiver panicked"))??;
+    let sent = sent.load(Ordering::Relaxed).max(1);
+    let secs = wall.as_secs_f64();
+    Ok(StreamResult {
+        name,
+        gbps: out.bytes as f64 * 8.0 / secs / 1e9,
+        pps: out.received as f64 / secs,
+        loss: 1.0 - (out.received as f64 / sent as f64).min(1.0),
+        cpu_percent: out.cpu.as_secs_f64() / secs * 100.0,
+        sent,
+        received: out.received,
+        frames: out.frames,
+    })
+}
+
+/// Run the three receivers against the same sender, one after the other.
+pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
+    if cfg.payload == 0 || !cfg.payload.is_multiple_of(128) || cfg.payload > 8064 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "payload must be a multiple of 128 up to 8064",
+        ));
+    }
+    ["sink", "recv1", "rocelink"]
+        .into_iter()
+        .map(|n| run_one(cfg, n))
+        .collect()
+}
