@@ -57,17 +57,6 @@ pub fn mac_for_ip(ip: IpAddr) -> Option<Mac> {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn loopback_has_a_zero_mac_and_unknown_ips_none() {
-        assert_eq!(mac_for_ip("127.0.0.1".parse().unwrap()), Some(Mac([0; 6])));
-        assert_eq!(mac_for_ip("192.0.2.77".parse().unwrap()), None);
-    }
-}
-
 /// Pin the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it; the call
@@ -93,4 +82,15 @@ pub fn thread_cpu_time() -> std::time::Duration {
     };
     let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_has_a_zero_mac_and_unknown_ips_none() {
+        assert_eq!(mac_for_ip("127.0.0.1".parse().unwrap()), Some(Mac([0; 6])));
+        assert_eq!(mac_for_ip("192.0.2.77".parse().unwrap()), None);
+    }
 }
