@@ -108,6 +108,7 @@ pub struct Endpoint {
     sinks: Sinks,
     stats: EndpointStats,
     last_icrc: Option<IcrcStatus>,
+    comb: icrc::Combiner,
 }
 
 impl Endpoint {
@@ -123,6 +124,7 @@ impl Endpoint {
             sinks: Sinks::default(),
             stats: EndpointStats::default(),
             last_icrc: None,
+            comb: icrc::Combiner::default(),
         }
     }
 
@@ -375,7 +377,8 @@ impl Endpoint {
                 }
             },
         };
-        let status = self.verify_icrc(&d, net_header);
+        let body = pkt.header_len()..pkt.header_len() + pkt.payload_len();
+        let (status, payload_crc) = self.verify_icrc(&d, net_header, body);
         self.last_icrc = Some(status);
         match status {
             IcrcStatus::Failed => {
@@ -429,36 +432,38 @@ impl Endpoint {
                 q.handle_read_response(now, &ib, pkt.payload(), mrs, sinks);
             }
         } else {
+            q.rx_payload_crc = payload_crc;
             q.handle_request(now, d.src, net_header, &ib, pkt.payload(), mrs, sinks);
         }
     }
 
-    fn verify_icrc(&self, d: &Datagram<'_>, net_header: &[u8]) -> IcrcStatus {
+    /// Check the ICRC; also returns the CRC-32 of the payload (`payload` range), computed in
+    /// the same single pass, for receivers that keep a running CRC of placed data.
+    fn verify_icrc(
+        &mut self,
+        d: &Datagram<'_>,
+        net_header: &[u8],
+        payload: std::ops::Range<usize>,
+    ) -> (IcrcStatus, u32) {
         if cfg!(fuzzing) {
-            return IcrcStatus::Exact;
+            return (IcrcStatus::Exact, 0);
         }
-        let mut u = [0u8; 8];
-        udp::Repr {
-            src_port: d.src.port(),
-            dst_port: d.dst.port(),
-            payload_len: d.payload.len(),
-            checksum: 0,
-        }
-        .emit(&mut u);
-        let Ok(c) = icrc::check(net_header, &u, d.payload) else {
-            return IcrcStatus::Failed;
+        let Ok((c, pcrc)) =
+            icrc::check_socket_split(d.src, d.dst, d.payload, net_header, payload, &mut self.comb)
+        else {
+            return (IcrcStatus::Failed, 0);
         };
         if c.ok() {
-            return IcrcStatus::Exact;
+            return (IcrcStatus::Exact, pcrc);
         }
         if d.ip_header.is_none()
             && d.src.is_ipv4()
             && self.cfg.icrc == IcrcPolicy::RecoverIpv4Id
             && let Some(id) = icrc::recover_ipv4_ident(&c, d.payload.len())
         {
-            return IcrcStatus::IdRecovered(id);
+            return (IcrcStatus::IdRecovered(id), pcrc);
         }
-        IcrcStatus::Failed
+        (IcrcStatus::Failed, pcrc)
     }
 }
 

@@ -84,6 +84,8 @@ pub enum Event {
         va: u64,
         /// How many bytes.
         len: u32,
+        /// CRC-32 (IEEE) of those bytes, from the same pass that checked the ICRC.
+        crc: u32,
     },
     /// A UC message was cut short by a lost packet (or its LAST never came) and discarded.
     /// For a WRITE, `bytes_placed` bytes of it were already written to the region.

@@ -166,6 +166,8 @@ pub(crate) struct Qp {
     pub(crate) max_send_wr: usize,
     pub(crate) max_recv_wr: usize,
     pub(crate) report_writes: bool,
+    /// CRC-32 of the payload of the packet being handled (from the ICRC pass).
+    pub(crate) rx_payload_crc: u32,
     /// Our address as the peer sees it (IP of the endpoint, UDP source port of this QP).
     pub(crate) local: SocketAddr,
     pub(crate) remote: Option<SocketAddr>,
@@ -196,6 +198,7 @@ impl Qp {
             max_send_wr: init.max_send_wr,
             max_recv_wr: init.max_recv_wr,
             report_writes: init.report_writes,
+            rx_payload_crc: 0,
             local,
             remote: None,
             dest_qpn: 0,

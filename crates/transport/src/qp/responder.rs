@@ -455,6 +455,7 @@ impl Qp {
                             rkey: m.rkey,
                             va: m.va + m.offset,
                             len: plen as u32,
+                            crc: self.rx_payload_crc,
                         });
                     }
                 }
