@@ -179,7 +179,7 @@ struct Tracker {
 }
 
 impl Tracker {
-    fn placed(&mut self, ep: &Endpoint, p: u32, va: u64, len: u32, crc: u32) {
+    fn placed(&mut self, p: u32, va: u64, len: u32, crc: u32) {
         let page = (va / self.page_size as u64) as u32;
         let off = va % self.page_size as u64;
         if off >= self.md_offset as u64 && !self.cfg.md_disable {
@@ -199,7 +199,6 @@ impl Tracker {
         }
         if a.in_order {
             // the transport hashed the payload once for the ICRC; join it to the frame's CRC
-            let _ = ep;
             a.crc = self.comb.combine(a.crc, crc, len as usize);
         }
         a.next_offset = off + u64::from(len);
@@ -518,7 +517,7 @@ impl Receiver {
                         psn, va, len, crc, ..
                     } = e
                     {
-                        t.placed(ep, psn, va, len, crc);
+                        t.placed(psn, va, len, crc);
                     }
                 }
                 while let Some(wc) = ep.poll_completion() {
