@@ -11,3 +11,4 @@ pub mod driver;
 pub mod net;
 pub mod pcap;
 pub mod udp;
+pub mod aligned;

@@ -1,0 +1,104 @@
+//! Page-aligned buffers for direct I/O (`O_DIRECT` needs the memory, the file offset and
+//! the length aligned to the device's logical block size; 4096 covers every device here).
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::ptr::NonNull;
+
+/// Alignment of [`AlignedBuf`] memory.
+pub const ALIGN: usize = 4096;
+
+/// A zero-initialised, 4096-aligned byte buffer whose capacity is a multiple of 4096.
+#[derive(Debug)]
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    cap: usize,
+    len: usize,
+}
+
+// SAFETY: the buffer owns its allocation exclusively; moving it between threads moves
+// that ownership, like a Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A buffer able to hold `cap` bytes (rounded up to 4096), length 0.
+    pub fn new(cap: usize) -> AlignedBuf {
+        let cap = cap.max(1).next_multiple_of(ALIGN);
+        let layout = Layout::from_size_align(cap, ALIGN).unwrap_or(Layout::new::<u8>());
+        // SAFETY: `layout` has a non-zero size.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
+        AlignedBuf { ptr, cap, len: 0 }
+    }
+
+    /// Capacity (a multiple of 4096).
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes in use.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Replace the contents with `data` (which must fit) and zero the tail up to the next
+    /// 4096 boundary, so the padded length can be written with direct I/O.
+    pub fn fill_from(&mut self, data: &[u8]) -> bool {
+        if data.len() > self.cap {
+            return false;
+        }
+        let padded = data.len().next_multiple_of(ALIGN);
+        let all = self.as_mut_capacity();
+        all[..data.len()].copy_from_slice(data);
+        all[data.len()..padded].fill(0);
+        self.len = data.len();
+        true
+    }
+
+    /// The bytes in use.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `cap` initialised bytes (zeroed at allocation) and
+        // `len <= cap`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes in use, padded with zeros to a multiple of 4096.
+    pub fn padded(&self) -> &[u8] {
+        let n = self.len.next_multiple_of(ALIGN).min(self.cap);
+        // SAFETY: as in `as_slice`, with `n <= cap`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), n) }
+    }
+
+    fn as_mut_capacity(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` is valid for `cap` initialised bytes and `&mut self` is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.cap) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout.
+        unsafe { dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.cap, ALIGN)) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_padded() {
+        let mut b = AlignedBuf::new(5000);
+        assert_eq!(b.capacity(), 8192);
+        assert_eq!(b.as_slice().as_ptr() as usize % ALIGN, 0);
+        assert!(b.fill_from(&[7u8; 4097]));
+        assert_eq!(b.len(), 4097);
+        assert_eq!(b.padded().len(), 8192);
+        assert!(b.padded()[4097..].iter().all(|&x| x == 0));
+        assert!(!b.fill_from(&[0u8; 9000]));
+    }
+}

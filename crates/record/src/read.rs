@@ -1,0 +1,130 @@
+//! Reading a recording back.
+
+use crate::format::{Entry, Header, RECORD_LEN};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// An opened recording.
+#[derive(Debug)]
+pub struct Recording {
+    /// Directory.
+    pub dir: PathBuf,
+    /// Stream parameters.
+    pub header: Header,
+    /// Index entries (the valid prefix of `index.bin`).
+    pub entries: Vec<Entry>,
+    /// Bytes at the end of `index.bin` that are not a valid record (a torn write).
+    pub torn_bytes: usize,
+    data: File,
+}
+
+/// Totals for `rocelink inspect`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Inspect {
+    /// Frames in the index.
+    pub frames: u64,
+    /// Frames reported good.
+    pub good: u64,
+    /// Frames reported damaged.
+    pub damaged: u64,
+    /// Frames whose CRC did not match.
+    pub crc_failures: u64,
+    /// Packets missing across frames.
+    pub dropped_packets: u64,
+    /// Frames the recorder dropped (writer behind).
+    pub recorder_drops: u64,
+    /// Frame bytes.
+    pub bytes: u64,
+    /// First and last frame numbers.
+    pub first_frame: Option<u64>,
+    /// Last frame number.
+    pub last_frame: Option<u64>,
+    /// Seconds between the first and last recorded frame.
+    pub seconds: f64,
+    /// Frames per second over the recording.
+    pub fps: f64,
+    /// Frames per second in each whole second of the recording.
+    pub fps_by_second: Vec<u64>,
+}
+
+impl Recording {
+    /// Open `dir`: header, index (stopping at the first invalid record), data file.
+    pub fn open(dir: &Path) -> io::Result<Recording> {
+        let h = std::fs::read(dir.join("recording.json"))
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: no recording.json ({e})", dir.display())))?;
+        let header: Header = serde_json::from_slice(&h).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("recording.json: {e}")))?;
+        if header.format != "rocelink-recording" || header.version != 1 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a rocelink recording (version 1)"));
+        }
+        let idx = std::fs::read(dir.join("index.bin"))?;
+        let data = File::open(dir.join("data.bin"))?;
+        let len = data.metadata()?.len();
+        let mut entries = Vec::new();
+        let mut at = 0;
+        while at + RECORD_LEN <= idx.len() {
+            match Entry::decode(&idx[at..at + RECORD_LEN]) {
+                Some(e) if e.offset.checked_add(e.length).is_some_and(|end| end <= len) => entries.push(e),
+                _ => break,
+            }
+            at += RECORD_LEN;
+        }
+        Ok(Recording { dir: dir.to_path_buf(), header, entries, torn_bytes: idx.len() - at, data })
+    }
+
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The bytes of frame `i` (by position in the index).
+    pub fn frame(&self, i: usize) -> io::Result<Vec<u8>> {
+        let e = self.entries.get(i).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no frame at index {i}")))?;
+        let mut b = vec![0u8; e.length as usize];
+        self.data.read_exact_at(&mut b, e.offset)?;
+        Ok(b)
+    }
+
+    /// Position of the frame with `frame_number`.
+    pub fn position(&self, frame_number: u64) -> Option<usize> {
+        self.entries.iter().position(|e| e.frame_number == frame_number)
+    }
+
+    /// Totals.
+    pub fn inspect(&self) -> Inspect {
+        let mut s = Inspect::default();
+        for e in &self.entries {
+            s.frames += 1;
+            if e.good { s.good += 1 } else { s.damaged += 1 }
+            if e.crc_present && !e.crc_ok {
+                s.crc_failures += 1;
+            }
+            s.dropped_packets += e.dropped_packets;
+            s.recorder_drops += u64::from(e.dropped_before);
+            s.bytes += e.length;
+        }
+        s.first_frame = self.entries.first().map(|e| e.frame_number);
+        s.last_frame = self.entries.last().map(|e| e.frame_number);
+        if let (Some(a), Some(b)) = (self.entries.first(), self.entries.last()) {
+            s.seconds = (b.recorded_ns.saturating_sub(a.recorded_ns)) as f64 / 1e9;
+            if s.seconds > 0.0 {
+                s.fps = (s.frames - 1) as f64 / s.seconds;
+            }
+            let secs = (s.seconds.ceil() as usize).max(1);
+            s.fps_by_second = vec![0; secs];
+            for e in &self.entries {
+                let k = ((e.recorded_ns - a.recorded_ns) / 1_000_000_000) as usize;
+                if let Some(c) = s.fps_by_second.get_mut(k.min(secs - 1)) {
+                    *c += 1;
+                }
+            }
+        }
+        s
+    }
+}
