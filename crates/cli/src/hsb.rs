@@ -367,8 +367,66 @@ pub(crate) struct ReceiveArgs {
     /// Record every datagram.
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// Record frames (with their verdicts) to this directory.
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// Stop recording after this many bytes.
+    #[arg(long)]
+    max_bytes: Option<u64>,
+    /// Stop recording after this many frames.
+    #[arg(long)]
+    max_frames: Option<u64>,
+    /// Sensor the device streams (recorded in the header so exports know the geometry).
+    #[arg(long, default_value = "unknown")]
+    sensor: String,
     #[command(flatten)]
     layout: Layout,
+}
+
+/// Stream parameters of a recording made from `sensor` (a name as `--sensor` takes).
+pub(crate) fn record_header(sensor: &str, frame_size: usize) -> rocelink_record::format::Header {
+    let mut h = rocelink_record::format::Header {
+        sensor: sensor.to_string(),
+        frame_size: frame_size as u64,
+        layout: "bytes".into(),
+        ..Default::default()
+    };
+    let mode = match sensor {
+        "imx274-1080p-raw10" => Some(Imx274Mode::P1080Raw10),
+        "imx274-4k-raw10" => Some(Imx274Mode::P2160Raw10),
+        "imx274-4k-raw12" => Some(Imx274Mode::P2160Raw12),
+        _ => None,
+    };
+    if let Some(m) = mode {
+        let (w, hgt, bits) = m.geometry();
+        h.layout = if bits == 10 {
+            "csi-raw10".into()
+        } else {
+            "csi-raw12".into()
+        };
+        (h.width, h.height, h.bits) = (w as u32, hgt as u32, bits as u32);
+        h.start_byte = m.start_byte() as u64;
+        h.bytes_per_line = m.bytes_per_line() as u64;
+    }
+    h
+}
+
+fn frame_meta(f: &FrameReport) -> rocelink_record::FrameMeta {
+    rocelink_record::FrameMeta {
+        frame_number: f.frame_number,
+        good: f.good(),
+        complete: f.complete,
+        crc_ok: f.crc_ok == Some(true),
+        crc_present: f.crc_ok.is_some(),
+        crc: f.crc_expected.unwrap_or(f.crc),
+        flags: f.flags,
+        dropped_packets: f.dropped_packets,
+        sof: f.sof,
+        meta: f.meta,
+        packets: f.packets,
+        page: f.page,
+        ..Default::default()
+    }
 }
 
 pub(crate) fn frame_json(f: &FrameReport) -> serde_json::Value {
@@ -404,6 +462,7 @@ fn receive_loop(
     json: bool,
     timeout: Duration,
     stop: &AtomicBool,
+    mut rec: Option<&mut rocelink_record::Recorder>,
 ) -> Result<u64> {
     let pb = indicatif::ProgressBar::new_spinner();
     pb.set_style(
@@ -421,6 +480,9 @@ fn receive_loop(
             bail!("no frame within {timeout:?} (after {n} frames)");
         };
         n += 1;
+        if let Some(r) = rec.as_deref_mut() {
+            r.offer(&frame_meta(&f), rx.frame_data(&f));
+        }
         if json {
             println!("{}", frame_json(&f));
         } else if pb.is_hidden() {
@@ -493,6 +555,21 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         rx.configure(&mut c)?;
         ctl = Some(c);
     }
+    let mut recorder = match &a.record {
+        Some(dir) => {
+            let mut rc = rocelink_record::RecordConfig::new(
+                dir.clone(),
+                record_header(&a.sensor, a.frame_size),
+            );
+            rc.max_bytes = a.max_bytes;
+            rc.max_frames = a.max_frames;
+            Some(
+                rocelink_record::Recorder::start(rc)
+                    .with_context(|| format!("cannot record to {}", dir.display()))?,
+            )
+        }
+        None => None,
+    };
     let stop = AtomicBool::new(false);
     let r = receive_loop(
         &mut rx,
@@ -500,9 +577,27 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         a.json,
         Duration::from_secs_f64(a.timeout),
         &stop,
+        recorder.as_mut(),
     );
     if let Some(c) = ctl.as_mut() {
         let _ = rx.stop(c);
+    }
+    if let Some(rec) = recorder {
+        let s = rec.finish()?;
+        eprintln!(
+            "rocelink receive: recorded {} frames ({} bytes, {}) to {}; {} dropped by the recorder{}",
+            s.frames,
+            s.bytes,
+            if s.direct { "direct I/O" } else { "page cache" },
+            a.record
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+            s.dropped,
+            s.stopped
+                .map(|w| format!("; stopped: {w}"))
+                .unwrap_or_default()
+        );
     }
     let n = r?;
     let s = rx.stats;
@@ -530,13 +625,21 @@ pub(crate) struct DemoArgs {
     /// One JSON object per frame.
     #[arg(long)]
     json: bool,
+    /// Record the received frames to this directory.
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// Loopback address of the emulated device (the receiver uses the same /24 with .1).
+    #[arg(long, default_value = "127.0.0.2")]
+    device_ip: Ipv4Addr,
 }
 
 /// Emulator and receiver in one process over loopback (device 127.0.0.2, host 127.0.0.1).
 pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     let sensor = parse_sensor(&a.sensor, None)?;
     let frame_size = sensor.frame_len().unwrap_or(1 << 20);
-    let dev_ip = Ipv4Addr::new(127, 0, 0, 2);
+    let dev_ip = a.device_ip;
+    let o = dev_ip.octets();
+    let host_ip = Ipv4Addr::new(o[0], o[1], o[2], 1);
     let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev_ip));
     cfg.bootp_target = None;
     cfg.sensor = sensor;
@@ -546,11 +649,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     let (stop2, cfg2) = (stop.clone(), cfg.clone());
     let emu = std::thread::spawn(move || emulator::run(&cfg2, stop2));
     std::thread::sleep(Duration::from_millis(100));
-    let mut rcfg = ReceiverConfig::new(
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
-        dev_ip,
-        frame_size,
-    );
+    let mut rcfg = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host_ip), 0), dev_ip, frame_size);
     rcfg.pages = 4;
     let mut rx = Receiver::new(rcfg)?;
     let mut ctl = Control::new(SocketAddr::new(IpAddr::V4(dev_ip), cfg.control_port))?;
@@ -567,13 +666,29 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
         );
     }
     rx.configure(&mut ctl)?;
+    let mut recorder = match &a.record {
+        Some(dir) => Some(rocelink_record::Recorder::start(
+            rocelink_record::RecordConfig::new(dir.clone(), record_header(&a.sensor, frame_size)),
+        )?),
+        None => None,
+    };
     let result = receive_loop(
         &mut rx,
         Some(a.frames),
         a.json,
         Duration::from_secs(5),
         &AtomicBool::new(false),
+        recorder.as_mut(),
     );
+    if let Some(rec) = recorder {
+        let s = rec.finish()?;
+        if !a.json {
+            println!(
+                "recorded {} frames, {} dropped by the recorder",
+                s.frames, s.dropped
+            );
+        }
+    }
     let _ = rx.stop(&mut ctl);
     stop.store(true, Ordering::Relaxed);
     let es = emu

@@ -7,6 +7,7 @@ mod bench;
 mod decode;
 mod hsb;
 mod pingpong;
+mod record;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,6 +26,10 @@ enum Cmd {
     Decode(decode::Args),
     /// A counterpart of rdma-core's ibv_{rc,uc,ud}_pingpong over rocelink's user-space RoCE.
     Pingpong(pingpong::Args),
+    /// Summarise a recording (frames, drops, CRC failures, rate over time).
+    Inspect(record::InspectArgs),
+    /// Export one recorded frame as raw, npy, pgm or png.
+    Export(record::ExportArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -51,6 +56,8 @@ fn main() -> ExitCode {
         Cmd::Decode(args) => decode::run(&args),
         Cmd::Demo(a) => hsb::demo(&a),
         Cmd::Bench(b) => bench::run(&b),
+        Cmd::Inspect(a) => record::inspect(&a),
+        Cmd::Export(a) => record::export(&a),
         Cmd::Emulate(a) => hsb::emulate(&a),
         Cmd::Enumerate(a) => hsb::enumerate(&a),
         Cmd::SetIp(a) => hsb::set_ip(&a),

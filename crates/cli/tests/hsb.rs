@@ -68,6 +68,8 @@ fn emulator_packets_are_byte_identical_to_scapy_builds() {
         &[],
         &[
             "demo",
+            "--device-ip",
+            "127.0.65.2",
             "--frames",
             "4",
             "--sensor",

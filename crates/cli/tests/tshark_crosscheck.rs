@@ -65,8 +65,15 @@ fn decode_matches_tshark() {
     assert!(st.success());
     // and a capture rocelink itself wrote
     let demo = dir.join("demo.pcap");
-    let (code, _, err) =
-        common::rocelink(&["demo", "--frames", "2", "--pcap", demo.to_str().unwrap()]);
+    let (code, _, err) = common::rocelink(&[
+        "demo",
+        "--device-ip",
+        "127.0.64.2",
+        "--frames",
+        "2",
+        "--pcap",
+        demo.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{err}");
 
     let mut compared = 0;

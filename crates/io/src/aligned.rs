@@ -26,7 +26,9 @@ impl AlignedBuf {
         let layout = Layout::from_size_align(cap, ALIGN).unwrap_or(Layout::new::<u8>());
         // SAFETY: `layout` has a non-zero size.
         let raw = unsafe { alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
         AlignedBuf { ptr, cap, len: 0 }
     }
 
@@ -82,7 +84,12 @@ impl AlignedBuf {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), Layout::from_size_align_unchecked(self.cap, ALIGN)) }
+        unsafe {
+            dealloc(
+                self.ptr.as_ptr(),
+                Layout::from_size_align_unchecked(self.cap, ALIGN),
+            )
+        }
     }
 }
 

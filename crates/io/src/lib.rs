@@ -7,8 +7,8 @@
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
+pub mod aligned;
 pub mod driver;
 pub mod net;
 pub mod pcap;
 pub mod udp;
-pub mod aligned;

@@ -115,7 +115,10 @@ impl Entry {
         let mut b = [0u8; RECORD_LEN];
         b[0..4].copy_from_slice(MAGIC);
         b[4..6].copy_from_slice(&1u16.to_le_bytes());
-        let v = u16::from(self.good) | u16::from(self.complete) << 1 | u16::from(self.crc_ok) << 2 | u16::from(self.crc_present) << 3;
+        let v = u16::from(self.good)
+            | u16::from(self.complete) << 1
+            | u16::from(self.crc_ok) << 2
+            | u16::from(self.crc_present) << 3;
         b[6..8].copy_from_slice(&v.to_le_bytes());
         b[8..16].copy_from_slice(&self.frame_number.to_le_bytes());
         b[16..24].copy_from_slice(&self.offset.to_le_bytes());
@@ -141,8 +144,10 @@ impl Entry {
         if b.len() < RECORD_LEN || &b[0..4] != MAGIC || b[4..6] != 1u16.to_le_bytes() {
             return None;
         }
-        let u32_ = |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().unwrap_or_default());
-        let u64_ = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap_or_default());
+        let u32_ =
+            |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().unwrap_or_default());
+        let u64_ =
+            |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap_or_default());
         if crc32c(&b[..124]) != u32_(124..128) {
             return None;
         }
@@ -174,7 +179,24 @@ mod tests {
 
     #[test]
     fn record_round_trip_and_torn_detection() {
-        let e = Entry { frame_number: 7, offset: 8192, length: 5000, good: true, complete: true, crc_ok: true, crc_present: true, crc: 0xABCD, flags: 1, dropped_packets: 0, sof: (1, 2), meta: (3, 4), recorded_ns: 5, packets: 9, page: 1, dropped_before: 2 };
+        let e = Entry {
+            frame_number: 7,
+            offset: 8192,
+            length: 5000,
+            good: true,
+            complete: true,
+            crc_ok: true,
+            crc_present: true,
+            crc: 0xABCD,
+            flags: 1,
+            dropped_packets: 0,
+            sof: (1, 2),
+            meta: (3, 4),
+            recorded_ns: 5,
+            packets: 9,
+            page: 1,
+            dropped_before: 2,
+        };
         let b = e.encode();
         assert_eq!(Entry::decode(&b), Some(e));
         let mut torn = b;

@@ -60,7 +60,16 @@ pub struct RecordConfig {
 impl RecordConfig {
     /// Defaults: 8 queued frames, direct I/O, sync every 16 frames.
     pub fn new(dir: PathBuf, header: Header) -> RecordConfig {
-        RecordConfig { dir, header, queue: 8, max_bytes: None, max_frames: None, direct: true, sync_every: 16, writer_delay: None }
+        RecordConfig {
+            dir,
+            header,
+            queue: 8,
+            max_bytes: None,
+            max_frames: None,
+            direct: true,
+            sync_every: 16,
+            writer_delay: None,
+        }
     }
 }
 
@@ -101,11 +110,16 @@ pub struct Recorder {
     shared: Arc<Shared>,
     pending_drops: u32,
     max_len: usize,
-    writer: Option<std::thread::JoinHandle<io::Result<(bool, Option<String>)>>>,
+    writer: Option<std::thread::JoinHandle<WriterResult>>,
 }
 
+/// What the writer thread returns: whether a limit stopped it, and the error that did.
+type WriterResult = io::Result<(bool, Option<String>)>;
+
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Recorder {
@@ -117,7 +131,10 @@ impl Recorder {
         cfg.header.alignment = ALIGN;
         cfg.header.created_ns = now_ns();
         let tmp = cfg.dir.join("recording.json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&cfg.header).map_err(io::Error::other)?)?;
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(&cfg.header).map_err(io::Error::other)?,
+        )?;
         std::fs::rename(&tmp, cfg.dir.join("recording.json"))?;
         let max_len = (cfg.header.frame_size as usize).max(1);
         let nbuf = cfg.queue.max(1) + 1;
@@ -125,11 +142,22 @@ impl Recorder {
         for _ in 0..nbuf {
             let _ = free_tx.send(AlignedBuf::new(max_len));
         }
-        let (tx, rx) = sync_channel::<Job>(cfg.queue.max(1));
+        // One slot per buffer: holding a free buffer guarantees room in the queue, so a
+        // send can only fail once the writer has gone.
+        let (tx, rx) = sync_channel::<Job>(nbuf);
         let shared = Arc::new(Shared::default());
         let s2 = shared.clone();
-        let writer = std::thread::Builder::new().name("rocelink-record".into()).spawn(move || writer(cfg, rx, free_tx, &s2))?;
-        Ok(Recorder { tx: Some(tx), free, shared, pending_drops: 0, max_len, writer: Some(writer) })
+        let writer = std::thread::Builder::new()
+            .name("rocelink-record".into())
+            .spawn(move || writer(cfg, rx, free_tx, &s2))?;
+        Ok(Recorder {
+            tx: Some(tx),
+            free,
+            shared,
+            pending_drops: 0,
+            max_len,
+            writer: Some(writer),
+        })
     }
 
     /// Offer a frame. Never blocks: returns false when it was dropped (writer behind, the
@@ -146,9 +174,15 @@ impl Recorder {
         let mut meta = *meta;
         meta.length = data.len() as u64;
         meta.dropped_before = std::mem::take(&mut self.pending_drops);
-        match self.tx.as_ref().map(|t| t.try_send(Job { meta, buf })) {
-            Some(Ok(())) => true,
-            _ => self.drop_one(),
+        let sent = match self.tx.as_ref() {
+            Some(t) => t.try_send(Job { meta, buf }).is_ok(),
+            None => false,
+        };
+        if sent {
+            true
+        } else {
+            self.pending_drops = meta.dropped_before;
+            self.drop_one()
         }
     }
 
@@ -202,17 +236,42 @@ impl Drop for Recorder {
 fn open_data(cfg: &RecordConfig) -> io::Result<(File, bool)> {
     let path = cfg.dir.join("data.bin");
     if cfg.direct {
-        match OpenOptions::new().create(true).write(true).truncate(true).custom_flags(libc::O_DIRECT).open(&path) {
+        match OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path)
+        {
             Ok(f) => return Ok((f, true)),
-            Err(e) => eprintln!("rocelink record: O_DIRECT refused on {} ({e}); writing through the page cache", cfg.dir.display()),
+            Err(e) => eprintln!(
+                "rocelink record: O_DIRECT refused on {} ({e}); writing through the page cache",
+                cfg.dir.display()
+            ),
         }
     }
-    Ok((OpenOptions::new().create(true).write(true).truncate(true).open(&path)?, false))
+    Ok((
+        OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)?,
+        false,
+    ))
 }
 
-fn writer(cfg: RecordConfig, rx: Receiver<Job>, free: SyncSender<AlignedBuf>, shared: &Shared) -> io::Result<(bool, Option<String>)> {
+fn writer(
+    cfg: RecordConfig,
+    rx: Receiver<Job>,
+    free: SyncSender<AlignedBuf>,
+    shared: &Shared,
+) -> io::Result<(bool, Option<String>)> {
     let (data, direct) = open_data(&cfg)?;
-    let mut index = OpenOptions::new().create(true).write(true).truncate(true).open(cfg.dir.join("index.bin"))?;
+    let mut index = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(cfg.dir.join("index.bin"))?;
     let mut offset = 0u64;
     let mut pending: Vec<u8> = Vec::new();
     let mut pending_n = 0usize;
@@ -240,7 +299,9 @@ fn writer(cfg: RecordConfig, rx: Receiver<Job>, free: SyncSender<AlignedBuf>, sh
         }
         let written = shared.written.load(Ordering::Relaxed);
         let bytes = shared.bytes.load(Ordering::Relaxed);
-        if cfg.max_frames.is_some_and(|m| written >= m) || cfg.max_bytes.is_some_and(|m| bytes + meta.length > m) {
+        if cfg.max_frames.is_some_and(|m| written >= m)
+            || cfg.max_bytes.is_some_and(|m| bytes + meta.length > m)
+        {
             stopped = Some("limit reached".into());
             shared.stopped.store(true, Ordering::Relaxed);
             let _ = free.try_send(buf);
@@ -250,7 +311,11 @@ fn writer(cfg: RecordConfig, rx: Receiver<Job>, free: SyncSender<AlignedBuf>, sh
         match data.write_all_at(buf.padded(), offset) {
             Ok(()) => {}
             Err(e) => {
-                let why = if e.raw_os_error() == Some(libc::ENOSPC) { "disk full".to_string() } else { format!("write error: {e}") };
+                let why = if e.raw_os_error() == Some(libc::ENOSPC) {
+                    "disk full".to_string()
+                } else {
+                    format!("write error: {e}")
+                };
                 stopped = Some(why);
                 shared.stopped.store(true, Ordering::Relaxed);
                 let _ = free.try_send(buf);

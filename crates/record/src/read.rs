@@ -52,11 +52,20 @@ pub struct Inspect {
 impl Recording {
     /// Open `dir`: header, index (stopping at the first invalid record), data file.
     pub fn open(dir: &Path) -> io::Result<Recording> {
-        let h = std::fs::read(dir.join("recording.json"))
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: no recording.json ({e})", dir.display())))?;
-        let header: Header = serde_json::from_slice(&h).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("recording.json: {e}")))?;
+        let h = std::fs::read(dir.join("recording.json")).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{}: no recording.json ({e})", dir.display()),
+            )
+        })?;
+        let header: Header = serde_json::from_slice(&h).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("recording.json: {e}"))
+        })?;
         if header.format != "rocelink-recording" || header.version != 1 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a rocelink recording (version 1)"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a rocelink recording (version 1)",
+            ));
         }
         let idx = std::fs::read(dir.join("index.bin"))?;
         let data = File::open(dir.join("data.bin"))?;
@@ -65,12 +74,20 @@ impl Recording {
         let mut at = 0;
         while at + RECORD_LEN <= idx.len() {
             match Entry::decode(&idx[at..at + RECORD_LEN]) {
-                Some(e) if e.offset.checked_add(e.length).is_some_and(|end| end <= len) => entries.push(e),
+                Some(e) if e.offset.checked_add(e.length).is_some_and(|end| end <= len) => {
+                    entries.push(e)
+                }
                 _ => break,
             }
             at += RECORD_LEN;
         }
-        Ok(Recording { dir: dir.to_path_buf(), header, entries, torn_bytes: idx.len() - at, data })
+        Ok(Recording {
+            dir: dir.to_path_buf(),
+            header,
+            entries,
+            torn_bytes: idx.len() - at,
+            data,
+        })
     }
 
     /// Number of frames.
@@ -85,7 +102,9 @@ impl Recording {
 
     /// The bytes of frame `i` (by position in the index).
     pub fn frame(&self, i: usize) -> io::Result<Vec<u8>> {
-        let e = self.entries.get(i).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no frame at index {i}")))?;
+        let e = self.entries.get(i).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no frame at index {i}"))
+        })?;
         let mut b = vec![0u8; e.length as usize];
         self.data.read_exact_at(&mut b, e.offset)?;
         Ok(b)
@@ -93,7 +112,9 @@ impl Recording {
 
     /// Position of the frame with `frame_number`.
     pub fn position(&self, frame_number: u64) -> Option<usize> {
-        self.entries.iter().position(|e| e.frame_number == frame_number)
+        self.entries
+            .iter()
+            .position(|e| e.frame_number == frame_number)
     }
 
     /// Totals.
@@ -101,7 +122,11 @@ impl Recording {
         let mut s = Inspect::default();
         for e in &self.entries {
             s.frames += 1;
-            if e.good { s.good += 1 } else { s.damaged += 1 }
+            if e.good {
+                s.good += 1
+            } else {
+                s.damaged += 1
+            }
             if e.crc_present && !e.crc_ok {
                 s.crc_failures += 1;
             }

@@ -20,14 +20,30 @@ fn frame(n: u64, len: usize) -> Vec<u8> {
 }
 
 fn meta(n: u64) -> FrameMeta {
-    FrameMeta { frame_number: n, good: true, complete: true, crc_ok: true, crc_present: true, crc: n as u32, ..FrameMeta::default() }
+    FrameMeta {
+        frame_number: n,
+        good: true,
+        complete: true,
+        crc_ok: true,
+        crc_present: true,
+        crc: n as u32,
+        ..FrameMeta::default()
+    }
 }
 
 #[test]
 fn aligned_frames_read_back_intact() {
     let d = dir("rec_aligned");
     let len = 5000;
-    let mut rec = Recorder::start(RecordConfig::new(d.clone(), Header { frame_size: len as u64, sensor: "pattern".into(), ..Header::default() })).unwrap();
+    let mut rec = Recorder::start(RecordConfig::new(
+        d.clone(),
+        Header {
+            frame_size: len as u64,
+            sensor: "pattern".into(),
+            ..Header::default()
+        },
+    ))
+    .unwrap();
     for n in 0..10 {
         // a slow offer rate: wait for the writer, so nothing is dropped
         while rec.written() < n {
@@ -48,16 +64,28 @@ fn aligned_frames_read_back_intact() {
         assert_eq!(e.frame_number, i as u64);
         assert_eq!(r.frame(i).unwrap(), frame(i as u64, len));
     }
-    assert_eq!(std::fs::metadata(d.join("data.bin")).unwrap().len(), 10 * 8192);
+    assert_eq!(
+        std::fs::metadata(d.join("data.bin")).unwrap().len(),
+        10 * 8192
+    );
     let ins = r.inspect();
-    assert_eq!((ins.frames, ins.good, ins.crc_failures, ins.recorder_drops), (10, 10, 0, 0));
+    assert_eq!(
+        (ins.frames, ins.good, ins.crc_failures, ins.recorder_drops),
+        (10, 10, 0, 0)
+    );
 }
 
 #[test]
 fn slow_writer_drops_whole_frames_and_counts_them() {
     let d = dir("rec_slow");
     let len = 20_000;
-    let mut cfg = RecordConfig::new(d.clone(), Header { frame_size: len as u64, ..Header::default() });
+    let mut cfg = RecordConfig::new(
+        d.clone(),
+        Header {
+            frame_size: len as u64,
+            ..Header::default()
+        },
+    );
     cfg.queue = 2;
     cfg.writer_delay = Some(Duration::from_millis(20));
     let mut rec = Recorder::start(cfg).unwrap();
@@ -69,15 +97,25 @@ fn slow_writer_drops_whole_frames_and_counts_them() {
         std::thread::sleep(Duration::from_millis(1));
     }
     let s = rec.finish().unwrap();
-    assert!(s.dropped > 50, "a 20 ms writer cannot keep up with 1 ms frames: {s:?}");
+    assert!(
+        s.dropped > 50,
+        "a 20 ms writer cannot keep up with 1 ms frames: {s:?}"
+    );
     assert_eq!(s.frames + s.dropped, 100);
     assert_eq!(s.frames, accepted);
     let r = Recording::open(&d).unwrap();
     assert_eq!(r.len() as u64, s.frames);
     for (i, e) in r.entries.iter().enumerate() {
-        assert_eq!(r.frame(i).unwrap(), frame(e.frame_number, len), "every recorded frame is whole");
+        assert_eq!(
+            r.frame(i).unwrap(),
+            frame(e.frame_number, len),
+            "every recorded frame is whole"
+        );
     }
-    assert_eq!(r.inspect().recorder_drops, s.dropped - dropped_after_last(&r, &s));
+    assert_eq!(
+        r.inspect().recorder_drops,
+        s.dropped - dropped_after_last(&r, &s)
+    );
 }
 
 /// Drops after the last recorded frame are not attached to any index record.
@@ -89,7 +127,13 @@ fn dropped_after_last(r: &Recording, s: &rocelink_record::Summary) -> u64 {
 #[test]
 fn limits_stop_the_recording_cleanly() {
     let d = dir("rec_limit");
-    let mut cfg = RecordConfig::new(d.clone(), Header { frame_size: 4096, ..Header::default() });
+    let mut cfg = RecordConfig::new(
+        d.clone(),
+        Header {
+            frame_size: 4096,
+            ..Header::default()
+        },
+    );
     cfg.max_frames = Some(5);
     let mut rec = Recorder::start(cfg).unwrap();
     for n in 0..20 {
@@ -102,7 +146,14 @@ fn limits_stop_the_recording_cleanly() {
     assert_eq!(Recording::open(&d).unwrap().len(), 5);
     // a frame larger than the configured size is refused, not truncated
     let d2 = dir("rec_big");
-    let mut rec = Recorder::start(RecordConfig::new(d2, Header { frame_size: 100, ..Header::default() })).unwrap();
+    let mut rec = Recorder::start(RecordConfig::new(
+        d2,
+        Header {
+            frame_size: 100,
+            ..Header::default()
+        },
+    ))
+    .unwrap();
     assert!(!rec.offer(&meta(0), &[0u8; 101]));
     assert_eq!(rec.finish().unwrap().frames, 0);
 }

@@ -1,0 +1,104 @@
+"""Read a rocelink recording (``rocelink receive --record DIR``) as numpy arrays.
+
+Needs only numpy. The data file is memory-mapped: frames are views, nothing is copied.
+
+    from rocelink_reader import Recording
+    rec = Recording("DIR")
+    print(len(rec), rec.header["sensor"])
+    for meta, data in rec:                  # data: numpy uint8 array of the frame's bytes
+        print(meta["frame_number"], meta["good"], meta["crc"], data.shape)
+    img = rec.image(0)                      # CSI recordings: uint16 (height, width) Bayer image
+
+Layout (see crates/record/src/format.rs): recording.json (stream parameters), data.bin
+(frames at 4096-aligned offsets), index.bin (128-byte little-endian records, magic "RLIX",
+CRC32C-protected; a torn last record is ignored).
+"""
+import json
+import os
+
+import numpy as np
+
+_INDEX = np.dtype([
+    ("magic", "S4"), ("version", "<u2"), ("verdict", "<u2"),
+    ("frame_number", "<u8"), ("offset", "<u8"), ("length", "<u8"),
+    ("crc", "<u4"), ("flags", "<u4"), ("dropped_packets", "<u8"),
+    ("sof_s", "<u8"), ("sof_ns", "<u4"), ("meta_ns", "<u4"), ("meta_s", "<u8"),
+    ("recorded_ns", "<u8"), ("packets", "<u4"), ("page", "<u4"), ("dropped_before", "<u4"),
+    ("reserved", "V32"), ("record_crc", "<u4"),
+])
+assert _INDEX.itemsize == 128
+
+
+def _crc32c(b):
+    crc = 0xFFFFFFFF
+    for byte in b:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+class Recording:
+    """A recording directory: ``len(rec)``, ``rec[i]``, iteration of ``(meta, data)``."""
+
+    def __init__(self, path, verify=True):
+        self.path = path
+        with open(os.path.join(path, "recording.json")) as f:
+            self.header = json.load(f)
+        if self.header.get("format") != "rocelink-recording" or self.header.get("version") != 1:
+            raise ValueError(f"{path}: not a rocelink recording (version 1)")
+        raw = np.fromfile(os.path.join(path, "index.bin"), dtype=np.uint8)
+        n = len(raw) // 128
+        idx = raw[: n * 128].view(_INDEX)
+        data_size = os.path.getsize(os.path.join(path, "data.bin"))
+        valid = 0
+        for i in range(n):
+            r = idx[i]
+            if r["magic"] != b"RLIX" or r["version"] != 1 or int(r["offset"]) + int(r["length"]) > data_size:
+                break
+            if verify and _crc32c(raw[i * 128: i * 128 + 124].tobytes()) != int(r["record_crc"]):
+                break
+            valid += 1
+        self.index = idx[:valid]
+        self._data = np.memmap(os.path.join(path, "data.bin"), dtype=np.uint8, mode="r") if data_size else np.zeros(0, np.uint8)
+
+    def __len__(self):
+        return len(self.index)
+
+    def meta(self, i):
+        r = self.index[i]
+        v = int(r["verdict"])
+        return {
+            "frame_number": int(r["frame_number"]), "good": bool(v & 1), "complete": bool(v & 2),
+            "crc_ok": bool(v & 4), "crc_present": bool(v & 8), "crc": int(r["crc"]), "flags": int(r["flags"]),
+            "length": int(r["length"]), "dropped_packets": int(r["dropped_packets"]),
+            "sof": (int(r["sof_s"]), int(r["sof_ns"])), "meta": (int(r["meta_s"]), int(r["meta_ns"])),
+            "recorded_ns": int(r["recorded_ns"]), "packets": int(r["packets"]), "page": int(r["page"]),
+            "dropped_before": int(r["dropped_before"]),
+        }
+
+    def __getitem__(self, i):
+        r = self.index[i]
+        off, n = int(r["offset"]), int(r["length"])
+        return self.meta(i), self._data[off: off + n]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def image(self, i):
+        """The active image of a CSI RAW10/RAW12 frame as uint16 (height, width)."""
+        h = self.header
+        if not h.get("layout", "").startswith("csi-raw"):
+            raise ValueError("not a CSI image recording")
+        w, hgt, bpl, start, bits = h["width"], h["height"], h["bytes_per_line"], h["start_byte"], h["bits"]
+        _, data = self[i]
+        lines = np.asarray(data[start: start + hgt * bpl]).reshape(hgt, bpl)[:, : w * bits // 8].astype(np.uint16)
+        if bits == 10:
+            g = lines.reshape(hgt, w // 4, 5)
+            lsb = g[:, :, 4]
+            px = np.stack([(g[:, :, k] << 2) | ((lsb >> (2 * k)) & 3) for k in range(4)], axis=-1)
+        else:
+            g = lines.reshape(hgt, w // 2, 3)
+            px = np.stack([(g[:, :, 0] << 4) | (g[:, :, 2] & 0xF), (g[:, :, 1] << 4) | (g[:, :, 2] >> 4)], axis=-1)
+        return px.reshape(hgt, w)
