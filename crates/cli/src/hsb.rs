@@ -7,7 +7,7 @@ use rocelink_hsb::emulator::{self, EmulatorConfig, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::enumerate;
 use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
-use rocelink_hsb::sensor::{Imx274Mode, Sensor};
+use rocelink_hsb::sensor::{Imx274Mode, Sensor, coe_bytes_per_line};
 use rocelink_wire::bytes::Mac;
 use rocelink_wire::hsb::ecb::Trailer;
 use rocelink_wire::hsb::metadata::{Endian, ImmLayout};
@@ -376,9 +376,13 @@ pub(crate) struct ReceiveArgs {
     /// Stop recording after this many frames.
     #[arg(long)]
     max_frames: Option<u64>,
-    /// Sensor the device streams (recorded in the header so exports know the geometry).
+    /// Sensor the device streams (recorded in the header so exports know the geometry):
+    /// imx274-1080p-raw10, imx274-4k-raw10, imx274-4k-raw12, coe-raw10:WxH, coe-raw12:WxH.
     #[arg(long, default_value = "unknown")]
     sensor: String,
+    /// Keep the latest good frame as a PNG here (needs an image --sensor).
+    #[arg(long)]
+    snapshot: Option<PathBuf>,
     #[command(flatten)]
     layout: Layout,
 }
@@ -407,8 +411,23 @@ pub(crate) fn record_header(sensor: &str, frame_size: usize) -> rocelink_record:
         (h.width, h.height, h.bits) = (w as u32, hgt as u32, bits as u32);
         h.start_byte = m.start_byte() as u64;
         h.bytes_per_line = m.bytes_per_line() as u64;
+    } else if let Some((packing, w, hgt)) = parse_coe(sensor) {
+        let bits = if packing == "coe-raw10" { 10 } else { 12 };
+        h.layout = packing.into();
+        (h.width, h.height, h.bits) = (w as u32, hgt as u32, bits);
+        h.bytes_per_line = coe_bytes_per_line(w, bits as usize) as u64;
     }
     h
+}
+
+/// `coe-raw10:WxH` / `coe-raw12:WxH`: a CoE-packed sensor of that geometry.
+fn parse_coe(sensor: &str) -> Option<(&str, usize, usize)> {
+    let (packing, dims) = sensor.split_once(':')?;
+    if packing != "coe-raw10" && packing != "coe-raw12" {
+        return None;
+    }
+    let (w, h) = dims.split_once('x')?;
+    Some((packing, w.parse().ok()?, h.parse().ok()?))
 }
 
 fn frame_meta(f: &FrameReport) -> rocelink_record::FrameMeta {
@@ -455,6 +474,40 @@ fn frame_line(f: &FrameReport) -> String {
     )
 }
 
+/// `--snapshot FILE`: the latest good frame as a PNG, rewritten at most once a second
+/// and on the last frame of a `--frames` run.
+pub(crate) struct Snapshot {
+    path: PathBuf,
+    header: rocelink_record::format::Header,
+    saved: Option<Instant>,
+}
+
+impl Snapshot {
+    fn new(path: PathBuf, sensor: &str, frame_size: usize) -> Result<Snapshot> {
+        let header = record_header(sensor, frame_size);
+        if header.layout == "bytes" {
+            bail!(
+                "--snapshot needs an image sensor (--sensor imx274-… or coe-raw10:WxH), not {sensor:?}"
+            );
+        }
+        Ok(Snapshot {
+            path,
+            header,
+            saved: None,
+        })
+    }
+    fn due(&self) -> bool {
+        self.saved
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+    }
+    fn save(&mut self, data: &[u8]) -> Result<()> {
+        let png = crate::record::png_image(&self.header, data)?;
+        crate::record::write_atomic(&self.path, &png)?;
+        self.saved = Some(Instant::now());
+        Ok(())
+    }
+}
+
 /// Receive loop shared by `receive` and `demo`: prints each frame, a progress line.
 fn receive_loop(
     rx: &mut Receiver,
@@ -463,6 +516,7 @@ fn receive_loop(
     timeout: Duration,
     stop: &AtomicBool,
     mut rec: Option<&mut rocelink_record::Recorder>,
+    mut snap: Option<&mut Snapshot>,
 ) -> Result<u64> {
     let pb = indicatif::ProgressBar::new_spinner();
     pb.set_style(
@@ -482,6 +536,12 @@ fn receive_loop(
         n += 1;
         if let Some(r) = rec.as_deref_mut() {
             r.offer(&frame_meta(&f), rx.frame_data(&f));
+        }
+        if let Some(s) = snap.as_deref_mut() {
+            let last = frames.is_some_and(|m| n == m);
+            if f.good() && (last || s.due()) {
+                s.save(rx.frame_data(&f))?;
+            }
         }
         if json {
             println!("{}", frame_json(&f));
@@ -570,6 +630,10 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         }
         None => None,
     };
+    let mut snap = match &a.snapshot {
+        Some(p) => Some(Snapshot::new(p.clone(), &a.sensor, a.frame_size)?),
+        None => None,
+    };
     let stop = AtomicBool::new(false);
     let r = receive_loop(
         &mut rx,
@@ -578,6 +642,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         Duration::from_secs_f64(a.timeout),
         &stop,
         recorder.as_mut(),
+        snap.as_mut(),
     );
     if let Some(c) = ctl.as_mut() {
         let _ = rx.stop(c);
@@ -631,6 +696,9 @@ pub(crate) struct DemoArgs {
     /// Loopback address of the emulated device (the receiver uses the same /24 with .1).
     #[arg(long, default_value = "127.0.0.2")]
     device_ip: Ipv4Addr,
+    /// Keep the latest good frame as a PNG here (IMX274 sensors).
+    #[arg(long)]
+    snapshot: Option<PathBuf>,
 }
 
 /// Emulator and receiver in one process over loopback (device 127.0.0.2, host 127.0.0.1).
@@ -672,6 +740,10 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
         )?),
         None => None,
     };
+    let mut snap = match &a.snapshot {
+        Some(p) => Some(Snapshot::new(p.clone(), &a.sensor, frame_size)?),
+        None => None,
+    };
     let result = receive_loop(
         &mut rx,
         Some(a.frames),
@@ -679,6 +751,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
         Duration::from_secs(5),
         &AtomicBool::new(false),
         recorder.as_mut(),
+        snap.as_mut(),
     );
     if let Some(rec) = recorder {
         let s = rec.finish()?;

@@ -40,6 +40,8 @@ fn python_reader_reads_what_rust_wrote() {
         "imx274-1080p-raw10",
         "--record",
         rec.to_str().unwrap(),
+        "--snapshot",
+        dir.join("snap.png").to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
     let (code, out, _) = common::rocelink(&["inspect", rec.to_str().unwrap(), "--json"]);
@@ -106,6 +108,21 @@ print("ok", len(rec))
     assert_eq!(
         std::fs::metadata(npy.trim()).unwrap().len(),
         128 + 1080 * 1920 * 2
+    );
+    // the snapshot is the last frame, rendered as export renders it
+    let last = v["last_frame"].as_u64().unwrap().to_string();
+    let (code, png, _) = common::rocelink(&[
+        "export",
+        rec.to_str().unwrap(),
+        "--frame",
+        &last,
+        "--format",
+        "png",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        std::fs::read(png.trim()).unwrap(),
+        std::fs::read(dir.join("snap.png")).unwrap()
     );
     let (code, _, err) = common::rocelink(&["export", rec.to_str().unwrap(), "--frame", "99"]);
     assert_ne!(code, 0);
@@ -203,4 +220,103 @@ fn full_disk_ends_the_recording_with_a_valid_directory() {
     // 8 MiB holds three 2.6 MB frames at most; every listed one reads back intact
     assert!((1..=3).contains(&n), "{n} frames");
     assert!(ok);
+}
+
+/// Pack pixels the way the CoE (Thor) packetizer does, written from `hsb.md` §8 here
+/// rather than shared with the unpacker under test.
+fn coe_pack(bits: u32, px: &[u16], bpl: usize) -> Vec<u8> {
+    let mut line = Vec::new();
+    if bits == 10 {
+        for c in px.chunks(3) {
+            let w = c
+                .iter()
+                .enumerate()
+                .fold(0u32, |w, (i, &p)| w | (u32::from(p) << (10 * i)));
+            line.extend_from_slice(&w.to_le_bytes());
+        }
+    } else {
+        for c in px.chunks(2) {
+            let (p0, p1) = (c[0], c.get(1).copied().unwrap_or(0));
+            line.extend_from_slice(&[
+                (p0 & 0xFF) as u8,
+                ((p0 >> 8) as u8 & 0xF) | (((p1 & 0xF) as u8) << 4),
+                (p1 >> 4) as u8,
+            ]);
+        }
+    }
+    assert!(line.len() <= bpl);
+    line.resize(bpl, 0);
+    line
+}
+
+#[test]
+fn coe_packed_recordings_export_the_packed_pixels() {
+    let dir = common::tmpdir("record_coe");
+    let (w, h) = (100usize, 20usize);
+    for (bits, bpl, ip) in [(10u32, 192usize, "127.0.64.2"), (12, 192, "127.0.65.2")] {
+        let max = (1u16 << bits) - 1;
+        let image: Vec<u16> = (0..w * h)
+            .map(|i| ((i % w) * 7 + (i / w) * 31) as u16 & max)
+            .collect();
+        let frame: Vec<u8> = image
+            .chunks(w)
+            .flat_map(|row| coe_pack(bits, row, bpl))
+            .collect();
+        let src = dir.join(format!("coe{bits}.bin"));
+        std::fs::write(&src, &frame).unwrap();
+        let sensor = format!("file:{}", src.display());
+        let size = frame.len().to_string();
+        let mut emu = Command::new(env!("CARGO_BIN_EXE_rocelink"))
+            .args(["emulate", "--ip", ip, "--bootp-target", "none", "--sensor"])
+            .args([
+                &sensor,
+                "--frame-size",
+                &size,
+                "--fps",
+                "50",
+                "--seconds",
+                "30",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let rec = dir.join(format!("rec{bits}"));
+        let coe = format!("coe-raw{bits}:{w}x{h}");
+        let (code, _, err) = common::rocelink(&[
+            "receive",
+            "--device",
+            ip,
+            "--frame-size",
+            &size,
+            "--frames",
+            "3",
+            "--sensor",
+            &coe,
+            "--record",
+            rec.to_str().unwrap(),
+        ]);
+        let _ = emu.kill();
+        let _ = emu.wait();
+        assert_eq!(code, 0, "{err}");
+        let (code, npy, err) = common::rocelink(&[
+            "export",
+            rec.to_str().unwrap(),
+            "--frame",
+            "1",
+            "--format",
+            "npy",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let npy = std::fs::read(npy.trim()).unwrap();
+        let hlen = u16::from_le_bytes([npy[8], npy[9]]) as usize;
+        let header = String::from_utf8_lossy(&npy[10..10 + hlen]);
+        assert!(header.contains(&format!("({h}, {w})")), "{header}");
+        let got: Vec<u16> = npy[10 + hlen..]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        assert_eq!(got, image, "RAW{bits} CoE pixels");
+    }
 }

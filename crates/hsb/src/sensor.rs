@@ -234,6 +234,51 @@ pub fn unpack_raw12(b: &[u8], out: &mut Vec<u16>) {
     }
 }
 
+/// Bytes per line of the CoE (Camera-over-Ethernet / Thor packetizer) packed format:
+/// RAW10 packs 3 pixels per little-endian 32-bit word, RAW12 2 pixels per 3 bytes; lines
+/// are padded to 64 bytes (`hsb.md` §8, `PackedFormatConverterOp`).
+pub fn coe_bytes_per_line(width: usize, bits: usize) -> usize {
+    let packed = if bits == 10 {
+        width.div_ceil(3) * 4
+    } else {
+        (width * 3).div_ceil(2)
+    };
+    packed.next_multiple_of(64)
+}
+
+/// Unpack one CoE RAW10 line: `{2'b0, P2[9:0], P1[9:0], P0[9:0]}` per little-endian u32.
+/// Pushes exactly `width` pixels (fewer if the line is short).
+pub fn unpack_coe_raw10(line: &[u8], width: usize, out: &mut Vec<u16>) {
+    let mut left = width;
+    for c in line.chunks_exact(4) {
+        let w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        for i in 0..3.min(left) {
+            out.push(((w >> (10 * i)) & 0x3FF) as u16);
+        }
+        left = left.saturating_sub(3);
+        if left == 0 {
+            break;
+        }
+    }
+}
+
+/// Unpack one CoE RAW12 line: `b0 = P0[7:0], b1 = P0[11:8] | P1[3:0]<<4, b2 = P1[11:4]`
+/// (not the CSI order). Pushes exactly `width` pixels (fewer if the line is short).
+pub fn unpack_coe_raw12(line: &[u8], width: usize, out: &mut Vec<u16>) {
+    let mut left = width;
+    for c in line.chunks_exact(3) {
+        let p0 = u16::from(c[0]) | (u16::from(c[1] & 0xF) << 8);
+        let p1 = u16::from(c[1] >> 4) | (u16::from(c[2]) << 4);
+        for p in [p0, p1].into_iter().take(left) {
+            out.push(p);
+        }
+        left = left.saturating_sub(2);
+        if left == 0 {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +306,25 @@ mod tests {
         let mut back = Vec::new();
         unpack_raw12(&b, &mut back);
         assert_eq!(back.iter().map(|&v| u32::from(v)).collect::<Vec<_>>(), px);
+    }
+
+    #[test]
+    fn coe_packings_match_hsb_converter() {
+        // RAW10: P0 = 0x3FF, P1 = 0x000, P2 = 0x155 -> u32 0x155003FF, little-endian.
+        let mut px = Vec::new();
+        unpack_coe_raw10(
+            &[0xFF, 0x03, 0x50, 0x15, 0x01, 0x00, 0x00, 0x00],
+            4,
+            &mut px,
+        );
+        assert_eq!(px, [0x3FF, 0x000, 0x155, 0x001]);
+        // RAW12: P0 = 0xABC, P1 = 0x123 -> BC 3A 12 (CSI order would be AB 12 3C).
+        px.clear();
+        unpack_coe_raw12(&[0xBC, 0x3A, 0x12, 0xBC, 0x3A, 0x12], 3, &mut px);
+        assert_eq!(px, [0xABC, 0x123, 0xABC]);
+        assert_eq!(coe_bytes_per_line(1920, 10), 2560);
+        assert_eq!(coe_bytes_per_line(1920, 12), 2880);
+        assert_eq!(coe_bytes_per_line(10, 10), 64);
     }
 
     #[test]
