@@ -7,7 +7,7 @@ Needs only numpy. The data file is memory-mapped: frames are views, nothing is c
     print(len(rec), rec.header["sensor"])
     for meta, data in rec:                  # data: numpy uint8 array of the frame's bytes
         print(meta["frame_number"], meta["good"], meta["crc"], data.shape)
-    img = rec.image(0)                      # CSI recordings: uint16 (height, width) Bayer image
+    img = rec.image(0)                      # CSI/CoE recordings: uint16 (height, width) Bayer image
 
 Layout (see crates/record/src/format.rs): recording.json (stream parameters), data.bin
 (frames at 4096-aligned offsets), index.bin (128-byte little-endian records, magic "RLIX",
@@ -87,13 +87,25 @@ class Recording:
             yield self[i]
 
     def image(self, i):
-        """The active image of a CSI RAW10/RAW12 frame as uint16 (height, width)."""
+        """The active image of a CSI or CoE RAW10/RAW12 frame as uint16 (height, width)."""
         h = self.header
-        if not h.get("layout", "").startswith("csi-raw"):
-            raise ValueError("not a CSI image recording")
+        layout = h.get("layout", "")
+        if layout not in ("csi-raw10", "csi-raw12", "coe-raw10", "coe-raw12"):
+            raise ValueError(f"layout {layout!r} is not an image")
         w, hgt, bpl, start, bits = h["width"], h["height"], h["bytes_per_line"], h["start_byte"], h["bits"]
         _, data = self[i]
-        lines = np.asarray(data[start: start + hgt * bpl]).reshape(hgt, bpl)[:, : w * bits // 8].astype(np.uint16)
+        lines = np.asarray(data[start: start + hgt * bpl]).reshape(hgt, bpl)
+        if layout == "coe-raw10":
+            # 3 pixels per little-endian u32: P0 [9:0], P1 [19:10], P2 [29:20]
+            words = lines[:, : -(-w // 3) * 4].copy().view("<u4")
+            px = np.stack([(words >> (10 * k)) & 0x3FF for k in range(3)], axis=-1)
+            return px.reshape(hgt, -1)[:, :w].astype(np.uint16)
+        if layout == "coe-raw12":
+            # b0 = P0[7:0], b1 = P0[11:8] | P1[3:0] << 4, b2 = P1[11:4]
+            g = lines[:, : -(-w // 2) * 3].astype(np.uint16).reshape(hgt, -1, 3)
+            px = np.stack([g[:, :, 0] | ((g[:, :, 1] & 0xF) << 8), (g[:, :, 1] >> 4) | (g[:, :, 2] << 4)], axis=-1)
+            return px.reshape(hgt, -1)[:, :w]
+        lines = lines[:, : w * bits // 8].astype(np.uint16)
         if bits == 10:
             g = lines.reshape(hgt, w // 4, 5)
             lsb = g[:, :, 4]

@@ -13,6 +13,10 @@
 //!   against the metadata.
 //!
 //! Each receiver thread's CPU time comes from `getrusage(RUSAGE_THREAD)`.
+//!
+//! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`).
+
+pub mod record;
 
 use rocelink_hsb::device::VpStream;
 use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};

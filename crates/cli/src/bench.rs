@@ -1,8 +1,9 @@
-//! `rocelink bench stream`.
+//! `rocelink bench stream` and `rocelink bench record`.
 
 use anyhow::Result;
 use rocelink_bench::{StreamConfig, StreamResult};
 use serde_json::json;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Subcommand, Debug)]
@@ -10,6 +11,74 @@ pub(crate) enum BenchCmd {
     /// Receive-path throughput: a bare UDP sink, HSB's recv()-per-packet receiver and
     /// rocelink's verified HSB receiver, against the same sender, in one run.
     Stream(StreamArgs),
+    /// Recording write rate: rocelink's recorder against `dd oflag=direct conv=fsync` on
+    /// the same disk, alternating, medians.
+    Record(RecordArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct RecordArgs {
+    /// Directory on the disk to measure (files are created there and removed).
+    #[arg(long, default_value = "target/bench-record")]
+    dir: PathBuf,
+    /// Frame size in bytes (dd block size).
+    #[arg(long, default_value_t = 2_611_376)]
+    frame: usize,
+    /// Frames per run.
+    #[arg(long, default_value_t = 400)]
+    frames: usize,
+    /// Runs of each.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn record(a: &RecordArgs) -> Result<ExitCode> {
+    use rocelink_bench::record::{RecordBenchConfig, median_mbps};
+    let runs = rocelink_bench::record::record(&RecordBenchConfig {
+        dir: a.dir.clone(),
+        frame: a.frame,
+        frames: a.frames,
+        runs: a.runs,
+    })?;
+    let (dd, rec) = (median_mbps(&runs, "dd"), median_mbps(&runs, "recorder"));
+    let ratio = if dd > 0.0 { rec / dd } else { 0.0 };
+    if a.json {
+        let rows: Vec<_> = runs
+            .iter()
+            .map(|r| json!({"name": r.name, "bytes": r.bytes, "seconds": r.seconds, "mb_per_s": r.mbps(), "direct": r.direct, "refused": r.refused}))
+            .collect();
+        println!(
+            "{}",
+            json!({"frame": a.frame, "frames": a.frames, "runs": rows, "dd_mb_per_s": dd, "recorder_mb_per_s": rec, "ratio_recorder_to_dd": ratio})
+        );
+    } else {
+        println!(
+            "{} frames of {} B per run, {} runs, in {}",
+            a.frames,
+            a.frame,
+            a.runs,
+            a.dir.display()
+        );
+        for r in &runs {
+            println!(
+                "{:<9} {:>9.1} MB/s  {:>6.2} s  {}{}",
+                r.name,
+                r.mbps(),
+                r.seconds,
+                if r.direct { "O_DIRECT" } else { "buffered" },
+                if r.name == "recorder" {
+                    format!(", {} offers refused (writer busy)", r.refused)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        println!("median: dd {dd:.1} MB/s, recorder {rec:.1} MB/s, recorder / dd = {ratio:.2}x");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -41,7 +110,10 @@ pub(crate) struct StreamArgs {
 }
 
 pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
-    let BenchCmd::Stream(a) = cmd;
+    let a = match cmd {
+        BenchCmd::Stream(a) => a,
+        BenchCmd::Record(a) => return record(a),
+    };
     let cfg = StreamConfig {
         payload: a.payload,
         frame: a.frame,

@@ -761,6 +761,9 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
                 s.frames, s.dropped
             );
         }
+        if let Some(why) = &s.stopped {
+            eprintln!("rocelink demo: recording stopped early: {why}");
+        }
     }
     let _ = rx.stop(&mut ctl);
     stop.store(true, Ordering::Relaxed);

@@ -34,3 +34,33 @@ fn bench_stream_reports_three_receivers() {
     assert!(r[2]["frames_good"].as_u64().unwrap() > 0, "{}", r[2]);
     assert!(v["ratio_rocelink_to_sink"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn bench_record_measures_dd_and_the_recorder_and_cleans_up() {
+    let dir = common::tmpdir("bench_record");
+    let (code, out, err) = common::rocelink(&[
+        "bench",
+        "record",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--frame",
+        "100000",
+        "--frames",
+        "6",
+        "--runs",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    let names: Vec<&str> = runs.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["dd", "recorder", "dd", "recorder"]);
+    for r in runs {
+        assert_eq!(r["bytes"], 600_000, "{r}");
+        assert!(r["seconds"].as_f64().unwrap() > 0.0);
+    }
+    assert!(v["ratio_recorder_to_dd"].as_f64().unwrap() > 0.0);
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "bench files removed: {left:?}");
+}

@@ -26,6 +26,15 @@ fn python_with_numpy() -> std::path::PathBuf {
     py
 }
 
+fn python_dir() -> String {
+    common::test_file("../../../python")
+        .canonicalize()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn python_reader_reads_what_rust_wrote() {
     let dir = common::tmpdir("record_python");
@@ -67,11 +76,7 @@ assert img.shape == (1080, 1920) and img.dtype.name == "uint16"
 assert img.max() == 1023 and img[0, 1] > 0
 print("ok", len(rec))
 "#,
-        py_dir = common::test_file("../../../python")
-            .canonicalize()
-            .unwrap()
-            .to_str()
-            .unwrap(),
+        py_dir = python_dir(),
         rec = rec.to_str().unwrap()
     );
     let out = Command::new(python_with_numpy())
@@ -216,6 +221,7 @@ fn full_disk_ends_the_recording_with_a_valid_directory() {
     });
     let _ = Command::new("umount").arg(&mnt).status();
     assert_eq!(code, 0, "the receiver itself is fine: {err}");
+    assert!(err.contains("disk full"), "a clear error: {err}");
     let (n, ok) = checked.unwrap();
     // 8 MiB holds three 2.6 MB frames at most; every listed one reads back intact
     assert!((1..=3).contains(&n), "{n} frames");
@@ -318,5 +324,24 @@ fn coe_packed_recordings_export_the_packed_pixels() {
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
             .collect();
         assert_eq!(got, image, "RAW{bits} CoE pixels");
+        // the Python reader unpacks the same pixels
+        let npy_path = rec.join("frame-1.npy");
+        let script = format!(
+            "import sys, numpy as np\nsys.path.insert(0, {py_dir:?})\nfrom rocelink_reader import Recording\n\
+             rec = Recording({rec:?})\nref = np.load({npy:?})\n\
+             assert all((rec.image(i) == ref).all() for i in range(len(rec))), 'python CoE unpack'\n",
+            py_dir = python_dir(),
+            rec = rec.to_str().unwrap(),
+            npy = npy_path.to_str().unwrap()
+        );
+        let out = Command::new(python_with_numpy())
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

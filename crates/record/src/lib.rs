@@ -58,7 +58,9 @@ pub struct RecordConfig {
 }
 
 impl RecordConfig {
-    /// Defaults: 8 queued frames, direct I/O, sync every 16 frames.
+    /// Defaults: 8 queued frames, direct I/O, data and index made durable every 64 frames
+    /// or 500 ms, whichever comes first (a kill loses nothing written; power loss at most
+    /// that window).
     pub fn new(dir: PathBuf, header: Header) -> RecordConfig {
         RecordConfig {
             dir,
@@ -67,7 +69,7 @@ impl RecordConfig {
             max_bytes: None,
             max_frames: None,
             direct: true,
-            sync_every: 16,
+            sync_every: 64,
             writer_delay: None,
         }
     }
@@ -260,6 +262,9 @@ fn open_data(cfg: &RecordConfig) -> io::Result<(File, bool)> {
     ))
 }
 
+/// Index bytes reserved at a time (2048 records).
+const INDEX_CHUNK: u64 = 256 * 1024;
+
 fn writer(
     cfg: RecordConfig,
     rx: Receiver<Job>,
@@ -277,6 +282,9 @@ fn writer(
     let mut pending_n = 0usize;
     let mut last_sync = Instant::now();
     let mut stopped: Option<String> = None;
+    // Index space is reserved ahead of the data it will describe, so a disk that fills up
+    // with frame data still has room for the records of every frame written.
+    let mut reserved = 0u64;
     let flush = |index: &mut File, data: &File, pending: &mut Vec<u8>| -> io::Result<()> {
         if pending.is_empty() {
             return Ok(());
@@ -308,7 +316,23 @@ fn writer(
             shared.dropped.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        match data.write_all_at(buf.padded(), offset) {
+        let need = (shared.written.load(Ordering::Relaxed) + 1) * format::RECORD_LEN as u64;
+        let room = if need <= reserved {
+            Ok(())
+        } else {
+            match rocelink_io::file::reserve(&index, reserved, INDEX_CHUNK) {
+                Ok(()) => {
+                    reserved += INDEX_CHUNK;
+                    Ok(())
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    reserved = u64::MAX; // cannot reserve here: best effort
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match room.and_then(|()| data.write_all_at(buf.padded(), offset)) {
             Ok(()) => {}
             Err(e) => {
                 let why = if e.raw_os_error() == Some(libc::ENOSPC) {
@@ -320,6 +344,10 @@ fn writer(
                 shared.stopped.store(true, Ordering::Relaxed);
                 let _ = free.try_send(buf);
                 shared.dropped.fetch_add(1, Ordering::Relaxed);
+                // make what was written durable now, not when the receiver ends
+                if let Err(e) = flush(&mut index, &data, &mut pending) {
+                    stopped = Some(format!("sync error: {e}"));
+                }
                 continue;
             }
         }
@@ -331,7 +359,7 @@ fn writer(
         shared.written.fetch_add(1, Ordering::Relaxed);
         shared.bytes.fetch_add(meta.length, Ordering::Relaxed);
         let _ = free.try_send(buf);
-        if pending_n >= cfg.sync_every.max(1) || last_sync.elapsed() > Duration::from_millis(100) {
+        if pending_n >= cfg.sync_every.max(1) || last_sync.elapsed() > Duration::from_millis(500) {
             if let Err(e) = flush(&mut index, &data, &mut pending) {
                 stopped = Some(format!("sync error: {e}"));
                 shared.stopped.store(true, Ordering::Relaxed);

@@ -1,0 +1,152 @@
+//! `rocelink bench record`: the recorder's sustained write rate against `dd oflag=direct`
+//! on the same disk, alternating, in one run.
+//!
+//! * **dd** — `dd if=/dev/zero of=DIR/dd.bin bs=FRAME count=N oflag=direct conv=fsync`:
+//!   the disk's synchronous direct-write rate with the frame size rounded up to 4096 (as
+//!   the recorder pads) and a final sync; rates count frame bytes for both.
+//! * **recorder** — a producer offers N frames to a [`rocelink_record::Recorder`] as fast
+//!   as it accepts them (a refused offer — writer behind — waits 50 µs and retries, so
+//!   the producer never spins on the core the writer needs); the clock stops when
+//!   `finish()` returned, i.e. data and index are durable.
+//!
+//! Files are removed after every run.
+
+use rocelink_record::format::Header;
+use rocelink_record::{RecordConfig, Recorder};
+use std::io;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Record benchmark settings.
+#[derive(Debug, Clone)]
+pub struct RecordBenchConfig {
+    /// Directory on the disk to measure (files are created and removed).
+    pub dir: PathBuf,
+    /// Bytes per frame (and dd block size).
+    pub frame: usize,
+    /// Frames per run.
+    pub frames: usize,
+    /// Runs of each (alternating dd, recorder).
+    pub runs: usize,
+}
+
+/// One measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordRun {
+    /// "dd" or "recorder".
+    pub name: &'static str,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Seconds until durable.
+    pub seconds: f64,
+    /// Whether O_DIRECT was used.
+    pub direct: bool,
+    /// Offers the recorder refused and the producer retried (writer busy).
+    pub refused: u64,
+}
+
+impl RecordRun {
+    /// MB/s (10⁶ bytes per second).
+    pub fn mbps(&self) -> f64 {
+        self.bytes as f64 / self.seconds.max(1e-9) / 1e6
+    }
+}
+
+fn dd(cfg: &RecordBenchConfig, direct: bool) -> io::Result<Option<RecordRun>> {
+    let out = cfg.dir.join("dd.bin");
+    let mut c = Command::new("dd");
+    c.arg("if=/dev/zero")
+        .arg(format!("of={}", out.display()))
+        // O_DIRECT needs aligned blocks; the recorder pads frames to 4096 the same way
+        .arg(format!("bs={}", cfg.frame.next_multiple_of(4096)))
+        .arg(format!("count={}", cfg.frames))
+        .arg("conv=fsync")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if direct {
+        c.arg("oflag=direct");
+    }
+    let t = Instant::now();
+    let st = c.status();
+    let seconds = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&out);
+    match st {
+        Ok(s) if s.success() => Ok(Some(RecordRun {
+            name: "dd",
+            bytes: (cfg.frame * cfg.frames) as u64,
+            seconds,
+            direct,
+            refused: 0,
+        })),
+        Ok(_) => Ok(None),
+        Err(e) => Err(io::Error::new(e.kind(), format!("cannot run dd: {e}"))),
+    }
+}
+
+fn recorder(cfg: &RecordBenchConfig, run: usize) -> io::Result<RecordRun> {
+    let dir = cfg.dir.join(format!("rocelink-bench-rec-{run}"));
+    let header = Header {
+        sensor: "bench".into(),
+        frame_size: cfg.frame as u64,
+        layout: "bytes".into(),
+        ..Default::default()
+    };
+    let frame: Vec<u8> = (0..cfg.frame).map(|i| (i * 7 + run) as u8).collect();
+    let t = Instant::now();
+    let mut rec = Recorder::start(RecordConfig::new(dir.clone(), header))?;
+    let mut refused = 0u64;
+    let mut meta = rocelink_record::FrameMeta::default();
+    let mut sent = 0usize;
+    // bounded: every frame is either accepted or retried; a recorder that stopped (disk
+    // full) ends the loop
+    while sent < cfg.frames && !rec.stopped() {
+        meta.frame_number = sent as u64;
+        if rec.offer(&meta, &frame) {
+            sent += 1;
+        } else {
+            refused += 1;
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    let s = rec.finish()?;
+    let seconds = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Some(why) = s.stopped {
+        return Err(io::Error::other(format!("recording stopped: {why}")));
+    }
+    Ok(RecordRun {
+        name: "recorder",
+        bytes: s.bytes,
+        seconds,
+        direct: s.direct,
+        refused,
+    })
+}
+
+/// Run `runs` rounds of dd then recorder. dd falls back to buffered writes (with
+/// `direct: false` in its result) where the filesystem refuses `O_DIRECT`.
+pub fn record(cfg: &RecordBenchConfig) -> io::Result<Vec<RecordRun>> {
+    std::fs::create_dir_all(&cfg.dir)?;
+    let mut out = Vec::new();
+    for run in 0..cfg.runs.max(1) {
+        let d = match dd(cfg, true)? {
+            Some(r) => r,
+            None => dd(cfg, false)?.ok_or_else(|| io::Error::other("dd failed"))?,
+        };
+        out.push(d);
+        out.push(recorder(cfg, run)?);
+    }
+    Ok(out)
+}
+
+/// Median of the named runs' MB/s.
+pub fn median_mbps(runs: &[RecordRun], name: &str) -> f64 {
+    let mut v: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.name == name)
+        .map(RecordRun::mbps)
+        .collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
