@@ -29,6 +29,10 @@ pub struct RecordBenchConfig {
     pub frames: usize,
     /// Runs of each (alternating dd, recorder).
     pub runs: usize,
+    /// Recorder writes in flight.
+    pub in_flight: usize,
+    /// Recorder queue (frames that may wait for the writer).
+    pub queue: usize,
 }
 
 /// One measurement.
@@ -94,7 +98,10 @@ fn recorder(cfg: &RecordBenchConfig, run: usize) -> io::Result<RecordRun> {
     };
     let frame: Vec<u8> = (0..cfg.frame).map(|i| (i * 7 + run) as u8).collect();
     let t = Instant::now();
-    let mut rec = Recorder::start(RecordConfig::new(dir.clone(), header))?;
+    let mut rc = RecordConfig::new(dir.clone(), header);
+    rc.in_flight = cfg.in_flight;
+    rc.queue = cfg.queue;
+    let mut rec = Recorder::start(rc)?;
     let mut refused = 0u64;
     let mut meta = rocelink_record::FrameMeta::default();
     let mut sent = 0usize;

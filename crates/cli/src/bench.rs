@@ -30,6 +30,12 @@ pub(crate) struct RecordArgs {
     /// Runs of each.
     #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Recorder writes in flight (I/O threads).
+    #[arg(long, default_value_t = 4)]
+    in_flight: usize,
+    /// Recorder queue length in frames.
+    #[arg(long, default_value_t = 8)]
+    queue: usize,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -42,6 +48,8 @@ fn record(a: &RecordArgs) -> Result<ExitCode> {
         frame: a.frame,
         frames: a.frames,
         runs: a.runs,
+        in_flight: a.in_flight,
+        queue: a.queue,
     })?;
     let (dd, rec) = (median_mbps(&runs, "dd"), median_mbps(&runs, "recorder"));
     let ratio = if dd > 0.0 { rec / dd } else { 0.0 };

@@ -157,3 +157,42 @@ fn limits_stop_the_recording_cleanly() {
     assert!(!rec.offer(&meta(0), &[0u8; 101]));
     assert_eq!(rec.finish().unwrap().frames, 0);
 }
+
+#[test]
+fn writes_in_flight_are_indexed_in_arrival_order() {
+    let d = dir("rec_inflight");
+    let len = 30_000;
+    let mut cfg = RecordConfig::new(
+        d.clone(),
+        Header {
+            frame_size: len as u64,
+            ..Header::default()
+        },
+    );
+    cfg.queue = 32;
+    cfg.in_flight = 4;
+    let mut rec = Recorder::start(cfg).unwrap();
+    let mut accepted = 0;
+    for n in 0..400 {
+        if rec.offer(&meta(n), &frame(n, len)) {
+            accepted += 1;
+        }
+    }
+    let s = rec.finish().unwrap();
+    assert_eq!((s.frames + s.dropped, s.frames), (400, accepted));
+    let r = Recording::open(&d).unwrap();
+    assert_eq!(r.len() as u64, s.frames);
+    for (i, e) in r.entries.iter().enumerate() {
+        if i > 0 {
+            let p = &r.entries[i - 1];
+            assert!(e.frame_number > p.frame_number, "arrival order");
+            assert_eq!(e.offset, p.offset + 32_768, "placed back to back");
+        }
+        assert_eq!(e.offset % 4096, 0);
+        assert_eq!(r.frame(i).unwrap(), frame(e.frame_number, len));
+    }
+    assert_eq!(
+        r.entries.len() as u64 + r.inspect().recorder_drops + dropped_after_last(&r, &s),
+        400
+    );
+}
