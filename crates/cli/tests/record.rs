@@ -26,6 +26,20 @@ fn python_with_numpy() -> std::path::PathBuf {
     py
 }
 
+/// Run a Python script (with numpy and `python/` importable by the script); it must succeed.
+fn run_python(script: &str) {
+    let out = Command::new(python_with_numpy())
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn python_dir() -> String {
     common::test_file("../../../python")
         .canonicalize()
@@ -79,16 +93,7 @@ print("ok", len(rec))
         py_dir = python_dir(),
         rec = rec.to_str().unwrap()
     );
-    let out = Command::new(python_with_numpy())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(&script);
     // export: PNG and npy exist and have the right size
     let (code, png, _) = common::rocelink(&[
         "export",
@@ -334,14 +339,6 @@ fn coe_packed_recordings_export_the_packed_pixels() {
             rec = rec.to_str().unwrap(),
             npy = npy_path.to_str().unwrap()
         );
-        let out = Command::new(python_with_numpy())
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_python(&script);
     }
 }
