@@ -342,3 +342,28 @@ fn async_events_on_enabled_edges() {
     );
     assert_eq!(d.event_port(), 8432);
 }
+
+proptest::proptest! {
+    /// Whatever arrives on the control and BOOTP ports, the device answers with a
+    /// well-formed ECB response or nothing, counts what it ignores, and keeps working.
+    #[test]
+    fn arbitrary_control_and_bootp_input_never_breaks_the_device(
+        packets in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..700), 1..20),
+        flags in proptest::num::u8::ANY,
+    ) {
+        let mut d = dev();
+        for mut p in packets {
+            if p.len() > 1 { p[1] = flags; }
+            if let Some(r) = d.handle_ecb(&p) {
+                proptest::prop_assert!(Response::new_checked(&r[..]).is_ok(), "reply {r:?}");
+            }
+            let before = d.stats.bootp_ignored;
+            if d.handle_bootp(&p).is_none() {
+                proptest::prop_assert_eq!(d.stats.bootp_ignored, before + 1);
+            }
+        }
+        // still serves a plain read of the version register (no sequence check)
+        let r = d.handle_ecb(&req(Command::RD_DWORD, ecb::FLAG_ACK_REQUEST, 0x100, &[(regs::HSB_IP_VERSION, 0)]));
+        proptest::prop_assert_eq!(r.map(|r| status(&r)), Some(Status::SUCCESS));
+    }
+}
