@@ -300,6 +300,7 @@ fn rocelink_rx(
     rc.pages = PAGES;
     rc.qp_rkey = Some((QP, RKEY));
     rc.recv_buffer = 64 << 20;
+    rc.gro = cfg.gro;
     let mut rx = Receiver::new(rc)?;
     let _ = port_tx.send(rx.local_addr().port());
     let cpu0 = thread_cpu_time();

@@ -50,12 +50,15 @@ pub struct ReceiverConfig {
     pub qp_rkey: Option<(u32, u32)>,
     /// Socket receive buffer.
     pub recv_buffer: usize,
+    /// Receive with `UDP_GRO` (the kernel hands over runs of same-size datagrams at once
+    /// instead of segmenting them; the driver splits them again).
+    pub gro: bool,
     /// Record every datagram.
     pub pcap: Option<std::path::PathBuf>,
 }
 
 impl ReceiverConfig {
-    /// Receive `frame_size`-byte frames from `device_ip` at `local`: 4 pages, MTU 1500.
+    /// Receive `frame_size`-byte frames from `device_ip` at `local`: 4 pages, MTU 1500, GRO.
     pub fn new(local: SocketAddr, device_ip: Ipv4Addr, frame_size: usize) -> ReceiverConfig {
         ReceiverConfig {
             local,
@@ -69,6 +72,7 @@ impl ReceiverConfig {
             md_disable: false,
             qp_rkey: None,
             recv_buffer: 32 << 20,
+            gro: true,
             pcap: None,
         }
     }
@@ -322,6 +326,7 @@ impl Receiver {
             cfg.local,
             &UdpConfig {
                 recv_buffer: cfg.recv_buffer,
+                gro: cfg.gro,
                 ..UdpConfig::default()
             },
         )?;
