@@ -1,5 +1,6 @@
 //! The endpoint: one local address, its memory regions, QPs, completion and event queues.
 
+use crate::keymap::KeyMap;
 use crate::mr::{Access, MemoryRegion, MrKeys, MrTable};
 use crate::qp::{Modify, Qp, QpInit, QpState, QpType, Sinks};
 use crate::stats::{EndpointStats, QpStats};
@@ -7,7 +8,6 @@ use crate::wr::{RecvWr, SendWr, WorkCompletion};
 use crate::{AccessError, Event, QpError};
 use rocelink_wire::ib::{IbPacket, IbRepr, Opcode, Transport, psn};
 use rocelink_wire::{icrc, udp};
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
@@ -101,7 +101,7 @@ pub struct Transmit {
 pub struct Endpoint {
     cfg: EndpointConfig,
     mrs: MrTable,
-    qps: HashMap<u32, Qp>,
+    qps: KeyMap<Qp>,
     order: Vec<u32>,
     rr: usize,
     next_qpn: u32,
@@ -117,7 +117,7 @@ impl Endpoint {
         Endpoint {
             cfg,
             mrs: MrTable::default(),
-            qps: HashMap::new(),
+            qps: KeyMap::default(),
             order: Vec::new(),
             rr: 0,
             next_qpn: 0x11,

@@ -51,6 +51,7 @@
 #![forbid(unsafe_code)]
 
 mod endpoint;
+mod keymap;
 mod mr;
 mod qp;
 pub mod sim;

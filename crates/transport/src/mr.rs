@@ -2,7 +2,7 @@
 //! keys. Every remote access is checked against R_Key, access flags and `[va, va + len)`
 //! before a byte moves.
 
-use std::collections::HashMap;
+use crate::keymap::KeyMap;
 
 /// Access rights of a region (`ibv_access_flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -122,7 +122,7 @@ impl MemoryRegion {
 /// All regions of an endpoint ("protection domain").
 #[derive(Debug, Default)]
 pub struct MrTable {
-    by_key: HashMap<u32, MemoryRegion>,
+    by_key: KeyMap<MemoryRegion>,
     next: u32,
 }
 
