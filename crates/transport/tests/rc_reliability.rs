@@ -233,3 +233,19 @@ proptest::proptest! {
         run_on(link, 40, mtu, seed);
     }
 }
+
+/// Found by `rc_random_schedules`: the responses of one READ were lost while those of a
+/// later READ arrived. The requester accepted the later ones, moved its unacknowledged
+/// PSN past the unfinished READ and then retried from a PSN no WQE contained, forever.
+#[test]
+fn later_read_response_does_not_skip_an_unfinished_read() {
+    let link = LinkConfig {
+        loss: 0.29567371182119634,
+        reorder: 0.2135023349040501,
+        duplicate: 0.0,
+        corrupt: 0.0002932509554800838,
+        jitter: Duration::from_micros(8),
+        ..LinkConfig::default()
+    };
+    run_on(link, 40, Mtu::M4096, 307427);
+}

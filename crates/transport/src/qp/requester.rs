@@ -555,6 +555,21 @@ impl Qp {
             self.stats.duplicates += 1;
             return;
         };
+        // The responder answers in order: a response for this READ means every response of
+        // an earlier, unfinished READ was sent and lost. Ask again from the first missing
+        // one (and everything after it) instead of running ahead of it.
+        if let Some(earlier) = self
+            .req
+            .sq
+            .iter()
+            .take(idx)
+            .find(|w| w.is_read() && !w.done)
+        {
+            let resume = psn::add(earlier.first_psn, earlier.read_pkts);
+            self.stats.psn_gaps += 1;
+            self.req.go_back(resume);
+            return;
+        }
         let mtu = self.mtu.bytes();
         let w = &self.req.sq[idx];
         let expected = psn::add(w.first_psn, w.read_pkts);
