@@ -340,7 +340,15 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
                 sink(&sock, &s)
             }
             "recv1" => {
-                let sock = std::net::UdpSocket::bind(SocketAddr::new(IpAddr::V4(c.host), 0))?;
+                // as HSB's linux_receiver: SO_RCVBUF = frame size rounded up to 64 KiB
+                let sock = UdpSocket::bind(
+                    SocketAddr::new(IpAddr::V4(c.host), 0),
+                    &UdpConfig {
+                        recv_buffer: c.frame.next_multiple_of(64 << 10),
+                        ..UdpConfig::default()
+                    },
+                )?
+                .into_std()?;
                 let _ = port_tx.send(sock.local_addr()?.port());
                 recv1(&sock, &c, &s)
             }
@@ -381,16 +389,59 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
     })
 }
 
-/// Run the three receivers against the same sender, one after the other.
-pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
+/// The receivers, in the order [`stream`] runs them.
+pub const RECEIVERS: [&str; 3] = ["sink", "recv1", "rocelink"];
+
+fn check(cfg: &StreamConfig) -> io::Result<()> {
     if cfg.payload == 0 || !cfg.payload.is_multiple_of(128) || cfg.payload > 8064 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "payload must be a multiple of 128 up to 8064",
         ));
     }
-    ["sink", "recv1", "rocelink"]
-        .into_iter()
-        .map(|n| run_one(cfg, n))
-        .collect()
+    Ok(())
+}
+
+/// Run the three receivers against the same sender, one after the other.
+pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
+    check(cfg)?;
+    RECEIVERS.into_iter().map(|n| run_one(cfg, n)).collect()
+}
+
+/// The highest paced rate at which receiver `name` loses nothing (no datagram lost, no
+/// frame damaged): a bisection of `steps` probes between 0 and `hi_gbps`, each probe
+/// `cfg.seconds` long. Returns the rate and that probe's result (`None` if even the lowest
+/// probe lost something).
+pub fn no_loss_rate(
+    cfg: &StreamConfig,
+    name: &'static str,
+    hi_gbps: f64,
+    steps: usize,
+) -> io::Result<Option<(f64, StreamResult)>> {
+    check(cfg)?;
+    if !RECEIVERS.contains(&name) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no receiver {name:?}"),
+        ));
+    }
+    let (mut lo, mut hi) = (0.0f64, hi_gbps.max(0.1));
+    let mut best = None;
+    for _ in 0..steps {
+        let rate = (lo + hi) / 2.0;
+        let r = run_one(
+            &StreamConfig {
+                rate_gbps: Some(rate),
+                ..cfg.clone()
+            },
+            name,
+        )?;
+        if r.sent > 0 && r.received >= r.sent && r.frames.1 == 0 {
+            lo = rate;
+            best = Some((rate, r));
+        } else {
+            hi = rate;
+        }
+    }
+    Ok(best)
 }

@@ -115,6 +115,68 @@ pub(crate) struct StreamArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
+    /// Also search each receiver's no-loss rate: bisect the paced rate between 0 and 1.1×
+    /// the best unpaced goodput, `--steps` probes of `--seconds` each, keeping the highest
+    /// rate with no datagram lost and no frame damaged; ratios compare the goodput measured
+    /// at those rates.
+    #[arg(long)]
+    no_loss: bool,
+    /// Bisection probes per receiver for --no-loss.
+    #[arg(long, default_value_t = 6)]
+    steps: usize,
+}
+
+/// The --no-loss search, after the unpaced run `r`.
+fn no_loss(cfg: &StreamConfig, r: &[StreamResult], a: &StreamArgs) -> Result<()> {
+    let hi = r.iter().map(|x| x.gbps).fold(0.0, f64::max) * 1.1;
+    let mut found = Vec::new();
+    for name in rocelink_bench::RECEIVERS {
+        let best = rocelink_bench::no_loss_rate(cfg, name, hi, a.steps)?;
+        found.push((name, best));
+    }
+    let rate = |n: &str| {
+        found
+            .iter()
+            .find(|(x, _)| *x == n)
+            .and_then(|(_, b)| b.as_ref().map(|(_, x)| x.gbps))
+            .unwrap_or(0.0)
+    };
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let (sink, recv1, ours) = (rate("sink"), rate("recv1"), rate("rocelink"));
+    if a.json {
+        let rows: Vec<_> = found
+            .iter()
+            .map(|(n, b)| match b {
+                Some((g, x)) => json!({"name": n, "no_loss_gbps": g, "goodput_gbps": x.gbps, "cpu_percent": x.cpu_percent, "sent": x.sent, "received": x.received, "frames_good": x.frames.0}),
+                None => json!({"name": n, "no_loss_gbps": 0.0}),
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({"no_loss": rows, "search_hi_gbps": hi, "steps": a.steps,
+                   "ratio_rocelink_to_sink": ratio(ours, sink), "ratio_rocelink_to_recv1": ratio(ours, recv1)})
+        );
+    } else {
+        println!(
+            "no-loss rate (bisection 0..{hi:.1} Gbit/s, {} probes of {} s):",
+            a.steps, a.seconds
+        );
+        for (n, b) in &found {
+            match b {
+                Some((g, x)) => println!(
+                    "{n:<10} {g:>8.2} Gbit/s paced, goodput {:.2}, CPU {:.1}%, {} datagrams, none lost",
+                    x.gbps, x.cpu_percent, x.received
+                ),
+                None => println!("{n:<10} lost data at every probed rate"),
+            }
+        }
+        println!(
+            "no-loss goodput: rocelink / sink = {:.2}x, rocelink / recv1 = {:.2}x",
+            ratio(ours, sink),
+            ratio(ours, recv1)
+        );
+    }
+    Ok(())
 }
 
 pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
@@ -182,6 +244,9 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             ratio(ours, sink),
             ratio(ours, recv1)
         );
+    }
+    if a.no_loss {
+        no_loss(&cfg, &r, a)?;
     }
     Ok(ExitCode::SUCCESS)
 }

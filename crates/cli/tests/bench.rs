@@ -1,5 +1,5 @@
-//! `rocelink bench stream` runs and reports all three receivers (a functional check; no
-//! timing is asserted).
+//! `rocelink bench stream` (with the no-loss search) and `bench record` run and report every
+//! receiver/writer (functional checks; no timing is asserted).
 
 #![allow(clippy::unwrap_used)]
 
@@ -18,9 +18,13 @@ fn bench_stream_reports_three_receivers() {
         "--no-pin",
         "--frame",
         "65536",
+        "--no-loss",
+        "--steps",
+        "2",
     ]);
     assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let mut lines = out.trim().lines();
+    let v: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
     let r = v["results"].as_array().unwrap();
     let names: Vec<&str> = r.iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["sink", "recv1", "rocelink"]);
@@ -33,6 +37,17 @@ fn bench_stream_reports_three_receivers() {
     // rocelink's receiver verified frames (good ones at least)
     assert!(r[2]["frames_good"].as_u64().unwrap() > 0, "{}", r[2]);
     assert!(v["ratio_rocelink_to_sink"].as_f64().unwrap() > 0.0);
+    // the no-loss search: every receiver, and a probe that counts as no-loss really
+    // received everything it was sent
+    let n: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let rows = n["no_loss"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["sink", "recv1", "rocelink"]);
+    for r in rows {
+        if r["no_loss_gbps"].as_f64().unwrap() > 0.0 {
+            assert_eq!(r["sent"], r["received"], "{r}");
+        }
+    }
 }
 
 #[test]

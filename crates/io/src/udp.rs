@@ -269,6 +269,13 @@ impl UdpSocket {
         self.local
     }
 
+    /// The socket as a blocking `std::net::UdpSocket` (options set at bind time stay).
+    pub fn into_std(self) -> io::Result<std::net::UdpSocket> {
+        let s: std::net::UdpSocket = self.sock.into();
+        s.set_nonblocking(false)?;
+        Ok(s)
+    }
+
     /// Datagrams the local host refused to send (`EPERM`: a netfilter rule dropped them).
     pub fn host_drops(&self) -> u64 {
         self.host_drops.get()
