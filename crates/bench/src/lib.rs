@@ -51,6 +51,12 @@ pub struct StreamConfig {
     pub device: Ipv4Addr,
     /// Host address.
     pub host: Ipv4Addr,
+    /// Receivers to run, in order (names from [`ALL_RECEIVERS`]).
+    pub receivers: Vec<&'static str>,
+    /// Messages per `recvmmsg` for rocelink's fast path (0: its default).
+    pub batch: usize,
+    /// rocelink spins on the socket instead of sleeping.
+    pub busy_poll: bool,
 }
 
 impl Default for StreamConfig {
@@ -65,6 +71,9 @@ impl Default for StreamConfig {
             pin: true,
             device: Ipv4Addr::new(127, 0, 77, 2),
             host: Ipv4Addr::new(127, 0, 77, 1),
+            receivers: RECEIVERS.to_vec(),
+            batch: 0,
+            busy_poll: false,
         }
     }
 }
@@ -289,6 +298,7 @@ fn recv1(sock: &std::net::UdpSocket, cfg: &StreamConfig, stop: &AtomicBool) -> i
 
 fn rocelink_rx(
     cfg: &StreamConfig,
+    fast_path: bool,
     port_tx: std::sync::mpsc::Sender<u16>,
     stop: &AtomicBool,
 ) -> io::Result<RxOut> {
@@ -301,15 +311,24 @@ fn rocelink_rx(
     rc.qp_rkey = Some((QP, RKEY));
     rc.recv_buffer = 64 << 20;
     rc.gro = cfg.gro;
+    rc.fast_path = fast_path;
+    rc.batch = cfg.batch;
+    rc.busy_poll = cfg.busy_poll;
     let mut rx = Receiver::new(rc)?;
     let _ = port_tx.send(rx.local_addr().port());
     let cpu0 = thread_cpu_time();
     while !stop.load(Ordering::Relaxed) {
         let _ = rx.next_frame(Duration::from_millis(50))?;
     }
-    let (es, _) = rx.transport_stats();
+    if std::env::var_os("ROCELINK_BENCH_DEBUG").is_some() {
+        eprintln!(
+            "rocelink receiver: {:?} fast {:?}",
+            rx.stats,
+            rx.fast_stats()
+        );
+    }
     Ok(RxOut {
-        received: es.rx_datagrams,
+        received: rx.stats.datagrams,
         bytes: rx.stats.bytes,
         cpu: thread_cpu_time() - cpu0,
         frames: (rx.stats.good, rx.stats.damaged),
@@ -352,7 +371,8 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
                 let _ = port_tx.send(sock.local_addr()?.port());
                 recv1(&sock, &c, &s)
             }
-            _ => rocelink_rx(&c, port_tx, &s),
+            "generic" => rocelink_rx(&c, false, port_tx, &s),
+            _ => rocelink_rx(&c, true, port_tx, &s),
         }
     });
     let port = port_rx
@@ -389,8 +409,12 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
     })
 }
 
-/// The receivers, in the order [`stream`] runs them.
+/// The receivers [`stream`] runs by default, in order.
 pub const RECEIVERS: [&str; 3] = ["sink", "recv1", "rocelink"];
+
+/// Every receiver: the default three and `generic`, rocelink's receiver with the fast path
+/// off (every datagram through the generic transport endpoint).
+pub const ALL_RECEIVERS: [&str; 4] = ["sink", "recv1", "rocelink", "generic"];
 
 fn check(cfg: &StreamConfig) -> io::Result<()> {
     if cfg.payload == 0 || !cfg.payload.is_multiple_of(128) || cfg.payload > 8064 {
@@ -399,13 +423,19 @@ fn check(cfg: &StreamConfig) -> io::Result<()> {
             "payload must be a multiple of 128 up to 8064",
         ));
     }
+    if let Some(n) = cfg.receivers.iter().find(|n| !ALL_RECEIVERS.contains(n)) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("no receiver {n:?} (have: {})", ALL_RECEIVERS.join(", ")),
+        ));
+    }
     Ok(())
 }
 
-/// Run the three receivers against the same sender, one after the other.
+/// Run the configured receivers against the same sender, one after the other.
 pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
     check(cfg)?;
-    RECEIVERS.into_iter().map(|n| run_one(cfg, n)).collect()
+    cfg.receivers.iter().map(|n| run_one(cfg, n)).collect()
 }
 
 /// The highest paced rate at which receiver `name` loses nothing (no datagram lost, no
@@ -419,7 +449,7 @@ pub fn no_loss_rate(
     steps: usize,
 ) -> io::Result<Option<(f64, StreamResult)>> {
     check(cfg)?;
-    if !RECEIVERS.contains(&name) {
+    if !ALL_RECEIVERS.contains(&name) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("no receiver {name:?}"),

@@ -124,13 +124,23 @@ pub(crate) struct StreamArgs {
     /// Bisection probes per receiver for --no-loss.
     #[arg(long, default_value_t = 6)]
     steps: usize,
+    /// Receivers to run, comma-separated: sink, recv1, rocelink, and generic (rocelink's
+    /// receiver with the fast path off).
+    #[arg(long, value_delimiter = ',', default_value = "sink,recv1,rocelink")]
+    receivers: Vec<String>,
+    /// Messages per recvmmsg on rocelink's fast path (0: 1 with GRO, 64 without).
+    #[arg(long, default_value_t = 0)]
+    batch: usize,
+    /// rocelink's receiver spins on its socket instead of sleeping.
+    #[arg(long)]
+    busy_poll: bool,
 }
 
 /// The --no-loss search, after the unpaced run `r`.
 fn no_loss(cfg: &StreamConfig, r: &[StreamResult], a: &StreamArgs) -> Result<()> {
     let hi = r.iter().map(|x| x.gbps).fold(0.0, f64::max) * 1.1;
     let mut found = Vec::new();
-    for name in rocelink_bench::RECEIVERS {
+    for &name in &cfg.receivers {
         let best = rocelink_bench::no_loss_rate(cfg, name, hi, a.steps)?;
         found.push((name, best));
     }
@@ -192,6 +202,23 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         gso: !a.no_gso,
         gro: !a.no_gro,
         pin: !a.no_pin,
+        receivers: a
+            .receivers
+            .iter()
+            .map(|n| {
+                rocelink_bench::ALL_RECEIVERS
+                    .into_iter()
+                    .find(|r| r == n)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "no receiver {n:?} (have: {})",
+                            rocelink_bench::ALL_RECEIVERS.join(", ")
+                        )
+                    })
+            })
+            .collect::<Result<_>>()?,
+        batch: a.batch,
+        busy_poll: a.busy_poll,
         ..StreamConfig::default()
     };
     let r = rocelink_bench::stream(&cfg)?;

@@ -101,6 +101,8 @@ pub struct Driver {
     pending: Vec<(SocketAddr, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
     tap: Option<Tap>,
+    /// Segments of the current batch already handled (the rest wait for the next run).
+    resume: usize,
     /// Counters.
     pub stats: DriverStats,
 }
@@ -115,6 +117,7 @@ impl Driver {
             pending: Vec::new(),
             spare: Vec::new(),
             tap: None,
+            resume: 0,
             stats: DriverStats::default(),
         }
     }
@@ -167,20 +170,28 @@ impl Driver {
         }
     }
 
+    /// Handle received datagrams, stopping right after one for which `done` holds (the
+    /// rest of the batch is handled by the next call, before anything new is received).
+    /// Returns (datagrams handled, whether `done` stopped it).
     fn receive(
         &mut self,
         ep: &mut Endpoint,
         now: Instant,
         each: &mut dyn FnMut(&mut Endpoint),
-    ) -> io::Result<usize> {
-        let n = self.sock.recv_batch(&mut self.batch)?;
-        if n == 0 {
-            return Ok(0);
+        done: &mut dyn FnMut(&mut Endpoint) -> bool,
+    ) -> io::Result<(usize, bool)> {
+        if self.resume == 0 {
+            if self.sock.recv_batch(&mut self.batch)? == 0 {
+                return Ok((0, false));
+            }
+            self.stats.rx_batches += 1;
         }
-        self.stats.rx_batches += 1;
         let local = self.sock.local_addr();
-        for (src, seg) in self.batch.segments() {
+        let mut handled = 0;
+        let skip = self.resume;
+        for (i, (src, seg)) in self.batch.segments().enumerate().skip(skip) {
             self.stats.rx_segments += 1;
+            handled += 1;
             ep.handle_datagram(
                 now,
                 Datagram {
@@ -198,8 +209,13 @@ impl Driver {
                 };
                 tap.record(src, local, seg, id)?;
             }
+            if done(ep) {
+                self.resume = i + 1;
+                return Ok((handled, true));
+            }
         }
-        Ok(n)
+        self.resume = 0;
+        Ok((handled, false))
     }
 
     /// Run until `done(ep)` holds or `deadline` passes. Returns whether `done` held.
@@ -213,7 +229,9 @@ impl Driver {
     }
 
     /// As [`Driver::run`], calling `each` right after every received datagram is handled
-    /// (so events and completions can be taken in exact arrival order).
+    /// (so events and completions can be taken in exact arrival order). `done` is also
+    /// checked after each datagram: it returns right away, and the rest of the received
+    /// batch is handled on the next run, before anything new is received.
     pub fn run_each(
         &mut self,
         ep: &mut Endpoint,
@@ -231,8 +249,10 @@ impl Driver {
             if now >= deadline {
                 return Ok(false);
             }
-            if self.receive(ep, now, each)? > 0 {
-                continue;
+            match self.receive(ep, now, each, &mut done)? {
+                (_, true) => return Ok(true),
+                (n, false) if n > 0 => continue,
+                _ => {}
             }
             // nothing to read: sleep until a datagram, the next timer, or the deadline
             let mut wake = deadline;

@@ -2,6 +2,7 @@
 //!
 //! * [`udp`] — UDP sockets: `recvmmsg`/`sendmmsg` batches, `UDP_GRO`, gather-GSO, the
 //!   options that make the ICRC of a socket send exact.
+//! * [`scatter`] — scatter receive: predicted payloads land in the caller's region.
 //! * [`driver`] — runs a sans-IO transport endpoint over a UDP socket, with a pcap tap.
 //! * [`file`] — disk-space reservation for the recorder's index.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
@@ -13,4 +14,5 @@ pub mod driver;
 pub mod file;
 pub mod net;
 pub mod pcap;
+pub mod scatter;
 pub mod udp;

@@ -84,6 +84,14 @@ fn raw_addr(a: SocketAddr) -> (RawAddr, libc::socklen_t) {
     }
 }
 
+/// A kernel-written `sockaddr_storage` of `len` bytes as a std address.
+pub(crate) fn sockaddr_to_std(
+    s: &libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
+    from_raw(&RawAddr { storage: *s }, len)
+}
+
 fn from_raw(r: &RawAddr, len: libc::socklen_t) -> Option<SocketAddr> {
     // SAFETY: the kernel wrote a sockaddr of `len` bytes; the family field is at the same
     // offset in every member, and we read the member the family names only if `len` covers it.
@@ -293,6 +301,10 @@ impl UdpSocket {
             }
             _ => Err(e),
         }
+    }
+
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
     }
 
     /// Whether GRO is on.
@@ -518,7 +530,7 @@ fn unsafe_cmsg_space(n: usize) -> usize {
 }
 
 /// The `UDP_GRO` segment size from a received message's control data.
-fn gro_segment(h: &libc::msghdr) -> Option<usize> {
+pub(crate) fn gro_segment(h: &libc::msghdr) -> Option<usize> {
     // SAFETY: `h` was filled by recvmmsg; CMSG_FIRSTHDR/NXTHDR walk only within
     // msg_control[..msg_controllen], and the data is read unaligned as the int GRO writes.
     unsafe {

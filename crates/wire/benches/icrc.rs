@@ -54,6 +54,14 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("raw_crc32fast", size), &raw, |b, raw| {
             b.iter(|| black_box(crc32fast::hash(black_box(raw))))
         });
+        g.bench_with_input(BenchmarkId::new("raw_crc_fast", size), &raw, |b, raw| {
+            b.iter(|| {
+                black_box(crc_fast::checksum(
+                    crc_fast::CrcAlgorithm::Crc32IsoHdlc,
+                    black_box(raw),
+                ))
+            })
+        });
         g.bench_with_input(BenchmarkId::new("icrc_compute", size), &p, |b, p| {
             b.iter(|| {
                 black_box(

@@ -31,7 +31,17 @@ impl IcrcHasher {
     /// Start with the IP header as on the wire (20-byte IPv4 without options, or the
     /// 40-byte IPv6 fixed header), the 8-byte UDP header and the 12-byte BTH.
     pub fn new(ip_header: &[u8], udp_header: &[u8], bth: &[u8]) -> Result<IcrcHasher> {
-        if udp_header.len() != udp::HEADER_LEN || bth.len() != BTH_LEN {
+        let bth: &[u8; BTH_LEN] = bth.try_into().map_err(|_| Error::Malformed)?;
+        let mut h = IcrcHasher::prefix(ip_header, udp_header)?;
+        h.update_bth(bth);
+        Ok(h)
+    }
+
+    /// The state after the masked LRH stand-in, IP and UDP headers only: every packet of a
+    /// flow with the same length shares it, so a receiver can compute it once and clone it.
+    /// Continue with [`IcrcHasher::update_bth`].
+    pub fn prefix(ip_header: &[u8], udp_header: &[u8]) -> Result<IcrcHasher> {
+        if udp_header.len() != udp::HEADER_LEN {
             return Err(Error::Malformed);
         }
         let mut buf = [0u8; MAX_MASKED];
@@ -61,12 +71,18 @@ impl IcrcHasher {
         buf[off + 6] = 0xFF;
         buf[off + 7] = 0xFF;
         off += 8;
-        buf[off..off + BTH_LEN].copy_from_slice(bth);
-        buf[off + 4] = 0xFF;
-        off += BTH_LEN;
         let mut crc = crc32fast::Hasher::new();
         crc.update(&buf[..off]);
         Ok(IcrcHasher { crc })
+    }
+
+    /// Hash the BTH with its variant byte (FECN, BECN, reserved) masked; right after
+    /// [`IcrcHasher::prefix`].
+    #[inline]
+    pub fn update_bth(&mut self, bth: &[u8; BTH_LEN]) {
+        let mut b = *bth;
+        b[4] = 0xFF;
+        self.crc.update(&b);
     }
 
     /// Hash the next covered bytes (extended headers, payload, pad).

@@ -8,7 +8,10 @@
 
 pub mod control;
 pub mod enumerate;
+mod fast;
 pub mod receiver;
+
+pub use fast::FastStats;
 
 /// Receive one datagram on `sock`, waiting at most until `deadline`; `None` when it passes.
 pub(crate) fn recv_until(

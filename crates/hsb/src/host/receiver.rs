@@ -9,6 +9,7 @@
 //! packets of a damaged frame, never passed off as good.
 
 use super::control::{Control, EcbError};
+use super::fast::{FastPath, Geometry, Item};
 use crate::device::packetizer::PacketizerOptions;
 use crate::regs::{self, hif, vp};
 use rocelink_io::driver::{Driver, Tap};
@@ -55,6 +56,15 @@ pub struct ReceiverConfig {
     pub gro: bool,
     /// Record every datagram.
     pub pcap: Option<std::path::PathBuf>,
+    /// Let the kernel copy predicted payloads straight into the ring (see
+    /// [`super::fast`]); off, or with `pcap`, every datagram goes through the generic
+    /// endpoint.
+    pub fast_path: bool,
+    /// Messages per `recvmmsg` on the fast path (with GRO each holds up to 64 KiB).
+    pub batch: usize,
+    /// Spin on the socket instead of sleeping in `poll` when it is empty (lower latency,
+    /// a whole core).
+    pub busy_poll: bool,
 }
 
 impl ReceiverConfig {
@@ -74,6 +84,9 @@ impl ReceiverConfig {
             recv_buffer: 32 << 20,
             gro: true,
             pcap: None,
+            fast_path: true,
+            batch: 0,
+            busy_poll: false,
         }
     }
 }
@@ -135,6 +148,10 @@ pub struct ReceiverStats {
     pub icrc_errors: u64,
     /// Packets refused for R_Key/bounds/QP/peer.
     pub refused: u64,
+    /// Datagrams (GRO segments) received.
+    pub datagrams: u64,
+    /// Of those, payloads the kernel put in place and the fast path verified there.
+    pub in_place: u64,
 }
 
 #[derive(Debug, Default)]
@@ -158,6 +175,7 @@ pub struct Receiver {
     qpn: u32,
     mr: MrKeys,
     t: Tracker,
+    fast: Option<FastPath>,
     posted: usize,
     /// Counters.
     pub stats: ReceiverStats,
@@ -180,9 +198,17 @@ struct Tracker {
     ends: usize,
     comb: rocelink_wire::icrc::Combiner,
     stats: ReceiverStats,
+    /// The page after the last frame end.
+    next_page: Option<u32>,
 }
 
 impl Tracker {
+    /// The page the next packet should go to: the frame being received's, or the one
+    /// after the last frame end.
+    fn page(&self) -> Option<u32> {
+        self.acc.page.or(self.next_page)
+    }
+
     fn placed(&mut self, p: u32, va: u64, len: u32, crc: u32) {
         let page = (va / self.page_size as u64) as u32;
         let off = va % self.page_size as u64;
@@ -210,8 +236,8 @@ impl Tracker {
         a.bytes += u64::from(len);
     }
 
-    fn frame_end(&mut self, ep: &Endpoint, imm: u32) {
-        self.ends += 1;
+    /// Close the frame and queue its report; returns its page.
+    fn frame_end(&mut self, ep: &Endpoint, imm: u32) -> u32 {
         let (imm_psn, page) = self.cfg.layout.imm_layout.decode(imm);
         let acc = std::mem::replace(
             &mut self.acc,
@@ -221,6 +247,7 @@ impl Tracker {
             },
         );
         let page = page % self.cfg.pages;
+        self.next_page = Some((page + 1) % self.cfg.pages);
         let base = page as usize * self.page_size;
         let (md, end_psn) = if self.cfg.md_disable {
             (None, psn::sub1(acc.next_psn))
@@ -310,6 +337,7 @@ impl Tracker {
             self.stats.damaged += 1;
         }
         self.ready.push_back(r);
+        page
     }
 }
 
@@ -380,6 +408,29 @@ impl Receiver {
             },
         )
         .map_err(io::Error::other)?;
+        let local = drv.socket().local_addr();
+        let fast = (cfg.fast_path && cfg.pcap.is_none() && local.is_ipv4()).then(|| {
+            let batch = match cfg.batch {
+                0 if cfg.gro => 1,
+                0 => 64,
+                b => b,
+            };
+            FastPath::new(
+                Geometry {
+                    device: cfg.device_ip,
+                    local,
+                    qpn,
+                    rkey: mr.rkey,
+                    page_size: page_size as u64,
+                    md_offset: md_offset as u64,
+                    frame_size: cfg.frame_size as u64,
+                    pages: cfg.pages,
+                    md_disable: cfg.md_disable,
+                },
+                drv.socket().gro(),
+                batch,
+            )
+        });
         let t = Tracker {
             cfg,
             lkey: mr.lkey,
@@ -395,6 +446,7 @@ impl Receiver {
             ends: 0,
             comb: Default::default(),
             stats: ReceiverStats::default(),
+            next_page: None,
         };
         let mut r = Receiver {
             ep,
@@ -402,6 +454,7 @@ impl Receiver {
             qpn,
             mr,
             t,
+            fast,
             posted: 0,
             stats: ReceiverStats::default(),
         };
@@ -509,6 +562,26 @@ impl Receiver {
             return Ok(Some(f));
         }
         let deadline = Instant::now() + timeout;
+        if self.fast.is_some() {
+            self.run_fast(deadline)?;
+        } else {
+            self.run_generic(deadline)?;
+        }
+        self.posted = self.posted.saturating_sub(std::mem::take(&mut self.t.ends));
+        let es = self.ep.stats();
+        let qs = self.ep.qp_stats(self.qpn).unwrap_or_default();
+        self.t.stats.icrc_errors = es.icrc_errors;
+        self.t.stats.refused = es.unknown_qp + qs.access_violations + es.malformed + es.pkey_errors;
+        let in_place = self.fast.as_ref().map_or(0, |f| f.stats.in_place);
+        self.t.stats.in_place = in_place;
+        self.t.stats.datagrams = es.rx_datagrams + in_place;
+        self.stats = self.t.stats;
+        self.replenish()?;
+        Ok(self.t.ready.pop_front())
+    }
+
+    /// Every datagram through the generic endpoint (the pcap tap, or no fast path).
+    fn run_generic(&mut self, deadline: Instant) -> io::Result<()> {
         let Receiver { ep, drv, t, .. } = self;
         let ended = std::cell::Cell::new(false);
         // account for each datagram right after it is placed: a later packet may reuse the
@@ -527,6 +600,7 @@ impl Receiver {
                 }
                 while let Some(wc) = ep.poll_completion() {
                     if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm {
+                        t.ends += 1;
                         t.frame_end(ep, wc.imm.unwrap_or(0));
                         ended.set(true);
                     }
@@ -534,14 +608,92 @@ impl Receiver {
             },
             |_| ended.get(),
         )?;
-        self.posted = self.posted.saturating_sub(std::mem::take(&mut self.t.ends));
-        let es = self.ep.stats();
-        let qs = self.ep.qp_stats(self.qpn).unwrap_or_default();
-        self.t.stats.icrc_errors = es.icrc_errors;
-        self.t.stats.refused = es.unknown_qp + qs.access_violations + es.malformed + es.pkey_errors;
-        self.stats = self.t.stats;
-        self.replenish()?;
-        Ok(self.t.ready.pop_front())
+        Ok(())
+    }
+
+    /// Predicted payloads land in place (see [`super::fast`]); the rest goes through the
+    /// endpoint. Returns once a frame ended or at `deadline`.
+    fn run_fast(&mut self, deadline: Instant) -> io::Result<()> {
+        let Receiver {
+            ep,
+            drv,
+            t,
+            fast,
+            mr,
+            ..
+        } = self;
+        let Some(fast) = fast.as_mut() else {
+            return Ok(());
+        };
+        let lkey = mr.lkey;
+        let local = drv.socket().local_addr();
+        let busy = t.cfg.busy_poll;
+        loop {
+            // one frame per call: the page of a reported frame is not written again until
+            // the caller is done with it (it holds the report until its next call)
+            if !t.ready.is_empty() {
+                return Ok(());
+            }
+            match fast.next_item() {
+                Some(Item::InPlace(a)) => {
+                    t.placed(a.psn, a.va, a.len, a.payload_crc);
+                    fast.note_placed(a.va, a.len);
+                    if let Some(imm) = a.imm {
+                        fast.note_end(t.frame_end(ep, imm));
+                    }
+                    continue;
+                }
+                Some(Item::Slow(r, src)) => {
+                    ep.handle_datagram(
+                        Instant::now(),
+                        rocelink_transport::Datagram {
+                            src,
+                            dst: local,
+                            ip_header: None,
+                            payload: &fast.scratch[r],
+                        },
+                    );
+                    while let Some(e) = ep.poll_event() {
+                        if let Event::Placed {
+                            psn, va, len, crc, ..
+                        } = e
+                        {
+                            t.placed(psn, va, len, crc);
+                            fast.note_placed(va, len);
+                        }
+                    }
+                    while let Some(wc) = ep.poll_completion() {
+                        if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm
+                        {
+                            t.ends += 1;
+                            fast.note_end(t.frame_end(ep, wc.imm.unwrap_or(0)));
+                        }
+                    }
+                    continue;
+                }
+                None => {}
+            }
+            let region = ep.mr_mut(lkey).map_err(io::Error::other)?.bytes_mut();
+            if fast.recv(drv.socket(), region, t.page())? == 0 {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(());
+                }
+                if busy {
+                    std::hint::spin_loop();
+                } else {
+                    drv.socket().wait_readable(Some(deadline - now))?;
+                }
+                continue;
+            }
+            let region = ep.mr(lkey).map_err(io::Error::other)?.bytes();
+            fast.sort_batch(region, &mut t.comb);
+        }
+    }
+
+    /// Fast-path counters (`None` when every datagram goes through the endpoint).
+    pub fn fast_stats(&self) -> Option<super::FastStats> {
+        self.fast.as_ref().map(|f| f.stats)
     }
 
     /// The bytes of a reported frame (valid until the next call to `next_frame`).

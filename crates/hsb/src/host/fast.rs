@@ -1,0 +1,388 @@
+//! The receiver's fast path: an HSB stream is predictable, so the kernel copies each
+//! payload straight to its place in the page ring and nothing copies it again.
+//!
+//! From what has arrived (the packet size, the current page and how far it is filled) the
+//! fast path predicts the next datagrams: RDMA WRITE ONLY packets of the learned size at
+//! consecutive addresses, then the metadata packet in the page's metadata slot, then the
+//! next page. It hands that plan to [`rocelink_io::scatter`]: each predicted segment's
+//! headers go to scratch, its payload to the region, its ICRC to scratch.
+//!
+//! After the call every segment is checked as the transport would: sender, opcode, pad and
+//! version, P_Key, QP, R_Key, the address and length the plan assumed, and the ICRC over
+//! headers + the payload where it landed. Anything else — a loss, a reorder, a duplicate, a
+//! short window, a hostile packet — is gathered into one buffer and given to the generic
+//! endpoint (the slow path), which places it with all of its own checks.
+//!
+//! A mispredicted segment was still written where the plan put it, so the plan only names
+//! bytes no one can still need: slots at or after the high-water mark of the page being
+//! filled (the highest byte any packet wrote there since the page's last frame end, by
+//! either path — a next frame's packet that overtook the previous frame end counts), never past the end of the ring (no
+//! wrap inside one plan, so no byte is named twice), and only when no report of an earlier
+//! frame is outstanding (the receiver plans only once its reports are handed out, and a
+//! report's bytes are valid only until the next call). A frame whose packets strayed to
+//! another page is checked against a CRC computed over the page itself.
+
+use rocelink_io::scatter::{ScatterRx, Slot};
+use rocelink_io::udp::UdpSocket;
+use rocelink_wire::hsb::metadata;
+use rocelink_wire::icrc::{self, Combiner, IcrcHasher};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::Range;
+
+const WRITE_ONLY: u8 = 0x2A;
+const WRITE_ONLY_IMM: u8 = 0x2B;
+const BTH_RETH: usize = 28;
+const BTH_RETH_IMM: usize = 32;
+
+/// Where the stream's bytes go.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Geometry {
+    pub(super) device: Ipv4Addr,
+    pub(super) local: SocketAddr,
+    pub(super) qpn: u32,
+    pub(super) rkey: u32,
+    pub(super) page_size: u64,
+    pub(super) md_offset: u64,
+    pub(super) frame_size: u64,
+    pub(super) pages: u32,
+    pub(super) md_disable: bool,
+}
+
+/// What the plan expects of one slot.
+#[derive(Debug, Clone, Copy)]
+struct Expect {
+    va: u64,
+    len: u32,
+    opcode: u8,
+    pad: usize,
+}
+
+/// A segment the fast path accepted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Accepted {
+    pub(super) psn: u32,
+    pub(super) va: u64,
+    pub(super) len: u32,
+    pub(super) payload_crc: u32,
+    /// The frame-end immediate, for a WRITE with immediate.
+    pub(super) imm: Option<u32>,
+}
+
+/// One segment of a sorted batch.
+#[derive(Debug, Clone)]
+pub(super) enum Item {
+    /// Verified where the kernel put it.
+    InPlace(Accepted),
+    /// Bytes `scratch[range]` from this sender, for the endpoint.
+    Slow(Range<usize>, SocketAddr),
+}
+
+/// Fast-path counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FastStats {
+    /// Segments placed by the kernel where the plan put them and verified in place.
+    pub in_place: u64,
+    /// Segments that went the slow way (gathered, then the generic endpoint).
+    pub slow: u64,
+}
+
+/// Prediction state and the scatter machinery.
+#[derive(Debug)]
+pub(super) struct FastPath {
+    g: Geometry,
+    rx: ScatterRx,
+    plan: Vec<Slot>,
+    expect: Vec<Expect>,
+    per_msg: usize,
+    msgs: usize,
+    gro: bool,
+    /// Payload bytes per data packet, learned from the stream.
+    payload: Option<u32>,
+    /// Per page: highest end offset written since the page's last frame end.
+    hwm: Vec<u64>,
+    prefixes: Vec<(usize, u16, IcrcHasher)>,
+    /// Segments copied out for the slow path, back to back.
+    pub(super) scratch: Vec<u8>,
+    /// Their ranges in `scratch` and senders.
+    pub(super) slow: Vec<(Range<usize>, SocketAddr)>,
+    /// Segments verified in place.
+    pub(super) accepted: Vec<Accepted>,
+    /// Next of `accepted` then `slow` to apply.
+    cursor: usize,
+    segs: Vec<(usize, Range<usize>, SocketAddr)>,
+    pub(super) stats: FastStats,
+}
+
+impl FastPath {
+    pub(super) fn new(g: Geometry, gro: bool, batch: usize) -> FastPath {
+        FastPath {
+            g,
+            rx: ScatterRx::new(if gro { 65_536 } else { 9_216 }),
+            plan: Vec::new(),
+            expect: Vec::new(),
+            per_msg: 1,
+            // with GRO a message holds an unknown number of segments, so the plan of a second
+            // message could not know where to start: one message per call
+            msgs: if gro {
+                1
+            } else {
+                batch.clamp(1, rocelink_io::scatter::MAX_MSGS)
+            },
+            gro,
+            payload: None,
+            hwm: vec![0; g.pages as usize],
+            prefixes: Vec::new(),
+            scratch: Vec::with_capacity(65_536),
+            segs: Vec::new(),
+            slow: Vec::new(),
+            accepted: Vec::new(),
+            cursor: 0,
+            stats: FastStats::default(),
+        }
+    }
+
+    /// Predict the next segments from `at`: the page being filled and its high-water mark.
+    fn build_plan(&mut self, at: Option<(u32, u64)>) {
+        self.plan.clear();
+        self.expect.clear();
+        let (Some(p), Some((mut page, mut off))) = (self.payload, at) else {
+            return;
+        };
+        let g = self.g;
+        self.per_msg = if self.gro {
+            (65_535 / (BTH_RETH + p as usize + 4)).max(1)
+        } else {
+            1
+        };
+        let max = self.per_msg * self.msgs;
+        while self.plan.len() < max && page < g.pages {
+            let base = u64::from(page) * g.page_size;
+            let (off_in, len, opcode, next) = if off < g.frame_size {
+                let len = u64::from(p).min(g.frame_size - off);
+                let end = off + len == g.frame_size;
+                if end && g.md_disable {
+                    (off, len, WRITE_ONLY_IMM, None)
+                } else {
+                    (off, len, WRITE_ONLY, Some(off + len))
+                }
+            } else if !g.md_disable {
+                (
+                    g.md_offset,
+                    metadata::RECORD_LEN as u64,
+                    WRITE_ONLY_IMM,
+                    None,
+                )
+            } else {
+                break;
+            };
+            let pad = (4 - (len as usize % 4)) % 4;
+            let head = if opcode == WRITE_ONLY_IMM {
+                BTH_RETH_IMM
+            } else {
+                BTH_RETH
+            };
+            let va = base + off_in;
+            self.plan.push(Slot {
+                head,
+                body: va as usize..(va + len) as usize,
+                tail: pad + 4,
+            });
+            self.expect.push(Expect {
+                va,
+                len: len as u32,
+                opcode,
+                pad,
+            });
+            match next {
+                Some(o) => off = o,
+                None => {
+                    // a frame end: the next page, unless that wraps the ring
+                    page += 1;
+                    off = 0;
+                }
+            }
+        }
+    }
+
+    /// Receive one batch, predicting from `page` (the page being filled) and its
+    /// high-water mark (see the module notes for why no byte below it is ever named).
+    /// Returns the number of messages.
+    pub(super) fn recv(
+        &mut self,
+        sock: &UdpSocket,
+        region: &mut [u8],
+        page: Option<u32>,
+    ) -> io::Result<usize> {
+        let at = page.and_then(|p| Some((p, *self.hwm.get(p as usize)?)));
+        self.build_plan(at);
+        self.rx
+            .recv(sock, region, &self.plan, self.per_msg, self.msgs)
+    }
+
+    /// Split the received messages into segments (`segs`: message, byte range, sender).
+    fn split(&mut self) {
+        self.segs.clear();
+        for (m, meta) in self.rx.meta().iter().enumerate() {
+            // a truncated datagram's last segment is incomplete; gathered, it fails the
+            // slow path's length and ICRC checks
+            let mut at = 0;
+            while at < meta.len {
+                let r = at..(at + meta.segment).min(meta.len);
+                at = r.end;
+                self.segs.push((m, r, meta.src));
+            }
+        }
+    }
+
+    /// Verify one segment in place; `Some` when it is exactly what the plan expected.
+    fn check(
+        &mut self,
+        msg: usize,
+        range: Range<usize>,
+        src: SocketAddr,
+        region: &[u8],
+        comb: &mut Combiner,
+    ) -> Option<Accepted> {
+        let j = self.rx.slot_for(msg, range.clone())?;
+        let e = self.expect[j];
+        let udp_len = rocelink_wire::udp::HEADER_LEN + range.len();
+        let mut hs = self.prefix(udp_len, src)?;
+        let h = self.rx.head(j);
+        if src.ip() != IpAddr::V4(self.g.device)
+            || h[0] != e.opcode
+            || h[1] != (e.pad as u8) << 4 // SE, M, pad, version 0
+            || h[2..4] != [0xFF, 0xFF]
+            || be24(&h[5..8]) != self.g.qpn
+            || u64::from_be_bytes(h[12..20].try_into().ok()?) != e.va
+            || be32(&h[20..24]) != self.g.rkey
+            || be32(&h[24..28]) != e.len
+        {
+            return None;
+        }
+        let tail = self.rx.tail(j);
+        let (pad, trailer) = tail.split_at(e.pad);
+        if pad.iter().any(|&b| b != 0) {
+            return None;
+        }
+        hs.update_bth(h[..12].try_into().ok()?);
+        hs.update(&h[12..]);
+        let head_crc = hs.finalize();
+        let body = &region[e.va as usize..e.va as usize + e.len as usize];
+        let pcrc = crc32fast::hash(body);
+        let mut c = comb.combine(head_crc, pcrc, body.len());
+        if e.pad > 0 {
+            c = Combiner::default().combine(c, crc32fast::hash(pad), e.pad);
+        }
+        if trailer != c.to_le_bytes() && !cfg!(fuzzing) {
+            return None;
+        }
+        self.stats.in_place += 1;
+        Some(Accepted {
+            psn: be24(&h[9..12]),
+            va: e.va,
+            len: e.len,
+            payload_crc: pcrc,
+            imm: (e.opcode == WRITE_ONLY_IMM).then(|| be32(&h[28..32])),
+        })
+    }
+
+    /// Sort the last batch's segments: those that are exactly what the plan expected, up
+    /// to the first that is not, go to `accepted`; that one and every later one are copied
+    /// out to `scratch` (`slow`) before anything is written, so applying them in arrival
+    /// order can never clobber a byte a later segment still has to be read from.
+    pub(super) fn sort_batch(&mut self, region: &[u8], comb: &mut Combiner) {
+        self.split();
+        self.accepted.clear();
+        self.slow.clear();
+        self.scratch.clear();
+        self.cursor = 0;
+        let mut missed = false;
+        for i in 0..self.segs.len() {
+            let (m, r, src) = self.segs[i].clone();
+            if !missed {
+                if let Some(a) = self.check(m, r.clone(), src, region, comb) {
+                    self.accepted.push(a);
+                    continue;
+                }
+                missed = true;
+            }
+            self.stats.slow += 1;
+            let start = self.scratch.len();
+            self.rx.gather(region, m, r, &mut self.scratch);
+            self.slow.push((start..self.scratch.len(), src));
+        }
+    }
+
+    /// The ICRC state after LRH, IP and UDP headers for a datagram of `udp_len` from `src`.
+    fn prefix(&mut self, udp_len: usize, src: SocketAddr) -> Option<IcrcHasher> {
+        if let Some((_, _, h)) = self
+            .prefixes
+            .iter()
+            .find(|(l, p, _)| *l == udp_len && *p == src.port())
+        {
+            return Some(h.clone());
+        }
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), self.g.local.ip()) else {
+            return None;
+        };
+        let mut u = [0u8; 8];
+        rocelink_wire::udp::Repr {
+            src_port: src.port(),
+            dst_port: self.g.local.port(),
+            payload_len: udp_len - rocelink_wire::udp::HEADER_LEN,
+            checksum: 0,
+        }
+        .emit(&mut u);
+        let h = IcrcHasher::prefix(&icrc::socket_ipv4_header(s, d, udp_len), &u).ok()?;
+        if self.prefixes.len() >= 4 {
+            self.prefixes.remove(0);
+        }
+        self.prefixes.push((udp_len, src.port(), h.clone()));
+        Some(h)
+    }
+
+    /// The next segment of the sorted batch to apply, in arrival order.
+    pub(super) fn next_item(&mut self) -> Option<Item> {
+        let i = self.cursor;
+        let item = if i < self.accepted.len() {
+            Item::InPlace(self.accepted[i])
+        } else {
+            let (r, src) = self.slow.get(i - self.accepted.len())?.clone();
+            Item::Slow(r, src)
+        };
+        self.cursor += 1;
+        Some(item)
+    }
+
+    /// A data write of `len` bytes was placed at `va` (either path): raise its page's
+    /// high-water mark, learn the stream's packet size.
+    pub(super) fn note_placed(&mut self, va: u64, len: u32) {
+        let (page, off) = ((va / self.g.page_size) as usize, va % self.g.page_size);
+        let end = off + u64::from(len);
+        if off >= self.g.md_offset {
+            return;
+        }
+        if let Some(h) = self.hwm.get_mut(page) {
+            *h = (*h).max(end);
+        }
+        if len > 0 && end < self.g.frame_size {
+            self.payload = Some(len);
+        }
+    }
+
+    /// The frame on `page` ended: the page's next bytes belong to a later frame.
+    pub(super) fn note_end(&mut self, page: u32) {
+        if let Some(h) = self.hwm.get_mut(page as usize) {
+            *h = 0;
+        }
+    }
+}
+
+fn be24(b: &[u8]) -> u32 {
+    u32::from_be_bytes([0, b[0], b[1], b[2]])
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}

@@ -1,0 +1,264 @@
+//! The receiver's fast path (payloads copied by the kernel straight into the ring) against
+//! the generic endpoint path: the same faulty stream — losses, duplicates, swaps, corrupted
+//! payloads — sent to both must give the same frame reports and the same bytes for every
+//! good frame, and the fast path must really have been taken (and left) on the way.
+
+#![allow(clippy::unwrap_used)]
+
+use rocelink_hsb::device::VpStream;
+use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
+use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
+use rocelink_hsb::sensor::Sensor;
+use rocelink_io::udp::{UdpConfig, UdpSocket};
+use std::io::IoSlice;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+const WINDOW: usize = 20_000;
+const FRAMES: u64 = 16;
+
+/// xorshift64*: a fixed, seeded fault schedule.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    Drop,
+    Duplicate,
+    SwapWithNext,
+    Corrupt,
+}
+
+fn receiver(dev: Ipv4Addr, host: Ipv4Addr, fast: bool, gro: bool) -> Receiver {
+    let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, WINDOW);
+    rc.pages = 3;
+    rc.qp_rkey = Some((0x42, 0x4242));
+    rc.fast_path = fast;
+    rc.gro = gro;
+    rc.batch = 16;
+    Receiver::new(rc).unwrap()
+}
+
+fn packets(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64) -> Vec<Vec<u8>> {
+    let stream = VpStream {
+        vp: 0,
+        qp: 0x42,
+        rkey: 0x4242,
+        base: 0,
+        page_stride: page,
+        first_page: 0,
+        pages: 3,
+        window: WINDOW as u32,
+        host: SocketAddrV4::new(host, port),
+        host_mac: rocelink_wire::bytes::Mac([0; 6]),
+        md_disable: false,
+        payload: 1408,
+        src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
+        vlan: None,
+    };
+    let mut p = Packetizer::new(stream, dev, 100, PacketizerOptions::default());
+    let mut out = Vec::new();
+    let mut frame = Vec::new();
+    for n in 0..FRAMES {
+        Sensor::Pattern.frame(n, WINDOW, &mut frame);
+        p.push(&frame, Some(0), (0, 0), &mut out);
+    }
+    out
+}
+
+/// Apply the schedule: what goes on the wire, in order.
+fn faulty(pkts: &[Vec<u8>], faults: &[Fault]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < pkts.len() {
+        match faults[i] {
+            Fault::None => out.push(pkts[i].clone()),
+            Fault::Drop => {}
+            Fault::Duplicate => {
+                out.push(pkts[i].clone());
+                out.push(pkts[i].clone());
+            }
+            Fault::SwapWithNext if i + 1 < pkts.len() => {
+                out.push(pkts[i + 1].clone());
+                out.push(pkts[i].clone());
+                i += 1;
+            }
+            Fault::SwapWithNext => out.push(pkts[i].clone()),
+            Fault::Corrupt => {
+                let mut p = pkts[i].clone();
+                let k = p.len() / 2;
+                p[k] ^= 0x5A; // the ICRC no longer matches
+                out.push(p);
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Send runs of equal-sized datagrams as GSO super-datagrams (so a GRO receiver gets
+/// several segments per message), pausing between runs.
+fn send(sock: &UdpSocket, dst: SocketAddr, wire: &[Vec<u8>]) {
+    let mut i = 0;
+    while i < wire.len() {
+        let mut j = i + 1;
+        while j < wire.len() && j - i < 8 && wire[j].len() == wire[i].len() {
+            j += 1;
+        }
+        let parts: Vec<IoSlice<'_>> = wire[i..j].iter().map(|p| IoSlice::new(p)).collect();
+        sock.send_gso(dst, &parts, wire[i].len() as u16).unwrap();
+        i = j;
+        std::thread::sleep(Duration::from_micros(300));
+    }
+}
+
+fn collect(rx: &mut Receiver) -> Vec<(FrameReport, Option<Vec<u8>>)> {
+    let mut got = Vec::new();
+    while let Some(f) = rx.next_frame(Duration::from_millis(300)).unwrap() {
+        let data = f.good().then(|| rx.frame_data(&f).to_vec());
+        got.push((f, data));
+    }
+    got
+}
+
+fn compare(seed: u64, gro: bool, net: u8) {
+    let dev = Ipv4Addr::new(127, 0, net, 2);
+    let host = Ipv4Addr::new(127, 0, net, 1);
+    let mut fast = receiver(dev, host, true, gro);
+    let mut generic = receiver(dev, host, false, gro);
+    let page = fast.page_size() as u64;
+    let a = packets(dev, host, fast.local_addr().port(), page);
+    let b = packets(dev, host, generic.local_addr().port(), page);
+    let mut rng = Rng(seed);
+    let faults: Vec<Fault> = (0..a.len())
+        .map(|i| {
+            if i < 20 {
+                return Fault::None; // let the first frame teach the packet size
+            }
+            match rng.next() % 100 {
+                0..=1 => Fault::Drop,
+                2..=3 => Fault::Duplicate,
+                4..=5 => Fault::SwapWithNext,
+                6..=7 => Fault::Corrupt,
+                _ => Fault::None,
+            }
+        })
+        .collect();
+    let _ = rng.chance(0);
+    if std::env::var_os("ROCELINK_FAST_DEBUG").is_some() {
+        for (i, f) in faults.iter().enumerate() {
+            if *f != Fault::None {
+                eprintln!("packet {i} (len {}): {f:?}", a[i].len());
+            }
+        }
+    }
+    let sock = UdpSocket::bind(
+        SocketAddr::new(IpAddr::V4(dev), rocelink_wire::hsb::DATA_SOURCE_PORT),
+        &UdpConfig::default(),
+    )
+    .unwrap();
+    send(&sock, fast.local_addr(), &faulty(&a, &faults));
+    send(&sock, generic.local_addr(), &faulty(&b, &faults));
+    let got_fast = collect(&mut fast);
+    let got_generic = collect(&mut generic);
+    assert!(got_generic.len() >= 8, "{got_generic:#?}");
+    assert_eq!(got_fast.len(), got_generic.len());
+    for (f, g) in got_fast.iter().zip(&got_generic) {
+        // a damaged frame's CRC is informative only: the bytes of a lost packet's place are
+        // unspecified (old data on one path, the rejected packet's bytes on the other)
+        let (mut fr, mut gr) = (f.0.clone(), g.0.clone());
+        if !fr.good() && !gr.good() {
+            (fr.crc, gr.crc) = (0, 0);
+        }
+        assert_eq!(fr, gr, "same report (seed {seed})");
+        assert!(
+            f.1 == g.1,
+            "same bytes for good frame {} (seed {seed})",
+            f.0.frame_number
+        );
+    }
+    // good frames are the pattern the device sent
+    let mut frame = Vec::new();
+    let mut goods = 0;
+    for (r, data) in &got_fast {
+        if let Some(d) = data {
+            Sensor::Pattern.frame(r.frame_number, WINDOW, &mut frame);
+            assert!(d == &frame, "frame {} bytes", r.frame_number);
+            goods += 1;
+        }
+    }
+    assert!(goods > 0, "some frames survive the faults");
+    let fs = fast.fast_stats().unwrap();
+    assert!(
+        fs.in_place > 16,
+        "more than a frame landed in place: {fs:?}"
+    );
+    assert!(fs.slow > 0, "{fs:?}");
+    assert_eq!(fast.stats.in_place, fs.in_place);
+    assert!(generic.fast_stats().is_none());
+    assert_eq!(generic.stats.in_place, 0);
+}
+
+#[test]
+fn fast_path_matches_the_generic_endpoint_with_gro() {
+    for (k, seed) in [1u64, 7, 12345].into_iter().enumerate() {
+        compare(seed, true, 60 + k as u8);
+    }
+}
+
+/// More schedules on demand: `ROCELINK_FAST_SEEDS=200 cargo test -p rocelink-hsb --test
+/// fast_path many_schedules`.
+#[test]
+fn many_schedules() {
+    let n: u64 = std::env::var("ROCELINK_FAST_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let from: u64 = std::env::var("ROCELINK_FAST_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    for seed in from..from + n {
+        compare(seed, seed % 2 == 0, 90 + (seed % 2) as u8);
+    }
+}
+
+#[test]
+fn fast_path_matches_the_generic_endpoint_without_gro() {
+    for (k, seed) in [3u64, 99].into_iter().enumerate() {
+        compare(seed, false, 70 + k as u8);
+    }
+}
+
+#[test]
+fn a_clean_stream_lands_entirely_in_place() {
+    let dev = Ipv4Addr::new(127, 0, 80, 2);
+    let host = Ipv4Addr::new(127, 0, 80, 1);
+    let mut rx = receiver(dev, host, true, true);
+    let pk = packets(dev, host, rx.local_addr().port(), rx.page_size() as u64);
+    let sock = UdpSocket::bind(
+        SocketAddr::new(IpAddr::V4(dev), rocelink_wire::hsb::DATA_SOURCE_PORT),
+        &UdpConfig::default(),
+    )
+    .unwrap();
+    send(&sock, rx.local_addr(), &pk);
+    let got = collect(&mut rx);
+    assert_eq!(got.len() as u64, FRAMES);
+    assert!(got.iter().all(|(r, _)| r.good()));
+    let fs = rx.fast_stats().unwrap();
+    // the first message (one GSO run) teaches the stream's packet size; the rest is
+    // predicted
+    assert!(fs.slow <= 8, "{fs:?}");
+    assert_eq!(fs.in_place + fs.slow, pk.len() as u64);
+}

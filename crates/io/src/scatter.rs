@@ -1,0 +1,455 @@
+//! Scatter receive: the kernel copies each datagram straight to where its payload belongs.
+//!
+//! A receiver that can predict the layout of the next datagrams (an HSB stream: fixed-size
+//! RDMA WRITEs to consecutive addresses) gives a *plan*: for each expected segment, a head
+//! (headers, to scratch), a body (a range of the caller's region: the payload's place) and a
+//! tail (ICRC, to scratch). `recvmmsg` is called with one iovec per piece, so a predicted
+//! payload lands in the region with the kernel's one copy and no second one. What does not
+//! fit the plan (a spill area per message catches the excess) the caller [`ScatterRx::gather`]s
+//! into a contiguous buffer and processes the slow way.
+//!
+//! Nothing is trusted by being in place: the caller checks every segment's headers and ICRC
+//! against the plan after the call. A segment that does not match was still written where
+//! the plan put it — so the plan must only name bytes that may be overwritten (bytes no
+//! packet has filled yet).
+//!
+//! With `UDP_GRO` a message holds several equal-sized segments; plan `per_msg` slots for it.
+
+use crate::udp::UdpSocket;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::SocketAddr;
+use std::ops::Range;
+
+/// Largest head of a slot (bytes).
+pub const MAX_HEAD: usize = 64;
+/// Largest tail of a slot (bytes).
+pub const MAX_TAIL: usize = 8;
+/// Largest number of messages per call.
+pub const MAX_MSGS: usize = 64;
+
+/// Where one predicted segment goes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Slot {
+    /// Leading bytes that go to scratch (≤ [`MAX_HEAD`]).
+    pub head: usize,
+    /// Range of the region that takes the next bytes.
+    pub body: Range<usize>,
+    /// Trailing bytes that go to scratch (≤ [`MAX_TAIL`]).
+    pub tail: usize,
+}
+
+impl Slot {
+    /// Bytes of the segment this slot expects.
+    pub fn len(&self) -> usize {
+        self.head + self.body.len() + self.tail
+    }
+    /// True when the slot expects no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One received message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScatterMeta {
+    /// Sender.
+    pub src: SocketAddr,
+    /// Bytes received.
+    pub len: usize,
+    /// Segment size (with GRO: of every segment but possibly the last; else `len`).
+    pub segment: usize,
+    /// The datagram was longer than slots + spill; the rest was discarded.
+    pub truncated: bool,
+    /// Indices of the plan's slots this message was given.
+    pub slots: Range<usize>,
+}
+
+/// Reusable state for scatter receives on one socket.
+pub struct ScatterRx {
+    spill_len: usize,
+    heads: Vec<[u8; MAX_HEAD]>,
+    tails: Vec<[u8; MAX_TAIL]>,
+    spill: Vec<u8>,
+    /// Start of each slot within its message.
+    starts: Vec<usize>,
+    plan: Vec<Slot>,
+    meta: Vec<ScatterMeta>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    addrs: Vec<libc::sockaddr_storage>,
+    cmsgs: Vec<[u64; 8]>,
+}
+
+// SAFETY: the raw pointers in `iovs` and `msgs` are written at the start of `recv` and used
+// only inside it, while the buffers they point at are borrowed; between calls they are never
+// dereferenced, so moving the value to another thread cannot make anything unsound.
+unsafe impl Send for ScatterRx {}
+
+impl std::fmt::Debug for ScatterRx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScatterRx")
+            .field("spill_len", &self.spill_len)
+            .field("messages", &self.meta.len())
+            .finish()
+    }
+}
+
+impl ScatterRx {
+    /// State for up to [`MAX_MSGS`] messages, each with `spill_len` bytes of spill area for
+    /// what its slots do not take (65 536 covers any GRO message).
+    pub fn new(spill_len: usize) -> ScatterRx {
+        ScatterRx {
+            spill_len,
+            heads: Vec::new(),
+            tails: Vec::new(),
+            spill: vec![0; spill_len * MAX_MSGS],
+            starts: Vec::new(),
+            plan: Vec::new(),
+            meta: Vec::with_capacity(MAX_MSGS),
+            iovs: Vec::new(),
+            // SAFETY: these C structs are integers, arrays and pointers; all-zero is valid.
+            msgs: vec![unsafe { zeroed() }; MAX_MSGS],
+            // SAFETY: as above.
+            addrs: vec![unsafe { zeroed() }; MAX_MSGS],
+            cmsgs: vec![[0; 8]; MAX_MSGS],
+        }
+    }
+
+    /// Receive up to `msgs` messages without blocking; message `m` is given the slots
+    /// `plan[m·per_msg ..][.. per_msg]` (those that exist) and then its spill area. Slots'
+    /// bodies must lie in `region` and follow each other without overlap. Returns how many
+    /// messages arrived ([`ScatterRx::meta`]).
+    pub fn recv(
+        &mut self,
+        sock: &UdpSocket,
+        region: &mut [u8],
+        plan: &[Slot],
+        per_msg: usize,
+        msgs: usize,
+    ) -> io::Result<usize> {
+        let msgs = msgs.clamp(1, MAX_MSGS);
+        let plan = &plan[..plan.len().min(per_msg * msgs)];
+        let mut end = 0;
+        for s in plan {
+            if s.head > MAX_HEAD
+                || s.tail > MAX_TAIL
+                || s.body.start < end
+                || s.body.end < s.body.start
+                || s.body.end > region.len()
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "scatter plan: a slot is oversized, out of the region, or overlaps another",
+                ));
+            }
+            end = s.body.end;
+        }
+        self.plan.clear();
+        self.plan.extend_from_slice(plan);
+        if self.heads.len() < plan.len() {
+            self.heads.resize(plan.len(), [0; MAX_HEAD]);
+            self.tails.resize(plan.len(), [0; MAX_TAIL]);
+        }
+        self.starts.clear();
+        self.iovs.clear();
+        let base = region.as_mut_ptr();
+        let mut first_iov = [0usize; MAX_MSGS + 1];
+        for (m, first) in first_iov.iter_mut().enumerate().take(msgs) {
+            *first = self.iovs.len();
+            let slots = (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len());
+            let mut at = 0;
+            for j in slots {
+                let s = &plan[j];
+                self.starts.push(at);
+                at += s.len();
+                let pieces = [
+                    (self.heads[j].as_mut_ptr(), s.head),
+                    // SAFETY: `s.body` was checked to lie within `region`, so the offset
+                    // stays inside the same allocation.
+                    (unsafe { base.add(s.body.start) }, s.body.len()),
+                    (self.tails[j].as_mut_ptr(), s.tail),
+                ];
+                for (p, n) in pieces {
+                    if n > 0 {
+                        self.iovs.push(libc::iovec {
+                            iov_base: p.cast(),
+                            iov_len: n,
+                        });
+                    }
+                }
+            }
+            self.iovs.push(libc::iovec {
+                iov_base: self.spill[m * self.spill_len..].as_mut_ptr().cast(),
+                iov_len: self.spill_len,
+            });
+        }
+        first_iov[msgs] = self.iovs.len();
+        for (m, (mm, addr)) in self.msgs[..msgs]
+            .iter_mut()
+            .zip(self.addrs.iter_mut())
+            .enumerate()
+        {
+            let h = &mut mm.msg_hdr;
+            h.msg_name = (addr as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            // SAFETY: first_iov[m] ≤ iovs.len(), so the pointer is in bounds (or one past).
+            h.msg_iov = unsafe { self.iovs.as_mut_ptr().add(first_iov[m]) };
+            h.msg_iovlen = first_iov[m + 1] - first_iov[m];
+            h.msg_control = self.cmsgs[m].as_mut_ptr().cast();
+            h.msg_controllen = size_of::<[u64; 8]>();
+            h.msg_flags = 0;
+        }
+        // SAFETY: message headers 0..msgs point at live address storage, control buffers and
+        // iovecs; the iovecs point into `self.heads`/`self.tails`/`self.spill` (not resized
+        // until the call returns) and into disjoint ranges of `region`, which is mutably
+        // borrowed for the whole call. MSG_DONTWAIT makes the call non-blocking.
+        let r = unsafe {
+            libc::recvmmsg(
+                sock.raw_fd(),
+                self.msgs.as_mut_ptr(),
+                msgs as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        self.meta.clear();
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        for m in 0..r as usize {
+            let mm = &self.msgs[m];
+            let len = mm.msg_len as usize;
+            let Some(src) = crate::udp::sockaddr_to_std(&self.addrs[m], mm.msg_hdr.msg_namelen)
+            else {
+                continue;
+            };
+            let segment = crate::udp::gro_segment(&mm.msg_hdr).unwrap_or(len);
+            self.meta.push(ScatterMeta {
+                src,
+                len,
+                segment: segment.max(1),
+                truncated: mm.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                slots: (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len()),
+            });
+        }
+        Ok(self.meta.len())
+    }
+
+    /// The messages of the last [`ScatterRx::recv`].
+    pub fn meta(&self) -> &[ScatterMeta] {
+        &self.meta
+    }
+
+    /// The slot that bytes `range` of message `msg` filled exactly, if one did.
+    pub fn slot_for(&self, msg: usize, range: Range<usize>) -> Option<usize> {
+        let m = self.meta.get(msg)?;
+        let first = m.slots.start;
+        // starts are recorded per message in slot order
+        m.slots.clone().find(|&j| {
+            self.starts.get(j).copied() == Some(range.start)
+                && self.plan[j].len() == range.len()
+                && j >= first
+        })
+    }
+
+    /// The head bytes slot `j` received.
+    pub fn head(&self, j: usize) -> &[u8] {
+        &self.heads[j][..self.plan[j].head]
+    }
+
+    /// The tail bytes slot `j` received.
+    pub fn tail(&self, j: usize) -> &[u8] {
+        &self.tails[j][..self.plan[j].tail]
+    }
+
+    /// Append bytes `range` of message `msg` to `out`, from
+    /// wherever they landed: slot heads, `region` (the same region given to `recv`, not
+    /// written since), tails, and the spill area. Bytes beyond what arrived are not copied.
+    pub fn gather(&self, region: &[u8], msg: usize, range: Range<usize>, out: &mut Vec<u8>) {
+        let Some(m) = self.meta.get(msg) else {
+            return;
+        };
+        let range = range.start.min(m.len)..range.end.min(m.len);
+        let mut at = 0usize;
+        let mut take = |piece: &[u8], out: &mut Vec<u8>| {
+            let (s, e) = (at, at + piece.len());
+            at = e;
+            let lo = range.start.max(s);
+            let hi = range.end.min(e);
+            if lo < hi {
+                out.extend_from_slice(&piece[lo - s..hi - s]);
+            }
+        };
+        for j in m.slots.clone() {
+            let s = &self.plan[j];
+            take(&self.heads[j][..s.head], out);
+            take(region.get(s.body.clone()).unwrap_or(&[]), out);
+            take(&self.tails[j][..s.tail], out);
+        }
+        take(&self.spill[msg * self.spill_len..][..self.spill_len], out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::udp::UdpConfig;
+    use std::io::IoSlice;
+    use std::time::Duration;
+
+    fn pair(gro: bool) -> (UdpSocket, UdpSocket) {
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        let b = UdpSocket::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &UdpConfig {
+                gro,
+                ..UdpConfig::default()
+            },
+        )
+        .unwrap();
+        (a, b)
+    }
+
+    fn seg(i: u8, body: usize) -> Vec<u8> {
+        let mut v = vec![0xA0 | i; 4];
+        v.extend(std::iter::repeat_n(i, body));
+        v.extend([0xE0 | i; 2]);
+        v
+    }
+
+    fn recv_some(b: &UdpSocket, rx: &mut ScatterRx, region: &mut [u8], plan: &[Slot], k: usize) {
+        for _ in 0..100 {
+            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
+            if rx.recv(b, region, plan, k, 8).unwrap() > 0 {
+                return;
+            }
+        }
+        panic!("nothing arrived");
+    }
+
+    #[test]
+    fn predicted_bodies_land_in_the_region_and_the_rest_can_be_gathered() {
+        let (a, b) = pair(false);
+        let pkts = [seg(1, 10), seg(2, 10), seg(3, 7)];
+        let refs: Vec<(SocketAddr, &[u8])> =
+            pkts.iter().map(|p| (b.local_addr(), &p[..])).collect();
+        assert_eq!(a.send_batch(&refs).unwrap(), 3);
+        let mut region = vec![0u8; 64];
+        let plan: Vec<Slot> = (0..3)
+            .map(|i| Slot {
+                head: 4,
+                body: 10 * i..10 * i + 10,
+                tail: 2,
+            })
+            .collect();
+        let mut rx = ScatterRx::new(2048);
+        let mut got = 0;
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            if got == 3 {
+                break;
+            }
+            recv_some(&b, &mut rx, &mut region, &plan[got..], 1);
+            for m in 0..rx.meta().len() {
+                let meta = rx.meta()[m].clone();
+                let i = got + m;
+                out.clear();
+                rx.gather(&region, m, 0..meta.len, &mut out);
+                assert_eq!(out, pkts[i], "message {i} gathers back to what was sent");
+                if i < 2 {
+                    let j = rx.slot_for(m, 0..meta.len).expect("exact fit");
+                    assert_eq!(rx.head(j), &pkts[i][..4]);
+                    assert_eq!(rx.tail(j), &pkts[i][14..]);
+                } else {
+                    // shorter than planned: no exact slot, and the body spilt past the tail
+                    assert_eq!(rx.slot_for(m, 0..meta.len), None);
+                }
+            }
+            got += rx.meta().len();
+        }
+        assert_eq!(got, 3);
+        assert_eq!(&region[..20], &[[1u8; 10], [2u8; 10]].concat()[..]);
+    }
+
+    #[test]
+    fn gro_segments_fill_consecutive_slots() {
+        let (a, b) = pair(true);
+        let s: Vec<Vec<u8>> = (1..=4).map(|i| seg(i, 100)).collect();
+        let parts: Vec<IoSlice<'_>> = s.iter().map(|p| IoSlice::new(p)).collect();
+        a.send_gso(b.local_addr(), &parts, 106).unwrap();
+        let mut region = vec![0u8; 1000];
+        let plan: Vec<Slot> = (0..8)
+            .map(|i| Slot {
+                head: 4,
+                body: 100 * i..100 * i + 100,
+                tail: 2,
+            })
+            .collect();
+        let mut rx = ScatterRx::new(65_536);
+        let mut segs = Vec::new();
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            if segs.len() == 4 {
+                break;
+            }
+            recv_some(&b, &mut rx, &mut region, &plan[segs.len()..], 8);
+            for m in 0..rx.meta().len() {
+                let meta = rx.meta()[m].clone();
+                let mut at = 0;
+                while at < meta.len {
+                    let r = at..(at + meta.segment).min(meta.len);
+                    assert!(rx.slot_for(m, r.clone()).is_some());
+                    out.clear();
+                    rx.gather(&region, m, r.clone(), &mut out);
+                    segs.push(out.clone());
+                    at = r.end;
+                }
+            }
+        }
+        assert_eq!(segs, s);
+        for i in 0..4 {
+            assert!(
+                region[100 * i..100 * i + 100]
+                    .iter()
+                    .all(|&x| x == i as u8 + 1)
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_overlapping_or_outside_plans() {
+        let (_a, b) = pair(false);
+        let mut rx = ScatterRx::new(2048);
+        let mut region = vec![0u8; 32];
+        let overlap = [
+            Slot {
+                head: 0,
+                body: 0..10,
+                tail: 0,
+            },
+            Slot {
+                head: 0,
+                body: 5..12,
+                tail: 0,
+            },
+        ];
+        assert!(rx.recv(&b, &mut region, &overlap, 1, 2).is_err());
+        let outside = [Slot {
+            head: 0,
+            body: 30..40,
+            tail: 0,
+        }];
+        assert!(rx.recv(&b, &mut region, &outside, 1, 1).is_err());
+        let big_head = [Slot {
+            head: MAX_HEAD + 1,
+            body: 0..1,
+            tail: 0,
+        }];
+        assert!(rx.recv(&b, &mut region, &big_head, 1, 1).is_err());
+    }
+}
