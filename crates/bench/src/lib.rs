@@ -16,6 +16,7 @@
 //!
 //! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`).
 
+pub mod rc;
 pub mod record;
 
 use rocelink_hsb::device::VpStream;

@@ -7,6 +7,7 @@ mod bench;
 mod decode;
 mod hsb;
 mod pingpong;
+mod plot;
 mod record;
 
 #[derive(Parser, Debug)]

@@ -6,7 +6,7 @@ use crate::pcap::{LINKTYPE_RAW, PcapWriter};
 use crate::udp::{RecvBatch, UdpSocket};
 use rocelink_transport::{Datagram, Endpoint, IcrcStatus};
 use rocelink_wire::{icrc, udp};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,6 +78,27 @@ impl Tap {
     }
 }
 
+/// Datagrams at the head of `p` that can go as one GSO super-datagram: same peer, same
+/// size (the last may be shorter), at most 64 segments and 64 000 bytes.
+fn gso_run(p: &[(SocketAddr, Vec<u8>)]) -> usize {
+    let Some((dst, first)) = p.first() else {
+        return 0;
+    };
+    let seg = first.len();
+    let (mut n, mut total) = (1, seg);
+    for (d, b) in &p[1..] {
+        if n == 64 || d != dst || b.len() > seg || total + b.len() > 64_000 || b.is_empty() {
+            break;
+        }
+        n += 1;
+        total += b.len();
+        if b.len() < seg {
+            break;
+        }
+    }
+    n
+}
+
 /// Counters of the driver itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DriverStats {
@@ -85,7 +106,7 @@ pub struct DriverStats {
     pub rx_batches: u64,
     /// Segments handed to the endpoint.
     pub rx_segments: u64,
-    /// `sendmmsg` calls.
+    /// `sendmmsg` / GSO `sendmsg` calls.
     pub tx_batches: u64,
     /// Datagrams sent.
     pub tx_datagrams: u64,
@@ -103,6 +124,8 @@ pub struct Driver {
     tap: Option<Tap>,
     /// Segments of the current batch already handled (the rest wait for the next run).
     resume: usize,
+    /// Send runs of equal-sized datagrams with UDP GSO.
+    gso: bool,
     /// Counters.
     pub stats: DriverStats,
 }
@@ -118,6 +141,7 @@ impl Driver {
             spare: Vec::new(),
             tap: None,
             resume: 0,
+            gso: true,
             stats: DriverStats::default(),
         }
     }
@@ -155,10 +179,7 @@ impl Driver {
             if self.pending.is_empty() {
                 return Ok(true);
             }
-            let refs: Vec<(SocketAddr, &[u8])> =
-                self.pending.iter().map(|(a, b)| (*a, &b[..])).collect();
-            let sent = self.sock.send_batch(&refs)?;
-            self.stats.tx_batches += 1;
+            let sent = self.send_pending()?;
             self.stats.tx_datagrams += sent as u64;
             for (_, b) in self.pending.drain(..sent) {
                 self.spare.push(b);
@@ -170,6 +191,54 @@ impl Driver {
         }
     }
 
+    /// Send `pending` in order: a run of datagrams to one peer of equal size (the last may
+    /// be shorter) as one GSO super-datagram, the others with `sendmmsg`. Returns how many
+    /// went out (fewer when the socket buffer is full).
+    fn send_pending(&mut self) -> io::Result<usize> {
+        let p = &self.pending;
+        let mut done = 0;
+        while done < p.len() {
+            let run = if self.gso { gso_run(&p[done..]) } else { 1 };
+            if run >= 2 {
+                let parts: Vec<IoSlice<'_>> = p[done..done + run]
+                    .iter()
+                    .map(|(_, b)| IoSlice::new(b))
+                    .collect();
+                match self
+                    .sock
+                    .send_gso(p[done].0, &parts, p[done].1.len() as u16)
+                {
+                    Ok(0) => return Ok(done),
+                    Ok(_) => {
+                        self.stats.tx_batches += 1;
+                        done += run;
+                    }
+                    // the kernel or the device refuses segmentation: one datagram each
+                    Err(_) => self.gso = false,
+                }
+                continue;
+            }
+            let mut end = done + 1;
+            while end < p.len() && (!self.gso || gso_run(&p[end..]) < 2) {
+                end += 1;
+            }
+            let refs: Vec<(SocketAddr, &[u8])> =
+                p[done..end].iter().map(|(a, b)| (*a, &b[..])).collect();
+            let sent = self.sock.send_batch(&refs)?;
+            self.stats.tx_batches += 1;
+            done += sent;
+            if sent < refs.len() {
+                return Ok(done);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Send runs of equal-sized datagrams as GSO super-datagrams (on by default).
+    pub fn set_gso(&mut self, on: bool) {
+        self.gso = on;
+    }
+
     /// Handle received datagrams, stopping right after one for which `done` holds (the
     /// rest of the batch is handled by the next call, before anything new is received).
     /// Returns (datagrams handled, whether `done` stopped it).
@@ -179,9 +248,14 @@ impl Driver {
         now: Instant,
         each: &mut dyn FnMut(&mut Endpoint),
         done: &mut dyn FnMut(&mut Endpoint) -> bool,
+        wait: Option<Duration>,
     ) -> io::Result<(usize, bool)> {
         if self.resume == 0 {
-            if self.sock.recv_batch(&mut self.batch)? == 0 {
+            let n = match wait {
+                Some(w) => self.sock.recv_batch_wait(&mut self.batch, w)?,
+                None => self.sock.recv_batch(&mut self.batch)?,
+            };
+            if n == 0 {
                 return Ok((0, false));
             }
             self.stats.rx_batches += 1;
@@ -249,22 +323,24 @@ impl Driver {
             if now >= deadline {
                 return Ok(false);
             }
-            match self.receive(ep, now, each, &mut done)? {
+            // with everything sent, sleep in the receive call itself until a datagram, the
+            // next timer or the deadline (one system call); otherwise look without sleeping
+            // and then wait briefly for room or data
+            let wait = all_sent.then(|| {
+                let mut wake = deadline;
+                if let Some(t) = ep.poll_timeout() {
+                    wake = wake.min(t);
+                }
+                wake.saturating_duration_since(now)
+            });
+            match self.receive(ep, now, each, &mut done, wait)? {
                 (_, true) => return Ok(true),
                 (n, false) if n > 0 => continue,
                 _ => {}
             }
-            // nothing to read: sleep until a datagram, the next timer, or the deadline
-            let mut wake = deadline;
-            if let Some(t) = ep.poll_timeout() {
-                wake = wake.min(t);
-            }
-            let mut wait = wake.saturating_duration_since(Instant::now());
             if !all_sent {
-                wait = wait.min(Duration::from_micros(200));
+                self.sock.wait_readable(Some(Duration::from_micros(200)))?;
             }
-            self.sock
-                .wait_readable(Some(wait.max(Duration::from_micros(1))))?;
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct UdpSocket {
     local: SocketAddr,
     gro: bool,
     host_drops: std::cell::Cell<u64>,
+    /// The receive timeout last set (`SO_RCVTIMEO`).
+    rcv_timeout: std::cell::Cell<Option<Duration>>,
     /// Things the operator should know (capped buffers, GRO unavailable).
     pub notes: Vec<String>,
 }
@@ -233,7 +235,7 @@ impl UdpSocket {
             sock.set_only_v6(true)?;
         }
         sock.bind(&local.into())?;
-        sock.set_nonblocking(true)?;
+        // the socket blocks (for `recv_batch_wait`); every other call says MSG_DONTWAIT
         let mut notes = Vec::new();
         // DF with Identification 0 for unconnected sends (IPv4); no fragmentation (IPv6).
         if local.is_ipv4() {
@@ -268,6 +270,7 @@ impl UdpSocket {
             local,
             gro,
             host_drops: std::cell::Cell::new(0),
+            rcv_timeout: std::cell::Cell::new(None),
             notes,
         })
     }
@@ -324,6 +327,27 @@ impl UdpSocket {
 
     /// Receive up to the batch's capacity without blocking. Returns how many.
     pub fn recv_batch(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        self.recv_batch_flags(batch, libc::MSG_DONTWAIT)
+    }
+
+    /// Receive up to the batch's capacity, sleeping up to about `timeout` for the first
+    /// datagram (one call instead of poll + receive). The kernel's timer is only re-armed
+    /// when the wanted timeout differs a lot from the armed one, so this may return empty
+    /// up to 4× early, never late. Returns how many.
+    pub fn recv_batch_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
+        let want = timeout.clamp(Duration::from_micros(1), Duration::from_millis(50));
+        let keep = self
+            .rcv_timeout
+            .get()
+            .is_some_and(|t| t <= want && t >= want / 4);
+        if !keep {
+            self.sock.set_read_timeout(Some(want))?;
+            self.rcv_timeout.set(Some(want));
+        }
+        self.recv_batch_flags(batch, libc::MSG_WAITFORONE)
+    }
+
+    fn recv_batch_flags(&self, batch: &mut RecvBatch, flags: libc::c_int) -> io::Result<usize> {
         const CMSG: usize = 64;
         let n = batch.bufs.len();
         batch.meta.clear();
@@ -353,20 +377,23 @@ impl UdpSocket {
         }
         // SAFETY: `msgs` holds `n` headers whose name, iovec and control pointers point into
         // `addrs`, `iovs`/`batch.bufs` and `cmsgs`, all alive and unmoved for this call, with
-        // their true lengths; MSG_DONTWAIT makes it non-blocking.
+        // their true lengths; with MSG_DONTWAIT it does not block, with MSG_WAITFORONE it
+        // blocks only until the first datagram or the socket's receive timeout.
         let r = unsafe {
             libc::recvmmsg(
                 self.sock.as_raw_fd(),
                 msgs.as_mut_ptr(),
                 n as libc::c_uint,
-                libc::MSG_DONTWAIT,
+                flags,
                 std::ptr::null_mut(),
             )
         };
         if r < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::Interrupted
+                | io::ErrorKind::TimedOut => Ok(0),
                 _ => Err(e),
             };
         }
@@ -420,7 +447,7 @@ impl UdpSocket {
                 self.sock.as_raw_fd(),
                 msgs.as_mut_ptr(),
                 msgs.len() as libc::c_uint,
-                0,
+                libc::MSG_DONTWAIT,
             )
         };
         if r < 0 {
@@ -466,7 +493,7 @@ impl UdpSocket {
         }
         // SAFETY: `h` points at the address, the caller's iovecs and our control buffer,
         // all alive for the call; the kernel only reads them.
-        let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &h, 0) };
+        let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &h, libc::MSG_DONTWAIT) };
         if r < 0 {
             return self.send_error(parts.iter().map(|p| p.len()).sum());
         }

@@ -308,8 +308,9 @@ impl Endpoint {
         }
     }
 
-    /// Write the next datagram (BTH … ICRC) into `buf`. QPs are served round-robin;
-    /// responses (ACK/NAK/READ responses) go before new requests.
+    /// Write the next datagram (BTH … ICRC) into `buf`. QPs are served round-robin; within
+    /// a QP, responses (ACK/NAK/READ responses) and requests alternate when both are ready,
+    /// a request first after a response.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let n = self.order.len();
         let Endpoint {
@@ -324,10 +325,17 @@ impl Endpoint {
         for i in 0..n {
             let qpn = order[(*rr + i) % n];
             let Some(q) = qps.get_mut(&qpn) else { continue };
-            let out = q
-                .poll_response(mrs, buf)
-                .or_else(|| q.poll_request(now, mrs, buf, sinks));
-            if let Some((dst, len)) = out {
+            let out = if q.response_turn {
+                q.poll_response(mrs, buf)
+                    .map(|o| (o, false))
+                    .or_else(|| q.poll_request(now, mrs, buf, sinks).map(|o| (o, true)))
+            } else {
+                q.poll_request(now, mrs, buf, sinks)
+                    .map(|o| (o, true))
+                    .or_else(|| q.poll_response(mrs, buf).map(|o| (o, false)))
+            };
+            if let Some(((dst, len), request)) = out {
+                q.response_turn = request;
                 *rr = (*rr + i + 1) % n;
                 stats.tx_datagrams += 1;
                 return Some(Transmit {

@@ -168,6 +168,10 @@ pub(crate) struct Qp {
     pub(crate) report_writes: bool,
     /// CRC-32 of the payload of the packet being handled (from the ICRC pass).
     pub(crate) rx_payload_crc: u32,
+    /// With both a response and a request ready, send the response first (set after a
+    /// request went out): the two alternate, so neither starves, and a request the
+    /// application posted in answer to a packet leaves ahead of that packet's ACK.
+    pub(crate) response_turn: bool,
     /// Our address as the peer sees it (IP of the endpoint, UDP source port of this QP).
     pub(crate) local: SocketAddr,
     pub(crate) remote: Option<SocketAddr>,
@@ -199,6 +203,7 @@ impl Qp {
             max_recv_wr: init.max_recv_wr,
             report_writes: init.report_writes,
             rx_payload_crc: 0,
+            response_turn: false,
             local,
             remote: None,
             dest_qpn: 0,
@@ -337,7 +342,8 @@ pub(crate) fn build_packet(
     dst: SocketAddr,
 ) -> usize {
     let n = ib.buffer_len();
-    buf.clear();
+    // emit writes every byte (headers, payload, zero pad, ICRC placeholder): a reused
+    // buffer only needs the right length, not zeroing
     buf.resize(n, 0);
     ib.emit(buf, payload);
     // Addresses of one family and a length that fits UDP are guaranteed by the QP setup
