@@ -224,6 +224,13 @@ fn passive_receiver_for_a_device_configured_elsewhere() {
             "--json",
             "--pages",
             "2",
+            // the tuning options: pinned, spinning, no GRO, small recvmmsg batches
+            "--pin-cpu",
+            "0",
+            "--busy-poll",
+            "--no-gro",
+            "--batch",
+            "8",
         ],
     )
     .stdout(Stdio::piped())

@@ -623,7 +623,7 @@ mod tests {
             "10.0.0.1:49152".parse::<SocketAddr>().unwrap(),
             "10.0.0.2:4791".parse::<SocketAddr>().unwrap(),
         );
-        for plen in [0usize, 1, 3, 100, 4096] {
+        for plen in [0usize, 1, 3, 100, 511, 512, 513, 1022, 4096] {
             let mut ib = vec![0x2A, 0, 0xFF, 0xFF, 0, 0, 0, 7, 0, 0, 0, 9];
             ib.extend_from_slice(&[1u8; 16]); // RETH
             ib.extend((0..plen).map(|i| i as u8));
