@@ -164,10 +164,11 @@ fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
                     break 'outer;
                 }
                 let n = if cfg.gso {
-                    // equal-sized run of up to 15 segments (≤ 64 KiB)
+                    // equal-sized run of up to 15 segments, ≤ 64 KB in all
                     let seg = f[i].len();
+                    let max = (64_000 / seg).clamp(1, 15);
                     let mut j = i;
-                    while j < f.len() && j - i < 15 && f[j].len() == seg {
+                    while j < f.len() && j - i < max && f[j].len() == seg {
                         j += 1;
                     }
                     let parts: Vec<IoSlice<'_>> = f[i..j].iter().map(|p| IoSlice::new(p)).collect();

@@ -305,6 +305,10 @@ pub(crate) struct StreamArgs {
     /// rocelink's receiver spins on its socket instead of sleeping.
     #[arg(long)]
     busy_poll: bool,
+    /// Also draw goodput against payload size (1024, 2048, 4096, 8064 bytes; at most 1 s
+    /// per receiver and size) to this SVG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 /// The --no-loss search, after the unpaced run `r`.
@@ -447,6 +451,38 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
     }
     if a.no_loss {
         no_loss(&cfg, &r, a)?;
+    }
+    if let Some(p) = &a.plot {
+        let mut series: Vec<crate::plot::Series> = cfg
+            .receivers
+            .iter()
+            .map(|n| (n.to_string(), Vec::new()))
+            .collect();
+        for payload in [1024usize, 2048, 4096, 8064] {
+            let c = StreamConfig {
+                payload,
+                seconds: cfg.seconds.min(1.0),
+                ..cfg.clone()
+            };
+            for x in rocelink_bench::stream(&c)? {
+                if let Some(s) = series.iter_mut().find(|s| s.0 == x.name) {
+                    s.1.push((payload as f64, x.gbps));
+                }
+            }
+        }
+        crate::plot::lines(
+            p,
+            &format!(
+                "HSB stream goodput over loopback ({} frames, GSO {}, GRO {})",
+                cfg.frame,
+                if cfg.gso { "on" } else { "off" },
+                if cfg.gro { "on" } else { "off" }
+            ),
+            "payload per packet [bytes]",
+            "Gbit/s",
+            &series,
+        )?;
+        eprintln!("rocelink: wrote {}", p.display());
     }
     Ok(ExitCode::SUCCESS)
 }

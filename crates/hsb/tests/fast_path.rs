@@ -51,6 +51,10 @@ fn receiver(dev: Ipv4Addr, host: Ipv4Addr, fast: bool, gro: bool) -> Receiver {
 }
 
 fn packets(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64) -> Vec<Vec<u8>> {
+    packets_of(dev, host, port, page, 1408)
+}
+
+fn packets_of(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64, payload: usize) -> Vec<Vec<u8>> {
     let stream = VpStream {
         vp: 0,
         qp: 0x42,
@@ -63,7 +67,7 @@ fn packets(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64) -> Vec<Vec<u8>> 
         host: SocketAddrV4::new(host, port),
         host_mac: rocelink_wire::bytes::Mac([0; 6]),
         md_disable: false,
-        payload: 1408,
+        payload,
         src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
         vlan: None,
     };
@@ -261,4 +265,35 @@ fn a_clean_stream_lands_entirely_in_place() {
     // predicted
     assert!(fs.slow <= 8, "{fs:?}");
     assert_eq!(fs.in_place + fs.slow, pk.len() as u64);
+}
+
+#[test]
+fn jumbo_packets_past_4096_bytes_are_received() {
+    // an HSB device on a 9000-byte link sends 8064-byte payloads (63 pages)
+    let dev = Ipv4Addr::new(127, 0, 81, 2);
+    let host = Ipv4Addr::new(127, 0, 81, 1);
+    let mut rx = receiver(dev, host, true, true);
+    let pk = packets_of(
+        dev,
+        host,
+        rx.local_addr().port(),
+        rx.page_size() as u64,
+        8064,
+    );
+    assert!(pk.iter().any(|p| p.len() > 8000));
+    let sock = UdpSocket::bind(
+        SocketAddr::new(IpAddr::V4(dev), rocelink_wire::hsb::DATA_SOURCE_PORT),
+        &UdpConfig::default(),
+    )
+    .unwrap();
+    send(&sock, rx.local_addr(), &pk);
+    let got = collect(&mut rx);
+    assert_eq!(got.len() as u64, FRAMES);
+    let mut frame = Vec::new();
+    for (r, data) in &got {
+        assert!(r.good(), "{r:?}");
+        Sensor::Pattern.frame(r.frame_number, WINDOW, &mut frame);
+        assert!(data.as_deref() == Some(&frame[..]));
+    }
+    assert!(rx.fast_stats().unwrap().in_place > 0);
 }

@@ -403,7 +403,9 @@ impl Receiver {
                 remote: Some(remote),
                 dest_qpn: 0,
                 rq_psn: 0,
-                mtu: Mtu::M4096,
+                // HSB sends one WRITE ONLY per packet of up to (link MTU − 74) bytes, past
+                // 4096 on jumbo links; the region bounds are what limit a write
+                mtu: Mtu::Jumbo(u16::MAX & !3),
                 min_rnr_timer: 0,
             },
         )

@@ -54,6 +54,10 @@ pub enum Mtu {
     M2048,
     /// 4096 bytes.
     M4096,
+    /// Not an InfiniBand MTU: payloads up to this many bytes, for peers that go past 4096.
+    /// An HSB device on a jumbo-frame link sends `(link MTU − 74) / 128` pages per packet
+    /// (up to 8832 bytes at 9000), which a receiver for it must accept.
+    Jumbo(u16),
 }
 
 impl Mtu {
@@ -65,6 +69,7 @@ impl Mtu {
             Mtu::M1024 => 1024,
             Mtu::M2048 => 2048,
             Mtu::M4096 => 4096,
+            Mtu::Jumbo(n) => usize::from(n).max(4),
         }
     }
     /// From a byte count (256..=4096, power of two).
@@ -78,9 +83,12 @@ impl Mtu {
             _ => return None,
         })
     }
-    /// The IB enum value 1..=5 (perftest's `MTU_SIZE(i) = 1 << (7 + i)`).
+    /// The IB enum value 1..=5 (perftest's `MTU_SIZE(i) = 1 << (7 + i)`); 5 for `Jumbo`.
     pub fn ib_enum(self) -> u8 {
-        (self.bytes().trailing_zeros() - 7) as u8
+        match self {
+            Mtu::Jumbo(_) => 5,
+            m => (m.bytes().trailing_zeros() - 7) as u8,
+        }
     }
     /// Packets a message of `len` bytes needs (at least one).
     pub fn packets(self, len: usize) -> u32 {
