@@ -181,6 +181,27 @@ pub struct RecvMeta {
 pub struct RecvBatch {
     bufs: Vec<Box<[u8]>>,
     meta: Vec<RecvMeta>,
+    sys: BatchSys,
+}
+
+/// The C structures of a `recvmmsg` call, kept between calls so a receive allocates and
+/// clears nothing.
+struct BatchSys {
+    iovs: Vec<libc::iovec>,
+    addrs: Vec<RawAddr>,
+    cmsgs: Vec<[u64; 8]>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers in `iovs` and `msgs` are set at the start of each receive, used
+// only during it, and never dereferenced in between; moving the value between threads
+// cannot make anything unsound.
+unsafe impl Send for BatchSys {}
+
+impl std::fmt::Debug for BatchSys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BatchSys")
+    }
 }
 
 impl RecvBatch {
@@ -191,6 +212,16 @@ impl RecvBatch {
                 .map(|_| vec![0u8; size].into_boxed_slice())
                 .collect(),
             meta: Vec::with_capacity(count),
+            sys: BatchSys {
+                // SAFETY: iovec, sockaddr storage and mmsghdr are plain C data (integers,
+                // arrays, pointers) for which all-zero is a valid value.
+                iovs: vec![unsafe { zeroed() }; count],
+                // SAFETY: as above.
+                addrs: vec![unsafe { zeroed() }; count],
+                cmsgs: vec![[0; 8]; count],
+                // SAFETY: as above.
+                msgs: vec![unsafe { zeroed() }; count],
+            },
         }
     }
     /// Datagrams of the last receive.
@@ -348,33 +379,31 @@ impl UdpSocket {
     }
 
     fn recv_batch_flags(&self, batch: &mut RecvBatch, flags: libc::c_int) -> io::Result<usize> {
-        const CMSG: usize = 64;
         let n = batch.bufs.len();
         batch.meta.clear();
-        let mut iovs: Vec<libc::iovec> = batch
-            .bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
+        let sys = &mut batch.sys;
+        for (iov, b) in sys.iovs.iter_mut().zip(batch.bufs.iter_mut()) {
+            *iov = libc::iovec {
                 iov_base: b.as_mut_ptr().cast(),
                 iov_len: b.len(),
-            })
-            .collect();
-        // SAFETY: all-zero is a valid RawAddr (integers only).
-        let mut addrs: Vec<RawAddr> = vec![unsafe { zeroed() }; n];
-        let mut cmsgs = vec![[0u64; CMSG / 8]; n];
-        // SAFETY: mmsghdr is plain C data; zero is a valid initial value.
-        let mut msgs: Vec<libc::mmsghdr> = vec![unsafe { zeroed() }; n];
-        for i in 0..n {
-            let h = &mut msgs[i].msg_hdr;
-            h.msg_name = (&mut addrs[i] as *mut RawAddr).cast();
+            };
+        }
+        for (i, m) in sys.msgs.iter_mut().enumerate() {
+            let h = &mut m.msg_hdr;
+            h.msg_name = (&mut sys.addrs[i] as *mut RawAddr).cast();
             h.msg_namelen = size_of::<RawAddr>() as libc::socklen_t;
-            h.msg_iov = &mut iovs[i];
+            h.msg_iov = &mut sys.iovs[i];
             h.msg_iovlen = 1;
+            h.msg_flags = 0;
             if self.gro {
-                h.msg_control = cmsgs[i].as_mut_ptr().cast();
-                h.msg_controllen = CMSG;
+                h.msg_control = sys.cmsgs[i].as_mut_ptr().cast();
+                h.msg_controllen = size_of::<[u64; 8]>();
+            } else {
+                h.msg_control = std::ptr::null_mut();
+                h.msg_controllen = 0;
             }
         }
+        let (msgs, addrs) = (&mut sys.msgs, &sys.addrs);
         // SAFETY: `msgs` holds `n` headers whose name, iovec and control pointers point into
         // `addrs`, `iovs`/`batch.bufs` and `cmsgs`, all alive and unmoved for this call, with
         // their true lengths; with MSG_DONTWAIT it does not block, with MSG_WAITFORONE it

@@ -405,7 +405,7 @@ impl Receiver {
                 rq_psn: 0,
                 // HSB sends one WRITE ONLY per packet of up to (link MTU − 74) bytes, past
                 // 4096 on jumbo links; the region bounds are what limit a write
-                mtu: Mtu::Jumbo(u16::MAX & !3),
+                mtu: Mtu::Jumbo(65_532),
                 min_rnr_timer: 0,
             },
         )
