@@ -62,7 +62,10 @@ struct Expect {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Accepted {
     pub(super) psn: u32,
+    /// Where the payload belongs.
     pub(super) va: u64,
+    /// Where the kernel put it, when that was elsewhere (moved by `sort_batch`).
+    from: Option<u64>,
     pub(super) len: u32,
     pub(super) payload_crc: u32,
     /// The frame-end immediate, for a WRITE with immediate.
@@ -83,6 +86,9 @@ pub(super) enum Item {
 pub struct FastStats {
     /// Segments placed by the kernel where the plan put them and verified in place.
     pub in_place: u64,
+    /// Segments that arrived shifted by lost packets, verified where they landed and moved
+    /// to their place (a copy within the region, instead of the slow way).
+    pub moved: u64,
     /// Segments that went the slow way (gathered, then the generic endpoint).
     pub slow: u64,
 }
@@ -236,6 +242,10 @@ impl FastPath {
     }
 
     /// Verify one segment in place; `Some` when it is exactly what the plan expected.
+    /// With `shift` = `None`, a segment whose address is past the planned one by `d` (the
+    /// packets in between were lost) is accepted too, to be moved there, and `shift` becomes
+    /// `Some(d)`; after that only segments shifted by exactly `d` are, so the moves (done in
+    /// reverse order) never overwrite a body not yet moved.
     fn check(
         &mut self,
         msg: usize,
@@ -243,18 +253,34 @@ impl FastPath {
         src: SocketAddr,
         region: &[u8],
         comb: &mut Combiner,
+        shift: &mut Option<u64>,
     ) -> Option<Accepted> {
         let j = self.rx.slot_for(msg, range.clone())?;
         let e = self.expect[j];
         let udp_len = rocelink_wire::udp::HEADER_LEN + range.len();
         let mut hs = self.prefix(udp_len, src)?;
         let h = self.rx.head(j);
+        let va = u64::from_be_bytes(h[12..20].try_into().ok()?);
+        let from = match *shift {
+            _ if va == e.va && shift.is_none() => None,
+            Some(d) if va == e.va + d => Some(e.va),
+            None if va > e.va && e.opcode == WRITE_ONLY => {
+                // moved within the same page's data area only
+                let g = self.g;
+                let page = e.va / g.page_size;
+                let end = va + u64::from(e.len);
+                if va / g.page_size != page || end > page * g.page_size + g.md_offset {
+                    return None;
+                }
+                Some(e.va)
+            }
+            _ => return None,
+        };
         if src.ip() != IpAddr::V4(self.g.device)
             || h[0] != e.opcode
             || h[1] != (e.pad as u8) << 4 // SE, M, pad, version 0
             || h[2..4] != [0xFF, 0xFF]
             || be24(&h[5..8]) != self.g.qpn
-            || u64::from_be_bytes(h[12..20].try_into().ok()?) != e.va
             || be32(&h[20..24]) != self.g.rkey
             || be32(&h[24..28]) != e.len
         {
@@ -277,31 +303,40 @@ impl FastPath {
         if trailer != c.to_le_bytes() && !cfg!(fuzzing) {
             return None;
         }
-        self.stats.in_place += 1;
+        if from.is_some() {
+            *shift = Some(va - e.va);
+            self.stats.moved += 1;
+        } else {
+            self.stats.in_place += 1;
+        }
         Some(Accepted {
             psn: be24(&h[9..12]),
-            va: e.va,
+            va,
+            from,
             len: e.len,
             payload_crc: pcrc,
             imm: (e.opcode == WRITE_ONLY_IMM).then(|| be32(&h[28..32])),
         })
     }
 
-    /// Sort the last batch's segments: those that are exactly what the plan expected, up
-    /// to the first that is not, go to `accepted`; that one and every later one are copied
-    /// out to `scratch` (`slow`) before anything is written, so applying them in arrival
-    /// order can never clobber a byte a later segment still has to be read from.
-    pub(super) fn sort_batch(&mut self, region: &[u8], comb: &mut Combiner) {
+    /// Sort the last batch's segments: those that are what the plan expected (or all
+    /// shifted forward by the same lost packets), up to the first that is not, go to
+    /// `accepted`; that one and every later one are copied out to `scratch` (`slow`) before
+    /// anything is written, so applying them in arrival order can never clobber a byte a
+    /// later segment still has to be read from. Then shifted payloads are moved to their
+    /// place, last first.
+    pub(super) fn sort_batch(&mut self, region: &mut [u8], comb: &mut Combiner) {
         self.split();
         self.accepted.clear();
         self.slow.clear();
         self.scratch.clear();
         self.cursor = 0;
         let mut missed = false;
+        let mut shift = None;
         for i in 0..self.segs.len() {
             let (m, r, src) = self.segs[i].clone();
             if !missed {
-                if let Some(a) = self.check(m, r.clone(), src, region, comb) {
+                if let Some(a) = self.check(m, r.clone(), src, region, comb, &mut shift) {
                     self.accepted.push(a);
                     continue;
                 }
@@ -311,6 +346,12 @@ impl FastPath {
             let start = self.scratch.len();
             self.rx.gather(region, m, r, &mut self.scratch);
             self.slow.push((start..self.scratch.len(), src));
+        }
+        for a in self.accepted.iter().rev() {
+            if let Some(from) = a.from {
+                let (from, len) = (from as usize, a.len as usize);
+                region.copy_within(from..from + len, a.va as usize);
+            }
         }
     }
 

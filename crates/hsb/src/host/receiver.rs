@@ -150,7 +150,8 @@ pub struct ReceiverStats {
     pub refused: u64,
     /// Datagrams (GRO segments) received.
     pub datagrams: u64,
-    /// Of those, payloads the kernel put in place and the fast path verified there.
+    /// Of those, payloads the kernel put in place (or, after a loss, next to it: then moved)
+    /// and the fast path verified.
     pub in_place: u64,
 }
 
@@ -574,7 +575,10 @@ impl Receiver {
         let qs = self.ep.qp_stats(self.qpn).unwrap_or_default();
         self.t.stats.icrc_errors = es.icrc_errors;
         self.t.stats.refused = es.unknown_qp + qs.access_violations + es.malformed + es.pkey_errors;
-        let in_place = self.fast.as_ref().map_or(0, |f| f.stats.in_place);
+        let in_place = self
+            .fast
+            .as_ref()
+            .map_or(0, |f| f.stats.in_place + f.stats.moved);
         self.t.stats.in_place = in_place;
         self.t.stats.datagrams = es.rx_datagrams + in_place;
         self.stats = self.t.stats;
@@ -688,7 +692,7 @@ impl Receiver {
                 }
                 continue;
             }
-            let region = ep.mr(lkey).map_err(io::Error::other)?.bytes();
+            let region = ep.mr_mut(lkey).map_err(io::Error::other)?.bytes_mut();
             fast.sort_batch(region, &mut t.comb);
         }
     }
