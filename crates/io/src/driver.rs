@@ -4,7 +4,7 @@
 
 use crate::pcap::{LINKTYPE_RAW, PcapWriter};
 use crate::udp::{RecvBatch, UdpSocket};
-use rocelink_transport::{Datagram, Endpoint, IcrcStatus};
+use rocelink_transport::{Datagram, Endpoint, Gather, IcrcStatus};
 use rocelink_wire::{icrc, udp};
 use std::io::{self, IoSlice, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -80,23 +80,62 @@ impl Tap {
 
 /// Datagrams at the head of `p` that can go as one GSO super-datagram: same peer, same
 /// size (the last may be shorter), at most 64 segments and 64 000 bytes.
-fn gso_run(p: &[(SocketAddr, Vec<u8>)]) -> usize {
-    let Some((dst, first)) = p.first() else {
+fn gso_run(p: &[Pending]) -> usize {
+    let Some(first) = p.first() else {
         return 0;
     };
-    let seg = first.len();
+    let seg = first.wire_len();
     let (mut n, mut total) = (1, seg);
-    for (d, b) in &p[1..] {
-        if n == 64 || d != dst || b.len() > seg || total + b.len() > 64_000 || b.is_empty() {
+    for q in &p[1..] {
+        let l = q.wire_len();
+        if n == 64 || q.dst != first.dst || l > seg || total + l > 64_000 || l == 0 {
             break;
         }
         n += 1;
-        total += b.len();
-        if b.len() < seg {
+        total += l;
+        if l < seg {
             break;
         }
     }
     n
+}
+
+/// A datagram waiting to be sent: headers (or all of it) in `buf`, the rest in a region.
+#[derive(Debug)]
+struct Pending {
+    dst: SocketAddr,
+    buf: Vec<u8>,
+    gather: Option<Gather>,
+}
+
+impl Pending {
+    fn wire_len(&self) -> usize {
+        self.buf.len() + self.gather.map_or(0, |g| g.wire_len())
+    }
+
+    /// The datagram's pieces: `buf`, then the region slice and the tail.
+    fn parts<'a>(&'a self, ep: &'a Endpoint) -> ([IoSlice<'a>; 3], usize) {
+        let empty = IoSlice::new(&[]);
+        match &self.gather {
+            None => ([IoSlice::new(&self.buf), empty, empty], 1),
+            Some(g) => {
+                // the region was there when the packet was built and nothing ran since
+                let body = ep
+                    .mr(g.lkey)
+                    .ok()
+                    .and_then(|m| m.bytes().get(g.offset..g.offset + g.len))
+                    .unwrap_or(&[]);
+                (
+                    [
+                        IoSlice::new(&self.buf),
+                        IoSlice::new(body),
+                        IoSlice::new(&g.tail[..g.tail_len]),
+                    ],
+                    3,
+                )
+            }
+        }
+    }
 }
 
 /// Counters of the driver itself.
@@ -119,7 +158,7 @@ pub struct DriverStats {
 pub struct Driver {
     sock: UdpSocket,
     batch: RecvBatch,
-    pending: Vec<(SocketAddr, Vec<u8>)>,
+    pending: Vec<Pending>,
     spare: Vec<Vec<u8>>,
     tap: Option<Tap>,
     /// Segments of the current batch already handled (the rest wait for the next run).
@@ -162,13 +201,21 @@ impl Driver {
         loop {
             while self.pending.len() < TX_BATCH {
                 let mut buf = self.spare.pop().unwrap_or_default();
-                match ep.poll_transmit(now, &mut buf) {
+                match ep.poll_transmit_gather(now, &mut buf) {
                     Some(t) => {
                         buf.truncate(t.len);
+                        let p = Pending {
+                            dst: t.dst,
+                            buf,
+                            gather: t.gather,
+                        };
                         if let Some(tap) = self.tap.as_mut() {
-                            tap.record(SocketAddr::new(local_ip, t.src_port), t.dst, &buf, 0)?;
+                            let (parts, n) = p.parts(ep);
+                            let whole: Vec<u8> =
+                                parts[..n].iter().flat_map(|s| s.iter()).copied().collect();
+                            tap.record(SocketAddr::new(local_ip, t.src_port), t.dst, &whole, 0)?;
                         }
-                        self.pending.push((t.dst, buf));
+                        self.pending.push(p);
                     }
                     None => {
                         self.spare.push(buf);
@@ -179,10 +226,10 @@ impl Driver {
             if self.pending.is_empty() {
                 return Ok(true);
             }
-            let sent = self.send_pending()?;
+            let sent = self.send_pending(ep)?;
             self.stats.tx_datagrams += sent as u64;
-            for (_, b) in self.pending.drain(..sent) {
-                self.spare.push(b);
+            for p in self.pending.drain(..sent) {
+                self.spare.push(p.buf);
             }
             if !self.pending.is_empty() {
                 self.stats.tx_stalls += 1;
@@ -194,19 +241,20 @@ impl Driver {
     /// Send `pending` in order: a run of datagrams to one peer of equal size (the last may
     /// be shorter) as one GSO super-datagram, the others with `sendmmsg`. Returns how many
     /// went out (fewer when the socket buffer is full).
-    fn send_pending(&mut self) -> io::Result<usize> {
+    fn send_pending(&mut self, ep: &Endpoint) -> io::Result<usize> {
         let p = &self.pending;
         let mut done = 0;
         while done < p.len() {
             let run = if self.gso { gso_run(&p[done..]) } else { 1 };
             if run >= 2 {
-                let parts: Vec<IoSlice<'_>> = p[done..done + run]
-                    .iter()
-                    .map(|(_, b)| IoSlice::new(b))
-                    .collect();
+                let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(3 * run);
+                for q in &p[done..done + run] {
+                    let (s, n) = q.parts(ep);
+                    parts.extend_from_slice(&s[..n]);
+                }
                 match self
                     .sock
-                    .send_gso(p[done].0, &parts, p[done].1.len() as u16)
+                    .send_gso(p[done].dst, &parts, p[done].wire_len() as u16)
                 {
                     Ok(0) => return Ok(done),
                     Ok(_) => {
@@ -222,9 +270,14 @@ impl Driver {
             while end < p.len() && (!self.gso || gso_run(&p[end..]) < 2) {
                 end += 1;
             }
-            let refs: Vec<(SocketAddr, &[u8])> =
-                p[done..end].iter().map(|(a, b)| (*a, &b[..])).collect();
-            let sent = self.sock.send_batch(&refs)?;
+            let pieces: Vec<([IoSlice<'_>; 3], usize)> =
+                p[done..end].iter().map(|q| q.parts(ep)).collect();
+            let refs: Vec<(SocketAddr, &[IoSlice<'_>])> = p[done..end]
+                .iter()
+                .zip(&pieces)
+                .map(|(q, (s, n))| (q.dst, &s[..*n]))
+                .collect();
+            let sent = self.sock.send_batch_parts(&refs)?;
             self.stats.tx_batches += 1;
             done += sent;
             if sent < refs.len() {

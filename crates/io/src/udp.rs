@@ -449,28 +449,34 @@ impl UdpSocket {
     /// Send each `(dst, bytes)` as one datagram with `sendmmsg`. Returns how many went out
     /// (fewer when the socket buffer is full).
     pub fn send_batch(&self, pkts: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
+        let parts: Vec<[IoSlice<'_>; 1]> = pkts.iter().map(|(_, b)| [IoSlice::new(b)]).collect();
+        let refs: Vec<(SocketAddr, &[IoSlice<'_>])> = pkts
+            .iter()
+            .zip(&parts)
+            .map(|((a, _), p)| (*a, &p[..]))
+            .collect();
+        self.send_batch_parts(&refs)
+    }
+
+    /// Send each `(dst, parts)` as one datagram gathered from its parts, with `sendmmsg`.
+    /// Returns how many went out (fewer when the socket buffer is full).
+    pub fn send_batch_parts(&self, pkts: &[(SocketAddr, &[IoSlice<'_>])]) -> io::Result<usize> {
         if pkts.is_empty() {
             return Ok(0);
         }
         let mut addrs: Vec<(RawAddr, libc::socklen_t)> =
             pkts.iter().map(|(a, _)| raw_addr(*a)).collect();
-        let mut iovs: Vec<libc::iovec> = pkts
-            .iter()
-            .map(|(_, b)| libc::iovec {
-                iov_base: b.as_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
         // SAFETY: mmsghdr is plain C data; zero is a valid initial value.
         let mut msgs: Vec<libc::mmsghdr> = vec![unsafe { zeroed() }; pkts.len()];
         for (i, m) in msgs.iter_mut().enumerate() {
             m.msg_hdr.msg_name = (&mut addrs[i].0 as *mut RawAddr).cast();
             m.msg_hdr.msg_namelen = addrs[i].1;
-            m.msg_hdr.msg_iov = &mut iovs[i];
-            m.msg_hdr.msg_iovlen = 1;
+            // IoSlice is ABI-compatible with iovec; the kernel only reads the iovecs
+            m.msg_hdr.msg_iov = pkts[i].1.as_ptr() as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = pkts[i].1.len();
         }
-        // SAFETY: every header points at a live address and a live iovec over a caller
-        // slice; the kernel only reads them (iov_base is cast to *mut only for the C type).
+        // SAFETY: every header points at a live address and at the caller's live iovecs
+        // over live slices; the kernel only reads them (the *mut casts are for the C type).
         let r = unsafe {
             libc::sendmmsg(
                 self.sock.as_raw_fd(),

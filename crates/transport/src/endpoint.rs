@@ -94,6 +94,33 @@ pub struct Transmit {
     pub len: usize,
     /// The QP it belongs to.
     pub qpn: u32,
+    /// From [`Endpoint::poll_transmit_gather`]: the buffer holds the headers only, and the
+    /// datagram continues with this region slice and tail.
+    pub gather: Option<Gather>,
+}
+
+/// The rest of a datagram whose payload stays in a memory region: send the headers, then
+/// `len` bytes at `offset` of the region with `lkey`, then `tail[..tail_len]` (pad and ICRC,
+/// already computed over the region bytes) — as separate iovecs, with no staging copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Gather {
+    /// Local key of the region.
+    pub lkey: u32,
+    /// Byte offset of the payload in the region.
+    pub offset: usize,
+    /// Payload bytes.
+    pub len: usize,
+    /// Zero pad then the ICRC (little-endian).
+    pub tail: [u8; 8],
+    /// Bytes of `tail` used.
+    pub tail_len: usize,
+}
+
+impl Gather {
+    /// Bytes this part adds to the datagram.
+    pub fn wire_len(&self) -> usize {
+        self.len + self.tail_len
+    }
 }
 
 /// A user-space RoCE v2 endpoint (see the crate documentation).
@@ -312,6 +339,23 @@ impl Endpoint {
     /// a QP, responses (ACK/NAK/READ responses) and requests alternate when both are ready,
     /// a request first after a response.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.poll_transmit_inner(now, buf, false)
+    }
+
+    /// As [`Endpoint::poll_transmit`], but a request whose payload comes from a memory
+    /// region leaves it there: `buf` gets the headers and [`Transmit::gather`] says which
+    /// region bytes and tail follow (for a gather send). The ICRC is computed over the
+    /// region bytes, which must not change until the datagram is sent.
+    pub fn poll_transmit_gather(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.poll_transmit_inner(now, buf, true)
+    }
+
+    fn poll_transmit_inner(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        gather: bool,
+    ) -> Option<Transmit> {
         let n = self.order.len();
         let Endpoint {
             qps,
@@ -327,14 +371,20 @@ impl Endpoint {
             let Some(q) = qps.get_mut(&qpn) else { continue };
             let out = if q.response_turn {
                 q.poll_response(mrs, buf)
-                    .map(|o| (o, false))
-                    .or_else(|| q.poll_request(now, mrs, buf, sinks).map(|o| (o, true)))
+                    .map(|(d, l)| ((d, l, None), false))
+                    .or_else(|| {
+                        q.poll_request(now, mrs, buf, sinks, gather)
+                            .map(|o| (o, true))
+                    })
             } else {
-                q.poll_request(now, mrs, buf, sinks)
+                q.poll_request(now, mrs, buf, sinks, gather)
                     .map(|o| (o, true))
-                    .or_else(|| q.poll_response(mrs, buf).map(|o| (o, false)))
+                    .or_else(|| {
+                        q.poll_response(mrs, buf)
+                            .map(|(d, l)| ((d, l, None), false))
+                    })
             };
-            if let Some(((dst, len), request)) = out {
+            if let Some(((dst, len, gather), request)) = out {
                 q.response_turn = request;
                 *rr = (*rr + i + 1) % n;
                 stats.tx_datagrams += 1;
@@ -343,6 +393,7 @@ impl Endpoint {
                     src_port: q.local.port(),
                     len,
                     qpn,
+                    gather,
                 });
             }
         }

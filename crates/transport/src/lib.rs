@@ -58,7 +58,9 @@ pub mod sim;
 mod stats;
 mod wr;
 
-pub use endpoint::{Datagram, Endpoint, EndpointConfig, IcrcPolicy, IcrcStatus, SrcPort, Transmit};
+pub use endpoint::{
+    Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, SrcPort, Transmit,
+};
 pub use mr::{Access, AccessError, MemoryRegion, MrKeys, MrTable};
 pub use qp::{Modify, Mtu, QpInit, QpState, QpType};
 pub use stats::{EndpointStats, QpStats};

@@ -340,6 +340,33 @@ impl Qp {
     }
 }
 
+/// Write only the headers of `ib` into `buf`, and return their length with the tail (zero
+/// pad, then the ICRC computed over headers + `payload` + pad for a datagram from `src` to
+/// `dst`) — for a gather send that takes `payload` from where it is.
+pub(crate) fn build_headers(
+    buf: &mut Vec<u8>,
+    ib: &IbRepr,
+    payload: &[u8],
+    src: SocketAddr,
+    dst: SocketAddr,
+) -> (usize, [u8; 8], usize) {
+    let h = ib.header_len();
+    buf.resize(h, 0);
+    ib.emit_headers(buf);
+    let pad = ib.buffer_len() - h - payload.len() - rocelink_wire::ib::ICRC_LEN;
+    let mut tail = [0u8; 8];
+    // as in build_packet, a failure would be a bug: leave the ICRC zero rather than panic
+    if let Some(bth) = buf.get(..rocelink_wire::ib::BTH_LEN)
+        && let Ok(mut hs) = icrc::socket_hasher(src, dst, ib.buffer_len(), bth)
+    {
+        hs.update(&buf[rocelink_wire::ib::BTH_LEN..h]);
+        hs.update(payload);
+        hs.update(&tail[..pad]);
+        tail[pad..pad + 4].copy_from_slice(&hs.finalize().to_le_bytes());
+    }
+    (h, tail, pad + 4)
+}
+
 /// Write `ib` (headers from the repr, `payload`, zero pad) and its ICRC for a datagram from
 /// `src` to `dst` into `buf`. Returns the datagram length.
 pub(crate) fn build_packet(

@@ -1,7 +1,7 @@
 //! The send side of a QP: segmentation, PSNs, AckReq, ACK/NAK handling, go-back-N
 //! retransmission, RNR back-off, READ responses (RC); fire-and-forget (UC, UD).
 
-use super::{Qp, QpState, QpType, Sinks, build_packet};
+use super::{Qp, QpState, QpType, Sinks, build_headers, build_packet};
 use crate::mr::{Access, MrTable};
 use crate::wr::{SendOp, SendWr, WcStatus};
 use rocelink_wire::ib::ext::{AethKind, NakCode, RNR_TIMER_USEC};
@@ -267,7 +267,8 @@ impl Qp {
         mrs: &MrTable,
         buf: &mut Vec<u8>,
         sinks: &mut Sinks,
-    ) -> Option<(SocketAddr, usize)> {
+        gather: bool,
+    ) -> Option<(SocketAddr, usize, Option<crate::Gather>)> {
         if self.state != QpState::Rts || self.req.rnr_deadline.is_some() {
             return None;
         }
@@ -397,7 +398,23 @@ impl Qp {
         };
         ib.payload_len = plen;
         ib.bth.pad_count = rocelink_wire::ib::pad_for(plen);
-        let n = build_packet(buf, &ib, payload, self.local, dst);
+        let (n, g) = match mrs
+            .get(w.wr.sge.lkey)
+            .and_then(|m| m.offset_of(w.wr.sge.va + off as u64, plen as u64))
+        {
+            Ok(offset) if gather && plen > 0 => {
+                let (n, tail, tail_len) = build_headers(buf, &ib, payload, self.local, dst);
+                let g = crate::Gather {
+                    lkey: w.wr.sge.lkey,
+                    offset,
+                    len: plen,
+                    tail,
+                    tail_len,
+                };
+                (n, Some(g))
+            }
+            _ => (build_packet(buf, &ib, payload, self.local, dst), None),
+        };
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += plen as u64;
         let wq = &mut self.req.sq[idx];
@@ -434,7 +451,7 @@ impl Qp {
                 }
             }
         }
-        Some((dst, n))
+        Some((dst, n, g))
     }
 
     /// Complete finished WQEs from the front, in order.
