@@ -94,6 +94,10 @@ pub(crate) struct EmulateArgs {
     /// Link speed that spreads a frame's packets (Gbit/s).
     #[arg(long, default_value_t = 10.0)]
     link_gbps: f64,
+    /// One datagram per packet instead of gather-GSO runs (a packet filter in between then
+    /// sees, and can drop, packets one by one as on a wire).
+    #[arg(long)]
+    no_gso: bool,
     /// Stop after N frames.
     #[arg(long)]
     frames: Option<u64>,
@@ -149,6 +153,7 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
         (None, None) => Pacing::Fps(30.0),
     };
     cfg.link_gbps = a.link_gbps;
+    cfg.gso = !a.no_gso;
     cfg.frames = a.frames;
     cfg.run_for = a.seconds.map(Duration::from_secs_f64);
     cfg.pcap = a.pcap.clone();

@@ -467,6 +467,8 @@ fn netns_enumerate_set_ip_all_sensors_and_loss() {
             "60",
             "--seconds",
             "120",
+            // per-packet loss as on a wire: the filter must see packets, not GSO runs
+            "--no-gso",
         ],
     );
     let out = run_ok(rocelink(

@@ -6,13 +6,13 @@
 //! `IP_PMTUDISC_DO`, so the kernel writes the FPGA's IPv4 header (ToS 0, ID 0, DF, TTL 64)
 //! and the ICRC computed in user space is exact for any receiver.
 
-use crate::device::packetizer::{Packetizer, PacketizerOptions, Ptp};
+use crate::device::packetizer::{OutPacket, Packetizer, PacketizerOptions, Ptp};
 use crate::device::window::SensorWindow;
 use crate::device::{DeviceConfig, DeviceCore, VpStream};
 use crate::sensor::Sensor;
 use rocelink_io::driver::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket as RoceSocket};
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -55,6 +55,10 @@ pub struct EmulatorConfig {
     pub packetizer: PacketizerOptions,
     /// Record every datagram sent and received.
     pub pcap: Option<std::path::PathBuf>,
+    /// Send runs of equal packets as one gather-GSO super-datagram (one system call, no
+    /// staging copy). Off: one datagram per packet (`sendmmsg`), which is also what a
+    /// packet filter in between sees one by one.
+    pub gso: bool,
 }
 
 impl EmulatorConfig {
@@ -77,6 +81,7 @@ impl EmulatorConfig {
             word_bytes: 8,
             packetizer: PacketizerOptions::default(),
             pcap: None,
+            gso: true,
         }
     }
 }
@@ -167,7 +172,7 @@ pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorSt
     let mut vps: Vec<Option<VpState>> = (0..cfg.device.virtual_ports).map(|_| None).collect();
     let mut buf = [0u8; 2048];
     let mut frame_buf = Vec::new();
-    let mut pkts: Vec<Vec<u8>> = Vec::new();
+    let mut pkts: Vec<OutPacket> = Vec::new();
     let mut psn_seed = (SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -320,8 +325,18 @@ pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorSt
             pkts.clear();
             let ptp = ptp_now();
             let (win, pk) = (&mut st.window, &mut st.packetizer);
-            win.feed(&frame_buf, tlast, |piece, end| {
-                if pk.push(piece, end, ptp, &mut pkts).is_some() && vp == 0 {
+            let fb = &frame_buf;
+            win.feed(fb, tlast, |piece, end| {
+                // pieces of the frame buffer are sent from where they are (gather); the
+                // window's zero padding is staged
+                let base = fb.as_ptr() as usize;
+                let at = (piece.as_ptr() as usize).wrapping_sub(base);
+                let summary = if at <= fb.len() && piece.len() <= fb.len() - at {
+                    pk.push_from(fb, at..at + piece.len(), end, ptp, &mut pkts)
+                } else {
+                    pk.push_owned(piece, end, ptp, &mut pkts)
+                };
+                if summary.is_some() && vp == 0 {
                     stats.frames += 1;
                 }
             });
@@ -332,7 +347,9 @@ pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorSt
                 &socks.data,
                 dst,
                 &pkts,
+                &frame_buf,
                 cfg.link_gbps,
+                cfg.gso,
                 tap.as_mut().map(|t| (t, src)),
             )?;
             stats.packets += pkts.len() as u64;
@@ -369,31 +386,71 @@ fn send_events(core: &mut DeviceCore, sock: &UdpSocket, stats: &mut EmulatorStat
     }
 }
 
-/// Send `pkts` to `dst` in batches of 32, spreading them at `gbps`. Returns payload bytes.
+/// Send `pkts` (gather packets point into `src`) to `dst`, spreading them at `gbps`: runs of
+/// equal-sized packets (up to 16, under 64 KB) as one gather-GSO `sendmsg` — header, the
+/// frame's bytes where they are, pad and ICRC — the rest with `sendmmsg`. Returns bytes sent.
 fn send_paced(
     sock: &RoceSocket,
     dst: SocketAddr,
-    pkts: &[Vec<u8>],
+    pkts: &[OutPacket],
+    src: &[u8],
     gbps: f64,
+    gso: bool,
     mut tap: Option<(&mut Tap, SocketAddr)>,
 ) -> io::Result<u64> {
     let t0 = Instant::now();
     let mut sent = 0usize;
     let mut bytes = 0u64;
     while sent < pkts.len() {
-        let batch: Vec<(SocketAddr, &[u8])> = pkts[sent..(sent + 32).min(pkts.len())]
+        let seg = pkts[sent].wire_len();
+        let mut run = 1;
+        while gso
+            && sent + run < pkts.len()
+            && run < 16
+            && pkts[sent + run].wire_len() == seg
+            && (run + 1) * seg <= 64_000
+        {
+            run += 1;
+        }
+        let parts: Vec<IoSlice<'_>> = pkts[sent..sent + run]
             .iter()
-            .map(|p| (dst, &p[..]))
+            .flat_map(|p| p.parts(src))
+            .filter(|b| !b.is_empty())
+            .map(IoSlice::new)
             .collect();
-        let n = sock.send_batch(&batch)?;
+        let n = if run > 1 {
+            match sock.send_gso(dst, &parts, seg as u16) {
+                Ok(0) => 0,
+                Ok(_) => run,
+                // no segmentation here: the same packets one datagram each
+                Err(_) => {
+                    let each: Vec<Vec<IoSlice<'_>>> = pkts[sent..sent + run]
+                        .iter()
+                        .map(|p| {
+                            p.parts(src)
+                                .into_iter()
+                                .filter(|b| !b.is_empty())
+                                .map(IoSlice::new)
+                                .collect()
+                        })
+                        .collect();
+                    let refs: Vec<(SocketAddr, &[IoSlice<'_>])> =
+                        each.iter().map(|v| (dst, &v[..])).collect();
+                    sock.send_batch_parts(&refs)?
+                }
+            }
+        } else {
+            let one: [(SocketAddr, &[IoSlice<'_>]); 1] = [(dst, &parts)];
+            sock.send_batch_parts(&one)?
+        };
         if n == 0 {
             sock.wait_writable(Some(Duration::from_millis(5)))?;
             continue;
         }
         for p in &pkts[sent..sent + n] {
-            bytes += p.len() as u64;
-            if let Some((t, src)) = tap.as_mut() {
-                t.record(*src, dst, p, 0)?;
+            bytes += p.wire_len() as u64;
+            if let Some((t, from)) = tap.as_mut() {
+                t.record(*from, dst, &p.to_vec(src), 0)?;
             }
         }
         sent += n;

@@ -41,6 +41,62 @@ pub struct WindowSummary {
     pub packets: u32,
 }
 
+/// One packet of [`Packetizer::push_from`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutPacket {
+    /// The whole UDP payload (BTH … ICRC).
+    Whole(Vec<u8>),
+    /// Headers, then bytes `range` of the buffer given to `push_from` (left where they are),
+    /// then `tail[..tail_len]` (zero pad and the ICRC, computed over those bytes).
+    Gather {
+        /// BTH, RETH (and immediate).
+        head: Vec<u8>,
+        /// The payload's bytes in the caller's buffer.
+        range: std::ops::Range<usize>,
+        /// Pad, then the ICRC.
+        tail: [u8; 8],
+        /// Bytes of `tail` used.
+        tail_len: usize,
+    },
+}
+
+impl OutPacket {
+    /// Bytes on the wire (UDP payload).
+    pub fn wire_len(&self) -> usize {
+        match self {
+            OutPacket::Whole(b) => b.len(),
+            OutPacket::Gather {
+                head,
+                range,
+                tail_len,
+                ..
+            } => head.len() + range.len() + tail_len,
+        }
+    }
+
+    /// The packet's pieces, with `src` the buffer given to `push_from`.
+    pub fn parts<'a>(&'a self, src: &'a [u8]) -> [&'a [u8]; 3] {
+        match self {
+            OutPacket::Whole(b) => [b, &[], &[]],
+            OutPacket::Gather {
+                head,
+                range,
+                tail,
+                tail_len,
+            } => [
+                head,
+                src.get(range.clone()).unwrap_or(&[]),
+                &tail[..*tail_len],
+            ],
+        }
+    }
+
+    /// The whole packet as one buffer.
+    pub fn to_vec(&self, src: &[u8]) -> Vec<u8> {
+        self.parts(src).concat()
+    }
+}
+
 /// Turns windows into packets for one virtual port.
 #[derive(Debug)]
 pub struct Packetizer {
@@ -95,14 +151,16 @@ impl Packetizer {
         self.s.base + u64::from(self.page()) * self.s.page_stride
     }
 
-    /// Emit one packet into `out` as a UDP payload.
+    /// Emit one packet into `out` as a UDP payload; with `from`, the payload is
+    /// `src[from]` and stays there (a gather packet).
     fn emit(
         &mut self,
         opcode: Opcode,
         va: u64,
         imm: Option<u32>,
         payload: &[u8],
-        out: &mut Vec<Vec<u8>>,
+        out: &mut Vec<OutPacket>,
+        from: Option<std::ops::Range<usize>>,
     ) {
         let ib = IbRepr {
             bth: BthRepr {
@@ -121,16 +179,40 @@ impl Packetizer {
             payload_len: payload.len(),
             ..Default::default()
         };
-        let mut b = vec![0u8; ib.buffer_len()];
-        ib.emit(&mut b, payload);
-        // both addresses are IPv4 and the packet is far below 64 KiB: cannot fail
-        let _ = icrc::fill_socket(self.src, self.dst, &mut b);
-        out.push(b);
+        match from {
+            None => {
+                let mut b = vec![0u8; ib.buffer_len()];
+                ib.emit(&mut b, payload);
+                // both addresses are IPv4 and the packet is far below 64 KiB: cannot fail
+                let _ = icrc::fill_socket(self.src, self.dst, &mut b);
+                out.push(OutPacket::Whole(b));
+            }
+            Some(range) => {
+                let mut head = vec![0u8; ib.header_len()];
+                ib.emit_headers(&mut head);
+                let pad = ib.buffer_len() - head.len() - payload.len() - 4;
+                let mut tail = [0u8; 8];
+                if let Ok(mut h) =
+                    icrc::socket_hasher(self.src, self.dst, ib.buffer_len(), &head[..12])
+                {
+                    h.update(&head[12..]);
+                    h.update(payload);
+                    h.update(&tail[..pad]);
+                    tail[pad..pad + 4].copy_from_slice(&h.finalize().to_le_bytes());
+                }
+                out.push(OutPacket::Gather {
+                    head,
+                    range,
+                    tail,
+                    tail_len: pad + 4,
+                });
+            }
+        }
         self.psn = psn::add(self.psn, 1);
         self.packets += 1;
     }
 
-    fn flush_staged(&mut self, last: bool, out: &mut Vec<Vec<u8>>) {
+    fn flush_staged(&mut self, last: bool, out: &mut Vec<OutPacket>) {
         let va = self.page_base() + self.offset;
         let staged = std::mem::take(&mut self.staged);
         if last && self.s.md_disable {
@@ -141,9 +223,10 @@ impl Packetizer {
                 Some(imm),
                 &staged,
                 out,
+                None,
             );
         } else if !staged.is_empty() {
-            self.emit(Opcode::UC_RDMA_WRITE_ONLY, va, None, &staged, out);
+            self.emit(Opcode::UC_RDMA_WRITE_ONLY, va, None, &staged, out, None);
         }
         self.offset += staged.len() as u64;
         self.staged = staged;
@@ -159,19 +242,82 @@ impl Packetizer {
         now: Ptp,
         out: &mut Vec<Vec<u8>>,
     ) -> Option<WindowSummary> {
-        if !bytes.is_empty() && self.sof.is_none() {
+        let mut pk = Vec::new();
+        let r = self.push_inner(bytes, 0..bytes.len(), end, now, &mut pk, false);
+        out.extend(pk.into_iter().map(|p| match p {
+            OutPacket::Whole(b) => b,
+            g => g.to_vec(bytes),
+        }));
+        r
+    }
+
+    /// As [`Packetizer::push`], appending [`OutPacket::Whole`] packets to `out` (for bytes
+    /// that do not live in the buffer the gather packets of `push_from` point into).
+    pub fn push_owned(
+        &mut self,
+        bytes: &[u8],
+        end: Option<u32>,
+        now: Ptp,
+        out: &mut Vec<OutPacket>,
+    ) -> Option<WindowSummary> {
+        self.push_inner(bytes, 0..bytes.len(), end, now, out, false)
+    }
+
+    /// As [`Packetizer::push`] for the window bytes `src[range]`, but a packet whose payload
+    /// lies whole inside them is a [`OutPacket::Gather`] that points into `src` instead of
+    /// copying it (send it with gather I/O before `src` changes); the rest are staged.
+    pub fn push_from(
+        &mut self,
+        src: &[u8],
+        range: std::ops::Range<usize>,
+        end: Option<u32>,
+        now: Ptp,
+        out: &mut Vec<OutPacket>,
+    ) -> Option<WindowSummary> {
+        self.push_inner(src, range, end, now, out, true)
+    }
+
+    fn push_inner(
+        &mut self,
+        src: &[u8],
+        range: std::ops::Range<usize>,
+        end: Option<u32>,
+        now: Ptp,
+        out: &mut Vec<OutPacket>,
+        gather: bool,
+    ) -> Option<WindowSummary> {
+        let range = range.start.min(src.len())..range.end.min(src.len());
+        if !range.is_empty() && self.sof.is_none() {
             self.sof = Some(now);
         }
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            if self.staged.len() == self.s.payload {
+        let p = self.s.payload;
+        let mut pos = range.start;
+        while pos < range.end {
+            if self.staged.len() == p {
                 // more data follows: this full packet is not the window's last
                 self.flush_staged(false, out);
             }
-            let take = (self.s.payload - self.staged.len()).min(rest.len());
-            self.staged.extend_from_slice(&rest[..take]);
-            self.crc.update(&rest[..take]);
-            rest = &rest[take..];
+            if gather && self.staged.is_empty() && range.end - pos > p {
+                // a whole packet that is not the window's last, straight from `src`
+                let chunk = pos..pos + p;
+                self.crc.update(&src[chunk.clone()]);
+                let va = self.page_base() + self.offset;
+                self.emit(
+                    Opcode::UC_RDMA_WRITE_ONLY,
+                    va,
+                    None,
+                    &src[chunk.clone()],
+                    out,
+                    Some(chunk),
+                );
+                self.offset += p as u64;
+                pos += p;
+                continue;
+            }
+            let take = (p - self.staged.len()).min(range.end - pos);
+            self.staged.extend_from_slice(&src[pos..pos + take]);
+            self.crc.update(&src[pos..pos + take]);
+            pos += take;
         }
         let flags = end?;
         self.flush_staged(true, out);
@@ -201,6 +347,7 @@ impl Packetizer {
                 Some(imm),
                 &rec,
                 out,
+                None,
             );
         }
         let summary = WindowSummary {
@@ -246,6 +393,46 @@ mod tests {
         }
         d.write(regs::hif_reg(0, hif::VP_MASK), 1);
         d.vp_stream(0).unwrap()
+    }
+
+    #[test]
+    fn gather_packets_equal_staged_ones() {
+        // windows that end on, before and after packet boundaries, odd sizes (pad), both
+        // metadata modes, bytes fed in uneven pieces
+        let mut gathers = 0;
+        for (window, md_disable) in [(3000u32, false), (2816, true), (1407, false), (50, true)] {
+            let s = stream(window, md_disable);
+            let ip = Ipv4Addr::new(192, 168, 0, 2);
+            let mut a = Packetizer::new(s, ip, 77, PacketizerOptions::default());
+            let mut b = Packetizer::new(s, ip, 77, PacketizerOptions::default());
+            let frame: Vec<u8> = (0..window as usize * 3)
+                .map(|i| (i * 7 % 253) as u8)
+                .collect();
+            for w in frame.chunks(window as usize) {
+                let mut staged = Vec::new();
+                let mut out = Vec::new();
+                let mut at = 0;
+                for piece in [w.len() / 3, w.len() / 3 + 1, w.len()] {
+                    let piece = piece.min(w.len());
+                    let end = (piece == w.len()).then_some(0);
+                    let sa = a.push(&w[at..piece], end, (1, 2), &mut staged);
+                    let base = w.as_ptr() as usize - frame.as_ptr() as usize;
+                    let sb = b.push_from(&frame, base + at..base + piece, end, (1, 2), &mut out);
+                    assert_eq!(sa, sb);
+                    at = piece;
+                }
+                let gathered: Vec<Vec<u8>> = out.iter().map(|p| p.to_vec(&frame)).collect();
+                assert_eq!(gathered, staged, "window {window} md_disable {md_disable}");
+                gathers += out
+                    .iter()
+                    .filter(|p| matches!(p, OutPacket::Gather { .. }))
+                    .count();
+                for p in &out {
+                    assert_eq!(p.wire_len(), p.to_vec(&frame).len());
+                }
+            }
+        }
+        assert!(gathers > 0, "whole packets inside a piece are gathered");
     }
 
     #[test]
