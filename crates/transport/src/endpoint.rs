@@ -336,8 +336,9 @@ impl Endpoint {
     }
 
     /// Write the next datagram (BTH … ICRC) into `buf`. QPs are served round-robin; within
-    /// a QP, responses (ACK/NAK/READ responses) and requests alternate when both are ready,
-    /// a request first after a response.
+    /// a QP a ready request goes first (a reply the application posted leaves ahead of the
+    /// ACK of what it answers, and both can share one GSO send), but a response passed over
+    /// once goes next, so under a stream of requests the two alternate and neither starves.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.poll_transmit_inner(now, buf, false)
     }
@@ -369,7 +370,8 @@ impl Endpoint {
         for i in 0..n {
             let qpn = order[(*rr + i) % n];
             let Some(q) = qps.get_mut(&qpn) else { continue };
-            let out = if q.response_turn {
+            let response_ready = q.has_response();
+            let out = if q.response_turn && response_ready {
                 q.poll_response(mrs, buf)
                     .map(|(d, l)| ((d, l, None), false))
                     .or_else(|| {
@@ -385,7 +387,8 @@ impl Endpoint {
                     })
             };
             if let Some(((dst, len, gather), request)) = out {
-                q.response_turn = request;
+                // a response passed over by a request goes next; otherwise requests first
+                q.response_turn = request && response_ready;
                 *rr = (*rr + i + 1) % n;
                 stats.tx_datagrams += 1;
                 return Some(Transmit {

@@ -176,9 +176,7 @@ pub(crate) struct Qp {
     pub(crate) report_writes: bool,
     /// CRC-32 of the payload of the packet being handled (from the ICRC pass).
     pub(crate) rx_payload_crc: u32,
-    /// With both a response and a request ready, send the response first (set after a
-    /// request went out): the two alternate, so neither starves, and a request the
-    /// application posted in answer to a packet leaves ahead of that packet's ACK.
+    /// A response was passed over for a request: it goes first next time.
     pub(crate) response_turn: bool,
     /// Our address as the peer sees it (IP of the endpoint, UDP source port of this QP).
     pub(crate) local: SocketAddr,
@@ -332,6 +330,11 @@ impl Qp {
             src_qp: 0,
             src: None,
         }
+    }
+
+    /// A response (ACK, NAK, READ response) is waiting to be sent.
+    pub(crate) fn has_response(&self) -> bool {
+        self.resp.has_output()
     }
 
     /// Earliest timer of this QP.

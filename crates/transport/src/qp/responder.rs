@@ -56,6 +56,11 @@ pub(crate) struct Responder {
 }
 
 impl Responder {
+    /// Something is waiting to be sent.
+    pub(crate) fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
     /// Forget everything but the ACKs/NAKs still to be sent (a fatal NAK must go out).
     pub(crate) fn clear(&mut self) {
         self.msg = None;
