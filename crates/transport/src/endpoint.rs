@@ -343,7 +343,8 @@ impl Endpoint {
         self.poll_transmit_inner(now, buf, false)
     }
 
-    /// As [`Endpoint::poll_transmit`], but a request whose payload comes from a memory
+    /// As [`Endpoint::poll_transmit`], but a request whose payload (512 bytes or more; a
+    /// smaller one is cheaper to copy than to send as its own iovec) comes from a memory
     /// region leaves it there: `buf` gets the headers and [`Transmit::gather`] says which
     /// region bytes and tail follow (for a gather send). The ICRC is computed over the
     /// region bytes, which must not change until the datagram is sent.

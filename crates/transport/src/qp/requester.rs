@@ -10,6 +10,9 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+/// Payloads from this size on are left in their region by `poll_transmit_gather`.
+const GATHER_MIN: usize = 512;
+
 /// A send WR in flight.
 #[derive(Debug, Clone)]
 pub(crate) struct SendWqe {
@@ -402,7 +405,8 @@ impl Qp {
             .get(w.wr.sge.lkey)
             .and_then(|m| m.offset_of(w.wr.sge.va + off as u64, plen as u64))
         {
-            Ok(offset) if gather && plen > 0 => {
+            // small payloads are cheaper copied than sent as separate iovecs
+            Ok(offset) if gather && plen >= GATHER_MIN => {
                 let (n, tail, tail_len) = build_headers(buf, &ib, payload, self.local, dst);
                 let g = crate::Gather {
                     lkey: w.wr.sge.lkey,
