@@ -58,6 +58,8 @@ pub struct StreamConfig {
     pub batch: usize,
     /// rocelink spins on the socket instead of sleeping.
     pub busy_poll: bool,
+    /// Socket receive buffer of the sink and of rocelink's receiver (recv1 gets HSB's).
+    pub rcvbuf: usize,
 }
 
 impl Default for StreamConfig {
@@ -75,6 +77,7 @@ impl Default for StreamConfig {
             receivers: RECEIVERS.to_vec(),
             batch: 0,
             busy_poll: false,
+            rcvbuf: 64 << 20,
         }
     }
 }
@@ -311,7 +314,7 @@ fn rocelink_rx(
     );
     rc.pages = PAGES;
     rc.qp_rkey = Some((QP, RKEY));
-    rc.recv_buffer = 64 << 20;
+    rc.recv_buffer = cfg.rcvbuf;
     rc.gro = cfg.gro;
     rc.fast_path = fast_path;
     rc.batch = cfg.batch;
@@ -352,7 +355,7 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
                 let sock = UdpSocket::bind(
                     SocketAddr::new(IpAddr::V4(c.host), 0),
                     &UdpConfig {
-                        recv_buffer: 64 << 20,
+                        recv_buffer: c.rcvbuf,
                         gro: c.gro,
                         ..UdpConfig::default()
                     },

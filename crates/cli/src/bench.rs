@@ -305,6 +305,10 @@ pub(crate) struct StreamArgs {
     /// rocelink's receiver spins on its socket instead of sleeping.
     #[arg(long)]
     busy_poll: bool,
+    /// Socket receive buffer of the sink and of rocelink's receiver, bytes (recv1 gets
+    /// HSB's: the frame size rounded up to 64 KiB).
+    #[arg(long, default_value_t = 64 << 20)]
+    rcvbuf: usize,
     /// Also draw goodput against payload size (1024, 2048, 4096, 8064 bytes; at most 1 s
     /// per receiver and size) to this SVG.
     #[arg(long)]
@@ -396,6 +400,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             .collect::<Result<_>>()?,
         batch: a.batch,
         busy_poll: a.busy_poll,
+        rcvbuf: a.rcvbuf,
         ..StreamConfig::default()
     };
     let r = rocelink_bench::stream(&cfg)?;
