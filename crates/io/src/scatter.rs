@@ -128,6 +128,27 @@ impl ScatterRx {
         per_msg: usize,
         msgs: usize,
     ) -> io::Result<usize> {
+        self.recv_wait(sock, region, plan, per_msg, msgs, None)
+    }
+
+    /// As [`ScatterRx::recv`], but with `wait`, sleeps up to about that long for the first
+    /// datagram inside the call (one system call instead of poll + receive).
+    pub fn recv_wait(
+        &mut self,
+        sock: &UdpSocket,
+        region: &mut [u8],
+        plan: &[Slot],
+        per_msg: usize,
+        msgs: usize,
+        wait: Option<std::time::Duration>,
+    ) -> io::Result<usize> {
+        let flags = match wait {
+            Some(w) => {
+                sock.arm_recv_timeout(w)?;
+                libc::MSG_WAITFORONE
+            }
+            None => libc::MSG_DONTWAIT,
+        };
         let msgs = msgs.clamp(1, MAX_MSGS);
         let plan = &plan[..plan.len().min(per_msg * msgs)];
         let mut end = 0;
@@ -203,13 +224,14 @@ impl ScatterRx {
         // SAFETY: message headers 0..msgs point at live address storage, control buffers and
         // iovecs; the iovecs point into `self.heads`/`self.tails`/`self.spill` (not resized
         // until the call returns) and into disjoint ranges of `region`, which is mutably
-        // borrowed for the whole call. MSG_DONTWAIT makes the call non-blocking.
+        // borrowed for the whole call. With MSG_DONTWAIT the call does not block; with
+        // MSG_WAITFORONE it blocks until the first datagram or the receive timeout.
         let r = unsafe {
             libc::recvmmsg(
                 sock.raw_fd(),
                 self.msgs.as_mut_ptr(),
                 msgs as libc::c_uint,
-                libc::MSG_DONTWAIT,
+                flags,
                 std::ptr::null_mut(),
             )
         };
@@ -217,7 +239,9 @@ impl ScatterRx {
         if r < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::Interrupted
+                | io::ErrorKind::TimedOut => Ok(0),
                 _ => Err(e),
             };
         }

@@ -366,6 +366,13 @@ impl UdpSocket {
     /// when the wanted timeout differs a lot from the armed one, so this may return empty
     /// up to 4× early, never late. Returns how many.
     pub fn recv_batch_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
+        self.arm_recv_timeout(timeout)?;
+        self.recv_batch_flags(batch, libc::MSG_WAITFORONE)
+    }
+
+    /// Make a blocking receive give up after about `timeout` (`SO_RCVTIMEO`, capped at 50
+    /// ms and re-armed only when the armed value is more than 4× off).
+    pub(crate) fn arm_recv_timeout(&self, timeout: Duration) -> io::Result<()> {
         let want = timeout.clamp(Duration::from_micros(1), Duration::from_millis(50));
         let keep = self
             .rcv_timeout
@@ -375,7 +382,7 @@ impl UdpSocket {
             self.sock.set_read_timeout(Some(want))?;
             self.rcv_timeout.set(Some(want));
         }
-        self.recv_batch_flags(batch, libc::MSG_WAITFORONE)
+        Ok(())
     }
 
     fn recv_batch_flags(&self, batch: &mut RecvBatch, flags: libc::c_int) -> io::Result<usize> {

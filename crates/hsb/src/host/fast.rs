@@ -219,11 +219,12 @@ impl FastPath {
         sock: &UdpSocket,
         region: &mut [u8],
         page: Option<u32>,
+        wait: Option<std::time::Duration>,
     ) -> io::Result<usize> {
         let at = page.and_then(|p| Some((p, *self.hwm.get(p as usize)?)));
         self.build_plan(at);
         self.rx
-            .recv(sock, region, &self.plan, self.per_msg, self.msgs)
+            .recv_wait(sock, region, &self.plan, self.per_msg, self.msgs, wait)
     }
 
     /// Split the received messages into segments (`segs`: message, byte range, sender).

@@ -679,16 +679,16 @@ impl Receiver {
                 }
                 None => {}
             }
+            // spin, or sleep inside the receive call until a datagram or the deadline
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(());
+            }
+            let wait = (!busy).then(|| deadline - now);
             let region = ep.mr_mut(lkey).map_err(io::Error::other)?.bytes_mut();
-            if fast.recv(drv.socket(), region, t.page())? == 0 {
-                let now = Instant::now();
-                if now >= deadline {
-                    return Ok(());
-                }
+            if fast.recv(drv.socket(), region, t.page(), wait)? == 0 {
                 if busy {
                     std::hint::spin_loop();
-                } else {
-                    drv.socket().wait_readable(Some(deadline - now))?;
                 }
                 continue;
             }
