@@ -108,6 +108,88 @@ pub fn bar_pixel(x: usize, y: usize, w: usize, h: usize, max: u32, n: u64) -> u3
     if moving { max } else { bar[site] * level }
 }
 
+/// Pack a line of pixels at `bpp` bits.
+fn pack(bpp: usize, px: &[u32], out: &mut [u8]) {
+    if bpp == 10 {
+        pack_raw10(px, out)
+    } else {
+        pack_raw12(px, out)
+    }
+}
+
+/// The colour-bar CSI frame `n` of mode `m` into `out`. A line is one of ten base lines (the
+/// Bayer row parity × the five brightness bands) plus the moving marker, so each base line
+/// is packed once and copied, and only the packed groups under the marker are redone —
+/// the same bytes as packing every pixel (see the test), at a copy's cost.
+fn imx274_frame(m: Imx274Mode, n: u64, out: &mut Vec<u8>) {
+    let (w, h, bpp) = m.geometry();
+    out.clear();
+    out.resize(m.frame_len(), 0);
+    // embedded data line: a recognisable header (frame counter)
+    out[..8].copy_from_slice(&n.to_le_bytes());
+    let bpl = m.bytes_per_line();
+    let max = (1u32 << bpp) - 1;
+    // pixels per packed group and its bytes
+    let (gp, gb) = if bpp == 10 { (4, 5) } else { (2, 3) };
+    // the marker's columns: x with (x + 16n) mod w < 8
+    let shift = ((n.wrapping_mul(16)) % w as u64) as usize;
+    let marker: Vec<usize> = (0..8.min(w)).map(|k| (k + w - shift) % w).collect();
+    let mut groups: Vec<usize> = marker.iter().map(|x| x / gp).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    // base lines without the marker: the frame number only moves the marker, so a frame
+    // "far" from it (none of its columns in the marker) gives them
+    let mut base: Vec<Option<Vec<u8>>> = vec![None; 10];
+    let mut line = vec![0u32; w];
+    for y in 0..h {
+        let key = (y & 1) * 5 + (y * 5 / h.max(1)).min(4);
+        if base[key].is_none() {
+            for (x, p) in line.iter_mut().enumerate() {
+                *p = bar_pixel_static(x, y, w, h, max);
+            }
+            let mut b = vec![0u8; bpl];
+            pack(bpp, &line, &mut b);
+            base[key] = Some(b);
+        }
+        let at = m.start_byte() + y * bpl;
+        let dst = &mut out[at..at + bpl];
+        if let Some(b) = &base[key] {
+            dst.copy_from_slice(b);
+        }
+        for &g in &groups {
+            let px: Vec<u32> = (g * gp..((g + 1) * gp).min(w))
+                .map(|x| bar_pixel(x, y, w, h, max, n))
+                .collect();
+            let lo = g * gb;
+            if lo < bpl {
+                pack(bpp, &px, &mut dst[lo..(lo + gb).min(bpl)]);
+            }
+        }
+    }
+}
+
+/// [`bar_pixel`] without the moving marker.
+fn bar_pixel_static(x: usize, y: usize, w: usize, h: usize, max: u32) -> u32 {
+    const BARS: [[u32; 3]; 8] = [
+        [1, 1, 1],
+        [1, 1, 0],
+        [0, 1, 1],
+        [0, 1, 0],
+        [1, 0, 1],
+        [1, 0, 0],
+        [0, 0, 1],
+        [0, 0, 0],
+    ];
+    let bar = BARS[(x * 8 / w.max(1)).min(7)];
+    let site = match (y & 1, x & 1) {
+        (0, 0) => 0,
+        (1, 1) => 2,
+        _ => 1,
+    };
+    let level = max * (3 + (y * 5 / h.max(1)) as u32) / 8;
+    bar[site] * level
+}
+
 fn pack_raw10(px: &[u32], out: &mut [u8]) {
     for (p, o) in px.chunks(4).zip(out.chunks_mut(5)) {
         let g = |i: usize| p.get(i).copied().unwrap_or(0) & 0x3FF;
@@ -167,26 +249,7 @@ impl Sensor {
                 true
             }
             Sensor::Imx274(m) => {
-                let (w, h, bpp) = m.geometry();
-                out.clear();
-                out.resize(m.frame_len(), 0);
-                // embedded data line: a recognisable header (frame counter)
-                out[..8].copy_from_slice(&n.to_le_bytes());
-                let bpl = m.bytes_per_line();
-                let max = (1u32 << bpp) - 1;
-                let mut line = vec![0u32; w];
-                for y in 0..h {
-                    for (x, p) in line.iter_mut().enumerate() {
-                        *p = bar_pixel(x, y, w, h, max, n);
-                    }
-                    let at = m.start_byte() + y * bpl;
-                    let dst = &mut out[at..at + bpl];
-                    if bpp == 10 {
-                        pack_raw10(&line, dst)
-                    } else {
-                        pack_raw12(&line, dst)
-                    }
-                }
+                imx274_frame(*m, n, out);
                 true
             }
             Sensor::Ultrasound { channels, samples } => {
@@ -282,6 +345,41 @@ pub fn unpack_coe_raw12(line: &[u8], width: usize, out: &mut Vec<u16>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The frame packed pixel by pixel (the straightforward way).
+    fn imx274_reference(m: Imx274Mode, n: u64) -> Vec<u8> {
+        let (w, h, bpp) = m.geometry();
+        let mut out = vec![0u8; m.frame_len()];
+        out[..8].copy_from_slice(&n.to_le_bytes());
+        let bpl = m.bytes_per_line();
+        let max = (1u32 << bpp) - 1;
+        let mut line = vec![0u32; w];
+        for y in 0..h {
+            for (x, p) in line.iter_mut().enumerate() {
+                *p = bar_pixel(x, y, w, h, max, n);
+            }
+            let at = m.start_byte() + y * bpl;
+            pack(bpp, &line, &mut out[at..at + bpl]);
+        }
+        out
+    }
+
+    #[test]
+    fn imx274_frames_equal_the_pixel_by_pixel_packing() {
+        let mut out = Vec::new();
+        for m in [
+            Imx274Mode::P1080Raw10,
+            Imx274Mode::P2160Raw10,
+            Imx274Mode::P2160Raw12,
+        ] {
+            let w = m.geometry().0 as u64;
+            // marker inside, at the start, and wrapping over the right edge
+            for n in [0u64, 1, 7, w / 16 - 1, w / 16, 1000] {
+                imx274_frame(m, n, &mut out);
+                assert!(out == imx274_reference(m, n), "{m:?} frame {n}");
+            }
+        }
+    }
 
     #[test]
     fn imx274_sizes_match_hsb() {
