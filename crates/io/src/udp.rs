@@ -362,23 +362,22 @@ impl UdpSocket {
     }
 
     /// Receive up to the batch's capacity, sleeping up to about `timeout` for the first
-    /// datagram (one call instead of poll + receive). The kernel's timer is only re-armed
-    /// when the wanted timeout differs a lot from the armed one, so this may return empty
-    /// up to 4× early, never late. Returns how many.
+    /// datagram (one call instead of poll + receive). The kernel's timer is re-armed only
+    /// when the wanted timeout halves, so this may return empty up to 2× early, never late.
+    /// Returns how many.
     pub fn recv_batch_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
         self.arm_recv_timeout(timeout)?;
         self.recv_batch_flags(batch, libc::MSG_WAITFORONE)
     }
 
-    /// Make a blocking receive give up after about `timeout` (`SO_RCVTIMEO`, capped at 50
-    /// ms and re-armed only when the armed value is more than 4× off).
+    /// Make a blocking receive give up after about `timeout`: `SO_RCVTIMEO` set to the
+    /// largest power of two of microseconds not above it (at most 2¹⁵ µs ≈ 33 ms), so a
+    /// deadline that creeps closer call by call re-arms it only when it halves — never late,
+    /// at most 2× early.
     pub(crate) fn arm_recv_timeout(&self, timeout: Duration) -> io::Result<()> {
-        let want = timeout.clamp(Duration::from_micros(1), Duration::from_millis(50));
-        let keep = self
-            .rcv_timeout
-            .get()
-            .is_some_and(|t| t <= want && t >= want / 4);
-        if !keep {
+        let us = timeout.as_micros().clamp(1, 1 << 15) as u64;
+        let want = Duration::from_micros(1 << (63 - us.leading_zeros()));
+        if self.rcv_timeout.get() != Some(want) {
             self.sock.set_read_timeout(Some(want))?;
             self.rcv_timeout.set(Some(want));
         }
