@@ -86,26 +86,12 @@ pub fn pattern_byte(n: u64, i: usize) -> u8 {
 
 /// The colour-bar test image value (0..max) of pixel (x, y) in frame `n`.
 pub fn bar_pixel(x: usize, y: usize, w: usize, h: usize, max: u32, n: u64) -> u32 {
-    // eight vertical bars; the Bayer site selects which colour the bar lets through
-    const BARS: [[u32; 3]; 8] = [
-        [1, 1, 1],
-        [1, 1, 0],
-        [0, 1, 1],
-        [0, 1, 0],
-        [1, 0, 1],
-        [1, 0, 0],
-        [0, 0, 1],
-        [0, 0, 0],
-    ];
-    let bar = BARS[(x * 8 / w.max(1)).min(7)];
-    let site = match (y & 1, x & 1) {
-        (0, 0) => 0, // R
-        (1, 1) => 2, // B
-        _ => 1,      // G
-    };
-    let level = max * (3 + (y * 5 / h.max(1)) as u32) / 8; // brighter towards the bottom
     let moving = ((x as u64 + n * 16) % w.max(1) as u64) < 8; // a marker that moves per frame
-    if moving { max } else { bar[site] * level }
+    if moving {
+        max
+    } else {
+        bar_pixel_static(x, y, w, h, max)
+    }
 }
 
 /// Pack a line of pixels at `bpp` bits.
@@ -170,6 +156,7 @@ fn imx274_frame(m: Imx274Mode, n: u64, out: &mut Vec<u8>) {
 
 /// [`bar_pixel`] without the moving marker.
 fn bar_pixel_static(x: usize, y: usize, w: usize, h: usize, max: u32) -> u32 {
+    // eight vertical bars; the Bayer site selects which colour the bar lets through
     const BARS: [[u32; 3]; 8] = [
         [1, 1, 1],
         [1, 1, 0],
@@ -182,11 +169,11 @@ fn bar_pixel_static(x: usize, y: usize, w: usize, h: usize, max: u32) -> u32 {
     ];
     let bar = BARS[(x * 8 / w.max(1)).min(7)];
     let site = match (y & 1, x & 1) {
-        (0, 0) => 0,
-        (1, 1) => 2,
-        _ => 1,
+        (0, 0) => 0, // R
+        (1, 1) => 2, // B
+        _ => 1,      // G
     };
-    let level = max * (3 + (y * 5 / h.max(1)) as u32) / 8;
+    let level = max * (3 + (y * 5 / h.max(1)) as u32) / 8; // brighter towards the bottom
     bar[site] * level
 }
 

@@ -237,6 +237,34 @@ impl Tracker {
         a.bytes += u64::from(len);
     }
 
+    /// Account for what the endpoint placed and completed since the last call (telling the
+    /// fast path, if any, so its prediction follows). True when a frame ended.
+    fn drain(&mut self, ep: &mut Endpoint, mut fast: Option<&mut FastPath>) -> bool {
+        while let Some(e) = ep.poll_event() {
+            if let Event::Placed {
+                psn, va, len, crc, ..
+            } = e
+            {
+                self.placed(psn, va, len, crc);
+                if let Some(f) = fast.as_deref_mut() {
+                    f.note_placed(va, len);
+                }
+            }
+        }
+        let mut ended = false;
+        while let Some(wc) = ep.poll_completion() {
+            if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm {
+                self.ends += 1;
+                let page = self.frame_end(ep, wc.imm.unwrap_or(0));
+                if let Some(f) = fast.as_deref_mut() {
+                    f.note_end(page);
+                }
+                ended = true;
+            }
+        }
+        ended
+    }
+
     /// Close the frame and queue its report; returns its page.
     fn frame_end(&mut self, ep: &Endpoint, imm: u32) -> u32 {
         let (imm_psn, page) = self.cfg.layout.imm_layout.decode(imm);
@@ -596,20 +624,8 @@ impl Receiver {
             ep,
             deadline,
             &mut |ep| {
-                while let Some(e) = ep.poll_event() {
-                    if let Event::Placed {
-                        psn, va, len, crc, ..
-                    } = e
-                    {
-                        t.placed(psn, va, len, crc);
-                    }
-                }
-                while let Some(wc) = ep.poll_completion() {
-                    if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm {
-                        t.ends += 1;
-                        t.frame_end(ep, wc.imm.unwrap_or(0));
-                        ended.set(true);
-                    }
+                if t.drain(ep, None) {
+                    ended.set(true);
                 }
             },
             |_| ended.get(),
@@ -659,22 +675,7 @@ impl Receiver {
                             payload: &fast.scratch[r],
                         },
                     );
-                    while let Some(e) = ep.poll_event() {
-                        if let Event::Placed {
-                            psn, va, len, crc, ..
-                        } = e
-                        {
-                            t.placed(psn, va, len, crc);
-                            fast.note_placed(va, len);
-                        }
-                    }
-                    while let Some(wc) = ep.poll_completion() {
-                        if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm
-                        {
-                            t.ends += 1;
-                            fast.note_end(t.frame_end(ep, wc.imm.unwrap_or(0)));
-                        }
-                    }
+                    t.drain(ep, Some(fast));
                     continue;
                 }
                 None => {}
