@@ -7,14 +7,18 @@ Needs only numpy. The data file is memory-mapped: frames are views, nothing is c
     print(len(rec), rec.header["sensor"])
     for meta, data in rec:                  # data: numpy uint8 array of the frame's bytes
         print(meta["frame_number"], meta["good"], meta["crc"], data.shape)
+    meta, data = rec.frame(1234)            # by the device's frame number
     img = rec.image(0)                      # CSI/CoE recordings: uint16 (height, width) Bayer image
 
 Layout (see crates/record/src/format.rs): recording.json (stream parameters), data.bin
 (frames at 4096-aligned offsets), index.bin (128-byte little-endian records, magic "RLIX",
-CRC32C-protected; a torn last record is ignored).
+CRC32C-protected). A torn last record is ignored; an invalid record before the last is
+skipped and listed in ``damaged_records``; a record with frame number 2**64-1 and length 0
+is a drop marker (frames lost after the last indexed one), counted in ``recorder_drops``.
 """
 import json
 import os
+import zlib
 
 import numpy as np
 
@@ -27,6 +31,7 @@ _INDEX = np.dtype([
     ("reserved", "V32"), ("record_crc", "<u4"),
 ])
 assert _INDEX.itemsize == 128
+_DROP_MARKER = 2**64 - 1
 
 
 def _crc32c(b):
@@ -51,16 +56,62 @@ class Recording:
         n = len(raw) // 128
         idx = raw[: n * 128].view(_INDEX)
         data_size = os.path.getsize(os.path.join(path, "data.bin"))
-        valid = 0
+
+        def valid(i):
+            r = idx[i]
+            if r["magic"] != b"RLIX" or r["version"] != 1:
+                return False
+            return not verify or _crc32c(raw[i * 128: i * 128 + 124].tobytes()) == int(r["record_crc"])
+
+        ok = [valid(i) for i in range(n)]
+        last = max((i for i in range(n) if ok[i]), default=-1)
+        keep = []
+        self.damaged_records = []   # byte offsets in index.bin of invalid records before the last
+        self.missing_data = []      # frame numbers whose data lies past the end of data.bin
+        self.recorder_drops = 0     # frames the recorder dropped (before frames, and after the last)
+        self.torn_bytes = len(raw) - n * 128
         for i in range(n):
             r = idx[i]
-            if r["magic"] != b"RLIX" or r["version"] != 1 or int(r["offset"]) + int(r["length"]) > data_size:
-                break
-            if verify and _crc32c(raw[i * 128: i * 128 + 124].tobytes()) != int(r["record_crc"]):
-                break
-            valid += 1
-        self.index = idx[:valid]
+            if not ok[i]:
+                if i < last:
+                    self.damaged_records.append(i * 128)
+                else:
+                    self.torn_bytes += 128
+                continue
+            self.recorder_drops += int(r["dropped_before"])
+            if int(r["frame_number"]) == _DROP_MARKER and int(r["length"]) == 0:
+                continue
+            if int(r["offset"]) + int(r["length"]) > data_size:
+                self.missing_data.append(int(r["frame_number"]))
+                continue
+            keep.append(i)
+        self.index = idx[keep]
+        self._by_number = {}
+        for k, fn in enumerate(self.index["frame_number"].tolist()):
+            self._by_number.setdefault(fn, k)
         self._data = np.memmap(os.path.join(path, "data.bin"), dtype=np.uint8, mode="r") if data_size else np.zeros(0, np.uint8)
+
+    @property
+    def frame_numbers(self):
+        """The device frame numbers, in recording order."""
+        return self.index["frame_number"].tolist()
+
+    def frame(self, number):
+        """``(meta, data)`` of the frame with the device's frame number ``number``."""
+        k = self._by_number.get(int(number))
+        if k is None:
+            if len(self) == 0:
+                raise KeyError(f"frame {number}: the recording holds no frame")
+            fns = self.index["frame_number"]
+            raise KeyError(f"frame {number} is not in the recording ({len(self)} frames, numbers {int(fns.min())}..={int(fns.max())})")
+        return self[k]
+
+    def verify(self, i):
+        """True if frame ``i``'s stored bytes match its recorded CRC; None for a frame recorded damaged."""
+        meta, data = self[i]
+        if not meta["good"]:
+            return None
+        return (zlib.crc32(data) ^ 0xFFFFFFFF) == meta["crc"]
 
     def __len__(self):
         return len(self.index)
@@ -78,6 +129,8 @@ class Recording:
         }
 
     def __getitem__(self, i):
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"position {i}: the recording holds {len(self)} frames (rec.frame(n) takes a frame number)")
         r = self.index[i]
         off, n = int(r["offset"]), int(r["length"])
         return self.meta(i), self._data[off: off + n]

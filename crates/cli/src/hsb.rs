@@ -1,13 +1,15 @@
-//! HSB commands: `emulate`, `enumerate`, `set-ip`, `read`, `write`, `receive`, `demo`.
+//! HSB commands: `emulate`, `enumerate`, `set-ip`, `read`, `write` (receive and demo: `receive.rs`).
 
+use crate::args;
+use crate::stop::StopFlag;
 use anyhow::{Context, Result, anyhow, bail};
+use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::device::packetizer::PacketizerOptions;
-use rocelink_hsb::emulator::{self, EmulatorConfig, Pacing};
+use rocelink_hsb::emulator::{Emulator, EmulatorConfig, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::enumerate;
-use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
-use rocelink_hsb::sensor::{Imx274Mode, Sensor, coe_bytes_per_line};
+use rocelink_hsb::host::receiver::ReceiverConfig;
 use rocelink_wire::bytes::Mac;
 use rocelink_wire::hsb::ecb::Trailer;
 use rocelink_wire::hsb::metadata::{Endian, ImmLayout};
@@ -15,9 +17,7 @@ use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct Layout {
@@ -30,7 +30,7 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    fn opts(&self) -> PacketizerOptions {
+    pub(crate) fn opts(&self) -> PacketizerOptions {
         PacketizerOptions {
             imm_layout: if self.imm_layout == "psn24-buf8" {
                 ImmLayout::Psn24Buf8
@@ -46,28 +46,6 @@ impl Layout {
     }
 }
 
-fn parse_sensor(s: &str, frame_size: Option<usize>) -> Result<Sensor> {
-    Ok(match s {
-        "pattern" => Sensor::Pattern,
-        "imx274-1080p-raw10" => Sensor::Imx274(Imx274Mode::P1080Raw10),
-        "imx274-4k-raw10" => Sensor::Imx274(Imx274Mode::P2160Raw10),
-        "imx274-4k-raw12" => Sensor::Imx274(Imx274Mode::P2160Raw12),
-        "ultrasound" => Sensor::Ultrasound {
-            channels: 128,
-            samples: 4096,
-        },
-        f if f.starts_with("file:") => {
-            let path = PathBuf::from(&f[5..]);
-            let size = frame_size.ok_or_else(|| anyhow!("file replay needs --frame-size"))?;
-            Sensor::replay(&path, size)
-                .with_context(|| format!("cannot read {}", path.display()))?
-        }
-        other => bail!(
-            "unknown sensor {other:?} (pattern, imx274-1080p-raw10, imx274-4k-raw10, imx274-4k-raw12, ultrasound, file:PATH)"
-        ),
-    })
-}
-
 #[derive(clap::Args, Debug)]
 pub(crate) struct EmulateArgs {
     /// Device IP (must be an address of this host; HSB default 192.168.0.2).
@@ -80,38 +58,38 @@ pub(crate) struct EmulateArgs {
     #[arg(long, default_value = "255.255.255.255:12267")]
     bootp_target: String,
     /// Sensor: pattern, imx274-1080p-raw10, imx274-4k-raw10, imx274-4k-raw12, ultrasound, file:PATH.
-    #[arg(long, default_value = "pattern")]
-    sensor: String,
+    #[arg(long, default_value = "pattern", value_parser = args::sensor)]
+    sensor: SensorSpec,
     /// Frame size for file replay.
-    #[arg(long)]
+    #[arg(long, value_parser = args::frame_size)]
     frame_size: Option<usize>,
     /// Frames per second.
-    #[arg(long, conflicts_with = "rate_gbps")]
+    #[arg(long, conflicts_with = "rate_gbps", value_parser = args::rate)]
     fps: Option<f64>,
     /// Constant payload rate instead of a frame rate.
-    #[arg(long)]
+    #[arg(long, value_parser = args::rate)]
     rate_gbps: Option<f64>,
     /// Link speed that spreads a frame's packets (Gbit/s).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value = "10", value_parser = args::rate)]
     link_gbps: f64,
     /// One datagram per packet instead of gather-GSO runs (a packet filter in between then
     /// sees, and can drop, packets one by one as on a wire).
     #[arg(long)]
     no_gso: bool,
     /// Stop after N frames.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     frames: Option<u64>,
     /// Stop after S seconds.
-    #[arg(long)]
-    seconds: Option<f64>,
+    #[arg(long, value_parser = args::secs)]
+    seconds: Option<Duration>,
     /// Record everything sent and received.
-    #[arg(long)]
+    #[arg(long, value_parser = args::out_file)]
     pcap: Option<PathBuf>,
     /// Device MAC (default derived from the IP).
     #[arg(long)]
     mac: Option<String>,
     /// Virtual ports.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=32))]
     vps: u32,
     /// Do not honour ECB SEQUENCE_CHECK (as HSB's own emulator).
     #[arg(long)]
@@ -128,7 +106,7 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     if let Some(m) = &a.mac {
         dev.mac = m.parse::<Mac>().map_err(|_| anyhow!("bad MAC {m}"))?;
     }
-    dev.virtual_ports = a.vps.clamp(1, 64);
+    dev.virtual_ports = a.vps;
     dev.sequence_check = !a.no_sequence_check;
     dev.trailer = if a.trailer == 4 {
         Trailer::Four
@@ -146,7 +124,10 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
                 .with_context(|| format!("bad --bootp-target {}", a.bootp_target))?,
         )
     };
-    cfg.sensor = parse_sensor(&a.sensor, a.frame_size)?;
+    cfg.sensor = a
+        .sensor
+        .source(a.frame_size)
+        .map_err(|e| anyhow!("--sensor: {e}"))?;
     cfg.pacing = match (a.fps, a.rate_gbps) {
         (_, Some(r)) => Pacing::Gbps(r),
         (Some(f), None) => Pacing::Fps(f),
@@ -155,7 +136,7 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     cfg.link_gbps = a.link_gbps;
     cfg.gso = !a.no_gso;
     cfg.frames = a.frames;
-    cfg.run_for = a.seconds.map(Duration::from_secs_f64);
+    cfg.run_for = a.seconds;
     cfg.pcap = a.pcap.clone();
     cfg.packetizer = a.layout.opts();
     Ok(cfg)
@@ -163,12 +144,15 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let cfg = emulator_config(a)?;
+    let stop = StopFlag::install()?;
+    let emu = Emulator::bind(&cfg).context("cannot start the device")?;
     eprintln!(
         "rocelink emulate: HSB device {} (MAC {}) ECB on {}:{}, sensor {}",
         cfg.device.ip, cfg.device.mac, cfg.device.ip, cfg.control_port, a.sensor
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = emulator::run(&cfg, stop).with_context(|| format!("emulator at {}", cfg.device.ip))?;
+    let s = emu
+        .run(stop.arc())
+        .with_context(|| format!("emulator at {}", cfg.device.ip))?;
     eprintln!(
         "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused); {} enumerations",
         s.frames, s.packets, s.bytes, s.ecb_requests, s.ecb_errors, s.enumerations
@@ -179,8 +163,8 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
 #[derive(clap::Args, Debug)]
 pub(crate) struct EnumerateArgs {
     /// Seconds to listen.
-    #[arg(long, default_value_t = 2.0)]
-    timeout: f64,
+    #[arg(long, default_value = "2", value_parser = args::secs)]
+    timeout: Duration,
     /// One JSON object per device.
     #[arg(long)]
     json: bool,
@@ -192,7 +176,7 @@ pub(crate) struct EnumerateArgs {
 pub(crate) fn enumerate(a: &EnumerateArgs) -> Result<ExitCode> {
     let sock =
         enumerate::listener(a.bind).with_context(|| format!("cannot listen on {}", a.bind))?;
-    let found = enumerate::listen(&sock, Duration::from_secs_f64(a.timeout), None)?;
+    let found = enumerate::listen(&sock, a.timeout, None)?;
     for f in &found {
         let v = &f.repr.vendor;
         if a.json {
@@ -218,7 +202,7 @@ pub(crate) fn enumerate(a: &EnumerateArgs) -> Result<ExitCode> {
         }
     }
     if found.is_empty() {
-        eprintln!("rocelink: no device heard in {} s", a.timeout);
+        eprintln!("rocelink: no device heard in {:?}", a.timeout);
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -234,8 +218,8 @@ pub(crate) struct SetIpArgs {
     #[arg(long)]
     host_ip: Option<Ipv4Addr>,
     /// Seconds to wait for the device.
-    #[arg(long, default_value_t = 10.0)]
-    timeout: f64,
+    #[arg(long, default_value = "10", value_parser = args::secs)]
+    timeout: Duration,
     /// Listening address for enumeration.
     #[arg(long, default_value = "0.0.0.0:12267")]
     bind: SocketAddr,
@@ -251,147 +235,94 @@ pub(crate) fn set_ip(a: &SetIpArgs) -> Result<ExitCode> {
             IpAddr::V6(_) => bail!("HSB enumeration is IPv4"),
         },
     };
-    let f = enumerate::set_ip(
-        &sock,
-        mac,
-        a.ip,
-        host_ip,
-        Duration::from_secs_f64(a.timeout),
-    )?;
+    let f = enumerate::set_ip(&sock, mac, a.ip, host_ip, a.timeout)?;
     println!("{} is now {}", f.repr.mac, f.ip());
     Ok(ExitCode::SUCCESS)
 }
 
+/// The device a register command talks to.
 #[derive(clap::Args, Debug)]
-pub(crate) struct RegArgs {
+pub(crate) struct DeviceArgs {
     /// Device IP.
     #[arg(long)]
     device: IpAddr,
     /// ECB port.
     #[arg(long, default_value_t = 8192)]
     control_port: u16,
+}
+
+/// The most registers one `read --count` asks for (an ECB block is at most this many).
+const MAX_READ: u32 = rocelink_wire::hsb::ecb::MAX_BLOCK_OPS as u32;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ReadArgs {
+    #[command(flatten)]
+    dev: DeviceArgs,
     /// Register address (hex with 0x, or decimal).
-    addr: String,
-    /// Values to write (several: one block write of consecutive registers).
-    values: Vec<String>,
-    /// Registers to read (block read).
-    #[arg(long, default_value_t = 1)]
+    #[arg(value_parser = args::u32_num)]
+    addr: u32,
+    /// Registers to read (one block read).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_READ)))]
     count: u32,
 }
 
-fn num(s: &str) -> Result<u32> {
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u32::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.with_context(|| format!("bad number {s:?}"))
+#[derive(clap::Args, Debug)]
+pub(crate) struct WriteArgs {
+    #[command(flatten)]
+    dev: DeviceArgs,
+    /// Register address (hex with 0x, or decimal).
+    #[arg(value_parser = args::u32_num)]
+    addr: u32,
+    /// Values to write (several: one block write of consecutive registers).
+    #[arg(required = true, num_args = 1.., value_parser = args::u32_num)]
+    values: Vec<u32>,
 }
 
-pub(crate) fn read(a: &RegArgs) -> Result<ExitCode> {
-    let mut c = Control::new(SocketAddr::new(a.device, a.control_port))?;
-    let addr = num(&a.addr)?;
-    let vals = if a.count <= 1 {
-        vec![c.read(addr)?]
+fn control(d: &DeviceArgs) -> Result<Control> {
+    Control::new(SocketAddr::new(d.device, d.control_port))
+        .with_context(|| format!("ECB client for {}:{}", d.device, d.control_port))
+}
+
+/// Consecutive register addresses from `addr`, refused where they would wrap past 2^32.
+fn span(addr: u32, n: u32) -> Result<()> {
+    if u64::from(addr) + 4 * (u64::from(n) - 1) > u64::from(u32::MAX) {
+        bail!("{n} registers from {addr:#010x} run past the end of the address space");
+    }
+    Ok(())
+}
+
+pub(crate) fn read(a: &ReadArgs) -> Result<ExitCode> {
+    span(a.addr, a.count)?;
+    let mut c = control(&a.dev)?;
+    let vals = if a.count == 1 {
+        vec![c.read(a.addr)?]
     } else {
-        c.read_block(addr, a.count)?
+        c.read_block(a.addr, a.count)?
     };
     for (i, v) in vals.iter().enumerate() {
-        println!("{:#010x}: {v:#010x}", addr + 4 * i as u32);
+        println!("{:#010x}: {v:#010x}", a.addr + 4 * i as u32);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn write(a: &RegArgs) -> Result<ExitCode> {
-    let mut c = Control::new(SocketAddr::new(a.device, a.control_port))?;
-    let addr = num(&a.addr)?;
-    let vals: Vec<u32> = a.values.iter().map(|v| num(v)).collect::<Result<_>>()?;
-    match vals.len() {
-        0 => bail!("nothing to write"),
-        1 => c.write(addr, vals[0])?,
-        _ => c.write_block(
+pub(crate) fn write(a: &WriteArgs) -> Result<ExitCode> {
+    let n = u32::try_from(a.values.len()).unwrap_or(u32::MAX);
+    if n > MAX_READ {
+        bail!("{n} values: one block write takes at most {MAX_READ}");
+    }
+    span(a.addr, n)?;
+    let mut c = control(&a.dev)?;
+    match a.values.as_slice() {
+        [v] => c.write(a.addr, *v)?,
+        vals => c.write_block(
             &vals
                 .iter()
                 .enumerate()
-                .map(|(i, v)| (addr + 4 * i as u32, *v))
+                .map(|(i, v)| (a.addr + 4 * i as u32, *v))
                 .collect::<Vec<_>>(),
         )?,
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[derive(clap::Args, Debug)]
-pub(crate) struct ReceiveArgs {
-    /// Device IP (ECB is used to configure it). Not needed with --listen.
-    #[arg(long)]
-    device: Option<Ipv4Addr>,
-    /// ECB port.
-    #[arg(long, default_value_t = 8192)]
-    control_port: u16,
-    /// Frames to report (good or damaged), then exit.
-    #[arg(long)]
-    frames: Option<u64>,
-    /// One JSON object per frame.
-    #[arg(long)]
-    json: bool,
-    /// Ring pages.
-    #[arg(long, default_value_t = 4)]
-    pages: u32,
-    /// Frame size in bytes (default: IMX274 1080p RAW10).
-    #[arg(long, default_value_t = 2_611_376)]
-    frame_size: usize,
-    /// Local IP (default: the address that routes to the device).
-    #[arg(long)]
-    bind: Option<IpAddr>,
-    /// Local UDP port for data.
-    #[arg(long, default_value_t = 4791)]
-    port: u16,
-    /// Link MTU (packet size).
-    #[arg(long, default_value_t = 1500)]
-    mtu: u32,
-    /// Virtual port.
-    #[arg(long, default_value_t = 0)]
-    vp: u32,
-    /// No separate metadata packet.
-    #[arg(long)]
-    md_disable: bool,
-    /// Passive mode: receive at IP:PORT for a device something else configured...
-    #[arg(long, requires_all = ["qp", "rkey", "device_ip"])]
-    listen: Option<SocketAddr>,
-    /// ...sending to this QP...
-    #[arg(long)]
-    qp: Option<String>,
-    /// ...with this R_Key...
-    #[arg(long)]
-    rkey: Option<String>,
-    /// ...from this device IP.
-    #[arg(long)]
-    device_ip: Option<Ipv4Addr>,
-    /// Seconds without a frame before giving up.
-    #[arg(long, default_value_t = 5.0)]
-    timeout: f64,
-    /// Record every datagram.
-    #[arg(long)]
-    pcap: Option<PathBuf>,
-    /// Record frames (with their verdicts) to this directory.
-    #[arg(long)]
-    record: Option<PathBuf>,
-    /// Stop recording after this many bytes.
-    #[arg(long)]
-    max_bytes: Option<u64>,
-    /// Stop recording after this many frames.
-    #[arg(long)]
-    max_frames: Option<u64>,
-    /// Sensor the device streams (recorded in the header so exports know the geometry):
-    /// imx274-1080p-raw10, imx274-4k-raw10, imx274-4k-raw12, coe-raw10:WxH, coe-raw12:WxH.
-    #[arg(long, default_value = "unknown")]
-    sensor: String,
-    /// Keep the latest good frame as a PNG here (needs an image --sensor).
-    #[arg(long)]
-    snapshot: Option<PathBuf>,
-    #[command(flatten)]
-    layout: Layout,
-    #[command(flatten)]
-    tune: RxTuning,
 }
 
 /// Receive-path tuning.
@@ -431,403 +362,4 @@ impl RxTuning {
         }
         Ok(())
     }
-}
-
-/// Stream parameters of a recording made from `sensor` (a name as `--sensor` takes).
-pub(crate) fn record_header(sensor: &str, frame_size: usize) -> rocelink_record::format::Header {
-    let mut h = rocelink_record::format::Header {
-        sensor: sensor.to_string(),
-        frame_size: frame_size as u64,
-        layout: "bytes".into(),
-        ..Default::default()
-    };
-    let mode = match sensor {
-        "imx274-1080p-raw10" => Some(Imx274Mode::P1080Raw10),
-        "imx274-4k-raw10" => Some(Imx274Mode::P2160Raw10),
-        "imx274-4k-raw12" => Some(Imx274Mode::P2160Raw12),
-        _ => None,
-    };
-    if let Some(m) = mode {
-        let (w, hgt, bits) = m.geometry();
-        h.layout = if bits == 10 {
-            "csi-raw10".into()
-        } else {
-            "csi-raw12".into()
-        };
-        (h.width, h.height, h.bits) = (w as u32, hgt as u32, bits as u32);
-        h.start_byte = m.start_byte() as u64;
-        h.bytes_per_line = m.bytes_per_line() as u64;
-    } else if let Some((packing, w, hgt)) = parse_coe(sensor) {
-        let bits = if packing == "coe-raw10" { 10 } else { 12 };
-        h.layout = packing.into();
-        (h.width, h.height, h.bits) = (w as u32, hgt as u32, bits);
-        h.bytes_per_line = coe_bytes_per_line(w, bits as usize) as u64;
-    }
-    h
-}
-
-/// `coe-raw10:WxH` / `coe-raw12:WxH`: a CoE-packed sensor of that geometry.
-fn parse_coe(sensor: &str) -> Option<(&str, usize, usize)> {
-    let (packing, dims) = sensor.split_once(':')?;
-    if packing != "coe-raw10" && packing != "coe-raw12" {
-        return None;
-    }
-    let (w, h) = dims.split_once('x')?;
-    Some((packing, w.parse().ok()?, h.parse().ok()?))
-}
-
-fn frame_meta(f: &FrameReport) -> rocelink_record::FrameMeta {
-    rocelink_record::FrameMeta {
-        frame_number: f.frame_number,
-        good: f.good(),
-        complete: f.complete,
-        crc_ok: f.crc_ok == Some(true),
-        crc_present: f.crc_ok.is_some(),
-        crc: f.crc_expected.unwrap_or(f.crc),
-        flags: f.flags,
-        dropped_packets: f.dropped_packets,
-        sof: f.sof,
-        meta: f.meta,
-        packets: f.packets,
-        page: f.page,
-        ..Default::default()
-    }
-}
-
-pub(crate) fn frame_json(f: &FrameReport) -> serde_json::Value {
-    json!({"frame_number": f.frame_number, "bytes": f.bytes, "bytes_expected": f.bytes_expected, "crc": f.crc,
-           "crc_expected": f.crc_expected, "crc_ok": f.crc_ok, "psn": f.psn, "page": f.page, "packets": f.packets,
-           "dropped_packets": f.dropped_packets, "flags": f.flags, "sof_s": f.sof.0, "sof_ns": f.sof.1,
-           "meta_s": f.meta.0, "meta_ns": f.meta.1, "complete": f.complete, "good": f.good()})
-}
-
-fn frame_line(f: &FrameReport) -> String {
-    format!(
-        "frame {:>6} page {:>3} {:>9} bytes {:>5} packets crc {:#010x} {} dropped {} flags {:#x} -> {}",
-        f.frame_number,
-        f.page,
-        f.bytes,
-        f.packets,
-        f.crc,
-        match f.crc_ok {
-            Some(true) => "ok",
-            Some(false) => "MISMATCH",
-            None => "n/a",
-        },
-        f.dropped_packets,
-        f.flags,
-        if f.good() { "good" } else { "DAMAGED" }
-    )
-}
-
-/// `--snapshot FILE`: the latest good frame as a PNG, rewritten at most once a second
-/// and on the last frame of a `--frames` run.
-pub(crate) struct Snapshot {
-    path: PathBuf,
-    header: rocelink_record::format::Header,
-    saved: Option<Instant>,
-}
-
-impl Snapshot {
-    fn new(path: PathBuf, sensor: &str, frame_size: usize) -> Result<Snapshot> {
-        let header = record_header(sensor, frame_size);
-        if header.layout == "bytes" {
-            bail!(
-                "--snapshot needs an image sensor (--sensor imx274-… or coe-raw10:WxH), not {sensor:?}"
-            );
-        }
-        Ok(Snapshot {
-            path,
-            header,
-            saved: None,
-        })
-    }
-    fn due(&self) -> bool {
-        self.saved
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-    }
-    fn save(&mut self, data: &[u8]) -> Result<()> {
-        let png = crate::record::png_image(&self.header, data)?;
-        crate::record::write_atomic(&self.path, &png)?;
-        self.saved = Some(Instant::now());
-        Ok(())
-    }
-}
-
-/// Receive loop shared by `receive` and `demo`: prints each frame, a progress line.
-fn receive_loop(
-    rx: &mut Receiver,
-    frames: Option<u64>,
-    json: bool,
-    timeout: Duration,
-    stop: &AtomicBool,
-    mut rec: Option<&mut rocelink_record::Recorder>,
-    mut snap: Option<&mut Snapshot>,
-) -> Result<u64> {
-    let pb = indicatif::ProgressBar::new_spinner();
-    pb.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    if json {
-        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    let start = Instant::now();
-    let mut n = 0u64;
-    while frames.is_none_or(|m| n < m) && !stop.load(Ordering::Relaxed) {
-        let Some(f) = rx.next_frame(timeout)? else {
-            pb.finish_and_clear();
-            bail!("no frame within {timeout:?} (after {n} frames)");
-        };
-        n += 1;
-        if let Some(r) = rec.as_deref_mut() {
-            r.offer(&frame_meta(&f), rx.frame_data(&f));
-        }
-        if let Some(s) = snap.as_deref_mut() {
-            let last = frames.is_some_and(|m| n == m);
-            if f.good() && (last || s.due()) {
-                s.save(rx.frame_data(&f))?;
-            }
-        }
-        if json {
-            println!("{}", frame_json(&f));
-        } else if pb.is_hidden() {
-            println!("{}", frame_line(&f));
-        } else {
-            pb.println(frame_line(&f));
-        }
-        let secs = start.elapsed().as_secs_f64().max(1e-9);
-        let s = rx.stats;
-        pb.set_message(format!(
-            "{:.1} fps {:.2} Gbit/s | {} good {} damaged | {} packets dropped | {} ICRC errors",
-            s.frames as f64 / secs,
-            s.bytes as f64 * 8.0 / secs / 1e9,
-            s.good,
-            s.damaged,
-            s.dropped_packets,
-            s.icrc_errors
-        ));
-        pb.tick();
-    }
-    pb.finish_and_clear();
-    Ok(n)
-}
-
-pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
-    let (local, device_ip, qp_rkey) = match a.listen {
-        Some(l) => {
-            let q = num(a.qp.as_deref().unwrap_or_default())?;
-            let k = num(a.rkey.as_deref().unwrap_or_default())?;
-            (
-                l,
-                a.device_ip
-                    .ok_or_else(|| anyhow!("--listen needs --device-ip"))?,
-                Some((q, k)),
-            )
-        }
-        None => {
-            let dev = a.device.ok_or_else(|| {
-                anyhow!("--device IP is required (or --listen with --qp/--rkey/--device-ip)")
-            })?;
-            let ip = match a.bind {
-                Some(ip) => ip,
-                None => rocelink_io::udp::local_ip_for(IpAddr::V4(dev))?,
-            };
-            (SocketAddr::new(ip, a.port), dev, None)
-        }
-    };
-    let mut cfg = ReceiverConfig::new(local, device_ip, a.frame_size);
-    cfg.pages = a.pages;
-    cfg.mtu = a.mtu;
-    cfg.vp = a.vp;
-    cfg.md_disable = a.md_disable;
-    cfg.layout = a.layout.opts();
-    cfg.qp_rkey = qp_rkey;
-    cfg.pcap = a.pcap.clone();
-    a.tune.apply(&mut cfg)?;
-    let mut rx = Receiver::new(cfg).with_context(|| format!("cannot receive at {local}"))?;
-    let mut ctl = None;
-    if qp_rkey.is_none() {
-        let mut c = Control::new(SocketAddr::new(IpAddr::V4(device_ip), a.control_port))?;
-        let version = c
-            .read(rocelink_hsb::regs::HSB_IP_VERSION)
-            .context("device did not answer ECB")?;
-        eprintln!(
-            "rocelink receive: device {device_ip} HSB IP {:#06x}; QP {:#x} R_Key {:#x} at {}",
-            version & 0xFFFF,
-            rx.qpn(),
-            rx.rkey(),
-            rx.local_addr()
-        );
-        rx.configure(&mut c)?;
-        ctl = Some(c);
-    }
-    let mut recorder = match &a.record {
-        Some(dir) => {
-            let mut rc = rocelink_record::RecordConfig::new(
-                dir.clone(),
-                record_header(&a.sensor, a.frame_size),
-            );
-            rc.max_bytes = a.max_bytes;
-            rc.max_frames = a.max_frames;
-            Some(
-                rocelink_record::Recorder::start(rc)
-                    .with_context(|| format!("cannot record to {}", dir.display()))?,
-            )
-        }
-        None => None,
-    };
-    let mut snap = match &a.snapshot {
-        Some(p) => Some(Snapshot::new(p.clone(), &a.sensor, a.frame_size)?),
-        None => None,
-    };
-    let stop = AtomicBool::new(false);
-    let r = receive_loop(
-        &mut rx,
-        a.frames,
-        a.json,
-        Duration::from_secs_f64(a.timeout),
-        &stop,
-        recorder.as_mut(),
-        snap.as_mut(),
-    );
-    if let Some(c) = ctl.as_mut() {
-        let _ = rx.stop(c);
-    }
-    if let Some(rec) = recorder {
-        let s = rec.finish()?;
-        eprintln!(
-            "rocelink receive: recorded {} frames ({} bytes, {}) to {}; {} dropped by the recorder{}",
-            s.frames,
-            s.bytes,
-            if s.direct { "direct I/O" } else { "page cache" },
-            a.record
-                .as_ref()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default(),
-            s.dropped,
-            s.stopped
-                .map(|w| format!("; stopped: {w}"))
-                .unwrap_or_default()
-        );
-    }
-    let n = r?;
-    let s = rx.stats;
-    eprintln!(
-        "rocelink receive: {n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} of {} datagrams verified in place",
-        s.good, s.damaged, s.dropped_packets, s.icrc_errors, s.refused, s.in_place, s.datagrams
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-#[derive(clap::Args, Debug)]
-pub(crate) struct DemoArgs {
-    /// Frames to receive.
-    #[arg(long, default_value_t = 30)]
-    frames: u64,
-    /// Sensor of the emulated device.
-    #[arg(long, default_value = "imx274-1080p-raw10")]
-    sensor: String,
-    /// Frames per second.
-    #[arg(long, default_value_t = 30.0)]
-    fps: f64,
-    /// Record the stream (the emulator's view) to this pcap.
-    #[arg(long)]
-    pcap: Option<PathBuf>,
-    /// One JSON object per frame.
-    #[arg(long)]
-    json: bool,
-    /// Record the received frames to this directory.
-    #[arg(long)]
-    record: Option<PathBuf>,
-    /// Loopback address of the emulated device (the receiver uses the same /24 with .1).
-    #[arg(long, default_value = "127.0.0.2")]
-    device_ip: Ipv4Addr,
-    /// Keep the latest good frame as a PNG here (IMX274 sensors).
-    #[arg(long)]
-    snapshot: Option<PathBuf>,
-}
-
-/// Emulator and receiver in one process over loopback (device 127.0.0.2, host 127.0.0.1).
-pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
-    let sensor = parse_sensor(&a.sensor, None)?;
-    let frame_size = sensor.frame_len().unwrap_or(1 << 20);
-    let dev_ip = a.device_ip;
-    let o = dev_ip.octets();
-    let host_ip = Ipv4Addr::new(o[0], o[1], o[2], 1);
-    let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev_ip));
-    cfg.bootp_target = None;
-    cfg.sensor = sensor;
-    cfg.pacing = Pacing::Fps(a.fps);
-    cfg.pcap = a.pcap.clone();
-    let stop = Arc::new(AtomicBool::new(false));
-    let (stop2, cfg2) = (stop.clone(), cfg.clone());
-    let emu = std::thread::spawn(move || emulator::run(&cfg2, stop2));
-    std::thread::sleep(Duration::from_millis(100));
-    let mut rcfg = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host_ip), 0), dev_ip, frame_size);
-    rcfg.pages = 4;
-    let mut rx = Receiver::new(rcfg)?;
-    let mut ctl = Control::new(SocketAddr::new(IpAddr::V4(dev_ip), cfg.control_port))?;
-    let version = ctl.read(rocelink_hsb::regs::HSB_IP_VERSION)?;
-    if !a.json {
-        println!(
-            "emulated HSB {:#06x} at {dev_ip} streaming {} ({frame_size} bytes/frame) at {} fps -> receiver at {} (QP {:#x}, R_Key {:#x})",
-            version & 0xFFFF,
-            a.sensor,
-            a.fps,
-            rx.local_addr(),
-            rx.qpn(),
-            rx.rkey()
-        );
-    }
-    rx.configure(&mut ctl)?;
-    let mut recorder = match &a.record {
-        Some(dir) => Some(rocelink_record::Recorder::start(
-            rocelink_record::RecordConfig::new(dir.clone(), record_header(&a.sensor, frame_size)),
-        )?),
-        None => None,
-    };
-    let mut snap = match &a.snapshot {
-        Some(p) => Some(Snapshot::new(p.clone(), &a.sensor, frame_size)?),
-        None => None,
-    };
-    let result = receive_loop(
-        &mut rx,
-        Some(a.frames),
-        a.json,
-        Duration::from_secs(5),
-        &AtomicBool::new(false),
-        recorder.as_mut(),
-        snap.as_mut(),
-    );
-    if let Some(rec) = recorder {
-        let s = rec.finish()?;
-        if !a.json {
-            println!(
-                "recorded {} frames, {} dropped by the recorder",
-                s.frames, s.dropped
-            );
-        }
-        if let Some(why) = &s.stopped {
-            eprintln!("rocelink demo: recording stopped early: {why}");
-        }
-    }
-    let _ = rx.stop(&mut ctl);
-    stop.store(true, Ordering::Relaxed);
-    let es = emu
-        .join()
-        .map_err(|_| anyhow!("emulator thread panicked"))??;
-    result?;
-    let s = rx.stats;
-    if !a.json {
-        println!(
-            "{} frames: {} good, {} damaged, {} packets dropped, {} ICRC errors (device sent {} packets)",
-            s.frames, s.good, s.damaged, s.dropped_packets, s.icrc_errors, es.packets
-        );
-    }
-    Ok(if s.damaged == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

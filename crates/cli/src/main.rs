@@ -3,12 +3,15 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod args;
 mod bench;
 mod decode;
 mod hsb;
 mod pingpong;
 mod plot;
+mod receive;
 mod record;
+mod stop;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -36,7 +39,7 @@ enum Cmd {
     Bench(bench::BenchCmd),
     /// Emulator and receiver in one process over loopback: an HSB camera stream received
     /// and verified frame by frame.
-    Demo(hsb::DemoArgs),
+    Demo(receive::DemoArgs),
     /// Emulate a Holoscan Sensor Bridge device (ECB, BOOTP, sensor, RoCE packetizer).
     Emulate(hsb::EmulateArgs),
     /// List HSB devices that announce themselves (BOOTP on UDP 12267).
@@ -44,18 +47,18 @@ enum Cmd {
     /// Assign an IP to the HSB device with MAC (BOOTP reply).
     SetIp(hsb::SetIpArgs),
     /// Read device registers over ECB.
-    Read(hsb::RegArgs),
+    Read(hsb::ReadArgs),
     /// Write device registers over ECB.
-    Write(hsb::RegArgs),
+    Write(hsb::WriteArgs),
     /// Configure an HSB device and receive its frames, verified.
-    Receive(hsb::ReceiveArgs),
+    Receive(receive::ReceiveArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Decode(args) => decode::run(&args),
-        Cmd::Demo(a) => hsb::demo(&a),
+        Cmd::Demo(a) => receive::demo(&a),
         Cmd::Bench(b) => bench::run(&b),
         Cmd::Inspect(a) => record::inspect(&a),
         Cmd::Export(a) => record::export(&a),
@@ -64,7 +67,7 @@ fn main() -> ExitCode {
         Cmd::SetIp(a) => hsb::set_ip(&a),
         Cmd::Read(a) => hsb::read(&a),
         Cmd::Write(a) => hsb::write(&a),
-        Cmd::Receive(a) => hsb::receive(&a),
+        Cmd::Receive(a) => receive::receive(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
     };
     match result {

@@ -14,16 +14,48 @@ pub(crate) struct InspectArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
+    /// Read every good frame back and check it against its recorded CRC; list the frames
+    /// whose stored bytes changed (exit 1 if any).
+    #[arg(long)]
+    verify: bool,
+}
+
+/// Frames (by position) whose stored bytes no longer match their CRC.
+fn verify_all(r: &Recording) -> Result<(u64, Vec<u64>)> {
+    let (mut checked, mut bad) = (0, Vec::new());
+    for i in 0..r.len() {
+        if let Some(ok) = r
+            .verify(i)
+            .with_context(|| format!("reading frame at index {i}"))?
+        {
+            checked += 1;
+            if !ok {
+                bad.push(r.entries[i].frame_number);
+            }
+        }
+    }
+    Ok((checked, bad))
 }
 
 pub(crate) fn inspect(a: &InspectArgs) -> Result<ExitCode> {
     let r = Recording::open(&a.dir).with_context(|| format!("cannot open {}", a.dir.display()))?;
     let s = r.inspect();
+    let verified = if a.verify {
+        Some(verify_all(&r)?)
+    } else {
+        None
+    };
     if a.json {
         let mut v = serde_json::to_value(&s)?;
         v["sensor"] = r.header.sensor.clone().into();
         v["frame_size"] = r.header.frame_size.into();
         v["torn_index_bytes"] = r.torn_bytes.into();
+        v["damaged_index_offsets"] = r.damaged_records.clone().into();
+        v["frames_missing_data"] = r.missing_data.clone().into();
+        if let Some((checked, bad)) = &verified {
+            v["verified_frames"] = (*checked).into();
+            v["crc_mismatch_frames"] = bad.clone().into();
+        }
         println!("{v}");
     } else {
         println!(
@@ -55,8 +87,51 @@ pub(crate) fn inspect(a: &InspectArgs) -> Result<ExitCode> {
                 r.torn_bytes
             );
         }
+        if let Some((checked, bad)) = &verified {
+            if bad.is_empty() {
+                println!("verified: the stored bytes of all {checked} good frames match their CRC");
+            } else {
+                println!(
+                    "verify: {} of {checked} good frames no longer match their CRC: frames {bad:?}",
+                    bad.len()
+                );
+            }
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    let mut damaged = false;
+    if !r.damaged_records.is_empty() {
+        eprintln!(
+            "rocelink inspect: {}: DAMAGED: {} invalid index records at byte offsets {:?} of index.bin (skipped)",
+            a.dir.display(),
+            r.damaged_records.len(),
+            r.damaged_records
+        );
+        damaged = true;
+    }
+    if !r.missing_data.is_empty() {
+        eprintln!(
+            "rocelink inspect: {}: DAMAGED: data.bin is truncated; frames {:?} point past its end",
+            a.dir.display(),
+            r.missing_data
+        );
+        damaged = true;
+    }
+    if r.entries.is_empty() && r.torn_bytes >= rocelink_record::format::RECORD_LEN {
+        eprintln!(
+            "rocelink inspect: {}: DAMAGED: index.bin holds {} bytes and not one valid record",
+            a.dir.display(),
+            r.torn_bytes
+        );
+        damaged = true;
+    }
+    if verified.as_ref().is_some_and(|(_, bad)| !bad.is_empty()) {
+        damaged = true;
+    }
+    Ok(if damaged {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 #[derive(clap::Args, Debug)]
@@ -73,6 +148,9 @@ pub(crate) struct ExportArgs {
     /// Output file (default: DIR/frame-N.FORMAT).
     #[arg(short, long)]
     out: Option<PathBuf>,
+    /// Export even when the stored bytes no longer match the frame's recorded CRC.
+    #[arg(long)]
+    force: bool,
 }
 
 /// The active image of a CSI frame as 16-bit values (10 or 12 significant bits).
@@ -140,7 +218,31 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
     let r = Recording::open(&a.dir).with_context(|| format!("cannot open {}", a.dir.display()))?;
     let i = r
         .position(a.frame)
-        .ok_or_else(|| anyhow!("frame {} is not in the recording", a.frame))?;
+        .ok_or_else(|| match (r.entries.first(), r.entries.last()) {
+            (Some(f), Some(l)) => anyhow!(
+                "frame {} is not in the recording ({} frames, numbers {}..={})",
+                a.frame,
+                r.len(),
+                f.frame_number,
+                l.frame_number
+            ),
+            _ => anyhow!("frame {}: the recording holds no frame", a.frame),
+        })?;
+    match r.verify(i)? {
+        Some(false) if !a.force => bail!(
+            "frame {}: the bytes in data.bin no longer match the CRC recorded with the frame (the stored data is damaged); --force exports it anyway",
+            a.frame
+        ),
+        Some(false) => eprintln!(
+            "rocelink export: warning: frame {} does not match its recorded CRC",
+            a.frame
+        ),
+        None => eprintln!(
+            "rocelink export: warning: frame {} was recorded damaged",
+            a.frame
+        ),
+        Some(true) => {}
+    }
     let data = r.frame(i)?;
     let out = a
         .out

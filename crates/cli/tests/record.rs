@@ -222,15 +222,22 @@ fn full_disk_ends_the_recording_with_a_valid_directory() {
             r.frame(i)
                 .is_ok_and(|d| rocelink_wire::hsb::metadata::jamcrc(&d) == r.entries[i].crc)
         });
-        (r.len(), ok)
+        (r.len(), ok, r.inspect().recorder_drops)
     });
     let _ = Command::new("umount").arg(&mnt).status();
-    assert_eq!(code, 0, "the receiver itself is fine: {err}");
+    // the frames were received fine, but the recording lost some: say so in the exit code
+    assert_eq!(code, 1, "frames lost to a full disk: {err}");
     assert!(err.contains("disk full"), "a clear error: {err}");
-    let (n, ok) = checked.unwrap();
+    let (n, ok, drops) = checked.unwrap();
     // 8 MiB holds three 2.6 MB frames at most; every listed one reads back intact
     assert!((1..=3).contains(&n), "{n} frames");
     assert!(ok);
+    // and the recording itself says how many frames it is missing
+    assert_eq!(
+        n as u64 + drops,
+        10,
+        "{n} recorded + {drops} recorded as dropped"
+    );
 }
 
 /// Pack pixels the way the CoE (Thor) packetizer does, written from `hsb.md` §8 here
@@ -341,4 +348,92 @@ fn coe_packed_recordings_export_the_packed_pixels() {
         );
         run_python(&script);
     }
+}
+
+/// `pip install ./python` into a fresh virtualenv, then the README's one-liner verbatim
+/// (no `sys.path`), frame access by device frame number, and the same damage verdicts as
+/// `rocelink inspect`: a damaged record in the middle skipped and listed, drops counted.
+#[test]
+fn python_package_installs_and_agrees_with_inspect() {
+    let dir = common::tmpdir("record_pip");
+    let venv = dir.join("venv");
+    let py = python_with_numpy();
+    let st = Command::new(&py)
+        .args(["-m", "venv", "--system-site-packages"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(st.success(), "python3 -m venv");
+    let vpy = venv.join("bin/python");
+    let out = Command::new(&vpy)
+        .args(["-m", "pip", "install", "--quiet", &python_dir()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pip install ./python: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec = dir.join("rec");
+    let (code, _, err) = common::rocelink(&[
+        "demo",
+        "--device-ip",
+        "127.0.34.2",
+        "--frames",
+        "5",
+        "--quiet",
+        "--record",
+        rec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // the README's line, run from the directory that holds `rec`
+    let out = Command::new(&vpy)
+        .current_dir(&dir)
+        .args([
+            "-c",
+            "from rocelink_reader import Recording; r = Recording(\"rec\"); print(len(r), r.image(0).shape)",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "5 (1080, 1920)",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // damage the third record: both readers skip exactly it
+    let idx = rec.join("index.bin");
+    let mut b = std::fs::read(&idx).unwrap();
+    b[2 * 128 + 50] ^= 1;
+    std::fs::write(&idx, b).unwrap();
+    let (code, out, _) = common::rocelink(&["inspect", rec.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let script = format!(
+        r#"
+from rocelink_reader import Recording
+r = Recording({rec:?})
+assert len(r) == {frames}, len(r)
+assert r.damaged_records == [256], r.damaged_records
+assert r.recorder_drops == {drops}
+assert all(r.verify(i) for i in range(len(r)))
+n = r.frame_numbers[-1]
+assert r.frame(n)[0]["frame_number"] == n
+try:
+    r.frame(10**9)
+    raise SystemExit("no error for a missing frame")
+except KeyError as e:
+    assert "numbers" in str(e), e
+print("ok")
+"#,
+        rec = rec.to_str().unwrap(),
+        frames = v["frames"],
+        drops = v["recorder_drops"],
+    );
+    let out = Command::new(&vpy).args(["-c", &script]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

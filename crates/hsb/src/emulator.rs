@@ -116,21 +116,38 @@ struct Sockets {
     data: RoceSocket,
 }
 
-fn bind(ip: IpAddr, cfg: &EmulatorConfig, data_port: u16) -> io::Result<Sockets> {
-    let control = UdpSocket::bind((ip, cfg.control_port))?;
-    control.set_nonblocking(true)?;
-    let bootp = UdpSocket::bind((ip, rocelink_wire::hsb::BOOTP_DEVICE_PORT))?;
-    bootp.set_nonblocking(true)?;
-    bootp.set_broadcast(true)?;
-    let data = RoceSocket::bind(
-        SocketAddr::new(ip, data_port),
+/// The data socket, bound to the source port the host programmed.
+fn bind_data(ip: IpAddr, port: u16) -> io::Result<RoceSocket> {
+    RoceSocket::bind(
+        SocketAddr::new(ip, port),
         &UdpConfig {
             recv_buffer: 1 << 16,
             send_buffer: 8 << 20,
             gro: false,
         },
-    )?;
-    let events = UdpSocket::bind((ip, rocelink_wire::hsb::EVENT_SOURCE_PORT))?;
+    )
+    .map_err(|e| named(e, &format!("{ip}:{port}")))
+}
+
+/// ECB requests served per turn of the loop: a flood of control traffic delays a frame
+/// by at most this many requests instead of starving the data plane.
+const CONTROL_BUDGET: usize = 64;
+
+/// `e` with the address or file it is about in front.
+fn named(e: io::Error, what: &str) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn bind(ip: IpAddr, cfg: &EmulatorConfig, data_port: u16) -> io::Result<Sockets> {
+    let udp =
+        |port: u16| UdpSocket::bind((ip, port)).map_err(|e| named(e, &format!("{ip}:{port}")));
+    let control = udp(cfg.control_port)?;
+    control.set_nonblocking(true)?;
+    let bootp = udp(rocelink_wire::hsb::BOOTP_DEVICE_PORT)?;
+    bootp.set_nonblocking(true)?;
+    bootp.set_broadcast(true)?;
+    let data = bind_data(ip, data_port)?;
+    let events = udp(rocelink_wire::hsb::EVENT_SOURCE_PORT)?;
     events.set_broadcast(true)?;
     Ok(Sockets {
         control,
@@ -154,227 +171,288 @@ struct VpState {
     frame: u64,
 }
 
+/// A device whose sockets are bound (and pcap file created): it is reachable from the
+/// moment [`Emulator::bind`] returns, so a caller can start a host right after it.
+pub struct Emulator {
+    cfg: EmulatorConfig,
+    socks: Sockets,
+    tap: Option<Tap>,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator")
+            .field("ip", &self.cfg.device.ip)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Run the emulator until `stop` is set, the frame count or the run time is reached.
 pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorStats> {
-    let mut core = DeviceCore::new(cfg.device.clone());
-    let mut data_port = rocelink_wire::hsb::DATA_SOURCE_PORT;
-    let mut socks = bind(IpAddr::V4(core.ip()), cfg, data_port)?;
-    let mut tap = match &cfg.pcap {
-        Some(p) => Some(Tap::new(Box::new(io::BufWriter::new(
-            std::fs::File::create(p)?,
-        )))?),
-        None => None,
-    };
-    let mut stats = EmulatorStats::default();
-    let start = Instant::now();
-    let mut next_bootp = start;
-    let mut next_frame = start;
-    let mut vps: Vec<Option<VpState>> = (0..cfg.device.virtual_ports).map(|_| None).collect();
-    let mut buf = [0u8; 2048];
-    let mut frame_buf = Vec::new();
-    let mut pkts: Vec<OutPacket> = Vec::new();
-    let mut psn_seed = (SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos() as u32)
-        & 0xFF_FFFF;
-    loop {
-        if stop.load(Ordering::Relaxed)
-            || cfg.run_for.is_some_and(|d| start.elapsed() >= d)
-            || cfg.frames.is_some_and(|n| stats.frames >= n)
-        {
-            break;
-        }
-        let now = Instant::now();
-        let wake = [
-            next_frame,
-            if cfg.bootp_target.is_some() {
-                next_bootp
-            } else {
-                now + Duration::from_secs(1)
-            },
-        ]
-        .into_iter()
-        .min()
-        .unwrap_or(now);
-        rocelink_io::udp::wait_readable_any(
-            &[socks.control.as_raw_fd(), socks.bootp.as_raw_fd()],
-            Some(
-                wake.saturating_duration_since(now)
-                    .min(Duration::from_millis(100)),
-            ),
+    Emulator::bind(cfg)?.run(stop)
+}
+
+impl Emulator {
+    /// Bind every socket of the device and create the pcap file. Errors name the address
+    /// or file at fault.
+    pub fn bind(cfg: &EmulatorConfig) -> io::Result<Emulator> {
+        let socks = bind(
+            IpAddr::V4(cfg.device.ip),
+            cfg,
+            rocelink_wire::hsb::DATA_SOURCE_PORT,
         )?;
-        let dev_ip = core.ip();
-        // control plane
-        while let Ok((n, from)) = socks.control.recv_from(&mut buf) {
-            if let Some(t) = tap.as_mut() {
-                t.record(
-                    from,
-                    SocketAddr::new(dev_ip.into(), cfg.control_port),
-                    &buf[..n],
-                    0,
-                )?;
-            }
-            if let Some(reply) = core.handle_ecb(&buf[..n]) {
-                let _ = socks.control.send_to(&reply, from);
-                if let Some(t) = tap.as_mut() {
-                    t.record(
-                        SocketAddr::new(dev_ip.into(), cfg.control_port),
-                        from,
-                        &reply,
-                        0,
-                    )?;
-                }
-            }
-        }
-        let mut new_ip = None;
-        while let Ok((n, from)) = socks.bootp.recv_from(&mut buf) {
-            if let Some(t) = tap.as_mut() {
-                t.record(
-                    from,
-                    SocketAddr::new(dev_ip.into(), rocelink_wire::hsb::BOOTP_DEVICE_PORT),
-                    &buf[..n],
-                    0,
-                )?;
-            }
-            if let Some(ip) = core.handle_bootp(&buf[..n]) {
-                new_ip = Some(ip);
-            }
-        }
-        if let Some(ip) = new_ip.filter(|&ip| ip != dev_ip) {
-            match bind(IpAddr::V4(ip), cfg, data_port) {
-                Ok(s) => {
-                    socks = s;
-                    stats.ip_changes += 1;
-                    vps.iter_mut().for_each(|v| *v = None);
-                }
-                Err(e) => eprintln!(
-                    "rocelink emulate: cannot take address {ip} ({e}); add it to the interface"
-                ),
-            }
-        }
-        send_events(&mut core, &socks.events, &mut stats);
-        stats.ecb_requests = core.stats.requests;
-        stats.ecb_errors = core.stats.errors;
-        let now = Instant::now();
-        if let Some(target) = cfg.bootp_target
-            && now >= next_bootp
-        {
-            let ptp = ptp_now();
-            let b = core.enumeration(start.elapsed().as_secs() as u16, ptp);
-            if socks.bootp.send_to(&b, target).is_ok() {
-                stats.enumerations += 1;
-                if let Some(t) = tap.as_mut() {
-                    t.record(
-                        SocketAddr::new(core.ip().into(), rocelink_wire::hsb::BOOTP_DEVICE_PORT),
-                        target,
-                        &b,
-                        0,
-                    )?;
-                }
-            }
-            next_bootp = now + cfg.bootp_interval;
-        }
-        if now < next_frame {
-            continue;
-        }
-        // data plane: one frame per enabled virtual port
-        let mut sent_bytes = 0u64;
-        let mut any = false;
-        for vp in 0..cfg.device.virtual_ports {
-            let Some(stream) = core.vp_stream(vp) else {
-                vps[vp as usize] = None;
-                continue;
-            };
-            if stream.src_port != data_port {
-                data_port = stream.src_port;
-                socks = bind(IpAddr::V4(core.ip()), cfg, data_port)?;
-            }
-            let st = vps[vp as usize].get_or_insert_with(|| {
-                psn_seed = psn_seed.wrapping_mul(1_103_515_245).wrapping_add(12345) & 0xFF_FFFF;
-                VpState {
-                    stream,
-                    window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
-                    packetizer: Packetizer::new(stream, core.ip(), psn_seed, cfg.packetizer),
-                    frame: 0,
-                }
-            });
-            if st.stream != stream {
-                // reconfigured: keep the PSN sequence, restart the window
-                let psn = st.packetizer.psn();
-                *st = VpState {
-                    stream,
-                    window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
-                    packetizer: Packetizer::new(stream, core.ip(), psn, cfg.packetizer),
-                    frame: st.frame,
-                };
-            }
-            let tlast = cfg
-                .sensor
-                .frame(st.frame, stream.window as usize, &mut frame_buf);
-            // sensor interface events: frame start and frame end pulses
-            use rocelink_wire::hsb::event::bits;
-            let (start_bit, end_bit) = if vp == 0 {
-                (bits::SIF_0_FRAME_START, bits::SIF_0_FRAME_END)
-            } else {
-                (bits::SIF_1_FRAME_START, bits::SIF_1_FRAME_END)
-            };
-            core.set_level(start_bit, true, ptp_now());
-            core.set_level(start_bit, false, ptp_now());
-            st.frame += 1;
-            pkts.clear();
-            let ptp = ptp_now();
-            let (win, pk) = (&mut st.window, &mut st.packetizer);
-            let fb = &frame_buf;
-            win.feed(fb, tlast, |piece, end| {
-                // pieces of the frame buffer are sent from where they are (gather); the
-                // window's zero padding is staged
-                let base = fb.as_ptr() as usize;
-                let at = (piece.as_ptr() as usize).wrapping_sub(base);
-                let summary = if at <= fb.len() && piece.len() <= fb.len() - at {
-                    pk.push_from(fb, at..at + piece.len(), end, ptp, &mut pkts)
-                } else {
-                    pk.push_owned(piece, end, ptp, &mut pkts)
-                };
-                if summary.is_some() && vp == 0 {
-                    stats.frames += 1;
-                }
-            });
-            any = true;
-            let dst = SocketAddr::V4(stream.host);
-            let src = SocketAddr::new(core.ip().into(), data_port);
-            sent_bytes += send_paced(
-                &socks.data,
-                dst,
-                &pkts,
-                &frame_buf,
-                cfg.link_gbps,
-                cfg.gso,
-                tap.as_mut().map(|t| (t, src)),
-            )?;
-            stats.packets += pkts.len() as u64;
-            core.tx_packets = core.tx_packets.wrapping_add(pkts.len() as u32);
-            core.set_level(end_bit, true, ptp_now());
-            core.set_level(end_bit, false, ptp_now());
-            send_events(&mut core, &socks.events, &mut stats);
-        }
-        stats.bytes += sent_bytes;
-        stats.host_drops = socks.data.host_drops();
-        next_frame = match cfg.pacing {
-            Pacing::Fps(f) => next_frame + Duration::from_secs_f64(1.0 / f.max(0.001)),
-            Pacing::Gbps(g) if any => {
-                now + Duration::from_secs_f64(sent_bytes as f64 * 8.0 / (g.max(0.001) * 1e9))
-            }
-            Pacing::Gbps(_) => now + Duration::from_millis(10),
+        let tap = match &cfg.pcap {
+            Some(p) => Some(Tap::new(Box::new(io::BufWriter::new(
+                std::fs::File::create(p).map_err(|e| named(e, &p.display().to_string()))?,
+            )))?),
+            None => None,
         };
-        if next_frame < Instant::now() && matches!(cfg.pacing, Pacing::Fps(_)) {
-            next_frame = Instant::now(); // fell behind: do not burst to catch up
+        Ok(Emulator {
+            cfg: cfg.clone(),
+            socks,
+            tap,
+        })
+    }
+
+    /// Serve until `stop` is set, the frame count or the run time is reached.
+    pub fn run(self, stop: Arc<AtomicBool>) -> io::Result<EmulatorStats> {
+        let Emulator {
+            cfg,
+            mut socks,
+            mut tap,
+        } = self;
+        let cfg = &cfg;
+        let mut core = DeviceCore::new(cfg.device.clone());
+        let mut data_port = rocelink_wire::hsb::DATA_SOURCE_PORT;
+        let mut bad_port = None;
+        let mut stats = EmulatorStats::default();
+        let start = Instant::now();
+        let mut next_bootp = start;
+        let mut next_frame = start;
+        let mut vps: Vec<Option<VpState>> = (0..cfg.device.virtual_ports).map(|_| None).collect();
+        let mut buf = [0u8; 2048];
+        let mut frame_buf = Vec::new();
+        let mut pkts: Vec<OutPacket> = Vec::new();
+        let mut psn_seed = (SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u32)
+            & 0xFF_FFFF;
+        loop {
+            if stop.load(Ordering::Relaxed)
+                || cfg.run_for.is_some_and(|d| start.elapsed() >= d)
+                || cfg.frames.is_some_and(|n| stats.frames >= n)
+            {
+                break;
+            }
+            let now = Instant::now();
+            let wake = [
+                next_frame,
+                if cfg.bootp_target.is_some() {
+                    next_bootp
+                } else {
+                    now + Duration::from_secs(1)
+                },
+            ]
+            .into_iter()
+            .min()
+            .unwrap_or(now);
+            rocelink_io::udp::wait_readable_any(
+                &[socks.control.as_raw_fd(), socks.bootp.as_raw_fd()],
+                Some(
+                    wake.saturating_duration_since(now)
+                        .min(Duration::from_millis(100)),
+                ),
+            )?;
+            let dev_ip = core.ip();
+            // control plane
+            for _ in 0..CONTROL_BUDGET {
+                let Ok((n, from)) = socks.control.recv_from(&mut buf) else {
+                    break;
+                };
+                if let Some(t) = tap.as_mut() {
+                    t.record(
+                        from,
+                        SocketAddr::new(dev_ip.into(), cfg.control_port),
+                        &buf[..n],
+                        0,
+                    )?;
+                }
+                if let Some(reply) = core.handle_ecb(&buf[..n]) {
+                    let _ = socks.control.send_to(&reply, from);
+                    if let Some(t) = tap.as_mut() {
+                        t.record(
+                            SocketAddr::new(dev_ip.into(), cfg.control_port),
+                            from,
+                            &reply,
+                            0,
+                        )?;
+                    }
+                }
+            }
+            let mut new_ip = None;
+            while let Ok((n, from)) = socks.bootp.recv_from(&mut buf) {
+                if let Some(t) = tap.as_mut() {
+                    t.record(
+                        from,
+                        SocketAddr::new(dev_ip.into(), rocelink_wire::hsb::BOOTP_DEVICE_PORT),
+                        &buf[..n],
+                        0,
+                    )?;
+                }
+                if let Some(ip) = core.handle_bootp(&buf[..n]) {
+                    new_ip = Some(ip);
+                }
+            }
+            if let Some(ip) = new_ip.filter(|&ip| ip != dev_ip) {
+                match bind(IpAddr::V4(ip), cfg, data_port) {
+                    Ok(s) => {
+                        socks = s;
+                        stats.ip_changes += 1;
+                        vps.iter_mut().for_each(|v| *v = None);
+                    }
+                    Err(e) => eprintln!(
+                        "rocelink emulate: cannot take address {ip} ({e}); add it to the interface"
+                    ),
+                }
+            }
+            send_events(&mut core, &socks.events, &mut stats);
+            stats.ecb_requests = core.stats.requests;
+            stats.ecb_errors = core.stats.errors;
+            let now = Instant::now();
+            if let Some(target) = cfg.bootp_target
+                && now >= next_bootp
+            {
+                let ptp = ptp_now();
+                let b = core.enumeration(start.elapsed().as_secs() as u16, ptp);
+                if socks.bootp.send_to(&b, target).is_ok() {
+                    stats.enumerations += 1;
+                    if let Some(t) = tap.as_mut() {
+                        t.record(
+                            SocketAddr::new(
+                                core.ip().into(),
+                                rocelink_wire::hsb::BOOTP_DEVICE_PORT,
+                            ),
+                            target,
+                            &b,
+                            0,
+                        )?;
+                    }
+                }
+                next_bootp = now + cfg.bootp_interval;
+            }
+            if now < next_frame {
+                continue;
+            }
+            // data plane: one frame per enabled virtual port
+            let mut sent_bytes = 0u64;
+            let mut any = false;
+            for vp in 0..cfg.device.virtual_ports {
+                let Some(stream) = core.vp_stream(vp) else {
+                    vps[vp as usize] = None;
+                    continue;
+                };
+                if stream.src_port != data_port {
+                    // only the data socket moves; a port that cannot be had keeps the old
+                    // one (the device keeps serving, as an FPGA would)
+                    match bind_data(IpAddr::V4(core.ip()), stream.src_port) {
+                        Ok(d) => {
+                            socks.data = d;
+                            data_port = stream.src_port;
+                        }
+                        Err(e) if bad_port != Some(stream.src_port) => {
+                            bad_port = Some(stream.src_port);
+                            eprintln!("rocelink emulate: data source port stays {data_port}: {e}");
+                        }
+                        Err(_) => {}
+                    }
+                }
+                let st = vps[vp as usize].get_or_insert_with(|| {
+                    psn_seed = psn_seed.wrapping_mul(1_103_515_245).wrapping_add(12345) & 0xFF_FFFF;
+                    VpState {
+                        stream,
+                        window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
+                        packetizer: Packetizer::new(stream, core.ip(), psn_seed, cfg.packetizer),
+                        frame: 0,
+                    }
+                });
+                if st.stream != stream {
+                    // reconfigured: keep the PSN sequence, restart the window
+                    let psn = st.packetizer.psn();
+                    *st = VpState {
+                        stream,
+                        window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
+                        packetizer: Packetizer::new(stream, core.ip(), psn, cfg.packetizer),
+                        frame: st.frame,
+                    };
+                }
+                let tlast = cfg
+                    .sensor
+                    .frame(st.frame, stream.window as usize, &mut frame_buf);
+                // sensor interface events: frame start and frame end pulses
+                use rocelink_wire::hsb::event::bits;
+                let (start_bit, end_bit) = if vp == 0 {
+                    (bits::SIF_0_FRAME_START, bits::SIF_0_FRAME_END)
+                } else {
+                    (bits::SIF_1_FRAME_START, bits::SIF_1_FRAME_END)
+                };
+                core.set_level(start_bit, true, ptp_now());
+                core.set_level(start_bit, false, ptp_now());
+                st.frame += 1;
+                pkts.clear();
+                let ptp = ptp_now();
+                let (win, pk) = (&mut st.window, &mut st.packetizer);
+                let fb = &frame_buf;
+                win.feed(fb, tlast, |piece, end| {
+                    // pieces of the frame buffer are sent from where they are (gather); the
+                    // window's zero padding is staged
+                    let base = fb.as_ptr() as usize;
+                    let at = (piece.as_ptr() as usize).wrapping_sub(base);
+                    let summary = if at <= fb.len() && piece.len() <= fb.len() - at {
+                        pk.push_from(fb, at..at + piece.len(), end, ptp, &mut pkts)
+                    } else {
+                        pk.push_owned(piece, end, ptp, &mut pkts)
+                    };
+                    if summary.is_some() && vp == 0 {
+                        stats.frames += 1;
+                    }
+                });
+                any = true;
+                let dst = SocketAddr::V4(stream.host);
+                let src = SocketAddr::new(core.ip().into(), data_port);
+                sent_bytes += send_paced(
+                    &socks.data,
+                    dst,
+                    &pkts,
+                    &frame_buf,
+                    cfg.link_gbps,
+                    cfg.gso,
+                    tap.as_mut().map(|t| (t, src)),
+                )?;
+                stats.packets += pkts.len() as u64;
+                core.tx_packets = core.tx_packets.wrapping_add(pkts.len() as u32);
+                core.set_level(end_bit, true, ptp_now());
+                core.set_level(end_bit, false, ptp_now());
+                send_events(&mut core, &socks.events, &mut stats);
+            }
+            stats.bytes += sent_bytes;
+            stats.host_drops = socks.data.host_drops();
+            next_frame = match cfg.pacing {
+                Pacing::Fps(f) => next_frame + Duration::from_secs_f64(1.0 / f.max(0.001)),
+                Pacing::Gbps(g) if any => {
+                    now + Duration::from_secs_f64(sent_bytes as f64 * 8.0 / (g.max(0.001) * 1e9))
+                }
+                Pacing::Gbps(_) => now + Duration::from_millis(10),
+            };
+            if next_frame < Instant::now() && matches!(cfg.pacing, Pacing::Fps(_)) {
+                next_frame = Instant::now(); // fell behind: do not burst to catch up
+            }
         }
+        if let Some(t) = tap.as_mut() {
+            t.flush()?;
+        }
+        Ok(stats)
     }
-    if let Some(t) = tap.as_mut() {
-        t.flush()?;
-    }
-    Ok(stats)
 }
 
 /// Send the async event messages the device queued.

@@ -1,5 +1,6 @@
 //! Holoscan Sensor Bridge, in software.
 //!
+//! * [`catalogue`] — every sensor name `--sensor` takes, typed ([`catalogue::SensorSpec`]).
 //! * [`device`] — a CUDA-free HSB device, sans-IO: the register map, an ECB server with the
 //!   FPGA's sequence-check semantics, BOOTP v2 enumeration and set-IP, the sensor window
 //!   (TLAST rules, word padding) and the RoCE packetizer (0x2A data, 0x2B metadata).
@@ -10,6 +11,7 @@
 //!   enumeration and set-IP, and the verified frame receiver over rocelink's transport.
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
+pub mod catalogue;
 pub mod device;
 pub mod emulator;
 pub mod host;

@@ -105,6 +105,83 @@ pub struct Entry {
     pub dropped_before: u32,
 }
 
+/// Frame number of a drop marker: an index record with no frame (length 0) whose
+/// `dropped_before` counts frames lost after the last indexed one (a full disk, a limit).
+pub const DROP_MARKER: u64 = u64::MAX;
+
+impl Entry {
+    /// A drop marker for `n` frames.
+    pub fn drop_marker(n: u32, recorded_ns: u64) -> Entry {
+        Entry {
+            frame_number: DROP_MARKER,
+            dropped_before: n,
+            recorded_ns,
+            ..Entry::default()
+        }
+    }
+    /// True for a drop marker.
+    pub fn is_drop_marker(&self) -> bool {
+        self.frame_number == DROP_MARKER && self.length == 0
+    }
+}
+
+/// CRC-32/JAMCRC (HSB's frame CRC): `zlib.crc32(frame) ^ 0xFFFFFFFF`.
+pub fn jamcrc(b: &[u8]) -> u32 {
+    !(crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32IsoHdlc, b) as u32)
+}
+
+/// The largest frame a recording may declare (1 GiB).
+pub const MAX_FRAME: u64 = 1 << 30;
+/// The largest image side a recording may declare.
+pub const MAX_SIDE: u32 = 16_384;
+
+impl Header {
+    /// Refuse stream parameters no frame can have (so nothing reading them divides by
+    /// zero, shifts by a huge amount or allocates without bound). Names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if self.frame_size > MAX_FRAME {
+            return Err(format!(
+                "frame_size {} is over {MAX_FRAME}",
+                self.frame_size
+            ));
+        }
+        let image = match self.layout.as_str() {
+            "bytes" | "" => false,
+            "csi-raw10" | "coe-raw10" => {
+                self.bits == 10
+                    || return Err(format!("layout {} with bits {}", self.layout, self.bits))
+            }
+            "csi-raw12" | "coe-raw12" => {
+                self.bits == 12
+                    || return Err(format!("layout {} with bits {}", self.layout, self.bits))
+            }
+            other => return Err(format!("unknown layout {other:?}")),
+        };
+        if image {
+            if !(2..=MAX_SIDE).contains(&self.width) || !(2..=MAX_SIDE).contains(&self.height) {
+                return Err(format!(
+                    "image {}x{}: width and height must be 2 to {MAX_SIDE}",
+                    self.width, self.height
+                ));
+            }
+            let line = u64::from(self.width) * u64::from(self.bits) / 8;
+            if self.bytes_per_line < line || self.bytes_per_line > MAX_FRAME {
+                return Err(format!(
+                    "bytes_per_line {} for {} pixels of {} bits",
+                    self.bytes_per_line, self.width, self.bits
+                ));
+            }
+            if self.start_byte > MAX_FRAME {
+                return Err(format!(
+                    "start_byte {} is over {MAX_FRAME}",
+                    self.start_byte
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 fn crc32c(b: &[u8]) -> u32 {
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, b) as u32
 }

@@ -17,6 +17,14 @@ pub struct Recording {
     pub entries: Vec<Entry>,
     /// Bytes at the end of `index.bin` that are not a valid record (a torn write).
     pub torn_bytes: usize,
+    /// Byte offsets in `index.bin` of records before the last that are not valid (damage,
+    /// not a torn write): skipped, and reported.
+    pub damaged_records: Vec<u64>,
+    /// Frame numbers of valid records whose data lies past the end of `data.bin`
+    /// (a truncated data file): skipped, and reported.
+    pub missing_data: Vec<u64>,
+    /// Frames the recorder lost after its last indexed frame (drop markers).
+    pub marker_drops: u64,
     data: File,
 }
 
@@ -67,25 +75,41 @@ impl Recording {
                 "not a rocelink recording (version 1)",
             ));
         }
+        header.check().map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("recording.json: {e}"))
+        })?;
         let idx = std::fs::read(dir.join("index.bin"))?;
         let data = File::open(dir.join("data.bin"))?;
         let len = data.metadata()?.len();
         let mut entries = Vec::new();
-        let mut at = 0;
-        while at + RECORD_LEN <= idx.len() {
-            match Entry::decode(&idx[at..at + RECORD_LEN]) {
+        let (mut damaged_records, mut missing_data) = (Vec::new(), Vec::new());
+        // the last valid record: an invalid record after it is a torn tail, one before it
+        // is damage in the middle (skipped, reported)
+        let records: Vec<&[u8]> = idx.chunks(RECORD_LEN).collect();
+        let last_valid = records.iter().rposition(|r| Entry::decode(r).is_some());
+        let mut torn_bytes = 0;
+        let mut marker_drops = 0;
+        for (k, r) in records.iter().enumerate() {
+            match Entry::decode(r) {
+                Some(e) if e.is_drop_marker() => marker_drops += u64::from(e.dropped_before),
                 Some(e) if e.offset.checked_add(e.length).is_some_and(|end| end <= len) => {
                     entries.push(e)
                 }
-                _ => break,
+                Some(e) => missing_data.push(e.frame_number),
+                None if last_valid.is_some_and(|l| k < l) => {
+                    damaged_records.push((k * RECORD_LEN) as u64)
+                }
+                None => torn_bytes += r.len(),
             }
-            at += RECORD_LEN;
         }
         Ok(Recording {
             dir: dir.to_path_buf(),
             header,
             entries,
-            torn_bytes: idx.len() - at,
+            torn_bytes,
+            damaged_records,
+            missing_data,
+            marker_drops,
             data,
         })
     }
@@ -108,6 +132,25 @@ impl Recording {
         let mut b = vec![0u8; e.length as usize];
         self.data.read_exact_at(&mut b, e.offset)?;
         Ok(b)
+    }
+
+    /// True when the index or data file is damaged (beyond a torn last record).
+    pub fn is_damaged(&self) -> bool {
+        !self.damaged_records.is_empty() || !self.missing_data.is_empty()
+    }
+
+    /// Check frame `i`'s bytes against the CRC recorded with it. `Some(true)`: they match;
+    /// `Some(false)`: `data.bin` no longer holds what was received; `None`: the frame was
+    /// recorded damaged, so its CRC does not describe its bytes.
+    pub fn verify(&self, i: usize) -> io::Result<Option<bool>> {
+        let e = self.entries.get(i).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no frame at index {i}"))
+        })?;
+        if !e.good {
+            return Ok(None);
+        }
+        let data = self.frame(i)?;
+        Ok(Some(crate::format::jamcrc(&data) == e.crc))
     }
 
     /// Position of the frame with `frame_number`.
@@ -134,6 +177,7 @@ impl Recording {
             s.recorder_drops += u64::from(e.dropped_before);
             s.bytes += e.length;
         }
+        s.recorder_drops += self.marker_drops;
         s.first_frame = self.entries.first().map(|e| e.frame_number);
         s.last_frame = self.entries.last().map(|e| e.frame_number);
         if let (Some(a), Some(b)) = (self.entries.first(), self.entries.last()) {

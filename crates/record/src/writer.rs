@@ -110,6 +110,8 @@ struct Coordinator<'a> {
     next_publish: u64,
     offset: u64,
     done: BTreeMap<u64, (Entry, AlignedBuf, io::Result<()>)>,
+    /// Drops already counted by published index records.
+    indexed_drops: u64,
 }
 
 impl Coordinator<'_> {
@@ -163,6 +165,7 @@ impl Coordinator<'_> {
                 Ok(()) if self.stopped.as_deref() != Some("disk full") => {
                     let mut meta = meta;
                     meta.recorded_ns = now_ns();
+                    self.indexed_drops += u64::from(meta.dropped_before);
                     index.pending.extend_from_slice(&meta.encode());
                     index.pending_bytes += meta.length;
                     self.shared.written.fetch_add(1, Ordering::Relaxed);
@@ -246,6 +249,7 @@ pub(crate) fn run(
         next_publish: 0,
         offset: 0,
         done: BTreeMap::new(),
+        indexed_drops: 0,
     };
     let mut closing = false;
     // ends when the recorder closed and every queued write came back (or everything hung up)
@@ -263,6 +267,18 @@ pub(crate) fn run(
     drop(work);
     for t in io_threads {
         let _ = t.join();
+    }
+    // frames lost after the last indexed one (full disk, limit, writer behind) are
+    // recorded too, in a drop marker, so the recording says what it is missing
+    let lost = shared
+        .dropped
+        .load(Ordering::Relaxed)
+        .saturating_sub(c.indexed_drops);
+    if lost > 0 {
+        let n = u32::try_from(lost).unwrap_or(u32::MAX);
+        index
+            .pending
+            .extend_from_slice(&Entry::drop_marker(n, now_ns()).encode());
     }
     if let Err(e) = index.flush(&data) {
         c.stop(format!("sync error: {e}"));

@@ -55,6 +55,11 @@ pub struct EndpointConfig {
     pub src_port: SrcPort,
     /// ICRC policy.
     pub icrc: IcrcPolicy,
+    /// Where QP numbers and memory keys start. 0: the same every time (0x11, 0x19e, … —
+    /// what the simulator and tests want); anything else (e.g. [`EndpointConfig::random_keys`])
+    /// spreads them, as verbs does, so a stale or blind sender of an earlier session
+    /// cannot name this session's QP or region.
+    pub key_seed: u64,
 }
 
 impl EndpointConfig {
@@ -64,7 +69,17 @@ impl EndpointConfig {
             local,
             src_port: SrcPort::Fixed(local.port()),
             icrc: IcrcPolicy::Strict,
+            key_seed: 0,
         }
+    }
+
+    /// Set [`EndpointConfig::key_seed`] from the operating system's randomness.
+    pub fn random_keys(mut self) -> EndpointConfig {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(self.local.port().into());
+        self.key_seed = h.finish() | 1;
+        self
     }
 }
 
@@ -141,13 +156,19 @@ pub struct Endpoint {
 impl Endpoint {
     /// A new endpoint.
     pub fn new(cfg: EndpointConfig) -> Endpoint {
+        let seed = cfg.key_seed;
         Endpoint {
             cfg,
-            mrs: MrTable::default(),
+            mrs: MrTable::seeded(seed >> 24),
             qps: KeyMap::default(),
             order: Vec::new(),
             rr: 0,
-            next_qpn: 0x11,
+            // QPNs 0x11.. by default; seeded, anywhere in 0x100..0xFF_0000
+            next_qpn: if seed == 0 {
+                0x11
+            } else {
+                0x100 + (seed as u32 & 0xFF_FFFF) % 0xFE_FF00
+            },
             sinks: Sinks::default(),
             stats: EndpointStats::default(),
             last_icrc: None,

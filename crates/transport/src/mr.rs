@@ -124,18 +124,29 @@ impl MemoryRegion {
 pub struct MrTable {
     by_key: KeyMap<MemoryRegion>,
     next: u32,
+    tag: u32,
 }
 
 impl MrTable {
+    /// A table whose keys start from `seed` (0: 0x19e, 0x23c, … as by default).
+    pub fn seeded(seed: u64) -> MrTable {
+        MrTable {
+            by_key: KeyMap::default(),
+            next: (seed as u32) & 0xFF_FFFF,
+            tag: (seed >> 32) as u32 & 0xFF,
+        }
+    }
+
     /// Register `mem` at `va` with `access`; returns its keys. The key is never 0.
     pub fn register(&mut self, mem: Box<[u8]>, va: u64, access: Access) -> MrKeys {
         // Spread keys (index in the upper bits, a rotating tag below) so a stale or guessed
         // key is unlikely to name another region.
         self.next = self.next.wrapping_add(1);
-        let mut key = (self.next << 8) | (self.next.wrapping_mul(0x9E) & 0xFF);
+        let key_of = |n: u32, tag: u32| (n << 8) | ((n.wrapping_mul(0x9E) ^ tag) & 0xFF);
+        let mut key = key_of(self.next, self.tag);
         while key == 0 || self.by_key.contains_key(&key) {
             self.next = self.next.wrapping_add(1);
-            key = (self.next << 8) | (self.next.wrapping_mul(0x9E) & 0xFF);
+            key = key_of(self.next, self.tag);
         }
         self.insert(key, mem, va, access)
     }

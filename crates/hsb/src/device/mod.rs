@@ -37,7 +37,14 @@ pub struct DeviceConfig {
     pub trailer: ecb::Trailer,
     /// Whether to honour SEQUENCE_CHECK (the FPGA does; HSB's own emulator does not).
     pub sequence_check: bool,
+    /// The largest sensor window (BUFFER_LENGTH) the device streams, in bytes: a virtual
+    /// port programmed with a larger one stays idle, so no register value makes the
+    /// device allocate without bound.
+    pub max_window: u32,
 }
+
+/// Default [`DeviceConfig::max_window`]: 256 MiB, twenty times a 4K RAW12 frame.
+pub const MAX_WINDOW: u32 = 256 << 20;
 
 impl DeviceConfig {
     /// An HSB 0x2606 device at `ip` with HSB's emulator identity (UUID, serial, CRC).
@@ -58,6 +65,7 @@ impl DeviceConfig {
             virtual_ports: 2,
             trailer: ecb::Trailer::Two,
             sequence_check: true,
+            max_window: MAX_WINDOW,
         }
     }
 }
@@ -445,6 +453,7 @@ impl DeviceCore {
         if host_ip.is_unspecified()
             || port & 0xFFFF == 0
             || window == 0
+            || window > self.cfg.max_window
             || payload == 0
             || v(vp::QP) == 0
         {

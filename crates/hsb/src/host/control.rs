@@ -55,6 +55,9 @@ pub struct ControlStats {
     pub transactions: u64,
     /// Resends after a silent retry period.
     pub resends: u64,
+    /// Requests refused with SEQUENCE_CHECK_FAIL (another host used the device) and sent
+    /// again without the check.
+    pub resyncs: u64,
     /// Replies to other sequence numbers that were discarded.
     pub stale_replies: u64,
 }
@@ -136,6 +139,7 @@ impl Control {
         self.sock.send_to(&req, self.peer)?;
         let mut next_resend = start + self.retry;
         let mut buf = [0u8; 9000];
+        let mut resynced = false;
         loop {
             let now = Instant::now();
             if now >= start + self.timeout {
@@ -163,6 +167,16 @@ impl Control {
                 continue;
             }
             let status = Status(buf[4]);
+            if status == Status::SEQUENCE_CHECK_FAIL && !resynced {
+                // another host moved the device's latch: the request was refused, not
+                // executed, so send it again unchecked (the device latches our sequence
+                // from it) rather than fail, as HSB's host re-synchronises
+                resynced = true;
+                req = mk(false);
+                self.sock.send_to(&req, self.peer)?;
+                self.stats.resyncs += 1;
+                continue;
+            }
             if status != Status::SUCCESS {
                 return Err(EcbError::Status {
                     peer: self.peer,
@@ -294,6 +308,25 @@ mod tests {
         assert_eq!(core.lock().unwrap().read(0x1000), Some(0xCAF0));
         assert_eq!(c.read(0x1000).unwrap(), 0xCAF0); // 0x102, checked, accepted
         assert_eq!(core.lock().unwrap().stats.sequence_failures, 0);
+    }
+
+    #[test]
+    fn another_host_moving_the_latch_is_resynchronised_not_fatal() {
+        let (a, core) = device("127.0.0.1:0", vec![]);
+        let mut c = Control::new(a).unwrap();
+        c.read(crate::regs::HSB_IP_VERSION).unwrap(); // latches 0x100
+        // another host's unchecked request latches an unrelated sequence
+        let other = Control::new(a).map(|mut o| {
+            o.seq = 0x7000;
+            o.read(crate::regs::HSB_IP_VERSION)
+        });
+        assert!(other.unwrap().is_ok());
+        // our next checked request is refused by the device, re-sent unchecked, executed
+        c.write(0x1000, 0xBEE0).unwrap();
+        assert_eq!(c.stats.resyncs, 1);
+        assert_eq!(core.lock().unwrap().read(0x1000), Some(0xBEE0));
+        assert_eq!(core.lock().unwrap().stats.sequence_failures, 1);
+        assert_eq!(c.read(0x1000).unwrap(), 0xBEE0);
     }
 
     #[test]

@@ -153,6 +153,9 @@ pub struct ReceiverStats {
     /// Of those, payloads the kernel put in place (or, after a loss, next to it: then moved)
     /// and the fast path verified.
     pub in_place: u64,
+    /// Frame ends from the past (PSN behind the last frame's): a replayed or stale
+    /// stream, not reported.
+    pub stale_frames: u64,
 }
 
 #[derive(Debug, Default)]
@@ -201,7 +204,13 @@ struct Tracker {
     stats: ReceiverStats,
     /// The page after the last frame end.
     next_page: Option<u32>,
+    /// 16-bit frame numbers of the last [`RECENT`] frames reported.
+    recent: std::collections::VecDeque<u16>,
 }
+
+/// Frames remembered to refuse a replay: a frame number is reported at most once within
+/// this many frames.
+const RECENT: usize = 256;
 
 impl Tracker {
     /// The page the next packet should go to: the frame being received's, or the one
@@ -238,7 +247,7 @@ impl Tracker {
     }
 
     /// Account for what the endpoint placed and completed since the last call (telling the
-    /// fast path, if any, so its prediction follows). True when a frame ended.
+    /// fast path, if any, so its prediction follows). True when a frame was reported.
     fn drain(&mut self, ep: &mut Endpoint, mut fast: Option<&mut FastPath>) -> bool {
         while let Some(e) = ep.poll_event() {
             if let Event::Placed {
@@ -262,7 +271,8 @@ impl Tracker {
                 ended = true;
             }
         }
-        ended
+        // a stale frame end reports nothing: keep receiving
+        ended && !self.ready.is_empty()
     }
 
     /// Close the frame and queue its report; returns its page.
@@ -276,7 +286,6 @@ impl Tracker {
             },
         );
         let page = page % self.cfg.pages;
-        self.next_page = Some((page + 1) % self.cfg.pages);
         let base = page as usize * self.page_size;
         let (md, end_psn) = if self.cfg.md_disable {
             (None, psn::sub1(acc.next_psn))
@@ -291,11 +300,31 @@ impl Tracker {
                 md.map_or(psn::sub1(acc.next_psn), |m| m.psn & psn::MASK),
             )
         };
+        // a frame end from the past (old PSN): a replay of a frame already reported, or
+        // a metadata-less one, is stale — counted, never reported; a late frame never
+        // reported is reported damaged. Neither moves the PSN, page or frame number on
+        // (a replay would otherwise look like a 16-million-packet gap).
+        let behind = self.expect_psn.is_some_and(|e| psn::diff(end_psn, e) < 0);
+        let fn16_of = md.map(|m| (m.frame_number & 0xFFFF) as u16);
+        let late = |n: u16| {
+            // never reported, and from the last RECENT frames (older ones are forgotten,
+            // so they count as replays)
+            let last = self.last_frame.map_or(n, |l| l as u16);
+            usize::from(last.wrapping_sub(n)) < RECENT && !self.recent.contains(&n)
+        };
+        if behind && !fn16_of.is_some_and(late) {
+            self.stats.stale_frames += 1;
+            return page;
+        }
         // data packets the frame should have had: from the PSN after the previous frame end
         // (or the first one seen) up to the frame-end packet; the rest are missing. Counting
         // packets rather than gaps keeps reordering from looking like loss.
         let start = self.expect_psn.or(acc.first_psn).unwrap_or(end_psn);
-        let span = psn::diff(end_psn, start).max(0) as u64 + u64::from(self.cfg.md_disable);
+        let span = if behind {
+            0 // a late frame: what it lacked is unknown, and it is reported damaged
+        } else {
+            psn::diff(end_psn, start).max(0) as u64 + u64::from(self.cfg.md_disable)
+        };
         let dropped = span.saturating_sub(u64::from(acc.packets));
         let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
         let whole_page = acc.bytes as usize <= self.md_offset;
@@ -334,9 +363,19 @@ impl Tracker {
             (None, Some(last)) => last + 1,
             (None, None) => 0,
         };
-        self.last_frame = Some(frame_number);
-        self.expect_psn = Some(psn::add(end_psn, 1));
-        let complete = dropped == 0
+        if !behind {
+            self.last_frame = Some(frame_number);
+            self.expect_psn = Some(psn::add(end_psn, 1));
+            self.next_page = Some((page + 1) % self.cfg.pages);
+        }
+        if let Some(n) = fn16_of {
+            if self.recent.len() == RECENT {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(n);
+        }
+        let complete = !behind
+            && dropped == 0
             && acc.bytes == bytes_expected
             && imm_ok
             && (md.is_some() || self.cfg.md_disable);
@@ -386,17 +425,20 @@ impl Receiver {
                 gro: cfg.gro,
                 ..UdpConfig::default()
             },
-        )?;
+        )
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot receive at {}: {e}", cfg.local)))?;
         for n in &sock.notes {
             eprintln!("rocelink: note: {n}");
         }
         let mut drv = Driver::new(sock);
         if let Some(p) = &cfg.pcap {
-            drv.set_tap(Tap::new(Box::new(io::BufWriter::new(
-                std::fs::File::create(p)?,
-            )))?);
+            let f = std::fs::File::create(p)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+            drv.set_tap(Tap::new(Box::new(io::BufWriter::new(f)))?);
         }
-        let mut ecfg = EndpointConfig::new(drv.socket().local_addr());
+        // QPN and R_Key differ every session, as with verbs: a stale or blind sender
+        // cannot hit the ring
+        let mut ecfg = EndpointConfig::new(drv.socket().local_addr()).random_keys();
         ecfg.icrc = IcrcPolicy::Strict; // HSB devices send IP ID 0: every ICRC is exact
         let mut ep = Endpoint::new(ecfg);
         let md_offset = cfg.frame_size.next_multiple_of(PAGE_SIZE);
@@ -478,6 +520,7 @@ impl Receiver {
             comb: Default::default(),
             stats: ReceiverStats::default(),
             next_page: None,
+            recent: Default::default(),
         };
         let mut r = Receiver {
             ep,

@@ -1,0 +1,186 @@
+//! Argument value parsers: every numeric input is range-checked here, before anything
+//! starts, with an error that names the value and the range.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The longest duration any flag takes (about 11.5 days): finite, and far from the
+/// overflow of `Duration` arithmetic on a deadline.
+pub(crate) const MAX_SECS: f64 = 1e6;
+
+/// Seconds: a finite number in (0, 1e6].
+pub(crate) fn secs(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 || v > MAX_SECS {
+        return Err(format!(
+            "{s}: seconds must be more than 0 and at most {MAX_SECS}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// A rate (frames per second, Gbit/s): a finite number in (0, 1e5].
+pub(crate) fn rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if !v.is_finite() || v <= 0.0 || v > 1e5 {
+        return Err(format!("{s}: must be more than 0 and at most 100000"));
+    }
+    Ok(v)
+}
+
+/// A 32-bit number, hex with `0x` or decimal.
+pub(crate) fn u32_num(s: &str) -> Result<u32, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("{s:?} is not a 32-bit number (decimal, or hex with 0x)"))
+}
+
+/// A 24-bit number (QPN), hex with `0x` or decimal.
+pub(crate) fn u24_num(s: &str) -> Result<u32, String> {
+    let v = u32_num(s)?;
+    if v > 0xFF_FFFF {
+        return Err(format!("{s}: a QP number has 24 bits (at most 0xffffff)"));
+    }
+    Ok(v)
+}
+
+/// A frame size in bytes: 1 to 1 GiB.
+pub(crate) fn frame_size(s: &str) -> Result<usize, String> {
+    let v: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of bytes"))?;
+    let max = rocelink_hsb::catalogue::MAX_FRAME;
+    if v == 0 || v > max {
+        return Err(format!("{s}: a frame is 1 to {max} bytes"));
+    }
+    Ok(v)
+}
+
+/// A link MTU for HSB data: 256 to 9000 bytes (the packet is the MTU less 74 bytes of
+/// headers, in 128-byte steps, so anything smaller carries no page).
+pub(crate) fn mtu(s: &str) -> Result<u32, String> {
+    let v: u32 = s.parse().map_err(|_| format!("{s:?} is not an MTU"))?;
+    if !(256..=9000).contains(&v) {
+        return Err(format!("{s}: the MTU must be from 256 to 9000 bytes"));
+    }
+    Ok(v)
+}
+
+/// A sensor name of the catalogue.
+pub(crate) fn sensor(s: &str) -> Result<rocelink_hsb::catalogue::SensorSpec, String> {
+    s.parse()
+        .map_err(|e: rocelink_hsb::catalogue::SensorError| e.to_string())
+}
+
+/// A file to create: its directory must exist. Opens (creates) nothing.
+pub(crate) fn out_file(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.as_os_str().is_empty() {
+        return Err("empty file name".into());
+    }
+    if p.is_dir() {
+        return Err(format!("{s} is a directory"));
+    }
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(format!("{s}: no directory {}", parent.display()));
+    }
+    Ok(p)
+}
+
+/// Check that a recording may be written to `dir`: a path that does not exist yet or an
+/// empty directory, or, with `force`, a directory holding an earlier recording (which is
+/// replaced). Creates the directory and proves it writable; writes nothing else.
+pub(crate) fn record_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
+    use anyhow::{Context, bail};
+    if dir.exists() {
+        if !dir.is_dir() {
+            bail!("--record {}: not a directory", dir.display());
+        }
+        let entries: Vec<_> = std::fs::read_dir(dir)
+            .with_context(|| format!("--record {}: cannot read the directory", dir.display()))?
+            .filter_map(|e| e.ok())
+            .collect();
+        if !entries.is_empty() {
+            if !force {
+                bail!(
+                    "--record {}: the directory is not empty ({} entries); choose another, or --force to replace the recording in it",
+                    dir.display(),
+                    entries.len()
+                );
+            }
+            if !dir.join("recording.json").exists() {
+                bail!(
+                    "--record {}: --force replaces only a recording, and this directory holds other files",
+                    dir.display()
+                );
+            }
+            for e in entries {
+                let p = e.path();
+                let r = if p.is_dir() {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+                r.with_context(|| format!("--record --force: cannot remove {}", p.display()))?;
+            }
+        }
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("--record {}: cannot create the directory", dir.display()))?;
+    let probe = dir.join(".rocelink-write-test");
+    std::fs::write(&probe, b"")
+        .with_context(|| format!("--record {}: cannot write there", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_out_of_range_are_refused_not_panicked() {
+        for s in ["-1", "NaN", "inf", "1e300", "0", "x", ""] {
+            assert!(secs(s).is_err(), "secs {s}");
+        }
+        assert_eq!(secs("0.5"), Ok(Duration::from_millis(500)));
+        for s in ["0", "-3", "NaN", "1e9"] {
+            assert!(rate(s).is_err(), "rate {s}");
+        }
+        for s in ["0", "10", "100", "70000"] {
+            assert!(mtu(s).is_err(), "mtu {s}");
+        }
+        assert_eq!(mtu("1500"), Ok(1500));
+        for s in ["0", "1000000000000", "4294967296"] {
+            assert!(frame_size(s).is_err(), "frame size {s}");
+        }
+        assert!(u24_num("0x1000000").is_err());
+        assert_eq!(u24_num("0x11"), Ok(0x11));
+        assert!(u32_num("0x100000000").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(s in "\\PC{0,40}") {
+            let _ = secs(&s);
+            let _ = rate(&s);
+            let _ = u32_num(&s);
+            let _ = u24_num(&s);
+            let _ = frame_size(&s);
+            let _ = mtu(&s);
+            let _ = sensor(&s);
+        }
+    }
+}

@@ -1,0 +1,649 @@
+//! `receive` and `demo`: every input checked first, then the device, then the frame loop
+//! with its sinks (lines or JSON, progress, recorder, PNG snapshot) until the frame count,
+//! `--seconds`, or Ctrl-C/SIGTERM — after which the device is told to stop, the recording
+//! is finished and made durable, and the summary printed.
+
+use crate::args;
+use crate::hsb::{Layout, RxTuning};
+use crate::stop::StopFlag;
+use anyhow::{Context, Result, anyhow, bail};
+use rocelink_hsb::catalogue::SensorSpec;
+use rocelink_hsb::device::DeviceConfig;
+use rocelink_hsb::emulator::{Emulator, EmulatorConfig, Pacing};
+use rocelink_hsb::host::control::Control;
+use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
+use serde_json::json;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// What the frame loop writes to the terminal and to disk.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct Output {
+    /// One JSON object per frame on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No per-frame lines, progress or banner (errors and the recording summary still go
+    /// to stderr).
+    #[arg(long, short)]
+    quiet: bool,
+    /// Record frames (with their verdicts) to this directory (new or empty).
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// Replace the recording already in the --record directory.
+    #[arg(long, requires = "record")]
+    force: bool,
+    /// Stop recording after this many bytes.
+    #[arg(long, requires = "record", value_parser = clap::value_parser!(u64).range(1..))]
+    max_bytes: Option<u64>,
+    /// Stop recording after this many frames.
+    #[arg(long, requires = "record", value_parser = clap::value_parser!(u64).range(1..))]
+    max_frames: Option<u64>,
+    /// Keep the latest good frame as a PNG here (needs an image sensor).
+    #[arg(long, value_parser = args::out_file)]
+    snapshot: Option<PathBuf>,
+}
+
+/// The sinks, built after every input was checked.
+struct Sinks {
+    json: bool,
+    quiet: bool,
+    rec: Option<(rocelink_record::Recorder, PathBuf)>,
+    snap: Option<Snapshot>,
+}
+
+impl Output {
+    /// Check the flags against the sensor and the disk, before anything starts.
+    fn check(&self, sensor: Option<&SensorSpec>) -> Result<()> {
+        if self.snapshot.is_some() && sensor.and_then(SensorSpec::image).is_none() {
+            bail!(
+                "--snapshot needs an image sensor (--sensor imx274-… or coe-raw10:WxH), not {}",
+                sensor.map_or("none".to_string(), |s| s.to_string())
+            );
+        }
+        if let Some(d) = &self.record {
+            args::record_dir(d, self.force)?;
+        }
+        Ok(())
+    }
+
+    fn open(&self, sensor: Option<&SensorSpec>, frame_size: usize) -> Result<Sinks> {
+        let rec = match &self.record {
+            Some(dir) => {
+                let mut rc = rocelink_record::RecordConfig::new(
+                    dir.clone(),
+                    record_header(sensor, frame_size),
+                );
+                rc.max_bytes = self.max_bytes;
+                rc.max_frames = self.max_frames;
+                let r = rocelink_record::Recorder::start(rc)
+                    .with_context(|| format!("--record {}", dir.display()))?;
+                Some((r, dir.clone()))
+            }
+            None => None,
+        };
+        let snap = match (&self.snapshot, sensor) {
+            (Some(p), Some(s)) => Some(Snapshot::new(p.clone(), s, frame_size)?),
+            _ => None,
+        };
+        Ok(Sinks {
+            json: self.json,
+            quiet: self.quiet,
+            rec,
+            snap,
+        })
+    }
+}
+
+/// Stream parameters of a recording made from `sensor`.
+pub(crate) fn record_header(
+    sensor: Option<&SensorSpec>,
+    frame_size: usize,
+) -> rocelink_record::format::Header {
+    let mut h = rocelink_record::format::Header {
+        sensor: sensor.map_or("unknown".to_string(), |s| s.to_string()),
+        frame_size: frame_size as u64,
+        layout: "bytes".into(),
+        ..Default::default()
+    };
+    if let Some(g) = sensor.and_then(SensorSpec::image) {
+        h.layout = g.layout.into();
+        (h.width, h.height, h.bits) = (g.width, g.height, g.bits);
+        h.start_byte = g.start_byte;
+        h.bytes_per_line = g.bytes_per_line;
+    }
+    h
+}
+
+fn frame_meta(f: &FrameReport) -> rocelink_record::FrameMeta {
+    rocelink_record::FrameMeta {
+        frame_number: f.frame_number,
+        good: f.good(),
+        complete: f.complete,
+        crc_ok: f.crc_ok == Some(true),
+        crc_present: f.crc_ok.is_some(),
+        crc: f.crc_expected.unwrap_or(f.crc),
+        flags: f.flags,
+        dropped_packets: f.dropped_packets,
+        sof: f.sof,
+        meta: f.meta,
+        packets: f.packets,
+        page: f.page,
+        ..Default::default()
+    }
+}
+
+pub(crate) fn frame_json(f: &FrameReport) -> serde_json::Value {
+    json!({"frame_number": f.frame_number, "bytes": f.bytes, "bytes_expected": f.bytes_expected, "crc": f.crc,
+           "crc_expected": f.crc_expected, "crc_ok": f.crc_ok, "psn": f.psn, "page": f.page, "packets": f.packets,
+           "dropped_packets": f.dropped_packets, "flags": f.flags, "sof_s": f.sof.0, "sof_ns": f.sof.1,
+           "meta_s": f.meta.0, "meta_ns": f.meta.1, "complete": f.complete, "good": f.good()})
+}
+
+fn frame_line(f: &FrameReport) -> String {
+    format!(
+        "frame {:>6} page {:>3} {:>9} bytes {:>5} packets crc {:#010x} {} dropped {} flags {:#x} -> {}",
+        f.frame_number,
+        f.page,
+        f.bytes,
+        f.packets,
+        f.crc,
+        match f.crc_ok {
+            Some(true) => "ok",
+            Some(false) => "MISMATCH",
+            None => "n/a",
+        },
+        f.dropped_packets,
+        f.flags,
+        if f.good() { "good" } else { "DAMAGED" }
+    )
+}
+
+/// `--snapshot FILE`: the latest good frame as a PNG, rewritten at most once a second
+/// and on the last frame.
+pub(crate) struct Snapshot {
+    path: PathBuf,
+    header: rocelink_record::format::Header,
+    saved: Option<Instant>,
+}
+
+impl Snapshot {
+    fn new(path: PathBuf, sensor: &SensorSpec, frame_size: usize) -> Result<Snapshot> {
+        Ok(Snapshot {
+            path,
+            header: record_header(Some(sensor), frame_size),
+            saved: None,
+        })
+    }
+    fn due(&self) -> bool {
+        self.saved
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+    }
+    fn save(&mut self, data: &[u8]) -> Result<()> {
+        let png = crate::record::png_image(&self.header, data)?;
+        crate::record::write_atomic(&self.path, &png)?;
+        self.saved = Some(Instant::now());
+        Ok(())
+    }
+}
+
+/// Why the frame loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Frames,
+    Seconds,
+    Signal,
+}
+
+/// When the loop ends.
+struct Limits {
+    frames: Option<u64>,
+    seconds: Option<Duration>,
+    /// Without a frame for this long: an error naming what was refused.
+    timeout: Duration,
+}
+
+/// How long one wait inside the loop may last: a stop request is seen within this.
+const SLICE: Duration = Duration::from_millis(50);
+
+/// Why nothing arrived: the datagrams the transport refused, by reason.
+fn refusals(rx: &Receiver) -> String {
+    let (e, q) = rx.transport_stats();
+    let fast = rx.fast_stats().map_or(0, |f| f.in_place + f.moved);
+    if e.rx_datagrams + fast == 0 {
+        return "no RoCE datagram arrived".into();
+    }
+    let mut why = Vec::new();
+    for (n, what) in [
+        (e.unknown_qp, "for another QP"),
+        (q.access_violations, "refused by R_Key or bounds"),
+        (e.icrc_errors, "with a bad ICRC"),
+        (e.malformed, "malformed"),
+        (e.pkey_errors, "with a wrong P_Key"),
+        (q.drops, "dropped by the QP (wrong sender or opcode)"),
+    ] {
+        if n > 0 {
+            why.push(format!("{n} {what}"));
+        }
+    }
+    format!(
+        "{} datagrams arrived{}{}",
+        e.rx_datagrams + fast,
+        if why.is_empty() { "" } else { ": " },
+        why.join(", ")
+    )
+}
+
+fn frame_loop(
+    rx: &mut Receiver,
+    lim: &Limits,
+    stop: &StopFlag,
+    out: &mut Sinks,
+) -> Result<(u64, Ended)> {
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    if out.json || out.quiet {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let start = Instant::now();
+    let end = lim.seconds.map(|s| start + s);
+    let mut last = start;
+    let mut n = 0u64;
+    let ended = loop {
+        if lim.frames.is_some_and(|m| n >= m) {
+            break Ended::Frames;
+        }
+        if stop.is_set() {
+            break Ended::Signal;
+        }
+        let now = Instant::now();
+        if end.is_some_and(|e| now >= e) {
+            break Ended::Seconds;
+        }
+        if now.duration_since(last) >= lim.timeout {
+            pb.finish_and_clear();
+            bail!(
+                "no frame within {:?} (after {n} frames); {}",
+                lim.timeout,
+                refusals(rx)
+            );
+        }
+        let Some(f) = rx.next_frame(SLICE)? else {
+            continue;
+        };
+        last = Instant::now();
+        n += 1;
+        if let Some((r, _)) = out.rec.as_mut() {
+            r.offer(&frame_meta(&f), rx.frame_data(&f));
+        }
+        if let Some(s) = out.snap.as_mut() {
+            let final_one = lim.frames.is_some_and(|m| n == m);
+            if f.good() && (final_one || s.due()) {
+                s.save(rx.frame_data(&f))?;
+            }
+        }
+        if out.json {
+            println!("{}", frame_json(&f));
+        } else if out.quiet {
+        } else if pb.is_hidden() {
+            println!("{}", frame_line(&f));
+        } else {
+            pb.println(frame_line(&f));
+        }
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        let s = rx.stats;
+        pb.set_message(format!(
+            "{:.1} fps {:.2} Gbit/s | {} good {} damaged | {} packets dropped | {} ICRC errors",
+            s.frames as f64 / secs,
+            s.bytes as f64 * 8.0 / secs / 1e9,
+            s.good,
+            s.damaged,
+            s.dropped_packets,
+            s.icrc_errors
+        ));
+        pb.tick();
+    };
+    pb.finish_and_clear();
+    Ok((n, ended))
+}
+
+/// Finish the recording (every offered frame written and indexed, data and index durable)
+/// and say how it went. Err when the recording stopped early (disk full, limit).
+fn finish_recording(out: &mut Sinks, cmd: &str) -> Result<bool> {
+    let Some((rec, dir)) = out.rec.take() else {
+        return Ok(true);
+    };
+    let s = rec.finish()?;
+    eprintln!(
+        "rocelink {cmd}: recorded {} frames ({} bytes, {}) to {}; {} dropped by the recorder{}",
+        s.frames,
+        s.bytes,
+        if s.direct { "direct I/O" } else { "page cache" },
+        dir.display(),
+        s.dropped,
+        s.stopped
+            .as_ref()
+            .map(|w| format!("; stopped early: {w}"))
+            .unwrap_or_default()
+    );
+    // a frame limit is what the user asked for; anything else lost frames
+    Ok(s.stopped.as_deref().is_none_or(|w| w.contains("limit")))
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ReceiveArgs {
+    /// Device IP (ECB is used to configure it). Not needed with --listen.
+    #[arg(long)]
+    device: Option<Ipv4Addr>,
+    /// ECB port.
+    #[arg(long, default_value_t = 8192)]
+    control_port: u16,
+    /// Frames to report (good or damaged), then exit.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    frames: Option<u64>,
+    /// Receive for this long, then exit.
+    #[arg(long, value_parser = args::secs)]
+    seconds: Option<Duration>,
+    /// Ring pages.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pages: u32,
+    /// Frame size in bytes (default: IMX274 1080p RAW10, or the --sensor's).
+    #[arg(long, value_parser = args::frame_size)]
+    frame_size: Option<usize>,
+    /// Local IP (default: the address that routes to the device).
+    #[arg(long)]
+    bind: Option<IpAddr>,
+    /// Local UDP port for data.
+    #[arg(long, default_value_t = 4791)]
+    port: u16,
+    /// Link MTU (packet size), 256..=9000.
+    #[arg(long, default_value = "1500", value_parser = args::mtu)]
+    mtu: u32,
+    /// Virtual port.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..32))]
+    vp: u32,
+    /// No separate metadata packet.
+    #[arg(long)]
+    md_disable: bool,
+    /// Passive mode: receive at IP:PORT for a device something else configured...
+    #[arg(long, requires_all = ["qp", "rkey", "device_ip"], conflicts_with = "device")]
+    listen: Option<SocketAddr>,
+    /// ...sending to this QP...
+    #[arg(long, value_parser = args::u24_num)]
+    qp: Option<u32>,
+    /// ...with this R_Key...
+    #[arg(long, value_parser = args::u32_num)]
+    rkey: Option<u32>,
+    /// ...from this device IP.
+    #[arg(long)]
+    device_ip: Option<Ipv4Addr>,
+    /// Seconds without a frame before giving up.
+    #[arg(long, default_value = "5", value_parser = args::secs)]
+    timeout: Duration,
+    /// Record every datagram.
+    #[arg(long, value_parser = args::out_file)]
+    pcap: Option<PathBuf>,
+    /// Sensor the device streams (recorded in the header so exports know the geometry):
+    /// imx274-1080p-raw10, imx274-4k-raw10, imx274-4k-raw12, coe-raw10:WxH, coe-raw12:WxH.
+    #[arg(long, value_parser = args::sensor)]
+    sensor: Option<SensorSpec>,
+    #[command(flatten)]
+    out: Output,
+    #[command(flatten)]
+    layout: Layout,
+    #[command(flatten)]
+    tune: RxTuning,
+}
+
+pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
+    // 1. inputs
+    let frame_size = match (
+        a.frame_size,
+        a.sensor.as_ref().and_then(SensorSpec::frame_len),
+    ) {
+        (Some(f), Some(s)) if f != s => bail!(
+            "--frame-size {f} disagrees with --sensor {} ({s} bytes)",
+            a.sensor.as_ref().map(|s| s.to_string()).unwrap_or_default()
+        ),
+        (Some(f), _) | (None, Some(f)) => f,
+        (None, None) => 2_611_376,
+    };
+    check_ring(frame_size, a.pages)?;
+    a.out.check(a.sensor.as_ref())?;
+    let stop = StopFlag::install()?;
+    let (local, device_ip, qp_rkey) = match (a.listen, a.device) {
+        (Some(l), _) => {
+            let (Some(q), Some(k), Some(d)) = (a.qp, a.rkey, a.device_ip) else {
+                bail!("--listen needs --qp, --rkey and --device-ip");
+            };
+            (l, d, Some((q, k)))
+        }
+        (None, Some(dev)) => {
+            let ip = match a.bind {
+                Some(ip) => ip,
+                None => rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
+                    .with_context(|| format!("no route to --device {dev}"))?,
+            };
+            (SocketAddr::new(ip, a.port), dev, None)
+        }
+        (None, None) => bail!("--device IP is required (or --listen with --qp/--rkey/--device-ip)"),
+    };
+    // 2. the receiver (socket, pcap file, ring)
+    let mut cfg = ReceiverConfig::new(local, device_ip, frame_size);
+    cfg.pages = a.pages;
+    cfg.mtu = a.mtu;
+    cfg.vp = a.vp;
+    cfg.md_disable = a.md_disable;
+    cfg.layout = a.layout.opts();
+    cfg.qp_rkey = qp_rkey;
+    cfg.pcap = a.pcap.clone();
+    a.tune.apply(&mut cfg)?;
+    let mut rx = Receiver::new(cfg)?;
+    // 3. the sinks, then the device
+    let mut out = a.out.open(a.sensor.as_ref(), frame_size)?;
+    let mut ctl = None;
+    if qp_rkey.is_none() {
+        let mut c = Control::new(SocketAddr::new(IpAddr::V4(device_ip), a.control_port))?;
+        let version = c
+            .read(rocelink_hsb::regs::HSB_IP_VERSION)
+            .with_context(|| format!("device {device_ip}:{} did not answer ECB", a.control_port))?;
+        if !a.out.quiet {
+            eprintln!(
+                "rocelink receive: device {device_ip} HSB IP {:#06x}; QP {:#x} R_Key {:#x} at {}",
+                version & 0xFFFF,
+                rx.qpn(),
+                rx.rkey(),
+                rx.local_addr()
+            );
+        }
+        rx.configure(&mut c)?;
+        ctl = Some(c);
+    }
+    // 4. frames
+    let lim = Limits {
+        frames: a.frames,
+        seconds: a.seconds,
+        timeout: a.timeout,
+    };
+    let r = frame_loop(&mut rx, &lim, &stop, &mut out);
+    // 5. stop the device, finish the recording, summary
+    let stopped = ctl.as_mut().map(|c| rx.stop(c));
+    let rec_ok = finish_recording(&mut out, "receive")?;
+    if let Some(Err(e)) = stopped {
+        eprintln!("rocelink receive: warning: could not stop the device's stream: {e}");
+    }
+    let (n, ended) = r?;
+    let s = rx.stats;
+    if !a.out.quiet {
+        eprintln!(
+            "rocelink receive: {n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} of {} datagrams verified in place{}",
+            s.good,
+            s.damaged,
+            s.dropped_packets,
+            s.icrc_errors,
+            s.refused,
+            s.in_place,
+            s.datagrams,
+            if ended == Ended::Signal {
+                " (stopped by signal)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(if rec_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The ring is pages × (frame rounded up + metadata page): refuse what cannot be allocated.
+fn check_ring(frame_size: usize, pages: u32) -> Result<()> {
+    const MAX_RING: usize = 8 << 30;
+    let page = frame_size.next_multiple_of(128) + 128;
+    if page.saturating_mul(pages as usize) > MAX_RING {
+        bail!(
+            "a ring of {pages} pages of {page} bytes is over {} GiB: fewer --pages or a smaller --frame-size",
+            MAX_RING >> 30
+        );
+    }
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct DemoArgs {
+    /// Frames to receive.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    frames: u64,
+    /// Sensor of the emulated device.
+    #[arg(long, default_value = "imx274-1080p-raw10", value_parser = args::sensor)]
+    sensor: SensorSpec,
+    /// Frames per second.
+    #[arg(long, default_value = "30", value_parser = args::rate)]
+    fps: f64,
+    /// Record the stream (the emulator's view) to this pcap.
+    #[arg(long, value_parser = args::out_file)]
+    pcap: Option<PathBuf>,
+    /// Loopback address of the emulated device (the receiver uses the same /24 with .1).
+    #[arg(long, default_value = "127.0.0.2")]
+    device_ip: Ipv4Addr,
+    #[command(flatten)]
+    out: Output,
+}
+
+/// The host side of a demo run, kept so the device can be stopped and the recording
+/// finished whatever happened.
+struct Ran {
+    rx: Receiver,
+    ctl: Control,
+    r: Result<(u64, Ended)>,
+    out: Sinks,
+}
+
+/// Emulator and receiver in one process over loopback (device 127.0.0.2, host 127.0.0.1).
+pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
+    let source = a
+        .sensor
+        .source(None)
+        .map_err(|e| anyhow!("--sensor: {e}"))?;
+    let frame_size = a.sensor.frame_len().unwrap_or(1 << 20);
+    a.out.check(Some(&a.sensor))?;
+    if !a.device_ip.is_loopback() {
+        bail!(
+            "--device-ip {}: the demo runs over loopback (127.0.0.0/8)",
+            a.device_ip
+        );
+    }
+    let stop = StopFlag::install()?;
+    let dev_ip = a.device_ip;
+    let o = dev_ip.octets();
+    let host_ip = Ipv4Addr::new(o[0], o[1], o[2], 1);
+    let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev_ip));
+    cfg.bootp_target = None;
+    cfg.sensor = source;
+    cfg.pacing = Pacing::Fps(a.fps);
+    cfg.pcap = a.pcap.clone();
+    // the device is bound (or the error names what is taken) before the host starts
+    let emu = Emulator::bind(&cfg).context("emulated device")?;
+    let emu_stop = StopFlag::never();
+    let es2 = emu_stop.arc();
+    let emu = std::thread::spawn(move || emu.run(es2));
+    let mut rcfg = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host_ip), 0), dev_ip, frame_size);
+    rcfg.pages = 4;
+    let run = || -> Result<Ran> {
+        let rx = Receiver::new(rcfg)?;
+        let mut ctl = Control::new(SocketAddr::new(IpAddr::V4(dev_ip), cfg.control_port))?;
+        let version = ctl.read(rocelink_hsb::regs::HSB_IP_VERSION)?;
+        if !a.out.json && !a.out.quiet {
+            println!(
+                "emulated HSB {:#06x} at {dev_ip} streaming {} ({frame_size} bytes/frame) at {} fps -> receiver at {} (QP {:#x}, R_Key {:#x})",
+                version & 0xFFFF,
+                a.sensor,
+                a.fps,
+                rx.local_addr(),
+                rx.qpn(),
+                rx.rkey()
+            );
+        }
+        let mut out = a.out.open(Some(&a.sensor), frame_size)?;
+        let mut rx = rx;
+        rx.configure(&mut ctl)?;
+        let lim = Limits {
+            frames: Some(a.frames),
+            seconds: None,
+            timeout: Duration::from_secs(5),
+        };
+        let r = frame_loop(&mut rx, &lim, &stop, &mut out);
+        Ok(Ran { rx, ctl, r, out })
+    };
+    let mut ran = run();
+    let rec_ok = match ran {
+        Ok(Ran {
+            ref rx,
+            ref mut ctl,
+            ref mut out,
+            ..
+        }) => {
+            let _ = rx.stop(ctl);
+            finish_recording(out, "demo")
+        }
+        Err(_) => Ok(true),
+    };
+    emu_stop
+        .arc()
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let es = emu
+        .join()
+        .map_err(|_| anyhow!("emulator thread panicked"))?
+        .context("emulated device")?;
+    let Ran { rx, r, .. } = ran?;
+    let rec_ok = rec_ok?;
+    let (_, ended) = r?;
+    let s = rx.stats;
+    if !a.out.json && !a.out.quiet {
+        println!(
+            "{} frames: {} good, {} damaged, {} packets dropped, {} ICRC errors (device sent {} packets){}",
+            s.frames,
+            s.good,
+            s.damaged,
+            s.dropped_packets,
+            s.icrc_errors,
+            es.packets,
+            if ended == Ended::Signal {
+                "; stopped by signal"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(if s.damaged == 0 && rec_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,37 @@
+//! Ctrl-C and SIGTERM: the first asks the running command to stop cleanly (finish what it
+//! reported, make it durable, tell the device to stop, print the summary, exit 0); a
+//! second Ctrl-C exits at once with 130.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A flag set by SIGINT or SIGTERM.
+#[derive(Debug, Clone)]
+pub(crate) struct StopFlag(Arc<AtomicBool>);
+
+impl StopFlag {
+    /// Install the handlers (once per process).
+    pub(crate) fn install() -> anyhow::Result<StopFlag> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let f = Arc::new(AtomicBool::new(false));
+        for sig in [SIGINT, SIGTERM] {
+            // order matters: the conditional exit sees the flag only once the first signal
+            // has set it
+            signal_hook::flag::register_conditional_shutdown(sig, 130, f.clone())?;
+            signal_hook::flag::register(sig, f.clone())?;
+        }
+        Ok(StopFlag(f))
+    }
+    /// A flag nothing sets (library-style callers, tests).
+    pub(crate) fn never() -> StopFlag {
+        StopFlag(Arc::new(AtomicBool::new(false)))
+    }
+    /// True once a stop was asked for.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    /// The shared flag, for threads that poll it.
+    pub(crate) fn arc(&self) -> Arc<AtomicBool> {
+        self.0.clone()
+    }
+}

@@ -1,0 +1,661 @@
+//! What a user meets around the core: stopping signals, existing recordings, bad input,
+//! blamed addresses and files, damaged recordings. Each test reproduces one failure found
+//! by trying rocelink as a new user would.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use rocelink_record::read::Recording;
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn rocelink() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rocelink"))
+}
+
+/// An emulator on `ip` (no enumeration), killed on drop.
+struct Emu(Child);
+impl Emu {
+    fn start(ip: &str, extra: &[&str]) -> Emu {
+        let c = rocelink()
+            .args([
+                "emulate",
+                "--ip",
+                ip,
+                "--bootp-target",
+                "none",
+                "--seconds",
+                "60",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let e = Emu(c);
+        // ready once it answers ECB
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            let (code, _, _) = common::rocelink(&["read", "--device", ip, "0x80"]);
+            if code == 0 {
+                return e;
+            }
+        }
+        panic!("emulator at {ip} never answered");
+    }
+}
+impl Drop for Emu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    assert!(common::sh(&[
+        "kill",
+        &format!("-{sig}"),
+        &child.id().to_string()
+    ]));
+}
+
+/// True when a datagram reaches `addr` within one second.
+fn streaming_to(addr: &str) -> bool {
+    let s = UdpSocket::bind(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut b = [0u8; 9000];
+    s.recv(&mut b).is_ok()
+}
+
+/// Every frame the JSON lines call good is in the recording, and its bytes match its CRC.
+fn assert_all_good_recorded(json: &str, dir: &Path) -> usize {
+    let good: Vec<u64> = json
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["good"] == true)
+        .map(|v| v["frame_number"].as_u64().unwrap())
+        .collect();
+    let r = Recording::open(dir).unwrap();
+    for n in &good {
+        let i = r
+            .position(*n)
+            .unwrap_or_else(|| panic!("good frame {n} missing from the recording"));
+        assert_eq!(r.verify(i).unwrap(), Some(true), "frame {n} bytes");
+    }
+    good.len()
+}
+
+#[test]
+fn sigint_during_receive_record_keeps_every_reported_frame_and_stops_the_device() {
+    let dir = common::tmpdir("field_sigint");
+    let rec = dir.join("rec");
+    let _emu = Emu::start(
+        "127.0.20.2",
+        &["--sensor", "imx274-1080p-raw10", "--fps", "30"],
+    );
+    let rx = rocelink()
+        .args(["receive", "--device", "127.0.20.2", "--bind", "127.0.20.1"])
+        .args(["--sensor", "imx274-1080p-raw10", "--json", "--record"])
+        .arg(&rec)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&rx, 2);
+    let out = rx.wait_with_output().unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{se}");
+    assert!(se.contains("stopped by signal"), "summary: {se}");
+    assert!(se.contains("recorded"), "recording summary: {se}");
+    let n = assert_all_good_recorded(&so, &rec);
+    assert!(n >= 10, "{n} good frames in 1.5 s at 30 fps");
+    // the VP was disabled: nothing reaches the receiver's address any more
+    assert!(
+        !streaming_to("127.0.20.1:4791"),
+        "device still streaming after exit"
+    );
+}
+
+#[test]
+fn sigterm_during_demo_record_exits_zero_with_every_frame() {
+    let dir = common::tmpdir("field_sigterm");
+    let rec = dir.join("rec");
+    let demo = rocelink()
+        .args([
+            "demo",
+            "--device-ip",
+            "127.0.21.2",
+            "--frames",
+            "100000",
+            "--json",
+        ])
+        .arg("--record")
+        .arg(&rec)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&demo, 15);
+    let out = demo.wait_with_output().unwrap();
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{se}");
+    assert!(assert_all_good_recorded(&String::from_utf8_lossy(&out.stdout), &rec) >= 10);
+}
+
+#[test]
+fn receive_seconds_ends_cleanly() {
+    let _emu = Emu::start("127.0.22.2", &["--fps", "50"]);
+    let t = Instant::now();
+    let (code, out, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        "127.0.22.2",
+        "--bind",
+        "127.0.22.1",
+        "--frame-size",
+        "100000",
+        "--seconds",
+        "1",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_empty(), "--quiet printed {out}");
+    assert!(t.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn record_refuses_an_existing_recording_unless_forced() {
+    let dir = common::tmpdir("field_recdir");
+    let rec = dir.join("rec");
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "demo",
+            "--device-ip",
+            "127.0.23.2",
+            "--frames",
+            "3",
+            "--sensor",
+            "ultrasound",
+            "--quiet",
+            "--record",
+            rec.to_str().unwrap(),
+        ];
+        a.extend_from_slice(extra);
+        common::rocelink(&a)
+    };
+    assert_eq!(run(&[]).0, 0);
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("not empty") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(Recording::open(&rec).unwrap().len(), 3, "left untouched");
+    let (code, _, err) = run(&["--force"]);
+    assert_eq!(code, 0, "{err}");
+    // a file where the directory should be: named, before any device is touched (nothing
+    // answers at 127.0.24.2, so reaching the device would be an ECB timeout instead)
+    let file = dir.join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        "127.0.24.2",
+        "--record",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a directory"), "{err}");
+    // --force does not delete a directory that holds something else
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), b"keep").unwrap();
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        "127.0.24.2",
+        "--force",
+        "--record",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(other.join("notes.txt").exists());
+}
+
+#[test]
+fn bad_input_is_refused_before_any_side_effect_and_never_panics() {
+    // nothing listens at 127.0.25.2: an input that reached the device would time out on
+    // ECB, so "exit 2 with this message, fast" proves it was checked first
+    let d = ["--device", "127.0.25.2"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            [&["receive"][..], &d, &["--snapshot", "x.png"]].concat(),
+            "--snapshot needs an image sensor",
+        ),
+        (
+            [&["receive"][..], &d, &["--sensor", "foo"]].concat(),
+            "unknown sensor",
+        ),
+        (
+            [&["receive"][..], &d, &["--timeout=-1"]].concat(),
+            "seconds must be",
+        ),
+        (
+            [&["receive"][..], &d, &["--timeout", "NaN"]].concat(),
+            "seconds must be",
+        ),
+        (
+            [&["receive"][..], &d, &["--seconds", "1e300"]].concat(),
+            "seconds must be",
+        ),
+        (
+            [&["receive"][..], &d, &["--frame-size", "1000000000000"]].concat(),
+            "a frame is",
+        ),
+        (
+            [&["receive"][..], &d, &["--frame-size", "4294967296"]].concat(),
+            "a frame is",
+        ),
+        ([&["receive"][..], &d, &["--mtu", "0"]].concat(), "MTU"),
+        ([&["receive"][..], &d, &["--mtu", "100"]].concat(), "MTU"),
+        (
+            [
+                &["receive"][..],
+                &d,
+                &["--pages", "4096", "--frame-size", "1073741824"],
+            ]
+            .concat(),
+            "GiB",
+        ),
+        (
+            [&["receive"][..], &d, &["--pcap", "/no/such/dir/x.pcap"]].concat(),
+            "/no/such/dir",
+        ),
+        (
+            [
+                &["receive"][..],
+                &d,
+                &[
+                    "--sensor",
+                    "coe-raw10:4294967295x4294967295",
+                    "--snapshot",
+                    "x.png",
+                ],
+            ]
+            .concat(),
+            "width and height",
+        ),
+        (
+            [&["read"][..], &d, &["0x80", "5"]].concat(),
+            "unexpected argument",
+        ),
+        (
+            [&["read"][..], &d, &["--count", "0", "0x80"]].concat(),
+            "--count",
+        ),
+        (
+            [&["read"][..], &d, &["--count", "4294967295", "0x80"]].concat(),
+            "--count",
+        ),
+        (
+            [&["read"][..], &d, &["0xFFFFFFFC", "--count", "2"]].concat(),
+            "past the end",
+        ),
+        (
+            [&["write"][..], &d, &["--count", "4", "0x80", "1"]].concat(),
+            "--count",
+        ),
+        ([&["write"][..], &d, &["0x80"]].concat(), "VALUES"),
+        (vec!["emulate", "--fps", "0"], "--fps"),
+        (vec!["emulate", "--seconds=-5"], "seconds"),
+        (
+            vec![
+                "emulate",
+                "--sensor",
+                "file:/no/such/file",
+                "--frame-size",
+                "10",
+            ],
+            "/no/such/file",
+        ),
+        (vec!["emulate", "--ip", "192.0.2.1"], "192.0.2.1:8192"),
+        (vec!["enumerate", "--timeout", "inf"], "seconds must be"),
+        (vec!["demo", "--fps", "0"], "--fps"),
+        (
+            vec!["demo", "--pcap", "/no/such/dir/x.pcap"],
+            "/no/such/dir",
+        ),
+        (vec!["demo", "--sensor", "foo"], "unknown sensor"),
+    ];
+    for (args, want) in cases {
+        let t = Instant::now();
+        let (code, out, err) = common::rocelink(&args);
+        assert_eq!(code, 2, "{args:?}: exit {code}\n{err}");
+        assert!(err.contains(want), "{args:?}: wanted {want:?} in\n{err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            !out.contains("rocelink emulate: HSB device"),
+            "{args:?}: banner before the error"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "{args:?} waited for something"
+        );
+    }
+}
+
+#[test]
+fn demo_names_the_address_that_is_taken() {
+    let _squatter = UdpSocket::bind("127.0.26.2:8192").unwrap();
+    let (code, out, err) =
+        common::rocelink(&["demo", "--device-ip", "127.0.26.2", "--frames", "2"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("127.0.26.2:8192") && err.contains("in use"),
+        "{err}"
+    );
+    assert!(
+        !out.contains("good"),
+        "frames from someone else's device: {out}"
+    );
+}
+
+use rocelink_hsb::regs::{hif, vp};
+
+fn hif_reg(off: u32) -> u32 {
+    rocelink_hsb::regs::hif_reg(0, off)
+}
+fn vp_reg(off: u32) -> u32 {
+    rocelink_hsb::regs::vp_reg(0, off)
+}
+
+/// Program VP 0 of the device at `dev` as a host at `host`:4791 (QP 5, R_Key 0x77) would,
+/// and enable it; returns a register writer for the device.
+fn configure_vp0(dev: &'static str, host: &str, frame: u32) -> impl Fn(u32, u32) {
+    let w = move |addr: u32, v: u32| {
+        let (c, _, e) = common::rocelink(&[
+            "write",
+            "--device",
+            dev,
+            &format!("{addr:#x}"),
+            &format!("{v:#x}"),
+        ]);
+        assert_eq!(c, 0, "{addr:#x}: {e}");
+    };
+    w(
+        hif_reg(hif::PACKET_SIZE),
+        rocelink_hsb::regs::packet_pages_for_mtu(1500),
+    );
+    w(
+        hif_reg(hif::PACKET_UDP_PORT),
+        u32::from(rocelink_wire::hsb::DATA_SOURCE_PORT),
+    );
+    w(vp_reg(vp::QP), 5);
+    w(vp_reg(vp::RKEY), 0x77);
+    w(
+        vp_reg(vp::PAGE_INC),
+        (frame.next_multiple_of(128) + 128) >> 7,
+    );
+    w(vp_reg(vp::MAX_BUFF), 3);
+    w(vp_reg(vp::BUFFER_LENGTH), frame);
+    w(
+        vp_reg(vp::HOST_IP),
+        u32::from(host.parse::<std::net::Ipv4Addr>().unwrap()),
+    );
+    w(vp_reg(vp::HOST_UDP_PORT), 4791);
+    w(hif_reg(hif::VP_MASK), 1);
+    w
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn the_emulator_survives_any_register_value() {
+    let emu = Emu::start("127.0.32.2", &["--fps", "50"]);
+    let w = configure_vp0("127.0.32.2", "127.0.32.1", 100_000);
+    let host = UdpSocket::bind("127.0.32.1:4791").unwrap();
+    host.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut b = [0u8; 9000];
+    let (_, from) = host.recv_from(&mut b).unwrap();
+    assert_eq!(from.port(), rocelink_wire::hsb::DATA_SOURCE_PORT);
+    // a new data source port: the device moves its data socket and keeps serving
+    w(hif_reg(hif::PACKET_UDP_PORT), 12345);
+    let t = Instant::now();
+    let moved = loop {
+        let (_, from) = host.recv_from(&mut b).unwrap();
+        if from.port() == 12345 {
+            break true;
+        }
+        if t.elapsed() > Duration::from_secs(5) {
+            break false;
+        }
+    };
+    assert!(moved, "data never came from the new port");
+    // the port of its own control socket: refused to move, still serving
+    w(hif_reg(hif::PACKET_UDP_PORT), 8192);
+    w(hif_reg(hif::PACKET_UDP_PORT), 12345);
+    // windows no device holds: never allocated
+    for len in [0xFFFF_FFF0u32, 0x8000_0000, 1, 7] {
+        w(vp_reg(vp::BUFFER_LENGTH), len);
+        std::thread::sleep(Duration::from_millis(300));
+        let (c, _, e) = common::rocelink(&["read", "--device", "127.0.32.2", "0x80"]);
+        assert_eq!(c, 0, "BUFFER_LENGTH {len:#x}: ECB stopped answering: {e}");
+        let kb = rss_kb(emu.0.id());
+        assert!(kb < 400_000, "BUFFER_LENGTH {len:#x}: emulator at {kb} kB");
+    }
+    w(hif_reg(hif::VP_MASK), 0);
+}
+
+#[test]
+fn passive_receive_with_the_wrong_qp_says_what_was_refused() {
+    let _emu = Emu::start("127.0.27.2", &["--fps", "50"]);
+    // configure the device for QP 0x5, R_Key 0x77 at 127.0.27.1:4791, then listen as QP 0x6
+    let w = configure_vp0("127.0.27.2", "127.0.27.1", 100_000);
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--listen",
+        "127.0.27.1:4791",
+        "--qp",
+        "6",
+        "--rkey",
+        "0x77",
+        "--device-ip",
+        "127.0.27.2",
+        "--frame-size",
+        "100000",
+        "--timeout",
+        "1",
+    ]);
+    w(hif_reg(hif::VP_MASK), 0);
+    assert_eq!(code, 2);
+    assert!(err.contains("no frame within"), "{err}");
+    assert!(err.contains("for another QP"), "{err}");
+}
+
+/// A small recording made by `demo`.
+fn recording(name: &str, frames: &str) -> std::path::PathBuf {
+    let dir = common::tmpdir(name);
+    let rec = dir.join("rec");
+    let ip = match name.len() % 4 {
+        0 => "127.0.28.2",
+        1 => "127.0.29.2",
+        2 => "127.0.30.2",
+        _ => "127.0.31.2",
+    };
+    let (code, _, err) = common::rocelink(&[
+        "demo",
+        "--device-ip",
+        ip,
+        "--frames",
+        frames,
+        "--sensor",
+        "ultrasound",
+        "--fps",
+        "100",
+        "--quiet",
+        "--record",
+        rec.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    rec
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at as usize] ^= 0x40;
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn inspect_reports_damage_and_verify_finds_changed_bytes() {
+    let rec = recording("field_damage", "6");
+    let s =
+        |args: &[&str]| common::rocelink(&[&["inspect", rec.to_str().unwrap()][..], args].concat());
+    let (code, out, _) = s(&["--verify"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("all 6 good frames match"), "{out}");
+    // one byte of frame 3's data
+    let r = Recording::open(&rec).unwrap();
+    let e = r.entries[3];
+    flip(&rec.join("data.bin"), e.offset + 1000);
+    let (code, out, _) = s(&["--verify", "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        v["crc_mismatch_frames"],
+        serde_json::json!([e.frame_number])
+    );
+    let n = e.frame_number.to_string();
+    let (code, _, err) = common::rocelink(&[
+        "export",
+        rec.to_str().unwrap(),
+        "--frame",
+        &n,
+        "--format",
+        "raw",
+    ]);
+    assert_eq!(code, 2, "exported a damaged frame silently");
+    assert!(err.contains("no longer match"), "{err}");
+    let (code, _, _) = common::rocelink(&[
+        "export",
+        rec.to_str().unwrap(),
+        "--frame",
+        &n,
+        "--format",
+        "raw",
+        "--force",
+    ]);
+    assert_eq!(code, 0);
+    // one byte in the middle of the index hides only that record
+    flip(&rec.join("index.bin"), 2 * 128 + 40);
+    let (code, out, err) = s(&["--json"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("DAMAGED") && err.contains("[256]"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["frames"], 5, "later frames still listed");
+    assert_eq!(v["torn_index_bytes"], 0);
+    // a frame that is not there names the range
+    let (code, _, err) = common::rocelink(&["export", rec.to_str().unwrap(), "--frame", "999"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("6 frames") || err.contains("5 frames"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inspect_reports_truncated_data_and_garbage_index() {
+    let rec = recording("field_trunc", "4");
+    let r = Recording::open(&rec).unwrap();
+    let last = r.entries[3];
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(rec.join("data.bin"))
+        .unwrap();
+    f.set_len(last.offset + 10).unwrap();
+    let (code, _, err) = common::rocelink(&["inspect", rec.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("truncated") && err.contains(&format!("[{}]", last.frame_number)),
+        "{err}"
+    );
+    std::fs::write(rec.join("index.bin"), vec![0x5A; 128 * 4]).unwrap();
+    let (code, out, err) = common::rocelink(&["inspect", rec.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains("not one valid record"), "{err}");
+}
+
+#[test]
+fn hostile_recording_json_is_an_error_not_a_panic() {
+    let rec = recording("field_json", "2");
+    let orig = std::fs::read_to_string(rec.join("recording.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&orig).unwrap();
+    v["layout"] = "csi-raw10".into();
+    v["width"] = 64.into();
+    v["height"] = 4.into();
+    v["bits"] = 10.into();
+    v["bytes_per_line"] = 80.into();
+    for (field, bad) in [
+        ("bits", serde_json::json!(0)),
+        ("bits", serde_json::json!(1)),
+        ("bytes_per_line", serde_json::json!(0)),
+        ("width", serde_json::json!(4_294_967_295u64)),
+        ("height", serde_json::json!(4_294_967_295u64)),
+        ("frame_size", serde_json::json!(u64::MAX)),
+        ("layout", serde_json::json!("csi-raw99")),
+    ] {
+        let mut h = v.clone();
+        h[field] = bad.clone();
+        std::fs::write(rec.join("recording.json"), h.to_string()).unwrap();
+        for format in ["png", "npy", "pgm"] {
+            let (code, _, err) = common::rocelink(&[
+                "export",
+                rec.to_str().unwrap(),
+                "--frame",
+                "0",
+                "--format",
+                format,
+            ]);
+            assert_eq!(code, 2, "{field}={bad} {format}: {err}");
+            assert!(err.contains("recording.json"), "{field}={bad}: {err}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Any recording.json either opens or is refused with an error; never a panic.
+    #[test]
+    fn recording_json_never_panics(
+        layout in proptest::sample::select(vec!["bytes", "csi-raw10", "csi-raw12", "coe-raw10", "coe-raw12", "x"]),
+        w in proptest::prelude::any::<u32>(), h in proptest::prelude::any::<u32>(),
+        bits in proptest::prelude::any::<u32>(), bpl in proptest::prelude::any::<u64>(),
+        start in proptest::prelude::any::<u64>(), size in proptest::prelude::any::<u64>(),
+    ) {
+        let dir = common::tmpdir("field_json_prop");
+        std::fs::write(dir.join("index.bin"), b"").unwrap();
+        std::fs::write(dir.join("data.bin"), b"").unwrap();
+        let j = serde_json::json!({"format": "rocelink-recording", "version": 1, "sensor": "s",
+            "frame_size": size, "layout": layout, "width": w, "height": h, "bits": bits,
+            "start_byte": start, "bytes_per_line": bpl, "alignment": 4096, "created_ns": 0});
+        std::fs::write(dir.join("recording.json"), j.to_string()).unwrap();
+        if let Ok(r) = Recording::open(&dir) {
+            // what opens must be safe to use
+            let _ = r.inspect();
+            proptest::prop_assert!(r.header.frame_size <= 1 << 30);
+        }
+    }
+}
