@@ -7,6 +7,7 @@
 mod common;
 
 use serde_json::Value;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -365,8 +366,15 @@ fn python_package_installs_and_agrees_with_inspect() {
         .unwrap();
     assert!(st.success(), "python3 -m venv");
     let vpy = venv.join("bin/python");
+    // install from a copy: setuptools builds in the source directory
+    let src = dir.join("python");
+    std::fs::create_dir_all(&src).unwrap();
+    for f in ["pyproject.toml", "README.md", "rocelink_reader.py"] {
+        std::fs::copy(Path::new(&python_dir()).join(f), src.join(f)).unwrap();
+    }
     let out = Command::new(&vpy)
-        .args(["-m", "pip", "install", "--quiet", &python_dir()])
+        .args(["-m", "pip", "install", "--quiet"])
+        .arg(&src)
         .output()
         .unwrap();
     assert!(
