@@ -10,6 +10,8 @@ fuzz_target!(|data: &[u8]| {
         hsb: sel & 1 == 0,
         metadata_endian: if sel & 2 == 0 { Endian::Big } else { Endian::Little },
         imm_layout: if sel & 4 == 0 { ImmLayout::Psn20Page12 } else { ImmLayout::Psn24Buf8 },
+        roce_port: if sel & 16 == 0 { 0 } else { 40_000 },
+        detect_roce: sel & 8 == 0,
     };
     let _ = dissect(data, LinkType::Ethernet, &opts);
     let _ = dissect(data, LinkType::RawIp, &opts);

@@ -32,6 +32,13 @@ pub(crate) struct Args {
     /// Exit with status 1 if any ICRC fails.
     #[arg(long)]
     strict: bool,
+    /// Also decode this UDP destination port as RoCE v2 (besides 4791).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    roce_port: Option<u16>,
+    /// Decode only the named ports as RoCE (by default a datagram on any port whose BTH
+    /// parses and whose ICRC verifies is RoCE v2).
+    #[arg(long)]
+    no_detect: bool,
 }
 
 pub(crate) fn run(args: &Args) -> Result<ExitCode> {
@@ -51,10 +58,13 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         } else {
             ImmLayout::Psn20Page12
         },
+        roce_port: args.roce_port.unwrap_or(0),
+        detect_roce: !args.no_detect,
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut icrc_failures = 0u64;
+    let mut undecoded = 0u64;
     for (index, rec) in reader.enumerate() {
         let rec = rec.with_context(|| format!("{}", args.file.display()))?;
         let d = match rec.network() {
@@ -63,6 +73,9 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         };
         if d.roce.is_some_and(|r| !r.icrc.ok()) {
             icrc_failures += 1;
+        }
+        if d.kind == rocelink_wire::dissect::Kind::Udp && d.hsb.is_none() {
+            undecoded += 1;
         }
         let r = if args.json {
             let mut v = to_json(index, &d);
@@ -83,6 +96,19 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         }
     }
     out.flush()?;
+    if undecoded > 0 {
+        eprintln!(
+            "rocelink: {undecoded} UDP datagram(s) left undecoded (not RoCE v2 on 4791{}, and not proven RoCE by their ICRC{})",
+            args.roce_port
+                .map(|p| format!(" or {p}"))
+                .unwrap_or_default(),
+            if args.hsb {
+                ", nor HSB control"
+            } else {
+                "; --hsb decodes HSB control traffic"
+            }
+        );
+    }
     if icrc_failures > 0 {
         eprintln!("rocelink: {icrc_failures} packet(s) failed ICRC verification");
         if args.strict {

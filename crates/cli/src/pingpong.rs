@@ -43,11 +43,11 @@ pub(crate) struct Args {
     /// TCP port of the exchange.
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
-    /// Message size (default 4096; UD 2048).
-    #[arg(short = 's', long)]
-    size: Option<usize>,
+    /// Message size (default 4096; UD: the path MTU, as the MTU bounds a UD message).
+    #[arg(short = 's', long, value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    size: Option<u64>,
     /// Exchanges.
-    #[arg(short = 'n', long, default_value_t = 1000)]
+    #[arg(short = 'n', long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
     /// Path MTU (256..4096).
     #[arg(short = 'm', long, default_value_t = 1024)]
@@ -56,8 +56,8 @@ pub(crate) struct Args {
     #[arg(short = 'g', long)]
     gid_idx: Option<i32>,
     /// Receives posted at a time.
-    #[arg(short = 'r', long, default_value_t = 500)]
-    rx_depth: usize,
+    #[arg(short = 'r', long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    rx_depth: u64,
     /// Local IP for RoCE and TCP (default: the address the peer is reached from / at).
     #[arg(long)]
     bind: Option<IpAddr>,
@@ -69,17 +69,17 @@ pub(crate) struct Args {
     pcap: Option<PathBuf>,
     /// UC/UD: seconds without an answer before an exchange counts as lost (server: before
     /// it stops waiting).
-    #[arg(long, default_value_t = 1.0)]
-    loss_timeout: f64,
+    #[arg(long, default_value = "1", value_parser = crate::args::secs)]
+    loss_timeout: Duration,
     /// Stamp every payload with its exchange number and verify what arrives.
     #[arg(long)]
     check: bool,
     /// RC local ACK timeout in milliseconds (rdma-core's timeout 14 ≈ 67 ms).
-    #[arg(long, default_value_t = 67)]
+    #[arg(long, default_value_t = 67, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     timeout_ms: u64,
     /// Give up after this many seconds.
-    #[arg(long, default_value_t = 120.0)]
-    time_limit: f64,
+    #[arg(long, default_value = "120", value_parser = crate::args::secs)]
+    time_limit: Duration,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -152,7 +152,7 @@ fn exchange(
     args: &Args,
     make_local: impl FnOnce(IpAddr) -> Result<Dest>,
 ) -> Result<(Dest, Dest, IpAddr, IpAddr)> {
-    let timeout = Duration::from_secs_f64(args.time_limit);
+    let timeout = args.time_limit;
     if let Some(server) = &args.server {
         let addr = std::net::ToSocketAddrs::to_socket_addrs(&(server.as_str(), args.port))
             .with_context(|| format!("cannot resolve {server}"))?
@@ -193,6 +193,32 @@ fn exchange(
     }
 }
 
+/// The RoCE socket at `ip:port`. On one host the rdma-core idiom runs both ends on the
+/// loopback address; when its port is taken by the other end and no address was asked for,
+/// the next free 127/8 address is used (the peer learns it from the GID).
+fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> Result<(UdpSocket, IpAddr)> {
+    let first = UdpSocket::bind(SocketAddr::new(ip, port), &UdpConfig::default());
+    let e = match first {
+        Ok(s) => return Ok((s, ip)),
+        Err(e) => e,
+    };
+    if chosen || !ip.is_loopback() || e.kind() != std::io::ErrorKind::AddrInUse {
+        return Err(anyhow!(e).context(format!("cannot bind RoCE UDP socket {ip}:{port}")));
+    }
+    for k in 2..=254u8 {
+        let alt = IpAddr::V4(Ipv4Addr::new(127, 0, 0, k));
+        if alt == ip {
+            continue;
+        }
+        if let Ok(s) = UdpSocket::bind(SocketAddr::new(alt, port), &UdpConfig::default()) {
+            return Ok((s, alt));
+        }
+    }
+    Err(anyhow!(e).context(format!(
+        "cannot bind RoCE UDP socket {ip}:{port}, nor port {port} on 127.0.0.2..254"
+    )))
+}
+
 /// Stamp `buf` for exchange `seq`.
 fn stamp(buf: &mut [u8], seq: u64) {
     let mut r = Rng::new(seq);
@@ -219,11 +245,14 @@ fn stamped_ok(buf: &[u8]) -> bool {
 }
 
 pub(crate) fn run(args: &Args) -> Result<ExitCode> {
-    let size = args
-        .size
-        .unwrap_or(if args.kind == Kind::Ud { 2048 } else { 4096 });
     let mtu = Mtu::from_bytes(args.mtu)
         .ok_or_else(|| anyhow!("MTU must be 256, 512, 1024, 2048 or 4096"))?;
+    let size = match args.size {
+        Some(s) => s as usize,
+        None if args.kind == Kind::Ud => mtu.bytes(),
+        None => 4096,
+    };
+    let rx_depth = args.rx_depth as usize;
     if args.kind == Kind::Ud && size > mtu.bytes() {
         bail!("Requested size larger than port MTU ({})", mtu.bytes());
     }
@@ -233,19 +262,34 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         Kind::Ud => QpType::Ud,
     };
     let grh = if args.kind == Kind::Ud { 40 } else { 0 };
-    let mut my_psn = (Rng::new(
+    let mut rng = Rng::new(
         std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ seed_time(),
-    )
-    .next_u64()
-        & 0xFF_FFFF) as u32;
+    );
+    let mut my_psn = (rng.next_u64() & 0xFF_FFFF) as u32;
     if my_psn == 0 {
         my_psn = 1;
     }
+    // chosen now so the server can print its address before it waits, as rdma-core does
+    let my_qpn = 0x100 + (rng.next_u64() % 0xFE_FF00) as u32;
+    let local_line = |gid: [u8; 16]| {
+        println!(
+            "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+            0,
+            my_qpn,
+            my_psn,
+            Ipv6Addr::from(gid)
+        );
+    };
+    if args.server.is_none() {
+        // the GID is known now only with --bind (rdma-core prints a zero GID without -g)
+        local_line(args.bind.map_or([0; 16], gid_of));
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+    }
     let mut state: Option<(Endpoint, u32, u32, Driver)> = None;
     let (me, peer, local_ip, tcp_peer) = exchange(args, |local_ip| {
-        let local = SocketAddr::new(local_ip, args.roce_port);
-        let sock = UdpSocket::bind(local, &UdpConfig::default())
-            .with_context(|| format!("cannot bind RoCE UDP socket {local}"))?;
+        let (sock, local_ip) = bind_roce(local_ip, args.roce_port, args.bind.is_some())?;
+        let local = sock.local_addr();
         for n in &sock.notes {
             eprintln!("rocelink: note: {n}");
         }
@@ -257,10 +301,13 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
             0,
             Access::LOCAL_WRITE,
         );
-        let qpn = ep.create_qp(QpInit {
-            max_recv_wr: args.rx_depth.max(1),
-            ..QpInit::new(qp_type)
-        });
+        let qpn = ep.create_qp_numbered(
+            my_qpn,
+            QpInit {
+                max_recv_wr: rx_depth,
+                ..QpInit::new(qp_type)
+            },
+        )?;
         ep.modify_qp(qpn, Modify::Init { qkey: QKEY })?;
         let dest = Dest {
             lid: 0,
@@ -280,13 +327,9 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     }
     let remote_ip = ip_of_gid(peer.gid).unwrap_or(tcp_peer);
     let remote = SocketAddr::new(remote_ip, args.roce_port);
-    println!(
-        "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-        me.lid,
-        me.qpn,
-        me.psn,
-        Ipv6Addr::from(me.gid)
-    );
+    if args.server.is_some() {
+        local_line(me.gid);
+    }
     println!(
         "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
         peer.lid,
@@ -302,7 +345,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         va: 0,
         len: (size + grh) as u32,
     };
-    let rx_depth = args.rx_depth.max(1);
+
     ep.modify_qp(
         qpn,
         Modify::Rtr {
@@ -377,8 +420,8 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     }
     let (mut rcnt, mut scnt, mut routs, mut lost, mut corrupt) = (0u32, 0u32, rx_depth, 0u32, 0u32);
     let start = Instant::now();
-    let end = start + Duration::from_secs_f64(args.time_limit);
-    let loss_timeout = Duration::from_secs_f64(args.loss_timeout);
+    let end = start + args.time_limit;
+    let loss_timeout = args.loss_timeout;
     let reliable = args.kind == Kind::Rc;
     let mut last_progress = Instant::now();
     while rcnt < iters || scnt < iters {
@@ -444,10 +487,10 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
             }
         }
     }
-    // let the last ACKs and responses go out
+    // the exchanges are timed, as rdma-core does; then the last ACKs and responses go out
+    let usec = start.elapsed().as_secs_f64() * 1e6;
     let linger = Instant::now() + Duration::from_millis(if reliable { 200 } else { 20 });
     drv.run(&mut ep, linger, |_| false)?;
-    let usec = start.elapsed().as_secs_f64() * 1e6;
     let bytes = size as u64 * u64::from(iters) * 2;
     println!(
         "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",

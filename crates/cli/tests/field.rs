@@ -485,8 +485,8 @@ fn passive_receive_with_the_wrong_qp_says_what_was_refused() {
     assert!(err.contains("for another QP"), "{err}");
 }
 
-/// A small recording made by `demo`.
-fn recording(name: &str, frames: &str) -> std::path::PathBuf {
+/// A small recording made by `demo` (in the returned directory, removed when it drops).
+fn recording(name: &str, frames: &str) -> (common::TmpDir, std::path::PathBuf) {
     let dir = common::tmpdir(name);
     let rec = dir.join("rec");
     let ip = match name.len() % 4 {
@@ -510,7 +510,7 @@ fn recording(name: &str, frames: &str) -> std::path::PathBuf {
         rec.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    rec
+    (dir, rec)
 }
 
 fn flip(path: &Path, at: u64) {
@@ -521,7 +521,7 @@ fn flip(path: &Path, at: u64) {
 
 #[test]
 fn inspect_reports_damage_and_verify_finds_changed_bytes() {
-    let rec = recording("field_damage", "6");
+    let (_dir, rec) = recording("field_damage", "6");
     let s =
         |args: &[&str]| common::rocelink(&[&["inspect", rec.to_str().unwrap()][..], args].concat());
     let (code, out, _) = s(&["--verify"]);
@@ -578,7 +578,7 @@ fn inspect_reports_damage_and_verify_finds_changed_bytes() {
 
 #[test]
 fn inspect_reports_truncated_data_and_garbage_index() {
-    let rec = recording("field_trunc", "4");
+    let (_dir, rec) = recording("field_trunc", "4");
     let r = Recording::open(&rec).unwrap();
     let last = r.entries[3];
     let f = std::fs::OpenOptions::new()
@@ -600,7 +600,7 @@ fn inspect_reports_truncated_data_and_garbage_index() {
 
 #[test]
 fn hostile_recording_json_is_an_error_not_a_panic() {
-    let rec = recording("field_json", "2");
+    let (_dir, rec) = recording("field_json", "2");
     let orig = std::fs::read_to_string(rec.join("recording.json")).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&orig).unwrap();
     v["layout"] = "csi-raw10".into();
@@ -658,4 +658,44 @@ proptest::proptest! {
             proptest::prop_assert!(r.header.frame_size <= 1 << 30);
         }
     }
+}
+
+#[test]
+fn decode_finds_roce_on_the_hosts_ephemeral_port() {
+    let dir = common::tmpdir("field_decode");
+    let pcap = dir.join("demo.pcap");
+    let (code, _, err) = common::rocelink(&[
+        "demo",
+        "--device-ip",
+        "127.0.35.2",
+        "--frames",
+        "3",
+        "--sensor",
+        "ultrasound",
+        "--quiet",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = common::rocelink(&["decode", "--json", pcap.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let pkts: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let roce: Vec<_> = pkts.iter().filter(|p| p["kind"] == "roce").collect();
+    // 3 frames of 1 MiB in 1408-byte pages, plus metadata
+    assert!(roce.len() > 3 * 700, "{} RoCE packets", roce.len());
+    assert!(roce.iter().all(|p| p["icrc_ok"] == true));
+    assert!(
+        roce.iter().all(|p| p["dst_port"] != 4791),
+        "the host's port is ephemeral"
+    );
+    // the ECB exchange is UDP that is not RoCE: counted, and --hsb named
+    assert!(
+        err.contains("left undecoded") && err.contains("--hsb"),
+        "{err}"
+    );
+    let (_, _, err) = common::rocelink(&["decode", "--hsb", pcap.to_str().unwrap()]);
+    assert!(!err.contains("left undecoded"), "{err}");
 }

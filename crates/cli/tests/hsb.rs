@@ -288,7 +288,8 @@ impl Drop for Ns {
 
 #[test]
 fn netns_enumerate_set_ip_all_sensors_and_loss() {
-    if !common::root_or_ci() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
         return;
     }
     let id = std::process::id();
@@ -454,6 +455,7 @@ fn netns_enumerate_set_ip_all_sensors_and_loss() {
         "-f",
         f.to_str().unwrap(),
     ]);
+    let _ = std::fs::remove_file(&f);
     let _emu = emulator(
         &d,
         &[

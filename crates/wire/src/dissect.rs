@@ -30,6 +30,11 @@ pub struct Options {
     pub metadata_endian: Endian,
     /// HSB immediate layout.
     pub imm_layout: ImmLayout,
+    /// Another UDP port that carries RoCE v2 (0: none).
+    pub roce_port: u16,
+    /// Recognise RoCE v2 on any UDP port when the BTH parses and the ICRC verifies (HSB
+    /// hosts receive on an ephemeral port).
+    pub detect_roce: bool,
 }
 
 /// What kind of frame this is, at the highest layer decoded.
@@ -313,7 +318,17 @@ fn transport(net: &[u8], l4: &[u8], opts: &Options, d: &mut Dissection) {
     d.kind = Kind::Udp;
     // HSB data packets go from the device's data port to whatever port the host programmed
     let hsb_data = opts.hsb && ur.src_port == hsb::DATA_SOURCE_PORT;
-    if ur.dst_port == ROCE_V2_PORT || hsb_data {
+    let named = ur.dst_port == ROCE_V2_PORT
+        || (opts.roce_port != 0 && ur.dst_port == opts.roce_port)
+        || hsb_data;
+    // elsewhere, only what proves itself RoCE: a BTH that parses and an ICRC that verifies
+    let detected = !named
+        && opts.detect_roce
+        && RocePacket::parse_port(net, None)
+            .ok()
+            .and_then(|p| p.icrc_check().ok())
+            .is_some_and(|c| c.received == c.computed);
+    if named || detected {
         d.kind = Kind::Roce;
         match RocePacket::parse_port(net, None) {
             Ok(p) => {
@@ -401,6 +416,10 @@ mod tests {
     use core::net::Ipv4Addr;
 
     fn hsb_metadata_frame() -> Vec<u8> {
+        metadata_frame_to(ROCE_V2_PORT)
+    }
+
+    fn metadata_frame_to(dst_port: u16) -> Vec<u8> {
         let md = Metadata {
             psn: 0x1005,
             crc: 0x1234_5678,
@@ -416,7 +435,7 @@ mod tests {
                 Ipv4Addr::new(192, 168, 0, 101),
             ),
             src_port: hsb::DATA_SOURCE_PORT,
-            dst_port: ROCE_V2_PORT,
+            dst_port,
             ib: IbRepr {
                 bth: BthRepr {
                     opcode: Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
@@ -472,6 +491,35 @@ mod tests {
         assert_eq!(d.error, None);
         let plain = dissect(&f, LinkType::Ethernet, &Options::default());
         assert_eq!(plain.hsb, None);
+    }
+
+    #[test]
+    fn roce_on_another_port_is_recognised_by_its_icrc_or_by_name() {
+        let f = metadata_frame_to(40_001);
+        let detect = Options {
+            detect_roce: true,
+            ..Default::default()
+        };
+        let named = Options {
+            roce_port: 40_001,
+            ..Default::default()
+        };
+        for opts in [detect, named] {
+            let d = dissect(&f, LinkType::Ethernet, &opts);
+            assert_eq!(d.kind, Kind::Roce, "{opts:?}");
+            assert!(d.roce.unwrap().icrc.ok());
+        }
+        assert_eq!(
+            dissect(&f, LinkType::Ethernet, &Options::default()).kind,
+            Kind::Udp
+        );
+        // one flipped payload bit: no longer proven RoCE by detection, still RoCE by name
+        let mut bad = f.clone();
+        let n = bad.len() - 20;
+        bad[n] ^= 1;
+        assert_eq!(dissect(&bad, LinkType::Ethernet, &detect).kind, Kind::Udp);
+        let d = dissect(&bad, LinkType::Ethernet, &named);
+        assert!(d.kind == Kind::Roce && !d.roce.unwrap().icrc.ok());
     }
 
     #[test]

@@ -51,12 +51,38 @@ pub(crate) fn test_file(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-/// A fresh temporary directory for one test.
-pub(crate) fn tmpdir(name: &str) -> PathBuf {
+/// A fresh temporary directory for one test, removed when the test passes (kept, for a
+/// look, when it fails).
+pub(crate) fn tmpdir(name: &str) -> TmpDir {
     let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create temp dir");
-    d
+    TmpDir(d)
+}
+
+/// See [`tmpdir`].
+#[derive(Debug)]
+pub(crate) struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TmpDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Run the rocelink binary; returns (exit code, stdout, stderr).
@@ -92,4 +118,22 @@ pub(crate) fn sh(args: &[&str]) -> bool {
         .args(&args[1..])
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// True when `tool` is on the PATH. Otherwise: in CI (where `.ci/run` installs every
+/// prerequisite) a failure naming the tool and what installs it; elsewhere a visible skip.
+pub(crate) fn need(tool: &str, package: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return true;
+    }
+    let msg = format!(
+        "this test needs `{tool}` (apt-get install {package}, or scripts/install-test-deps for every test prerequisite)"
+    );
+    assert!(std::env::var_os("CI").is_none(), "{msg}");
+    eprintln!("skipping: {msg}");
+    false
 }
