@@ -22,6 +22,19 @@ pub(crate) fn secs(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// Seconds as `f64`, checked as [`secs`].
+pub(crate) fn secs_f64(s: &str) -> Result<f64, String> {
+    secs(s).map(|d| d.as_secs_f64())
+}
+
+/// A count in `lo..=hi`.
+pub(crate) fn usize_in(lo: usize, hi: usize) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |s: &str| match s.parse::<usize>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("{s}: must be a whole number from {lo} to {hi}")),
+    }
+}
+
 /// A rate (frames per second, Gbit/s): a finite number in (0, 1e5].
 pub(crate) fn rate(s: &str) -> Result<f64, String> {
     let v: f64 = s

@@ -25,13 +25,13 @@ pub(crate) enum BenchCmd {
 #[derive(clap::Args, Debug)]
 pub(crate) struct RcArgs {
     /// Message size in bytes (default: 65536 for write-bw, 2 for write-lat).
-    #[arg(short = 's', long)]
+    #[arg(short = 's', long, value_parser = crate::args::usize_in(1, 1 << 30))]
     size: Option<usize>,
     /// Messages (default: 5000 for write-bw, 10000 for write-lat).
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, value_parser = crate::args::usize_in(1, 1 << 30))]
     iters: Option<usize>,
     /// WRITEs in flight (write-bw).
-    #[arg(short = 't', long, default_value_t = 128)]
+    #[arg(short = 't', long, default_value = "128", value_parser = crate::args::usize_in(1, 65_536))]
     tx_depth: usize,
     /// Do not pin the two threads to CPUs 0 and 1.
     #[arg(long)]
@@ -193,19 +193,19 @@ pub(crate) struct RecordArgs {
     #[arg(long, default_value = "target/bench-record")]
     dir: PathBuf,
     /// Frame size in bytes (dd block size).
-    #[arg(long, default_value_t = 2_611_376)]
+    #[arg(long, default_value = "2611376", value_parser = crate::args::frame_size)]
     frame: usize,
     /// Frames per run.
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value = "400", value_parser = crate::args::usize_in(1, 1 << 24))]
     frames: usize,
     /// Runs of each.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value = "3", value_parser = crate::args::usize_in(1, 1000))]
     runs: usize,
     /// Recorder writes in flight (I/O threads).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value = "4", value_parser = crate::args::usize_in(1, 64))]
     in_flight: usize,
     /// Recorder queue length in frames.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value = "8", value_parser = crate::args::usize_in(1, 1024))]
     queue: usize,
     /// JSON output.
     #[arg(long)]
@@ -263,16 +263,16 @@ fn record(a: &RecordArgs) -> Result<ExitCode> {
 #[derive(clap::Args, Debug)]
 pub(crate) struct StreamArgs {
     /// Payload bytes per data packet (multiple of 128).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value = "4096", value_parser = crate::args::usize_in(128, 8064))]
     payload: usize,
     /// Frame size.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value = "1048576", value_parser = crate::args::frame_size)]
     frame: usize,
     /// Seconds per receiver.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value = "3", value_parser = crate::args::secs_f64)]
     seconds: f64,
     /// Paced rate in Gbit/s (default: unpaced).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::rate)]
     rate: Option<f64>,
     /// Send without UDP GSO.
     #[arg(long)]
@@ -293,14 +293,14 @@ pub(crate) struct StreamArgs {
     #[arg(long)]
     no_loss: bool,
     /// Bisection probes per receiver for --no-loss.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value = "6", value_parser = crate::args::usize_in(1, 30))]
     steps: usize,
     /// Receivers to run, comma-separated: sink, recv1, rocelink, and generic (rocelink's
     /// receiver with the fast path off).
     #[arg(long, value_delimiter = ',', default_value = "sink,recv1,rocelink")]
     receivers: Vec<String>,
     /// Messages per recvmmsg on rocelink's fast path (0: 1 with GRO, 64 without).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value = "0", value_parser = crate::args::usize_in(0, 1024))]
     batch: usize,
     /// rocelink's receiver spins on its socket instead of sleeping.
     #[arg(long)]

@@ -344,7 +344,7 @@ pub(crate) struct RxTuning {
     #[arg(long)]
     no_fast_path: bool,
     /// Messages per recvmmsg (0: 1 with GRO, 64 without).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value = "0", value_parser = args::usize_in(0, 1024))]
     batch: usize,
 }
 

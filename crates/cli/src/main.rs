@@ -11,6 +11,7 @@ mod pingpong;
 mod plot;
 mod receive;
 mod record;
+mod sinks;
 mod stop;
 
 #[derive(Parser, Debug)]

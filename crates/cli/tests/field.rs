@@ -61,6 +61,24 @@ fn signal(child: &Child, sig: i32) {
     ]));
 }
 
+/// Run rocelink for 1.5 s, then send it `sig`; (exit code, stdout, stderr).
+fn signalled(args: &[&str], sig: i32) -> (Option<i32>, String, String) {
+    let child = rocelink()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&child, sig);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// True when a datagram reaches `addr` within one second.
 fn streaming_to(addr: &str) -> bool {
     let s = UdpSocket::bind(addr).unwrap();
@@ -95,22 +113,23 @@ fn sigint_during_receive_record_keeps_every_reported_frame_and_stops_the_device(
         "127.0.20.2",
         &["--sensor", "imx274-1080p-raw10", "--fps", "30"],
     );
-    let rx = rocelink()
-        .args(["receive", "--device", "127.0.20.2", "--bind", "127.0.20.1"])
-        .args(["--sensor", "imx274-1080p-raw10", "--json", "--record"])
-        .arg(&rec)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    signal(&rx, 2);
-    let out = rx.wait_with_output().unwrap();
-    let (so, se) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
+    let rec_s = rec.to_str().unwrap();
+    let (code, so, se) = signalled(
+        &[
+            "receive",
+            "--device",
+            "127.0.20.2",
+            "--bind",
+            "127.0.20.1",
+            "--sensor",
+            "imx274-1080p-raw10",
+            "--json",
+            "--record",
+            rec_s,
+        ],
+        2,
     );
-    assert_eq!(out.status.code(), Some(0), "{se}");
+    assert_eq!(code, Some(0), "{se}");
     assert!(se.contains("stopped by signal"), "summary: {se}");
     assert!(se.contains("recorded"), "recording summary: {se}");
     let n = assert_all_good_recorded(&so, &rec);
@@ -126,27 +145,22 @@ fn sigint_during_receive_record_keeps_every_reported_frame_and_stops_the_device(
 fn sigterm_during_demo_record_exits_zero_with_every_frame() {
     let dir = common::tmpdir("field_sigterm");
     let rec = dir.join("rec");
-    let demo = rocelink()
-        .args([
+    let rec_s = rec.to_str().unwrap();
+    let (code, so, se) = signalled(
+        &[
             "demo",
             "--device-ip",
             "127.0.21.2",
             "--frames",
             "100000",
             "--json",
-        ])
-        .arg("--record")
-        .arg(&rec)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    signal(&demo, 15);
-    let out = demo.wait_with_output().unwrap();
-    let se = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{se}");
-    assert!(assert_all_good_recorded(&String::from_utf8_lossy(&out.stdout), &rec) >= 10);
+            "--record",
+            rec_s,
+        ],
+        15,
+    );
+    assert_eq!(code, Some(0), "{se}");
+    assert!(assert_all_good_recorded(&so, &rec) >= 10);
 }
 
 #[test]
@@ -333,6 +347,21 @@ fn bad_input_is_refused_before_any_side_effect_and_never_panics() {
             "/no/such/dir",
         ),
         (vec!["demo", "--sensor", "foo"], "unknown sensor"),
+        (vec!["bench", "stream", "--seconds=-1"], "seconds must be"),
+        (vec!["bench", "stream", "--rate", "NaN"], "--rate"),
+        (vec!["bench", "stream", "--frame", "0"], "a frame is"),
+        (vec!["bench", "record", "--frames", "0"], "--frames"),
+        (vec!["bench", "write-bw", "-t", "0"], "--tx-depth"),
+        (vec!["pingpong", "rc", "--time-limit=-1"], "seconds must be"),
+        (
+            vec!["pingpong", "rc", "--loss-timeout", "NaN"],
+            "seconds must be",
+        ),
+        (vec!["pingpong", "rc", "-r", "0"], "--rx-depth"),
+        (
+            vec!["receive", "--device", "127.0.25.2", "--batch", "100000"],
+            "--batch",
+        ),
     ];
     for (args, want) in cases {
         let t = Instant::now();
