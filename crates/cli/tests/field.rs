@@ -728,3 +728,40 @@ fn decode_finds_roce_on_the_hosts_ephemeral_port() {
     let (_, _, err) = common::rocelink(&["decode", "--hsb", pcap.to_str().unwrap()]);
     assert!(!err.contains("left undecoded"), "{err}");
 }
+
+#[test]
+fn an_ecb_flood_does_not_stop_the_stream_or_the_host() {
+    let _emu = Emu::start("127.0.37.2", &["--fps", "30"]);
+    // another host floods the device with ECB reads (each moves the sequence latch)
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let flood = std::thread::spawn(move || {
+        let s = UdpSocket::bind("127.0.37.9:0").unwrap();
+        let mut sent = 0u32;
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) && sent < 2_000_000 {
+            // RD_DWORD 0x80, ACK_REQUEST, sequence `sent`
+            let seq = (sent as u16).to_be_bytes();
+            let req = [0x14, 0x01, seq[0], seq[1], 0, 0, 0, 0, 0, 0x80];
+            let _ = s.send_to(&req, "127.0.37.2:8192");
+            sent += 1;
+        }
+        sent
+    });
+    // the host configures the device (re-synchronising its sequence) and receives
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        "127.0.37.2",
+        "--bind",
+        "127.0.37.1",
+        "--frame-size",
+        "50000",
+        "--frames",
+        "10",
+        "--quiet",
+    ]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = flood.join().unwrap();
+    assert_eq!(code, 0, "under a flood of {sent} ECB requests: {err}");
+    assert!(sent > 1000, "the flood ran: {sent}");
+}
