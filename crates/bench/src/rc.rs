@@ -430,14 +430,14 @@ pub fn write_lat(cfg: &RcConfig) -> io::Result<LatResult> {
         side.ep
             .post_recv(
                 side.qpn,
-                RecvWr {
-                    wr_id: n as u64,
-                    sge: Sge {
+                RecvWr::new(
+                    n as u64,
+                    Sge {
                         lkey: side.local.lkey,
                         va: 0,
                         len: 0,
                     },
-                },
+                ),
             )
             .map_err(io::Error::other)?;
         side.ep
@@ -490,14 +490,14 @@ pub fn write_lat(cfg: &RcConfig) -> io::Result<LatResult> {
         // the first receive is posted before the client's first WRITE can arrive
         s.ep.post_recv(
             s.qpn,
-            RecvWr {
-                wr_id: 0,
-                sge: Sge {
+            RecvWr::new(
+                0,
+                Sge {
                     lkey: s.local.lkey,
                     va: 0,
                     len: 0,
                 },
-            },
+            ),
         )
         .map_err(io::Error::other)?;
         for n in 0..iters {

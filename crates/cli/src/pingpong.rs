@@ -357,13 +357,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         },
     )?;
     for _ in 0..rx_depth {
-        ep.post_recv(
-            qpn,
-            RecvWr {
-                wr_id: RECV_WRID,
-                sge: recv_sge,
-            },
-        )?;
+        ep.post_recv(qpn, RecvWr::new(RECV_WRID, recv_sge))?;
     }
     ep.modify_qp(
         qpn,
@@ -466,13 +460,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
                     routs -= 1;
                     if routs <= 1 {
                         while routs < rx_depth {
-                            ep.post_recv(
-                                qpn,
-                                RecvWr {
-                                    wr_id: RECV_WRID,
-                                    sge: recv_sge,
-                                },
-                            )?;
+                            ep.post_recv(qpn, RecvWr::new(RECV_WRID, recv_sge))?;
                             routs += 1;
                         }
                     }

@@ -309,14 +309,8 @@ impl Endpoint {
         if q.rq.len() >= q.max_recv_wr {
             return Err(QpError::QueueFull);
         }
-        if wr.sge.len > 0 {
-            mrs.get(wr.sge.lkey)
-                .and_then(|m| {
-                    m.slice(wr.sge.va, u64::from(wr.sge.len), Access::LOCAL_WRITE)
-                        .map(|_| ())
-                })
-                .map_err(QpError::LocalAccess)?;
-        }
+        mrs.check_scatter(&wr.sg_list, 0, wr.sg_list.total_len())
+            .map_err(QpError::LocalAccess)?;
         q.rq.push_back(wr);
         Ok(())
     }

@@ -32,7 +32,7 @@
 //! let (qa, qb) = (a.create_qp(QpInit::new(QpType::Rc)), b.create_qp(QpInit::new(QpType::Rc)));
 //! sim::connect(&mut a, qa, &mut b, qb, Mtu::M1024, 100, 500, 0).unwrap();
 //! // WRITE WITH IMMEDIATE consumes a RECV on B and completes there with the immediate.
-//! b.post_recv(qb, RecvWr { wr_id: 1, sge: Sge { lkey: recv.lkey, va: 0, len: 64 } }).unwrap();
+//! b.post_recv(qb, RecvWr::new(1, Sge { lkey: recv.lkey, va: 0, len: 64 })).unwrap();
 //! let wr = SendWr {
 //!     wr_id: 9,
 //!     op: SendOp::WriteImm { va: 0, rkey: dst.rkey, imm: 0xC0FFEE },
@@ -64,7 +64,10 @@ pub use endpoint::{
 pub use mr::{Access, AccessError, MemoryRegion, MrKeys, MrTable};
 pub use qp::{Modify, Mtu, QpInit, QpState, QpType};
 pub use stats::{EndpointStats, QpStats};
-pub use wr::{RecvWr, SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion};
+pub use wr::{
+    DISCARD_LKEY, MAX_RECV_SGE, RecvWr, SendOp, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus,
+    WorkCompletion,
+};
 
 /// Something that happened that is not a work completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

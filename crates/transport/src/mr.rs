@@ -181,6 +181,54 @@ impl MrTable {
         self.by_key.remove(&key).map(|m| m.mem)
     }
 
+    /// Check that `[offset, offset + len)` of a message may be scattered into `sg`
+    /// (every segment's region, LOCAL_WRITE access and bounds; discard segments always).
+    pub(crate) fn check_scatter(
+        &self,
+        sg: &crate::wr::SgList,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), AccessError> {
+        let pieces = sg
+            .pieces(offset, len)
+            .ok_or(AccessError::OutOfBounds { va: offset, len })?;
+        for (s, off, n) in pieces {
+            if !s.is_discard() {
+                self.get(s.lkey)?
+                    .slice(s.va + off, n, Access::LOCAL_WRITE)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Scatter `data` at `offset` of a message into `sg` (checked first: on error nothing
+    /// was written).
+    pub(crate) fn scatter(
+        &mut self,
+        sg: &crate::wr::SgList,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), AccessError> {
+        self.check_scatter(sg, offset, data.len() as u64)?;
+        let pieces = sg
+            .pieces(offset, data.len() as u64)
+            .ok_or(AccessError::OutOfBounds {
+                va: offset,
+                len: data.len() as u64,
+            })?;
+        let mut at = 0usize;
+        for (s, off, n) in pieces {
+            let n = n as usize;
+            if !s.is_discard() {
+                self.get_mut(s.lkey)?
+                    .slice_mut(s.va + off, n as u64, Access::LOCAL_WRITE)?
+                    .copy_from_slice(&data[at..at + n]);
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
     /// The region with `key`.
     pub fn get(&self, key: u32) -> Result<&MemoryRegion, AccessError> {
         self.by_key.get(&key).ok_or(AccessError::UnknownKey(key))

@@ -79,13 +79,113 @@ pub struct SendWr {
     pub solicited: bool,
 }
 
+/// Most scatter entries in one receive WR.
+pub const MAX_RECV_SGE: usize = 4;
+
+/// The local key of a discard segment: bytes scattered there are dropped (the "null
+/// region" of the ultrasound seed, e.g. for a UD receive's 40-byte GRH slot). No region
+/// ever has key 0.
+pub const DISCARD_LKEY: u32 = 0;
+
+impl Sge {
+    /// A segment of `len` bytes that are received and dropped.
+    pub const fn discard(len: u32) -> Sge {
+        Sge {
+            lkey: DISCARD_LKEY,
+            va: 0,
+            len,
+        }
+    }
+    /// True for a discard segment.
+    pub const fn is_discard(&self) -> bool {
+        self.lkey == DISCARD_LKEY
+    }
+}
+
+/// The scatter list of a receive WR: up to [`MAX_RECV_SGE`] segments filled in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SgList {
+    sges: [Sge; MAX_RECV_SGE],
+    n: u8,
+}
+
+impl SgList {
+    /// A list of `sges` (1 to [`MAX_RECV_SGE`] of them); `None` otherwise.
+    pub fn new(sges: &[Sge]) -> Option<SgList> {
+        if sges.is_empty() || sges.len() > MAX_RECV_SGE {
+            return None;
+        }
+        let mut l = SgList {
+            sges: [Sge::discard(0); MAX_RECV_SGE],
+            n: sges.len() as u8,
+        };
+        l.sges[..sges.len()].copy_from_slice(sges);
+        Some(l)
+    }
+    /// The segments.
+    pub fn as_slice(&self) -> &[Sge] {
+        &self.sges[..usize::from(self.n)]
+    }
+    /// Bytes the list holds (discard segments included).
+    pub fn total_len(&self) -> u64 {
+        self.as_slice().iter().map(|s| u64::from(s.len)).sum()
+    }
+    /// The pieces of `[offset, offset + len)` of the message: (segment, offset inside it,
+    /// length), in order. `None` if the range is past the list's end.
+    pub(crate) fn pieces(
+        &self,
+        offset: u64,
+        len: u64,
+    ) -> Option<impl Iterator<Item = (Sge, u64, u64)> + '_> {
+        if offset.checked_add(len)? > self.total_len() {
+            return None;
+        }
+        let mut start = 0u64;
+        Some(self.as_slice().iter().filter_map(move |s| {
+            let (a, b) = (start, start + u64::from(s.len));
+            start = b;
+            let (lo, hi) = (offset.max(a), (offset + len).min(b));
+            (lo < hi).then(|| (*s, lo - a, hi - lo))
+        }))
+    }
+}
+
+impl From<Sge> for SgList {
+    fn from(s: Sge) -> SgList {
+        let mut l = SgList {
+            sges: [Sge::discard(0); MAX_RECV_SGE],
+            n: 1,
+        };
+        l.sges[0] = s;
+        l
+    }
+}
+
 /// A receive work request: where an incoming SEND lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RecvWr {
     /// Returned in the completion.
     pub wr_id: u64,
-    /// Buffer (UD: the first 40 bytes receive the GRH slot).
-    pub sge: Sge,
+    /// Where the message goes, in order (UD: the first 40 bytes are the GRH slot; a
+    /// [`Sge::discard`] segment drops them).
+    pub sg_list: SgList,
+}
+
+impl RecvWr {
+    /// One buffer.
+    pub fn new(wr_id: u64, sge: Sge) -> RecvWr {
+        RecvWr {
+            wr_id,
+            sg_list: sge.into(),
+        }
+    }
+    /// A scatter list of 1 to [`MAX_RECV_SGE`] segments; `None` otherwise.
+    pub fn scatter(wr_id: u64, sges: &[Sge]) -> Option<RecvWr> {
+        Some(RecvWr {
+            wr_id,
+            sg_list: SgList::new(sges)?,
+        })
+    }
 }
 
 /// Completion status (`ibv_wc_status`).
@@ -150,4 +250,34 @@ pub struct WorkCompletion {
     pub src_qp: u32,
     /// Sender address (receives).
     pub src: Option<SocketAddr>,
+}
+
+#[cfg(test)]
+mod sg_tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The pieces of any range tile it exactly, in order, each inside its segment.
+        #[test]
+        fn pieces_tile_the_range(lens in proptest::collection::vec(0u32..3000, 1..=MAX_RECV_SGE),
+                                 off in 0u64..12_000, len in 0u64..12_000) {
+            let sges: Vec<Sge> = lens.iter().enumerate()
+                .map(|(i, &l)| Sge { lkey: i as u32 + 1, va: 0, len: l }).collect();
+            let sg = SgList::new(&sges).unwrap();
+            match sg.pieces(off, len) {
+                None => proptest::prop_assert!(off + len > sg.total_len()),
+                Some(p) => {
+                    let mut at = off;
+                    for (s, o, n) in p {
+                        proptest::prop_assert!(n > 0 && o + n <= u64::from(s.len));
+                        let start: u64 = sges.iter().take_while(|x| x.lkey != s.lkey)
+                            .map(|x| u64::from(x.len)).sum();
+                        proptest::prop_assert_eq!(start + o, at);
+                        at += n;
+                    }
+                    proptest::prop_assert_eq!(at, off + len);
+                }
+            }
+        }
+    }
 }

@@ -541,14 +541,14 @@ impl Receiver {
             self.ep
                 .post_recv(
                     self.qpn,
-                    RecvWr {
-                        wr_id: 0,
-                        sge: Sge {
+                    RecvWr::new(
+                        0,
+                        Sge {
                             lkey: self.mr.lkey,
                             va: 0,
                             len: 0,
                         },
-                    },
+                    ),
                 )
                 .map_err(io::Error::other)?;
             self.posted += 1;

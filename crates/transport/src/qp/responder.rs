@@ -332,21 +332,15 @@ impl Qp {
         let Some(recv) = m.recv else {
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         };
-        if m.offset + payload.len() as u64 > u64::from(recv.sge.len) {
+        if m.offset + payload.len() as u64 > recv.sg_list.total_len() {
             self.resp.msg = None;
             let wc = self.recv_failed(recv, WcStatus::LocalLengthError, 0, src);
             sinks.completions.push_back(wc);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
         if !payload.is_empty() {
-            match mrs.get_mut(recv.sge.lkey).and_then(|r| {
-                r.slice_mut(
-                    recv.sge.va + m.offset,
-                    payload.len() as u64,
-                    Access::LOCAL_WRITE,
-                )
-            }) {
-                Ok(dst) => dst.copy_from_slice(payload),
+            match mrs.scatter(&recv.sg_list, m.offset, payload) {
+                Ok(()) => {}
                 Err(_) => {
                     self.resp.msg = None;
                     let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, 0, src);
@@ -589,20 +583,22 @@ impl Qp {
             return;
         };
         let need = grh::SLOT_LEN + payload.len();
-        if need > recv.sge.len as usize {
+        if need as u64 > recv.sg_list.total_len() {
             let wc = self.recv_failed(recv, WcStatus::LocalLengthError, deth.src_qp, src);
             sinks.completions.push_back(wc);
             return;
         }
-        match mrs
-            .get_mut(recv.sge.lkey)
-            .and_then(|r| r.slice_mut(recv.sge.va, need as u64, Access::LOCAL_WRITE))
-        {
-            Ok(dst) => {
-                if grh::fill(&mut dst[..grh::SLOT_LEN], net_header).is_err() {
-                    dst[..grh::SLOT_LEN].fill(0);
-                }
-                dst[grh::SLOT_LEN..].copy_from_slice(payload);
+        // the GRH slot and the payload, checked together before either is written
+        let mut slot = [0u8; grh::SLOT_LEN];
+        if grh::fill(&mut slot, net_header).is_err() {
+            slot = [0; grh::SLOT_LEN];
+        }
+        let placed = mrs
+            .check_scatter(&recv.sg_list, 0, need as u64)
+            .and_then(|()| mrs.scatter(&recv.sg_list, 0, &slot))
+            .and_then(|()| mrs.scatter(&recv.sg_list, grh::SLOT_LEN as u64, payload));
+        match placed {
+            Ok(()) => {
                 self.stats.rx_bytes += payload.len() as u64;
                 let wc = self.complete_recv(
                     recv,

@@ -117,7 +117,7 @@ impl Harness {
         };
         self.pair
             .b
-            .post_recv(self.qb, RecvWr { wr_id, sge })
+            .post_recv(self.qb, RecvWr::new(wr_id, sge))
             .unwrap();
     }
 }
