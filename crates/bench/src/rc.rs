@@ -172,11 +172,13 @@ fn pair(region: usize) -> io::Result<(Side, Side)> {
             0,
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
         );
-        let qpn = ep.create_qp(QpInit {
-            max_send_wr: 4096,
-            max_recv_wr: 4096,
-            ..QpInit::new(QpType::Rc)
-        });
+        let qpn = ep
+            .create_qp(QpInit {
+                max_send_wr: 4096,
+                max_recv_wr: 4096,
+                ..QpInit::new(QpType::Rc)
+            })
+            .map_err(io::Error::other)?;
         Ok(Side {
             ep,
             drv: Driver::new(sock),

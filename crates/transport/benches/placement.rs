@@ -25,7 +25,7 @@ fn bench(c: &mut Criterion) {
         0,
         Access::REMOTE_WRITE | Access::LOCAL_WRITE,
     );
-    let qp = ep.create_qp(QpInit::new(QpType::Uc));
+    let qp = ep.create_qp(QpInit::new(QpType::Uc)).unwrap();
     ep.modify_qp(qp, Modify::Init { qkey: 0 }).unwrap();
     ep.modify_qp(
         qp,

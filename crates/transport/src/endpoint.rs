@@ -5,7 +5,7 @@ use crate::mr::{Access, MemoryRegion, MrKeys, MrTable};
 use crate::qp::{Modify, Qp, QpInit, QpState, QpType, Sinks};
 use crate::stats::{EndpointStats, QpStats};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
-use crate::{AccessError, Event, QpError};
+use crate::{AccessError, CqId, Event, QpError};
 use rocelink_wire::ib::{IbPacket, IbRepr, Opcode, Transport, psn};
 use rocelink_wire::{icrc, udp};
 use std::net::{IpAddr, SocketAddr};
@@ -213,15 +213,39 @@ impl Endpoint {
         self.mrs.get_mut(lkey)
     }
 
-    /// Create a QP in RESET; returns its QPN.
-    pub fn create_qp(&mut self, init: QpInit) -> u32 {
+    /// Create a completion queue. A QP names it in [`QpInit::send_cq`] / [`QpInit::recv_cq`];
+    /// [`Endpoint::poll_cq`] takes its completions.
+    pub fn create_cq(&mut self) -> CqId {
+        self.sinks.cqs.create()
+    }
+
+    /// Next completion of `cq` (`None`: empty, or no such CQ).
+    pub fn poll_cq(&mut self, cq: CqId) -> Option<WorkCompletion> {
+        self.sinks.cqs.get_mut(cq)?.pop_front()
+    }
+
+    /// Look at the next completion of `cq` without taking it.
+    pub fn peek_cq(&self, cq: CqId) -> Option<&WorkCompletion> {
+        self.sinks.cqs.get(cq)?.front()
+    }
+
+    /// Create a QP in RESET; returns its QPN. Refused if its CQs do not exist.
+    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, QpError> {
+        self.check_cqs(&init)?;
         let mut qpn = self.next_qpn;
         while qpn <= 1 || qpn == psn::MASK || self.qps.contains_key(&qpn) {
             qpn = (qpn + 1) & psn::MASK;
         }
         self.next_qpn = (qpn + 1) & psn::MASK;
         self.insert_qp(qpn, init);
-        qpn
+        Ok(qpn)
+    }
+
+    fn check_cqs(&self, init: &QpInit) -> Result<(), QpError> {
+        if !self.sinks.cqs.exists(init.send_cq) || !self.sinks.cqs.exists(init.recv_cq) {
+            return Err(QpError::InvalidAttr("no such completion queue"));
+        }
+        Ok(())
     }
 
     /// Create a QP with a chosen number (for a peer that was configured with it, e.g. a
@@ -230,6 +254,7 @@ impl Endpoint {
         if qpn <= 1 || qpn >= psn::MASK || self.qps.contains_key(&qpn) {
             return Err(QpError::InvalidAttr("QPN taken or reserved"));
         }
+        self.check_cqs(&init)?;
         self.insert_qp(qpn, init);
         Ok(qpn)
     }
@@ -315,19 +340,30 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Next completion.
+    /// Next completion of the default CQ ([`CqId::DEFAULT`]).
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
-        self.sinks.completions.pop_front()
+        self.poll_cq(CqId::DEFAULT)
     }
 
-    /// Look at the next completion without taking it.
+    /// Look at the next completion of the default CQ without taking it.
     pub fn peek_completion(&self) -> Option<&WorkCompletion> {
-        self.sinks.completions.front()
+        self.peek_cq(CqId::DEFAULT)
     }
 
-    /// Next event.
+    /// Next event of any QP.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.sinks.events.pop_front()
+    }
+
+    /// Next event of QP `qpn` (events of other QPs stay queued for their owners).
+    pub fn poll_qp_event(&mut self, qpn: u32) -> Option<Event> {
+        let ev = &mut self.sinks.events;
+        // the common case — one QP, or this QP's event first — costs no search
+        if ev.front().is_some_and(|e| e.qpn() == qpn) {
+            return ev.pop_front();
+        }
+        let i = ev.iter().position(|e| e.qpn() == qpn)?;
+        ev.remove(i)
     }
 
     /// What the last `handle_datagram` verified of the ICRC (`None` if it never got that far).

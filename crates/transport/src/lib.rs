@@ -29,7 +29,7 @@
 //! let dst = b.register_mr(vec![0; 4096].into_boxed_slice(), 0, Access::REMOTE_WRITE | Access::LOCAL_WRITE);
 //! let src = a.register_mr(vec![7; 4096].into_boxed_slice(), 0x1000, Access::NONE);
 //! let recv = b.register_mr(vec![0; 64].into_boxed_slice(), 0, Access::LOCAL_WRITE);
-//! let (qa, qb) = (a.create_qp(QpInit::new(QpType::Rc)), b.create_qp(QpInit::new(QpType::Rc)));
+//! let (qa, qb) = (a.create_qp(QpInit::new(QpType::Rc)).unwrap(), b.create_qp(QpInit::new(QpType::Rc)).unwrap());
 //! sim::connect(&mut a, qa, &mut b, qb, Mtu::M1024, 100, 500, 0).unwrap();
 //! // WRITE WITH IMMEDIATE consumes a RECV on B and completes there with the immediate.
 //! b.post_recv(qb, RecvWr::new(1, Sge { lkey: recv.lkey, va: 0, len: 64 })).unwrap();
@@ -50,6 +50,7 @@
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 #![forbid(unsafe_code)]
 
+mod cq;
 mod endpoint;
 mod keymap;
 mod mr;
@@ -58,6 +59,7 @@ pub mod sim;
 mod stats;
 mod wr;
 
+pub use cq::CqId;
 pub use endpoint::{
     Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, SrcPort, Transmit,
 };
@@ -105,6 +107,17 @@ pub enum Event {
         /// An RDMA WRITE (else a SEND).
         write: bool,
     },
+}
+
+impl Event {
+    /// The QP the event is about.
+    pub fn qpn(&self) -> u32 {
+        match *self {
+            Event::QpError { qpn }
+            | Event::Placed { qpn, .. }
+            | Event::MessageDamaged { qpn, .. } => qpn,
+        }
+    }
 }
 
 /// Why a verb was refused.

@@ -192,6 +192,9 @@ const RECVS: usize = 256;
 #[derive(Debug)]
 struct Tracker {
     cfg: ReceiverConfig,
+    /// The receiver's QP and its completion queue.
+    qpn: u32,
+    cq: rocelink_transport::CqId,
     lkey: u32,
     page_size: usize,
     md_offset: usize,
@@ -249,7 +252,8 @@ impl Tracker {
     /// Account for what the endpoint placed and completed since the last call (telling the
     /// fast path, if any, so its prediction follows). True when a frame was reported.
     fn drain(&mut self, ep: &mut Endpoint, mut fast: Option<&mut FastPath>) -> bool {
-        while let Some(e) = ep.poll_event() {
+        // only this receiver's QP's events and CQ: other roles may share the endpoint
+        while let Some(e) = ep.poll_qp_event(self.qpn) {
             if let Event::Placed {
                 psn, va, len, crc, ..
             } = e
@@ -261,7 +265,7 @@ impl Tracker {
             }
         }
         let mut ended = false;
-        while let Some(wc) = ep.poll_completion() {
+        while let Some(wc) = ep.poll_cq(self.cq) {
             if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm {
                 self.ends += 1;
                 let page = self.frame_end(ep, wc.imm.unwrap_or(0));
@@ -445,8 +449,11 @@ impl Receiver {
         let page_size = md_offset + PAGE_SIZE;
         let mem = vec![0u8; page_size * cfg.pages as usize].into_boxed_slice();
         let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+        let cq = ep.create_cq();
         let init = QpInit {
             report_writes: true,
+            send_cq: cq,
+            recv_cq: cq,
             max_recv_wr: RECVS,
             ..QpInit::new(QpType::Uc)
         };
@@ -460,7 +467,10 @@ impl Receiver {
                     ep.create_qp_numbered(qp, init).map_err(io::Error::other)?,
                 )
             }
-            None => (ep.register_mr(mem, 0, access), ep.create_qp(init)),
+            None => (
+                ep.register_mr(mem, 0, access),
+                ep.create_qp(init).map_err(io::Error::other)?,
+            ),
         };
         let remote = SocketAddr::new(
             IpAddr::V4(cfg.device_ip),
@@ -506,6 +516,8 @@ impl Receiver {
         });
         let t = Tracker {
             cfg,
+            qpn,
+            cq,
             lkey: mr.lkey,
             page_size,
             md_offset,

@@ -110,6 +110,10 @@ pub struct QpInit {
     /// Emit [`crate::Event::Placed`] for every WRITE payload placed (for receivers that
     /// check data as it lands, e.g. a frame CRC).
     pub report_writes: bool,
+    /// Where send completions go.
+    pub send_cq: crate::CqId,
+    /// Where receive completions go.
+    pub recv_cq: crate::CqId,
 }
 
 impl QpInit {
@@ -121,6 +125,8 @@ impl QpInit {
             max_recv_wr: 1024,
             pkey: rocelink_wire::ib::DEFAULT_PKEY,
             report_writes: false,
+            send_cq: crate::CqId::DEFAULT,
+            recv_cq: crate::CqId::DEFAULT,
         }
     }
 }
@@ -188,12 +194,14 @@ pub(crate) struct Qp {
     pub(crate) resp: Responder,
     pub(crate) rq: VecDeque<RecvWr>,
     pub(crate) stats: QpStats,
+    pub(crate) send_cq: crate::CqId,
+    pub(crate) recv_cq: crate::CqId,
 }
 
 /// Shared output sinks of a QP operation.
 #[derive(Debug, Default)]
 pub(crate) struct Sinks {
-    pub(crate) completions: VecDeque<WorkCompletion>,
+    pub(crate) cqs: crate::cq::Cqs,
     pub(crate) events: VecDeque<Event>,
 }
 
@@ -219,6 +227,8 @@ impl Qp {
             resp: Responder::default(),
             rq: VecDeque::new(),
             stats: QpStats::default(),
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
         }
     }
 
@@ -278,6 +288,8 @@ impl Qp {
                     max_recv_wr: self.max_recv_wr,
                     pkey: self.pkey,
                     report_writes: self.report_writes,
+                    send_cq: self.send_cq,
+                    recv_cq: self.recv_cq,
                 };
                 *self = Qp::new(qpn, init, local);
             }
@@ -293,21 +305,23 @@ impl Qp {
         }
         self.state = QpState::Error;
         for w in self.req.drain() {
-            sinks
-                .completions
-                .push_back(self.wc_send(&w, WcStatus::WrFlushError));
+            let wc = self.wc_send(&w, WcStatus::WrFlushError);
+            sinks.cqs.push(self.send_cq, wc);
         }
         while let Some(r) = self.rq.pop_front() {
-            sinks.completions.push_back(WorkCompletion {
-                wr_id: r.wr_id,
-                status: WcStatus::WrFlushError,
-                opcode: WcOpcode::Recv,
-                qpn: self.qpn,
-                byte_len: 0,
-                imm: None,
-                src_qp: 0,
-                src: None,
-            });
+            sinks.cqs.push(
+                self.recv_cq,
+                WorkCompletion {
+                    wr_id: r.wr_id,
+                    status: WcStatus::WrFlushError,
+                    opcode: WcOpcode::Recv,
+                    qpn: self.qpn,
+                    byte_len: 0,
+                    imm: None,
+                    src_qp: 0,
+                    src: None,
+                },
+            );
         }
         self.resp.clear();
         sinks.events.push_back(Event::QpError { qpn: self.qpn });

@@ -392,7 +392,7 @@ impl Qp {
                 Err(_) => {
                     // the region went away after posting
                     let wc = self.wc_send(&w.wr, WcStatus::LocalProtectionError);
-                    sinks.completions.push_back(wc);
+                    sinks.cqs.push(self.send_cq, wc);
                     self.req.sq.remove(idx);
                     self.enter_error(sinks);
                     return None;
@@ -450,7 +450,7 @@ impl Qp {
                         && wr.signaled
                     {
                         let wc = self.wc_send(&wr, WcStatus::Success);
-                        sinks.completions.push_back(wc);
+                        sinks.cqs.push(self.send_cq, wc);
                     }
                 }
             }
@@ -474,7 +474,7 @@ impl Qp {
                 && wr.signaled
             {
                 let wc = self.wc_send(&wr, WcStatus::Success);
-                sinks.completions.push_back(wc);
+                sinks.cqs.push(self.send_cq, wc);
             }
         }
     }
@@ -490,12 +490,12 @@ impl Qp {
                 && w.wr.signaled
             {
                 let wc = self.wc_send(&w.wr, WcStatus::Success);
-                sinks.completions.push_back(wc);
+                sinks.cqs.push(self.send_cq, wc);
             }
         }
         if let Some(w) = self.req.sq.pop_front() {
             let wc = self.wc_send(&w.wr, status);
-            sinks.completions.push_back(wc);
+            sinks.cqs.push(self.send_cq, wc);
         }
         self.enter_error(sinks);
     }

@@ -335,7 +335,7 @@ impl Qp {
         if m.offset + payload.len() as u64 > recv.sg_list.total_len() {
             self.resp.msg = None;
             let wc = self.recv_failed(recv, WcStatus::LocalLengthError, 0, src);
-            sinks.completions.push_back(wc);
+            sinks.cqs.push(self.recv_cq, wc);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
         if !payload.is_empty() {
@@ -344,7 +344,7 @@ impl Qp {
                 Err(_) => {
                     self.resp.msg = None;
                     let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, 0, src);
-                    sinks.completions.push_back(wc);
+                    sinks.cqs.push(self.recv_cq, wc);
                     return Err(Refuse::Nak(NakCode::RemoteOperationalError));
                 }
             }
@@ -362,7 +362,7 @@ impl Qp {
                 0,
                 src,
             );
-            sinks.completions.push_back(wc);
+            sinks.cqs.push(self.recv_cq, wc);
         } else {
             self.resp.msg = Some(m);
         }
@@ -482,7 +482,7 @@ impl Qp {
                     0,
                     src,
                 );
-                sinks.completions.push_back(wc);
+                sinks.cqs.push(self.recv_cq, wc);
             }
         } else {
             self.resp.msg = Some(m);
@@ -585,7 +585,7 @@ impl Qp {
         let need = grh::SLOT_LEN + payload.len();
         if need as u64 > recv.sg_list.total_len() {
             let wc = self.recv_failed(recv, WcStatus::LocalLengthError, deth.src_qp, src);
-            sinks.completions.push_back(wc);
+            sinks.cqs.push(self.recv_cq, wc);
             return;
         }
         // the GRH slot and the payload, checked together before either is written
@@ -609,11 +609,11 @@ impl Qp {
                     deth.src_qp,
                     src,
                 );
-                sinks.completions.push_back(wc);
+                sinks.cqs.push(self.recv_cq, wc);
             }
             Err(_) => {
                 let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, deth.src_qp, src);
-                sinks.completions.push_back(wc);
+                sinks.cqs.push(self.recv_cq, wc);
             }
         }
     }

@@ -62,8 +62,8 @@ impl Harness {
             0x4000_0000,
             Access::LOCAL_WRITE,
         );
-        let qa = a.create_qp(QpInit::new(t));
-        let qb = b.create_qp(QpInit::new(t));
+        let qa = a.create_qp(QpInit::new(t)).unwrap();
+        let qb = b.create_qp(QpInit::new(t)).unwrap();
         let mut r = Rng::new(seed ^ 0xABCD);
         let (pa, pb) = (
             (r.next_u64() & 0xFF_FFFF) as u32,
