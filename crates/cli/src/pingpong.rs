@@ -150,6 +150,7 @@ fn read_full(s: &mut TcpStream, n: usize) -> Result<Vec<u8>> {
 /// writes, then reads "done".
 fn exchange(
     args: &Args,
+    listener: Option<TcpListener>,
     make_local: impl FnOnce(IpAddr) -> Result<Dest>,
 ) -> Result<(Dest, Dest, IpAddr, IpAddr)> {
     let timeout = args.time_limit;
@@ -178,9 +179,10 @@ fn exchange(
         s.write_all(b"done\0")?;
         Ok((me, peer, local_ip, s.peer_addr()?.ip()))
     } else {
-        let listen_ip = args.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        let l = TcpListener::bind((listen_ip, args.port))
-            .with_context(|| format!("cannot listen on port {}", args.port))?;
+        let l = match listener {
+            Some(l) => l,
+            None => listen(args)?,
+        };
         let (mut s, _) = l.accept()?;
         s.set_read_timeout(Some(timeout))?;
         let local_ip = args.bind.unwrap_or(s.local_addr()?.ip());
@@ -191,6 +193,13 @@ fn exchange(
         let _ = s.read(&mut done); // "done\0"; older tools close without it
         Ok((me, peer, local_ip, s.peer_addr()?.ip()))
     }
+}
+
+/// The server's TCP listener for the exchange.
+fn listen(args: &Args) -> Result<TcpListener> {
+    let listen_ip = args.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    TcpListener::bind((listen_ip, args.port))
+        .with_context(|| format!("cannot listen on port {}", args.port))
 }
 
 /// The RoCE socket at `ip:port`. On one host the rdma-core idiom runs both ends on the
@@ -280,6 +289,13 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
             Ipv6Addr::from(gid)
         );
     };
+    // the server listens before it says where it is, so a client started on that line
+    // finds it
+    let listener = if args.server.is_none() {
+        Some(listen(args)?)
+    } else {
+        None
+    };
     if args.server.is_none() {
         // the GID is known now only with --bind (rdma-core prints a zero GID without -g)
         local_line(args.bind.map_or([0; 16], gid_of));
@@ -287,7 +303,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         let _ = std::io::stdout().flush();
     }
     let mut state: Option<(Endpoint, u32, u32, Driver)> = None;
-    let (me, peer, local_ip, tcp_peer) = exchange(args, |local_ip| {
+    let (me, peer, local_ip, tcp_peer) = exchange(args, listener, |local_ip| {
         let (sock, local_ip) = bind_roce(local_ip, args.roce_port, args.bind.is_some())?;
         let local = sock.local_addr();
         for n in &sock.notes {

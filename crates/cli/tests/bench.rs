@@ -34,8 +34,17 @@ fn bench_stream_reports_three_receivers() {
             "{x}"
         );
     }
-    // rocelink's receiver verified frames (good ones at least)
-    assert!(r[2]["frames_good"].as_u64().unwrap() > 0, "{}", r[2]);
+    // rocelink's receiver reported a frame for (nearly) every 17 datagrams it received
+    // (64 KiB = 16 data packets + metadata; the first and last frame may be partial), and
+    // they were good: the sender cycles through pre-built frames, which the receiver must
+    // not refuse as a replay in this benchmark
+    let (good, bad) = (
+        r[2]["frames_good"].as_u64().unwrap(),
+        r[2]["frames_damaged"].as_u64().unwrap(),
+    );
+    let received = r[2]["received"].as_u64().unwrap();
+    assert!((good + bad + 2) * 17 >= received, "{}", r[2]);
+    assert!(good > 0, "{}", r[2]);
     assert!(v["ratio_rocelink_to_sink"].as_f64().unwrap() > 0.0);
     // the no-loss search: every receiver, and a probe that counts as no-loss really
     // received everything it was sent

@@ -128,3 +128,42 @@ fn qp_number_and_rkey_differ_every_session() {
         assert!(!keys[..i].contains(k), "{keys:x?}");
     }
 }
+
+#[test]
+fn a_device_that_restarts_behind_is_followed_not_refused() {
+    let dev = Ipv4Addr::new(127, 0, 51, 2);
+    let (mut rx, _) = setup(dev, 0);
+    let stream = VpStream {
+        vp: 0,
+        qp: 0x99,
+        rkey: 0x999,
+        base: 0,
+        page_stride: rx.page_size() as u64,
+        first_page: 0,
+        pages: 2,
+        window: WINDOW as u32,
+        host: SocketAddrV4::new(Ipv4Addr::new(127, 0, 51, 1), rx.local_addr().port()),
+        host_mac: rocelink_wire::bytes::Mac([0; 6]),
+        md_disable: false,
+        payload: 1408,
+        src_port: 12288,
+        vlan: None,
+    };
+    // the device streams from PSN 0x500000, then restarts at PSN 0x400000 ("behind"),
+    // frame numbers from 0 again, its clock going on
+    let mut buf = Vec::new();
+    let mut pkts = Vec::new();
+    for (psn, t0) in [(0x50_0000, 100u64), (0x40_0000, 200)] {
+        let mut p = Packetizer::new(stream, dev, psn, PacketizerOptions::default());
+        for k in 0..3u64 {
+            Sensor::Pattern.frame(k, WINDOW, &mut buf);
+            p.push(&buf, Some(0), (t0 + k, 0), &mut pkts);
+        }
+    }
+    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(dev), 12288)).unwrap();
+    let order: Vec<&Vec<u8>> = pkts.iter().collect();
+    let got = deliver(&mut rx, &sock, &order);
+    assert_eq!(got.len(), 6, "{got:#?}");
+    assert!(got.iter().all(|f| f.good()), "{got:#?}");
+    assert_eq!(rx.stats.stale_frames, 0);
+}

@@ -65,6 +65,10 @@ pub struct ReceiverConfig {
     /// Spin on the socket instead of sleeping in `poll` when it is empty (lower latency,
     /// a whole core).
     pub busy_poll: bool,
+    /// Refuse frame ends from the past (a replayed stream: valid ICRCs, old PSNs and
+    /// timestamps) instead of reporting them again. On by default; a benchmark that
+    /// cycles through pre-built frames turns it off.
+    pub reject_stale: bool,
 }
 
 impl ReceiverConfig {
@@ -87,6 +91,7 @@ impl ReceiverConfig {
             fast_path: true,
             batch: 0,
             busy_poll: false,
+            reject_stale: true,
         }
     }
 }
@@ -209,7 +214,14 @@ struct Tracker {
     next_page: Option<u32>,
     /// 16-bit frame numbers of the last [`RECENT`] frames reported.
     recent: std::collections::VecDeque<u16>,
+    /// The latest metadata timestamp reported.
+    last_meta: (u64, u32),
+    /// Consecutive stale frame ends without metadata.
+    stale_run: u32,
 }
+
+/// Stale frame ends without metadata in a row after which the stream counts as restarted.
+const STALE_RUN: u32 = 8;
 
 /// Frames remembered to refuse a replay: a frame number is reported at most once within
 /// this many frames.
@@ -308,8 +320,24 @@ impl Tracker {
         // a metadata-less one, is stale — counted, never reported; a late frame never
         // reported is reported damaged. Neither moves the PSN, page or frame number on
         // (a replay would otherwise look like a 16-million-packet gap).
-        let behind = self.expect_psn.is_some_and(|e| psn::diff(end_psn, e) < 0);
+        let mut behind =
+            self.cfg.reject_stale && self.expect_psn.is_some_and(|e| psn::diff(end_psn, e) < 0);
         let fn16_of = md.map(|m| (m.frame_number & 0xFFFF) as u16);
+        // ...unless the device restarted: its PSNs start anew (randomly, so maybe "behind")
+        // while its clock goes on. A frame stamped later than the last one reported, or
+        // (without metadata) a run of consecutive frame ends, is a new stream.
+        let restarted = match md {
+            Some(m) => (m.meta_s, m.meta_ns) > self.last_meta,
+            None => {
+                self.stale_run = if behind { self.stale_run + 1 } else { 0 };
+                self.stale_run > STALE_RUN
+            }
+        };
+        if behind && restarted {
+            behind = false;
+            self.expect_psn = None;
+            self.stale_run = 0;
+        }
         let late = |n: u16| {
             // never reported, and from the last RECENT frames (older ones are forgotten,
             // so they count as replays)
@@ -319,6 +347,9 @@ impl Tracker {
         if behind && !fn16_of.is_some_and(late) {
             self.stats.stale_frames += 1;
             return page;
+        }
+        if let Some(m) = md {
+            self.last_meta = self.last_meta.max((m.meta_s, m.meta_ns));
         }
         // data packets the frame should have had: from the PSN after the previous frame end
         // (or the first one seen) up to the frame-end packet; the rest are missing. Counting
@@ -533,6 +564,8 @@ impl Receiver {
             stats: ReceiverStats::default(),
             next_page: None,
             recent: Default::default(),
+            last_meta: (0, 0),
+            stale_run: 0,
         };
         let mut r = Receiver {
             ep,
