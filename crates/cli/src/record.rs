@@ -1,8 +1,8 @@
 //! `rocelink inspect` and `rocelink export`.
 
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_hsb::sensor::{unpack_coe_raw10, unpack_coe_raw12, unpack_raw10, unpack_raw12};
 use rocelink_record::format::Header;
+use rocelink_record::image;
 use rocelink_record::read::Recording;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -153,67 +153,6 @@ pub(crate) struct ExportArgs {
     force: bool,
 }
 
-/// The active image of a CSI frame as 16-bit values (10 or 12 significant bits).
-pub(crate) fn unpack_image(h: &Header, data: &[u8]) -> Result<(usize, usize, Vec<u16>)> {
-    if !matches!(
-        h.layout.as_str(),
-        "csi-raw10" | "csi-raw12" | "coe-raw10" | "coe-raw12"
-    ) {
-        bail!(
-            "recording layout is {:?}, not an image (record with --sensor imx274-… or coe-raw10:WxH)",
-            h.layout
-        );
-    }
-    let (w, hgt, bpl, start) = (
-        h.width as usize,
-        h.height as usize,
-        h.bytes_per_line as usize,
-        h.start_byte as usize,
-    );
-    let line_bytes = match h.layout.as_str() {
-        "coe-raw10" => w.div_ceil(3) * 4,
-        "coe-raw12" => (w * 3).div_ceil(2),
-        _ => w * h.bits as usize / 8,
-    };
-    let mut px = Vec::with_capacity(w * hgt);
-    for y in 0..hgt {
-        let at = start + y * bpl;
-        let line = data
-            .get(at..at + line_bytes)
-            .ok_or_else(|| anyhow!("frame shorter than its geometry"))?;
-        match h.layout.as_str() {
-            "csi-raw10" => unpack_raw10(line, &mut px),
-            "csi-raw12" => unpack_raw12(line, &mut px),
-            "coe-raw10" => unpack_coe_raw10(line, w, &mut px),
-            _ => unpack_coe_raw12(line, w, &mut px),
-        }
-    }
-    Ok((w, hgt, px))
-}
-
-fn npy(shape: &[usize], descr: &str, body: &[u8]) -> Vec<u8> {
-    let dims = shape
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let dims = if shape.len() == 1 {
-        format!("{dims},")
-    } else {
-        dims
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({dims}), }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(body);
-    out
-}
-
 pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
     let r = Recording::open(&a.dir).with_context(|| format!("cannot open {}", a.dir.display()))?;
     let i = r
@@ -250,21 +189,11 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
         .unwrap_or_else(|| a.dir.join(format!("frame-{}.{}", a.frame, a.format)));
     let bytes = match a.format.as_str() {
         "raw" => data,
-        "npy" => match unpack_image(&r.header, &data) {
-            Ok((w, h, px)) => npy(
-                &[h, w],
-                "<u2",
-                &px.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(),
-            ),
-            Err(_) => npy(&[data.len()], "|u1", &data),
+        "npy" => match image::unpack(&r.header, &data) {
+            Ok(img) => img.to_npy(),
+            Err(_) => image::npy(&[data.len()], "|u1", &data),
         },
-        "pgm" => {
-            let (w, h, px) = unpack_image(&r.header, &data)?;
-            let max = (1u32 << r.header.bits) - 1;
-            let mut b = format!("P5\n{w} {h}\n{max}\n").into_bytes();
-            b.extend(px.iter().flat_map(|v| v.to_be_bytes()));
-            b
-        }
+        "pgm" => image::unpack(&r.header, &data)?.to_pgm(),
         _ => png_image(&r.header, &data)?,
     };
     std::fs::write(&out, bytes).with_context(|| format!("cannot write {}", out.display()))?;
@@ -272,31 +201,9 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A CSI/CoE frame as a PNG: RGGB 2×2 cells demosaiced to one RGB8 pixel (half resolution).
+/// A CSI/CoE frame as a PNG (RGGB demosaiced to RGB8 at half resolution).
 pub(crate) fn png_image(header: &Header, data: &[u8]) -> Result<Vec<u8>> {
-    let (w, h, px) = unpack_image(header, data)?;
-    let shift = header.bits.saturating_sub(8);
-    let (ow, oh) = (w / 2, h / 2);
-    let mut rgb = Vec::with_capacity(ow * oh * 3);
-    for y in 0..oh {
-        for x in 0..ow {
-            let p = |dy: usize, dx: usize| u32::from(px[(2 * y + dy) * w + 2 * x + dx]);
-            let g = (p(0, 1) + p(1, 0)) / 2;
-            rgb.extend_from_slice(&[
-                (p(0, 0) >> shift) as u8,
-                (g >> shift) as u8,
-                (p(1, 1) >> shift) as u8,
-            ]);
-        }
-    }
-    let mut b = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut b, ow as u32, oh as u32);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        enc.write_header()?.write_image_data(&rgb)?;
-    }
-    Ok(b)
+    Ok(image::unpack(header, data)?.to_png()?)
 }
 
 /// Write `bytes` to `path` atomically (a reader never sees half a file).

@@ -21,6 +21,7 @@
 //! ```
 
 pub mod format;
+pub mod image;
 pub mod read;
 mod writer;
 
