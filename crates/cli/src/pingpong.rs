@@ -10,11 +10,12 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use rocelink_io::driver::{Driver, Tap};
+use rocelink_io::oob;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use rocelink_wire::oob::{PingpongDest as Dest, gid_of, ip_of_gid};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -23,8 +24,6 @@ const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
 /// perftest / ibv_ud_pingpong Q_Key.
 const QKEY: u32 = 0x1111_1111;
-/// Bytes of the exchange message, NUL included: "0000:000000:000000:" + 32 hex + NUL.
-const MSG_LEN: usize = 52;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -82,117 +81,43 @@ pub(crate) struct Args {
     time_limit: Duration,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Dest {
-    lid: u16,
-    qpn: u32,
-    psn: u32,
-    gid: [u8; 16],
-}
-
-fn gid_of(ip: IpAddr) -> [u8; 16] {
-    match ip {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
-        IpAddr::V6(v6) => v6.octets(),
-    }
-}
-
-fn ip_of_gid(gid: [u8; 16]) -> Option<IpAddr> {
-    let v6 = Ipv6Addr::from(gid);
-    if v6.is_unspecified() {
-        return None;
-    }
-    Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
-}
-
-fn encode(d: &Dest) -> [u8; MSG_LEN] {
-    let hex: String = d.gid.iter().map(|b| format!("{b:02x}")).collect();
-    let s = format!("{:04x}:{:06x}:{:06x}:{hex}", d.lid, d.qpn, d.psn);
-    let mut m = [0u8; MSG_LEN];
-    m[..s.len()].copy_from_slice(s.as_bytes());
-    m
-}
-
-fn decode(m: &[u8]) -> Result<Dest> {
-    let text = std::str::from_utf8(m.split(|&b| b == 0).next().unwrap_or_default())
-        .context("exchange message is not text")?;
-    let parts: Vec<&str> = text.split(':').collect();
-    let [lid, qpn, psn, gid] = parts[..] else {
-        bail!("malformed exchange message {text:?}")
-    };
-    let num = |s: &str| {
-        u32::from_str_radix(s, 16).with_context(|| format!("bad number {s:?} in {text:?}"))
-    };
-    if gid.len() != 32 {
-        bail!("GID {gid:?} is not 32 hex characters");
-    }
-    let mut g = [0u8; 16];
-    for (i, b) in g.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&gid[2 * i..2 * i + 2], 16)
-            .with_context(|| format!("bad GID {gid:?}"))?;
-    }
-    Ok(Dest {
-        lid: num(lid)? as u16,
-        qpn: num(qpn)? & 0xFF_FFFF,
-        psn: num(psn)? & 0xFF_FFFF,
-        gid: g,
-    })
-}
-
-fn read_full(s: &mut TcpStream, n: usize) -> Result<Vec<u8>> {
-    let mut b = vec![0u8; n];
-    s.read_exact(&mut b)
-        .context("peer closed the exchange early")?;
-    Ok(b)
-}
-
-/// Exchange QP addresses: client writes then reads then writes "done"; server reads, then
-/// writes, then reads "done".
+/// Exchange QP addresses (rdma-core's TCP exchange, `rocelink_io::oob`).
 fn exchange(
     args: &Args,
     listener: Option<TcpListener>,
     make_local: impl FnOnce(IpAddr) -> Result<Dest>,
 ) -> Result<(Dest, Dest, IpAddr, IpAddr)> {
     let timeout = args.time_limit;
-    if let Some(server) = &args.server {
+    let mut built = None;
+    let make = |ip| {
+        make_local(ip).map_err(|e| {
+            let m = format!("{e:#}");
+            built = Some(e);
+            std::io::Error::other(m)
+        })
+    };
+    let r = if let Some(server) = &args.server {
         let addr = std::net::ToSocketAddrs::to_socket_addrs(&(server.as_str(), args.port))
             .with_context(|| format!("cannot resolve {server}"))?
             .next()
             .ok_or_else(|| anyhow!("no address for {server}"))?;
-        let sock = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            None,
-        )?;
-        if let Some(ip) = args.bind {
-            sock.bind(&SocketAddr::new(ip, 0).into())
-                .with_context(|| format!("cannot bind {ip}"))?;
-        }
-        sock.connect_timeout(&addr.into(), timeout)
-            .with_context(|| format!("cannot connect to {addr}"))?;
-        let mut s: TcpStream = sock.into();
-        s.set_read_timeout(Some(timeout))?;
-        let local_ip = s.local_addr()?.ip();
-        let me = make_local(local_ip)?;
-        s.write_all(&encode(&me))?;
-        let peer = decode(&read_full(&mut s, MSG_LEN)?)?;
-        s.write_all(b"done\0")?;
-        Ok((me, peer, local_ip, s.peer_addr()?.ip()))
+        oob::client(addr, args.bind, timeout, make)
     } else {
         let l = match listener {
             Some(l) => l,
             None => listen(args)?,
         };
-        let (mut s, _) = l.accept()?;
-        s.set_read_timeout(Some(timeout))?;
-        let local_ip = args.bind.unwrap_or(s.local_addr()?.ip());
-        let peer = decode(&read_full(&mut s, MSG_LEN)?)?;
-        let me = make_local(local_ip)?;
-        s.write_all(&encode(&me))?;
-        let mut done = [0u8; 5];
-        let _ = s.read(&mut done); // "done\0"; older tools close without it
-        Ok((me, peer, local_ip, s.peer_addr()?.ip()))
-    }
+        oob::server(&l, args.bind, timeout, make)
+    };
+    let x = match r {
+        Ok(x) => x,
+        // an error of our own side keeps its context chain
+        Err(_) if built.is_some() => {
+            return Err(built.take().unwrap_or_else(|| anyhow!("exchange")));
+        }
+        Err(e) => return Err(anyhow!(e).context("QP exchange")),
+    };
+    Ok((x.me, x.peer, x.local_ip, x.peer_ip))
 }
 
 /// The server's TCP listener for the exchange.
@@ -536,26 +461,6 @@ fn seed_time() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exchange_message_format() {
-        let d = Dest {
-            lid: 0,
-            qpn: 0x11,
-            psn: 0xABCDEF,
-            gid: gid_of("10.77.0.11".parse().unwrap()),
-        };
-        let m = encode(&d);
-        assert_eq!(
-            &m[..],
-            b"0000:000011:abcdef:00000000000000000000ffff0a4d000b\0"
-        );
-        let back = decode(&m).unwrap();
-        assert_eq!((back.qpn, back.psn, back.gid), (d.qpn, d.psn, d.gid));
-        assert_eq!(ip_of_gid(back.gid), Some("10.77.0.11".parse().unwrap()));
-        assert!(decode(b"0000:zz:1:00").is_err());
-        assert!(decode(b"0000:000011:abcdef:0000").is_err());
-    }
 
     #[test]
     fn stamps() {

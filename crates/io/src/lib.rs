@@ -13,6 +13,7 @@ pub mod aligned;
 pub mod driver;
 pub mod file;
 pub mod net;
+pub mod oob;
 pub mod pcap;
 pub mod scatter;
 pub mod udp;

@@ -19,6 +19,7 @@
 //! | [`roce`] | a whole RoCE v2 datagram (IP + UDP + IB) as one `Repr` |
 //! | [`hsb`] | Holoscan Sensor Bridge: metadata record, immediate layouts, frame CRC, ECB, BOOTP, async events |
 //! | [`ims`] | IMS streaming protocol: status packet, ACK/NACK, 4-/6-bit image mapping with CRC32C |
+//! | [`oob`] | connection data RDMA tools exchange over TCP (rdma-core pingpong) |
 //! | [`pixel`] | CSI-2 RAW10/RAW12 and CoE packed RAW10/RAW12 unpacking |
 //! | [`dissect`] | a layer-by-layer decoder of a captured frame (used by `rocelink decode` and the fuzzers) |
 //!
@@ -46,6 +47,7 @@ pub mod icrc;
 pub mod ims;
 pub mod ipv4;
 pub mod ipv6;
+pub mod oob;
 pub mod pfc;
 pub mod pixel;
 pub mod roce;
