@@ -10,6 +10,7 @@ pub mod control;
 pub mod enumerate;
 mod fast;
 pub mod receiver;
+mod tracker;
 
 pub use fast::FastStats;
 

@@ -1,0 +1,342 @@
+//! The sans-IO frame tracker of the HSB receiver: per-packet accounting right after each
+//! payload is placed (in order → the frame CRC joined from the payload CRCs), and at each
+//! frame end the verdict — PSN span and missing packets, byte count, immediate, metadata,
+//! frame CRC, stale (replayed) and late frames, the 16-bit frame number extended.
+
+use super::fast::FastPath;
+use super::receiver::ReceiverConfig;
+use rocelink_transport::{Endpoint, Event, WcOpcode, WcStatus};
+use rocelink_wire::hsb::metadata::{self, Metadata};
+use rocelink_wire::ib::psn;
+
+/// One received frame and its verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameReport {
+    /// Frame number, extended from the device's 16-bit counter.
+    pub frame_number: u64,
+    /// Ring page it landed in.
+    pub page: u32,
+    /// Payload bytes that arrived.
+    pub bytes: u64,
+    /// Bytes the device says it wrote (metadata), or the frame size with `md_disable`.
+    pub bytes_expected: u64,
+    /// CRC computed over what arrived.
+    pub crc: u32,
+    /// CRC the device sent (`None` with `md_disable`).
+    pub crc_expected: Option<u32>,
+    /// Frame CRC matches (`None` when the device sent none).
+    pub crc_ok: Option<bool>,
+    /// PSN of the frame-end packet.
+    pub psn: u32,
+    /// Data packets that arrived.
+    pub packets: u32,
+    /// Packets missing (PSN gaps inside the frame and since the previous frame).
+    pub dropped_packets: u64,
+    /// Window-end flags (bit 0 early TLAST, bit 1 count only).
+    pub flags: u32,
+    /// PTP time of the first data of the window.
+    pub sof: (u64, u32),
+    /// PTP time the metadata was formed.
+    pub meta: (u64, u32),
+    /// Every packet arrived and the byte count matches.
+    pub complete: bool,
+}
+
+impl FrameReport {
+    /// Complete, and the CRC matches where there is one.
+    pub fn good(&self) -> bool {
+        self.complete && self.crc_ok != Some(false)
+    }
+}
+
+/// Counters across frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReceiverStats {
+    /// Frames reported.
+    pub frames: u64,
+    /// Frames reported good.
+    pub good: u64,
+    /// Frames reported damaged.
+    pub damaged: u64,
+    /// Packets missing.
+    pub dropped_packets: u64,
+    /// Payload bytes that arrived.
+    pub bytes: u64,
+    /// Packets dropped for a bad ICRC.
+    pub icrc_errors: u64,
+    /// Packets refused for R_Key/bounds/QP/peer.
+    pub refused: u64,
+    /// Datagrams (GRO segments) received.
+    pub datagrams: u64,
+    /// Of those, payloads the kernel put in place (or, after a loss, next to it: then moved)
+    /// and the fast path verified.
+    pub in_place: u64,
+    /// Frame ends from the past (PSN behind the last frame's): a replayed or stale
+    /// stream, not reported.
+    pub stale_frames: u64,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Acc {
+    pub(super) first_psn: Option<u32>,
+    pub(super) next_psn: u32,
+    pub(super) packets: u32,
+    pub(super) bytes: u64,
+    /// CRC-32 of the frame's bytes so far, in order (JAMCRC = its complement).
+    pub(super) crc: u32,
+    pub(super) next_offset: u64,
+    pub(super) in_order: bool,
+    pub(super) page: Option<u32>,
+}
+
+/// Per-frame accounting, separate from the endpoint so it can run right after each
+/// datagram is placed (before the next one can overwrite a page).
+#[derive(Debug)]
+pub(super) struct Tracker {
+    pub(super) cfg: ReceiverConfig,
+    /// The receiver's QP and its completion queue.
+    pub(super) qpn: u32,
+    pub(super) cq: rocelink_transport::CqId,
+    pub(super) lkey: u32,
+    pub(super) page_size: usize,
+    pub(super) md_offset: usize,
+    pub(super) acc: Acc,
+    pub(super) expect_psn: Option<u32>,
+    pub(super) last_frame: Option<u64>,
+    pub(super) ready: std::collections::VecDeque<FrameReport>,
+    pub(super) ends: usize,
+    pub(super) comb: rocelink_wire::icrc::Combiner,
+    pub(super) stats: ReceiverStats,
+    /// The page after the last frame end.
+    pub(super) next_page: Option<u32>,
+    /// 16-bit frame numbers of the last [`RECENT`] frames reported.
+    pub(super) recent: std::collections::VecDeque<u16>,
+    /// The latest metadata timestamp reported.
+    pub(super) last_meta: (u64, u32),
+    /// Consecutive stale frame ends without metadata.
+    pub(super) stale_run: u32,
+}
+
+/// Stale frame ends without metadata in a row after which the stream counts as restarted.
+const STALE_RUN: u32 = 8;
+
+/// Frames remembered to refuse a replay: a frame number is reported at most once within
+/// this many frames.
+const RECENT: usize = 256;
+
+impl Tracker {
+    /// The page the next packet should go to: the frame being received's, or the one
+    /// after the last frame end.
+    pub(super) fn page(&self) -> Option<u32> {
+        self.acc.page.or(self.next_page)
+    }
+
+    pub(super) fn placed(&mut self, p: u32, va: u64, len: u32, crc: u32) {
+        let page = (va / self.page_size as u64) as u32;
+        let off = va % self.page_size as u64;
+        if off >= self.md_offset as u64 && !self.cfg.md_disable {
+            return; // the metadata record itself
+        }
+        let a = &mut self.acc;
+        if a.first_psn.is_none() {
+            a.first_psn = Some(p);
+            a.page = Some(page);
+        }
+        a.next_psn = psn::add(p, 1);
+        if a.page != Some(page) {
+            a.in_order = false;
+        }
+        if off != a.next_offset {
+            a.in_order = false;
+        }
+        if a.in_order {
+            // the transport hashed the payload once for the ICRC; join it to the frame's CRC
+            a.crc = self.comb.combine(a.crc, crc, len as usize);
+        }
+        a.next_offset = off + u64::from(len);
+        a.packets += 1;
+        a.bytes += u64::from(len);
+    }
+
+    /// Account for what the endpoint placed and completed since the last call (telling the
+    /// fast path, if any, so its prediction follows). True when a frame was reported.
+    pub(super) fn drain(&mut self, ep: &mut Endpoint, mut fast: Option<&mut FastPath>) -> bool {
+        // only this receiver's QP's events and CQ: other roles may share the endpoint
+        while let Some(e) = ep.poll_qp_event(self.qpn) {
+            if let Event::Placed {
+                psn, va, len, crc, ..
+            } = e
+            {
+                self.placed(psn, va, len, crc);
+                if let Some(f) = fast.as_deref_mut() {
+                    f.note_placed(va, len);
+                }
+            }
+        }
+        let mut ended = false;
+        while let Some(wc) = ep.poll_cq(self.cq) {
+            if wc.status == WcStatus::Success && wc.opcode == WcOpcode::RecvRdmaWithImm {
+                self.ends += 1;
+                let page = self.frame_end(ep, wc.imm.unwrap_or(0));
+                if let Some(f) = fast.as_deref_mut() {
+                    f.note_end(page);
+                }
+                ended = true;
+            }
+        }
+        // a stale frame end reports nothing: keep receiving
+        ended && !self.ready.is_empty()
+    }
+
+    /// Close the frame and queue its report; returns its page.
+    pub(super) fn frame_end(&mut self, ep: &Endpoint, imm: u32) -> u32 {
+        let (imm_psn, page) = self.cfg.layout.imm_layout.decode(imm);
+        let acc = std::mem::replace(
+            &mut self.acc,
+            Acc {
+                in_order: true,
+                ..Acc::default()
+            },
+        );
+        let page = page % self.cfg.pages;
+        let base = page as usize * self.page_size;
+        let (md, end_psn) = if self.cfg.md_disable {
+            (None, psn::sub1(acc.next_psn))
+        } else {
+            let rec = ep.mr(self.lkey).ok().map(|m| {
+                m.bytes()[base + self.md_offset..base + self.md_offset + metadata::RECORD_LEN]
+                    .to_vec()
+            });
+            let md = rec.and_then(|r| Metadata::parse(&r, self.cfg.layout.endian).ok());
+            (
+                md,
+                md.map_or(psn::sub1(acc.next_psn), |m| m.psn & psn::MASK),
+            )
+        };
+        // a frame end from the past (old PSN): a replay of a frame already reported, or
+        // a metadata-less one, is stale — counted, never reported; a late frame never
+        // reported is reported damaged. Neither moves the PSN, page or frame number on
+        // (a replay would otherwise look like a 16-million-packet gap).
+        let mut behind =
+            self.cfg.reject_stale && self.expect_psn.is_some_and(|e| psn::diff(end_psn, e) < 0);
+        let fn16_of = md.map(|m| (m.frame_number & 0xFFFF) as u16);
+        // ...unless the device restarted: its PSNs start anew (randomly, so maybe "behind")
+        // while its clock goes on. A frame stamped later than the last one reported, or
+        // (without metadata) a run of consecutive frame ends, is a new stream.
+        let restarted = match md {
+            Some(m) => (m.meta_s, m.meta_ns) > self.last_meta,
+            None => {
+                self.stale_run = if behind { self.stale_run + 1 } else { 0 };
+                self.stale_run > STALE_RUN
+            }
+        };
+        if behind && restarted {
+            behind = false;
+            self.expect_psn = None;
+            self.stale_run = 0;
+        }
+        let late = |n: u16| {
+            // never reported, and from the last RECENT frames (older ones are forgotten,
+            // so they count as replays)
+            let last = self.last_frame.map_or(n, |l| l as u16);
+            usize::from(last.wrapping_sub(n)) < RECENT && !self.recent.contains(&n)
+        };
+        if behind && !fn16_of.is_some_and(late) {
+            self.stats.stale_frames += 1;
+            return page;
+        }
+        if let Some(m) = md {
+            self.last_meta = self.last_meta.max((m.meta_s, m.meta_ns));
+        }
+        // data packets the frame should have had: from the PSN after the previous frame end
+        // (or the first one seen) up to the frame-end packet; the rest are missing. Counting
+        // packets rather than gaps keeps reordering from looking like loss.
+        let start = self.expect_psn.or(acc.first_psn).unwrap_or(end_psn);
+        let span = if behind {
+            0 // a late frame: what it lacked is unknown, and it is reported damaged
+        } else {
+            psn::diff(end_psn, start).max(0) as u64 + u64::from(self.cfg.md_disable)
+        };
+        let dropped = span.saturating_sub(u64::from(acc.packets));
+        let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
+        let whole_page = acc.bytes as usize <= self.md_offset;
+        let crc = if acc.in_order || acc.bytes == 0 || dropped > 0 || !whole_page {
+            // in order: computed as the packets landed; otherwise the frame is damaged
+            // anyway and its CRC is only informative
+            !acc.crc
+        } else {
+            // packets arrived out of order but all of them did: one pass over the page
+            let m = ep
+                .mr(self.lkey)
+                .map(|m| metadata::jamcrc(&m.bytes()[base..base + acc.bytes as usize]));
+            m.unwrap_or(0)
+        };
+        let (bytes_expected, crc_expected, flags, sof, meta, fn16) = match md {
+            Some(m) => (
+                m.bytes_written,
+                Some(m.crc),
+                m.flags,
+                (m.sof_s, m.sof_ns),
+                (m.meta_s, m.meta_ns),
+                Some(m.frame_number & 0xFFFF),
+            ),
+            None => (self.cfg.frame_size as u64, None, 0, (0, 0), (0, 0), None),
+        };
+        let frame_number = match (fn16, self.last_frame) {
+            (Some(n), Some(last)) => {
+                // the 16-bit counter extended to the value nearest the previous one + 1
+                let base = (last & !0xFFFF) | u64::from(n);
+                [base.wrapping_sub(0x1_0000), base, base + 0x1_0000]
+                    .into_iter()
+                    .min_by_key(|c| c.abs_diff(last + 1))
+                    .unwrap_or(base)
+            }
+            (Some(n), None) => u64::from(n),
+            (None, Some(last)) => last + 1,
+            (None, None) => 0,
+        };
+        if !behind {
+            self.last_frame = Some(frame_number);
+            self.expect_psn = Some(psn::add(end_psn, 1));
+            self.next_page = Some((page + 1) % self.cfg.pages);
+        }
+        if let Some(n) = fn16_of {
+            if self.recent.len() == RECENT {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(n);
+        }
+        let complete = !behind
+            && dropped == 0
+            && acc.bytes == bytes_expected
+            && imm_ok
+            && (md.is_some() || self.cfg.md_disable);
+        let crc_ok = crc_expected.map(|c| c == crc && complete);
+        let r = FrameReport {
+            frame_number,
+            page,
+            bytes: acc.bytes,
+            bytes_expected,
+            crc,
+            crc_expected,
+            crc_ok,
+            psn: end_psn,
+            packets: acc.packets,
+            dropped_packets: dropped,
+            flags,
+            sof,
+            meta,
+            complete,
+        };
+        self.stats.frames += 1;
+        self.stats.bytes += acc.bytes;
+        self.stats.dropped_packets += dropped;
+        if r.good() {
+            self.stats.good += 1;
+        } else {
+            self.stats.damaged += 1;
+        }
+        self.ready.push_back(r);
+        page
+    }
+}
