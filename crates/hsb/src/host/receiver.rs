@@ -10,7 +10,7 @@
 
 use super::control::{Control, EcbError};
 use super::fast::{FastPath, Geometry, Item};
-use super::tracker::{Acc, Tracker};
+use super::tracker::Tracker;
 pub use super::tracker::{FrameReport, ReceiverStats};
 use crate::device::packetizer::PacketizerOptions;
 use crate::regs::{self, hif, vp};
@@ -212,28 +212,7 @@ impl Receiver {
                 batch,
             )
         });
-        let t = Tracker {
-            cfg,
-            qpn,
-            cq,
-            lkey: mr.lkey,
-            page_size,
-            md_offset,
-            acc: Acc {
-                in_order: true,
-                ..Acc::default()
-            },
-            expect_psn: None,
-            last_frame: None,
-            ready: Default::default(),
-            ends: 0,
-            comb: Default::default(),
-            stats: ReceiverStats::default(),
-            next_page: None,
-            recent: Default::default(),
-            last_meta: (0, 0),
-            stale_run: 0,
-        };
+        let t = Tracker::new(cfg, qpn, cq, mr.lkey);
         let mut r = Receiver {
             ep,
             drv,

@@ -5,7 +5,8 @@
 
 use super::fast::FastPath;
 use super::receiver::ReceiverConfig;
-use rocelink_transport::{Endpoint, Event, WcOpcode, WcStatus};
+use rocelink_transport::{CqId, Endpoint, Event, WcOpcode, WcStatus};
+use rocelink_wire::hsb::PAGE_SIZE;
 use rocelink_wire::hsb::metadata::{self, Metadata};
 use rocelink_wire::ib::psn;
 
@@ -125,6 +126,34 @@ const STALE_RUN: u32 = 8;
 const RECENT: usize = 256;
 
 impl Tracker {
+    /// A tracker for the ring of `cfg` (page = frame rounded up to 128 bytes, plus the
+    /// metadata slot) in the region `lkey`, fed by QP `qpn` whose completions go to `cq`.
+    pub(super) fn new(cfg: ReceiverConfig, qpn: u32, cq: CqId, lkey: u32) -> Tracker {
+        let md_offset = cfg.frame_size.next_multiple_of(PAGE_SIZE);
+        Tracker {
+            cfg,
+            qpn,
+            cq,
+            lkey,
+            page_size: md_offset + PAGE_SIZE,
+            md_offset,
+            acc: Acc {
+                in_order: true,
+                ..Acc::default()
+            },
+            expect_psn: None,
+            last_frame: None,
+            ready: Default::default(),
+            ends: 0,
+            comb: Default::default(),
+            stats: ReceiverStats::default(),
+            next_page: None,
+            recent: Default::default(),
+            last_meta: (0, 0),
+            stale_run: 0,
+        }
+    }
+
     /// The page the next packet should go to: the frame being received's, or the one
     /// after the last frame end.
     pub(super) fn page(&self) -> Option<u32> {
@@ -338,5 +367,148 @@ impl Tracker {
         }
         self.ready.push_back(r);
         page
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    //! The tracker over a sans-IO endpoint: packets from the device's packetizer handed to
+    //! `handle_datagram`, no sockets.
+    use super::*;
+    use crate::device::VpStream;
+    use crate::device::packetizer::{Packetizer, PacketizerOptions};
+    use crate::sensor::Sensor;
+    use rocelink_transport::{
+        Access, Datagram, EndpointConfig, Modify, Mtu, QpInit, QpType, RecvWr, Sge,
+    };
+    use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+    use std::time::Instant;
+
+    const WINDOW: usize = 5000;
+    const DEV: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 2);
+    const HOST: &str = "192.168.0.101:4791";
+
+    fn setup() -> (Endpoint, Tracker, Vec<Vec<Vec<u8>>>) {
+        let local: SocketAddr = HOST.parse().unwrap();
+        let mut ep = Endpoint::new(EndpointConfig::new(local));
+        let cfg = ReceiverConfig {
+            pages: 2,
+            ..ReceiverConfig::new(local, DEV, WINDOW)
+        };
+        let cq = ep.create_cq();
+        let mut t = Tracker::new(cfg, 0, cq, 0);
+        let mr = ep.register_mr(
+            vec![0u8; t.page_size * 2].into_boxed_slice(),
+            0,
+            Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+        );
+        let qpn = ep
+            .create_qp(QpInit {
+                report_writes: true,
+                send_cq: cq,
+                recv_cq: cq,
+                ..QpInit::new(QpType::Uc)
+            })
+            .unwrap();
+        (t.qpn, t.lkey) = (qpn, mr.lkey);
+        let dev = SocketAddr::new(DEV.into(), rocelink_wire::hsb::DATA_SOURCE_PORT);
+        ep.modify_qp(qpn, Modify::Init { qkey: 0 }).unwrap();
+        ep.modify_qp(
+            qpn,
+            Modify::Rtr {
+                remote: Some(dev),
+                dest_qpn: 0,
+                rq_psn: 0,
+                mtu: Mtu::Jumbo(65_532),
+                min_rnr_timer: 0,
+            },
+        )
+        .unwrap();
+        for _ in 0..64 {
+            let sge = Sge {
+                lkey: mr.lkey,
+                va: 0,
+                len: 0,
+            };
+            ep.post_recv(qpn, RecvWr::new(0, sge)).unwrap();
+        }
+        let stream = VpStream {
+            vp: 0,
+            qp: qpn,
+            rkey: mr.rkey,
+            base: 0,
+            page_stride: t.page_size as u64,
+            first_page: 0,
+            pages: 2,
+            window: WINDOW as u32,
+            host: SocketAddrV4::new(Ipv4Addr::new(192, 168, 0, 101), 4791),
+            host_mac: rocelink_wire::bytes::Mac([0; 6]),
+            md_disable: false,
+            payload: 1408,
+            src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
+            vlan: None,
+        };
+        let mut p = Packetizer::new(stream, DEV, 0x123, PacketizerOptions::default());
+        let mut buf = Vec::new();
+        let frames = (0..4)
+            .map(|n| {
+                Sensor::Pattern.frame(n, WINDOW, &mut buf);
+                let mut out = Vec::new();
+                p.push(&buf, Some(0), (10 + n, 0), &mut out);
+                out
+            })
+            .collect();
+        (ep, t, frames)
+    }
+
+    /// Hand each datagram to the endpoint and the tracker; the reports, in order.
+    fn feed(ep: &mut Endpoint, t: &mut Tracker, pkts: &[&Vec<u8>]) -> Vec<FrameReport> {
+        let src = SocketAddr::new(DEV.into(), rocelink_wire::hsb::DATA_SOURCE_PORT);
+        let dst: SocketAddr = HOST.parse().unwrap();
+        let mut got = Vec::new();
+        for p in pkts {
+            ep.handle_datagram(
+                Instant::now(),
+                Datagram {
+                    src,
+                    dst,
+                    ip_header: None,
+                    payload: p,
+                },
+            );
+            t.drain(ep, None);
+            got.extend(t.ready.drain(..));
+        }
+        got
+    }
+
+    #[test]
+    fn verdicts_without_sockets() {
+        let (mut ep, mut t, f) = setup();
+        // frame 0 whole; frame 1 without its second packet; frame 2 whole; frame 0 replayed
+        let mut order: Vec<&Vec<u8>> = f[0].iter().collect();
+        order.extend(
+            f[1].iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 1)
+                .map(|(_, p)| p),
+        );
+        order.extend(&f[2]);
+        order.extend(&f[0]);
+        order.extend(&f[3]);
+        let got = feed(&mut ep, &mut t, &order);
+        let v: Vec<(u64, bool, u64)> = got
+            .iter()
+            .map(|r| (r.frame_number, r.good(), r.dropped_packets))
+            .collect();
+        assert_eq!(v, [(0, true, 0), (1, false, 1), (2, true, 0), (3, true, 0)]);
+        assert_eq!(got[0].crc_ok, Some(true));
+        assert_eq!(got[0].bytes, WINDOW as u64);
+        assert_eq!(
+            (t.stats.good, t.stats.damaged, t.stats.stale_frames),
+            (3, 1, 1)
+        );
+        assert_eq!(t.stats.dropped_packets, 1);
     }
 }
