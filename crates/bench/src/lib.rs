@@ -15,6 +15,7 @@
 //! Each receiver thread's CPU time comes from `getrusage(RUSAGE_THREAD)`.
 //!
 //! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`).
+#![warn(missing_docs)]
 
 pub mod rc;
 pub mod record;

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 const WINDOW: usize = 10_000;
 
-/// A passive receiver for QP 0x99 / R_Key 0x999 and the packets of frames 0..n from a
-/// packetizer aimed at it.
-fn setup(dev: Ipv4Addr, n: u64) -> (Receiver, Vec<Vec<Vec<u8>>>) {
+/// A passive receiver for QP 0x99 / R_Key 0x999, the packets of frames 0..n from a
+/// packetizer aimed at it, and the device's data socket to send them from.
+fn setup(dev: Ipv4Addr, n: u64) -> (Receiver, Vec<Vec<Vec<u8>>>, UdpSocket) {
     let host = Ipv4Addr::new(dev.octets()[0], dev.octets()[1], dev.octets()[2], 1);
     let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, WINDOW);
     rc.pages = 2;
@@ -46,7 +46,8 @@ fn setup(dev: Ipv4Addr, n: u64) -> (Receiver, Vec<Vec<Vec<u8>>>) {
             out
         })
         .collect();
-    (rx, frames)
+    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(dev), 12288)).unwrap();
+    (rx, frames, sock)
 }
 
 fn deliver(rx: &mut Receiver, sock: &UdpSocket, pkts: &[&Vec<u8>]) -> Vec<FrameReport> {
@@ -67,8 +68,7 @@ fn deliver(rx: &mut Receiver, sock: &UdpSocket, pkts: &[&Vec<u8>]) -> Vec<FrameR
 #[test]
 fn a_replayed_stream_is_stale_not_a_gap_and_frames_are_reported_once() {
     let dev = Ipv4Addr::new(127, 0, 48, 2);
-    let (mut rx, frames) = setup(dev, 8);
-    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(dev), 12288)).unwrap();
+    let (mut rx, frames, sock) = setup(dev, 8);
     // frames 0..5, then a replay of 0..3 (same bytes, valid ICRC, old PSNs), then 5..8
     let order: Vec<&Vec<u8>> = frames[0..5]
         .iter()
@@ -92,8 +92,7 @@ fn a_replayed_stream_is_stale_not_a_gap_and_frames_are_reported_once() {
 #[test]
 fn a_late_frame_never_reported_is_reported_damaged_once() {
     let dev = Ipv4Addr::new(127, 0, 49, 2);
-    let (mut rx, frames) = setup(dev, 4);
-    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(dev), 12288)).unwrap();
+    let (mut rx, frames, sock) = setup(dev, 4);
     // frame 1 arrives after frame 2 (its packets late), then frame 1 again
     let order: Vec<&Vec<u8>> = frames[0]
         .iter()
@@ -132,7 +131,7 @@ fn qp_number_and_rkey_differ_every_session() {
 #[test]
 fn a_device_that_restarts_behind_is_followed_not_refused() {
     let dev = Ipv4Addr::new(127, 0, 51, 2);
-    let (mut rx, _) = setup(dev, 0);
+    let (mut rx, _, sock) = setup(dev, 0);
     let stream = VpStream {
         vp: 0,
         qp: 0x99,
@@ -160,7 +159,6 @@ fn a_device_that_restarts_behind_is_followed_not_refused() {
             p.push(&buf, Some(0), (t0 + k, 0), &mut pkts);
         }
     }
-    let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(dev), 12288)).unwrap();
     let order: Vec<&Vec<u8>> = pkts.iter().collect();
     let got = deliver(&mut rx, &sock, &order);
     assert_eq!(got.len(), 6, "{got:#?}");

@@ -19,6 +19,7 @@
 //! let summary = rec.finish().unwrap();
 //! assert_eq!(summary.frames, 1);
 //! ```
+#![warn(missing_docs)]
 
 pub mod format;
 pub mod image;
