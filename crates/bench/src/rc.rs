@@ -16,9 +16,9 @@
 //!
 //! Threads are pinned to CPUs 0 and 1 unless told otherwise.
 
-use rocelink_io::driver::Driver;
 use rocelink_io::net::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
+use rocelink_runtime::Driver;
 use rocelink_transport::sim::connect;
 use rocelink_transport::{
     Access, Endpoint, EndpointConfig, MrKeys, Mtu, QpInit, QpType, RecvWr, SendOp, SendWr, Sge,

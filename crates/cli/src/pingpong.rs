@@ -9,9 +9,10 @@
 //! verifies every payload; a last line reports losses and ICRC verification.
 
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_io::driver::{Driver, Tap};
 use rocelink_io::oob;
+use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_runtime::Driver;
 use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
 use rocelink_wire::oob::{PingpongDest as Dest, gid_of, ip_of_gid};

@@ -10,7 +10,7 @@ use crate::device::packetizer::{OutPacket, Packetizer, PacketizerOptions, Ptp};
 use crate::device::window::SensorWindow;
 use crate::device::{DeviceConfig, DeviceCore, VpStream};
 use crate::sensor::Sensor;
-use rocelink_io::driver::Tap;
+use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket as RoceSocket};
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, SocketAddr, UdpSocket};

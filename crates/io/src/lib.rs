@@ -3,17 +3,20 @@
 //! * [`udp`] — UDP sockets: `recvmmsg`/`sendmmsg` batches, `UDP_GRO`, gather-GSO, the
 //!   options that make the ICRC of a socket send exact.
 //! * [`scatter`] — scatter receive: predicted payloads land in the caller's region.
-//! * [`driver`] — runs a sans-IO transport endpoint over a UDP socket, with a pcap tap.
+//! * [`tap`] — a pcap tap of a UDP socket's datagrams (raw-IP records).
+//! * [`oob`] — rdma-core's out-of-band TCP exchange.
 //! * [`file`] — disk-space reservation for the recorder's index.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
+//!
+//! No dependency on the transport: `rocelink-runtime` runs an endpoint over these.
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
 pub mod aligned;
-pub mod driver;
 pub mod file;
 pub mod net;
 pub mod oob;
 pub mod pcap;
 pub mod scatter;
+pub mod tap;
 pub mod udp;

@@ -502,6 +502,11 @@ impl<W: Write> PcapWriter<W> {
         Ok(())
     }
 
+    /// Push buffered records to the underlying writer.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+
     /// Flush and give back the writer.
     pub fn into_inner(mut self) -> io::Result<W> {
         self.w.flush()?;

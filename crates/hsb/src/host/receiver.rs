@@ -14,8 +14,9 @@ use super::tracker::Tracker;
 pub use super::tracker::{FrameReport, ReceiverStats};
 use crate::device::packetizer::PacketizerOptions;
 use crate::regs::{self, hif, vp};
-use rocelink_io::driver::{Driver, Tap};
+use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_runtime::Driver;
 use rocelink_transport::{
     Access, Endpoint, EndpointConfig, IcrcPolicy, Modify, MrKeys, Mtu, QpInit, QpType, RecvWr, Sge,
 };

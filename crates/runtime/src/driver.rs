@@ -2,81 +2,15 @@
 //! `sendmmsg` batches, receives in `recvmmsg` batches (GRO super-datagrams split in place),
 //! runs its timers, and optionally records every datagram to a pcap.
 
-use crate::pcap::{LINKTYPE_RAW, PcapWriter};
-use crate::udp::{RecvBatch, UdpSocket};
+use rocelink_io::tap::Tap;
+use rocelink_io::udp::{RecvBatch, UdpSocket};
 use rocelink_transport::{Datagram, Endpoint, Gather, IcrcStatus};
-use rocelink_wire::{icrc, udp};
-use std::io::{self, IoSlice, Write};
-use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 /// Datagrams sent per `sendmmsg`.
 const TX_BATCH: usize = 64;
-
-/// Records sent and received datagrams as raw IP packets. The UDP socket never shows the IP
-/// header, so it is rebuilt: ID 0 and DF (what rocelink sends), or the ID recovered from
-/// the ICRC for received IPv4 packets, so the capture's ICRCs verify.
-pub struct Tap {
-    w: PcapWriter<Box<dyn Write + Send>>,
-}
-
-impl std::fmt::Debug for Tap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Tap")
-    }
-}
-
-impl Tap {
-    /// Write a pcap (raw IP link type) to `w`.
-    pub fn new(w: Box<dyn Write + Send>) -> io::Result<Tap> {
-        Ok(Tap {
-            w: PcapWriter::new(w, LINKTYPE_RAW)?,
-        })
-    }
-
-    /// Record one datagram from `src` to `dst` whose UDP payload is `payload`.
-    pub fn record(
-        &mut self,
-        src: SocketAddr,
-        dst: SocketAddr,
-        payload: &[u8],
-        ipv4_ident: u16,
-    ) -> io::Result<()> {
-        let ts = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let udp_len = udp::HEADER_LEN + payload.len();
-        let mut u = [0u8; 8];
-        udp::Repr {
-            src_port: src.port(),
-            dst_port: dst.port(),
-            payload_len: payload.len(),
-            checksum: 0,
-        }
-        .emit(&mut u);
-        match (src.ip(), dst.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let mut h = icrc::socket_ipv4_header(s, d, udp_len);
-                if ipv4_ident != 0 {
-                    h[4..6].copy_from_slice(&ipv4_ident.to_be_bytes());
-                    h[10..12].fill(0);
-                    let c = rocelink_wire::ipv4::header_checksum(&h);
-                    h[10..12].copy_from_slice(&c.to_be_bytes());
-                }
-                self.w.write_parts(ts, &[&h, &u, payload])
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => self
-                .w
-                .write_parts(ts, &[&icrc::socket_ipv6_header(s, d, udp_len), &u, payload]),
-            _ => Ok(()),
-        }
-    }
-
-    /// Flush buffered records.
-    pub fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Datagrams at the head of `p` that can go as one GSO super-datagram: same peer, same
 /// size (the last may be shorter), at most 64 segments and 64 000 bytes.

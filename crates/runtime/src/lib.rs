@@ -1,0 +1,10 @@
+//! One driver for every role: runs a sans-IO [`rocelink_transport::Endpoint`] over an I/O
+//! backend from `rocelink-io` (today a UDP socket), batching receives and sends (GSO runs,
+//! gather of payloads left in their regions), with an optional pcap tap.
+//!
+//! `rocelink-io` stays free of the transport; this crate is where the two meet.
+#![warn(missing_docs)]
+
+pub mod driver;
+
+pub use driver::{Driver, DriverStats};
