@@ -273,71 +273,21 @@ fn passive_receiver_for_a_device_configured_elsewhere() {
     assert!(f.iter().all(|r| r["good"] == true), "{f:?}");
 }
 
-fn sh(args: &[&str]) {
-    assert!(common::sh(args), "{args:?}");
-}
-
-struct Ns(Vec<String>);
-impl Drop for Ns {
-    fn drop(&mut self) {
-        for n in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
 #[test]
 fn netns_enumerate_set_ip_all_sensors_and_loss() {
     if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
     {
         return;
     }
-    let id = std::process::id();
-    let (dev, host) = (format!("rlhsbd{id}"), format!("rlhsbh{id}"));
-    let ns = Ns(vec![dev.clone(), host.clone()]);
-    let (vd, vh) = (format!("hd{id}"), format!("hh{id}"));
-    sh(&["ip", "netns", "add", &dev]);
-    sh(&["ip", "netns", "add", &host]);
-    sh(&[
-        "ip", "link", "add", &vd, "netns", &dev, "type", "veth", "peer", "name", &vh, "netns",
-        &host,
-    ]);
-    sh(&[
-        "ip",
-        "-n",
-        &dev,
-        "addr",
-        "add",
-        "192.168.0.2/24",
-        "dev",
-        &vd,
-    ]);
-    sh(&[
-        "ip",
-        "-n",
-        &dev,
-        "addr",
-        "add",
-        "192.168.0.50/24",
-        "dev",
-        &vd,
-    ]);
-    sh(&[
-        "ip",
-        "-n",
-        &host,
-        "addr",
-        "add",
-        "192.168.0.101/24",
-        "dev",
-        &vh,
-    ]);
-    for (n, v) in [(&dev, &vd), (&host, &vh)] {
-        sh(&["ip", "-n", n, "link", "set", v, "up"]);
-        sh(&["ip", "-n", n, "link", "set", "lo", "up"]);
-    }
-    let d = ["ip", "netns", "exec", dev.as_str()];
-    let h = ["ip", "netns", "exec", host.as_str()];
+    // the device's namespace (its address and the one set-ip moves it to) and the host's
+    let ns = common::VethPair::new(
+        "hsb",
+        &["192.168.0.2/24", "192.168.0.50/24"],
+        &["192.168.0.101/24"],
+    );
+    let (dev, host, vd) = (ns.a.clone(), ns.b.clone(), ns.va.clone());
+    let d = common::VethPair::exec(&dev);
+    let h = common::VethPair::exec(&host);
 
     // enumerate -> set-ip -> configure -> 100 frames
     let emu = emulator(
@@ -441,21 +391,12 @@ fn netns_enumerate_set_ip_all_sensors_and_loss() {
     // 1% loss in the device's namespace: damaged frames are reported damaged, intact good
     // a netdev egress hook drops silently, like a lossy wire (an inet output-hook drop
     // would surface as EPERM to the sender)
-    let rules = format!(
-        "table netdev rocelink_loss {{\n chain eg {{ type filter hook egress device \"{vd}\" priority 0; udp sport 12288 numgen random mod 100 < 1 drop; }}\n}}\n"
-    );
-    let f = std::env::temp_dir().join(format!("rocelink-hsb-nft-{id}.nft"));
-    std::fs::write(&f, rules).unwrap();
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
+    ns.nft(
         &dev,
-        "nft",
-        "-f",
-        f.to_str().unwrap(),
-    ]);
-    let _ = std::fs::remove_file(&f);
+        &format!(
+            "table netdev rocelink_loss {{\n chain eg {{ type filter hook egress device \"{vd}\" priority 0; udp sport 12288 numgen random mod 100 < 1 drop; }}\n}}\n"
+        ),
+    );
     let _emu = emulator(
         &d,
         &[

@@ -184,81 +184,25 @@ fn loopback_rc_uc_ud() {
     }
 }
 
-struct Netns {
-    a: String,
-    b: String,
-}
-
-impl Netns {
-    /// Two namespaces joined by a veth pair, 10.201.<n>.1 and .2, with `loss`% of UDP/4791
-    /// dropped at random in B's input and output.
-    fn new(n: u8, loss: u32) -> Netns {
-        let id = std::process::id();
-        let (a, b) = (format!("rla{id}_{n}"), format!("rlb{id}_{n}"));
-        let (va, vb) = (format!("va{id}_{n}"), format!("vb{id}_{n}"));
-        let ok = common::sh(&["ip", "netns", "add", &a])
-            && common::sh(&["ip", "netns", "add", &b])
-            && common::sh(&[
-                "ip", "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb,
-                "netns", &b,
-            ])
-            && common::sh(&[
-                "ip",
-                "-n",
-                &a,
-                "addr",
-                "add",
-                &format!("10.201.{n}.1/24"),
-                "dev",
-                &va,
-            ])
-            && common::sh(&[
-                "ip",
-                "-n",
-                &b,
-                "addr",
-                "add",
-                &format!("10.201.{n}.2/24"),
-                "dev",
-                &vb,
-            ])
-            && common::sh(&["ip", "-n", &a, "link", "set", &va, "up"])
-            && common::sh(&["ip", "-n", &b, "link", "set", &vb, "up"])
-            && common::sh(&["ip", "-n", &a, "link", "set", "lo", "up"])
-            && common::sh(&["ip", "-n", &b, "link", "set", "lo", "up"]);
-        let ns = Netns { a, b };
-        assert!(ok, "could not create namespaces (needs root and iproute2)");
-        if loss > 0 {
-            // netdev ingress/egress hooks on B's end of the veth drop silently, like a
-            // lossy wire, in both directions
-            let rules = format!(
+/// Two namespaces joined by a veth pair, 10.201.<n>.1 and .2, with `loss`% of UDP/4791
+/// dropped at random in B's input and output (netdev hooks on B's end drop silently, like
+/// a lossy wire, in both directions).
+fn netns(n: u8, loss: u32) -> common::VethPair {
+    let p = common::VethPair::new(
+        &format!("pp{n}"),
+        &[&format!("10.201.{n}.1/24")],
+        &[&format!("10.201.{n}.2/24")],
+    );
+    if loss > 0 {
+        let vb = &p.vb;
+        p.nft(
+            &p.b,
+            &format!(
                 "table netdev rocelink_loss {{\n chain in {{ type filter hook ingress device \"{vb}\" priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n}}\n"
-            );
-            let f = std::env::temp_dir().join(format!("rocelink-nft-{id}-{n}.nft"));
-            std::fs::write(&f, rules).unwrap();
-            assert!(
-                common::sh(&[
-                    "ip",
-                    "netns",
-                    "exec",
-                    &ns.b,
-                    "nft",
-                    "-f",
-                    f.to_str().unwrap()
-                ]),
-                "nft failed (apt-get install nftables)"
-            );
-            let _ = std::fs::remove_file(&f);
-        }
-        ns
+            ),
+        );
     }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
-    }
+    p
 }
 
 #[test]
@@ -270,11 +214,8 @@ fn veth_with_5_percent_loss() {
     {
         return;
     }
-    let ns = Netns::new(1, 5);
-    let (sa, sb) = (
-        ["ip", "netns", "exec", ns.b.as_str()],
-        ["ip", "netns", "exec", ns.a.as_str()],
-    );
+    let ns = netns(1, 5);
+    let (sa, sb) = (common::VethPair::exec(&ns.b), common::VethPair::exec(&ns.a));
     let dir = common::tmpdir("pingpong_veth");
     let pcap = dir.join("rc_loss.pcap");
     // RC: every one of 10 000 iterations completes despite the loss

@@ -137,3 +137,75 @@ pub(crate) fn need(tool: &str, package: &str) -> bool {
     eprintln!("skipping: {msg}");
     false
 }
+
+/// Two network namespaces joined by a veth pair, removed on drop. Traffic between them
+/// stays inside this machine: the test's own hosts.
+#[derive(Debug)]
+pub(crate) struct VethPair {
+    /// Namespace A and B.
+    pub(crate) a: String,
+    pub(crate) b: String,
+    /// A's and B's ends of the veth pair.
+    pub(crate) va: String,
+    pub(crate) vb: String,
+}
+
+impl VethPair {
+    /// Namespaces `rl<tag>a<pid>` / `rl<tag>b<pid>`, `a_addrs` on A's end and `b_addrs` on
+    /// B's (CIDR), links and loopback up. Panics naming the step that failed.
+    pub(crate) fn new(tag: &str, a_addrs: &[&str], b_addrs: &[&str]) -> VethPair {
+        let id = std::process::id();
+        let p = VethPair {
+            a: format!("rl{tag}a{id}"),
+            b: format!("rl{tag}b{id}"),
+            va: format!("v{tag}a{id}"),
+            vb: format!("v{tag}b{id}"),
+        };
+        let run = |args: &[&str]| assert!(sh(args), "{args:?} (needs root and iproute2)");
+        run(&["ip", "netns", "add", &p.a]);
+        run(&["ip", "netns", "add", &p.b]);
+        run(&[
+            "ip", "link", "add", &p.va, "netns", &p.a, "type", "veth", "peer", "name", &p.vb,
+            "netns", &p.b,
+        ]);
+        for (ns, dev, addrs) in [(&p.a, &p.va, a_addrs), (&p.b, &p.vb, b_addrs)] {
+            for addr in addrs {
+                run(&["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
+            }
+            run(&["ip", "-n", ns, "link", "set", dev, "up"]);
+            run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        p
+    }
+
+    /// `ip netns exec NS`: a command prefix that runs inside namespace `ns`.
+    pub(crate) fn exec(ns: &str) -> [&str; 4] {
+        ["ip", "netns", "exec", ns]
+    }
+
+    /// Load an nftables ruleset (e.g. `numgen random` drops on a netdev hook) in `ns`.
+    pub(crate) fn nft(&self, ns: &str, rules: &str) {
+        assert!(need("nft", "nftables"), "nftables is needed here");
+        let f = std::env::temp_dir().join(format!("rocelink-nft-{ns}.nft"));
+        std::fs::write(&f, rules).expect("write nft rules");
+        let ok = sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "nft",
+            "-f",
+            f.to_str().unwrap_or(""),
+        ]);
+        let _ = std::fs::remove_file(&f);
+        assert!(ok, "nft -f in {ns} failed:\n{rules}");
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        for n in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
