@@ -11,26 +11,13 @@ use rocelink_hsb::host::FastStats;
 use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
 use rocelink_hsb::sensor::Sensor;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_transport::sim::Rng;
 use std::io::IoSlice;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 const WINDOW: usize = 20_000;
 const FRAMES: u64 = 16;
-
-/// xorshift64*: a fixed, seeded fault schedule.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Fault {
@@ -145,13 +132,14 @@ fn compare(seed: u64, gro: bool, net: u8) -> FastStats {
     let page = fast.page_size() as u64;
     let a = packets(dev, host, fast.local_addr().port(), page);
     let b = packets(dev, host, generic.local_addr().port(), page);
-    let mut rng = Rng(seed);
+    // the transport simulator's seeded generator: a fixed fault schedule per seed
+    let mut rng = Rng::new(seed);
     let faults: Vec<Fault> = (0..a.len())
         .map(|i| {
             if i < 20 {
                 return Fault::None; // let the first frame teach the packet size
             }
-            match rng.next() % 100 {
+            match rng.below(100) {
                 0..=1 => Fault::Drop,
                 2..=3 => Fault::Duplicate,
                 4..=5 => Fault::SwapWithNext,
@@ -160,7 +148,6 @@ fn compare(seed: u64, gro: bool, net: u8) -> FastStats {
             }
         })
         .collect();
-    let _ = rng.chance(0);
     if std::env::var_os("ROCELINK_FAST_DEBUG").is_some() {
         for (i, f) in faults.iter().enumerate() {
             if *f != Fault::None {
