@@ -1,7 +1,7 @@
 //! The endpoint: one local address, its memory regions, QPs, completion and event queues.
 
 use crate::keymap::KeyMap;
-use crate::mr::{Access, MemoryRegion, MrKeys, MrTable};
+use crate::mr::{Access, MemoryRegion, MrKeys, MrTable, RegionMemory};
 use crate::qp::{Modify, Qp, QpInit, QpState, QpType, Sinks};
 use crate::stats::{EndpointStats, QpStats};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
@@ -182,7 +182,7 @@ impl Endpoint {
     }
 
     /// Register `mem` with its first byte at `va`.
-    pub fn register_mr(&mut self, mem: Box<[u8]>, va: u64, access: Access) -> MrKeys {
+    pub fn register_mr(&mut self, mem: impl RegionMemory, va: u64, access: Access) -> MrKeys {
         self.mrs.register(mem, va, access)
     }
 
@@ -190,7 +190,7 @@ impl Endpoint {
     /// configured with. `None` if the key is 0 or taken.
     pub fn register_mr_keyed(
         &mut self,
-        mem: Box<[u8]>,
+        mem: impl RegionMemory,
         va: u64,
         access: Access,
         key: u32,
@@ -199,7 +199,7 @@ impl Endpoint {
     }
 
     /// Deregister a region, returning its memory.
-    pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<[u8]>> {
+    pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<dyn RegionMemory>> {
         self.mrs.deregister(lkey)
     }
 

@@ -63,12 +63,41 @@ pub enum AccessError {
     },
 }
 
+/// Memory a region is registered over: the caller's own bytes (a boxed slice, a vector,
+/// page-aligned or hugepage memory, later AF_XDP UMEM), owned by the region while it is
+/// registered and given back by [`crate::Endpoint::deregister_mr`]. Anything that is
+/// `AsRef<[u8]> + AsMut<[u8]> + Send` is region memory, so other crates' buffer types need
+/// no dependency on this one.
+pub trait RegionMemory: Send + 'static {
+    /// The bytes.
+    fn bytes(&self) -> &[u8];
+    /// The bytes, mutable.
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]> + Send + 'static> RegionMemory for T {
+    fn bytes(&self) -> &[u8] {
+        self.as_ref()
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self.as_mut()
+    }
+}
+
 /// A registered region.
-#[derive(Debug)]
 pub struct MemoryRegion {
     keys: MrKeys,
     access: Access,
-    mem: Box<[u8]>,
+    mem: Box<dyn RegionMemory>,
+}
+
+impl std::fmt::Debug for MemoryRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("keys", &self.keys)
+            .field("access", &self.access)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoryRegion {
@@ -82,11 +111,11 @@ impl MemoryRegion {
     }
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.mem
+        self.mem.bytes()
     }
     /// The bytes, mutable (local access by the owner).
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.mem
+        self.mem.bytes_mut()
     }
 
     /// Byte offset of `[va, va+len)` in the region, or why not.
@@ -94,7 +123,7 @@ impl MemoryRegion {
         let oob = AccessError::OutOfBounds { va, len };
         let off = va.checked_sub(self.keys.va).ok_or(oob)?;
         let end = off.checked_add(len).ok_or(oob)?;
-        if end > self.mem.len() as u64 {
+        if end > self.keys.len as u64 {
             return Err(oob);
         }
         Ok(off as usize)
@@ -106,7 +135,12 @@ impl MemoryRegion {
             return Err(AccessError::Denied);
         }
         let off = self.offset_of(va, len)?;
-        Ok(&self.mem[off..off + len as usize])
+        // bounds were checked against the registered length; `get` keeps a memory type
+        // that shrank from panicking
+        self.mem
+            .bytes()
+            .get(off..off + len as usize)
+            .ok_or(AccessError::OutOfBounds { va, len })
     }
 
     /// Checked mutable slice.
@@ -115,7 +149,10 @@ impl MemoryRegion {
             return Err(AccessError::Denied);
         }
         let off = self.offset_of(va, len)?;
-        Ok(&mut self.mem[off..off + len as usize])
+        self.mem
+            .bytes_mut()
+            .get_mut(off..off + len as usize)
+            .ok_or(AccessError::OutOfBounds { va, len })
     }
 }
 
@@ -138,7 +175,7 @@ impl MrTable {
     }
 
     /// Register `mem` at `va` with `access`; returns its keys. The key is never 0.
-    pub fn register(&mut self, mem: Box<[u8]>, va: u64, access: Access) -> MrKeys {
+    pub fn register(&mut self, mem: impl RegionMemory, va: u64, access: Access) -> MrKeys {
         // Spread keys (index in the upper bits, a rotating tag below) so a stale or guessed
         // key is unlikely to name another region.
         self.next = self.next.wrapping_add(1);
@@ -151,13 +188,14 @@ impl MrTable {
         self.insert(key, mem, va, access)
     }
 
-    fn insert(&mut self, key: u32, mem: Box<[u8]>, va: u64, access: Access) -> MrKeys {
+    fn insert(&mut self, key: u32, mem: impl RegionMemory, va: u64, access: Access) -> MrKeys {
         let keys = MrKeys {
             lkey: key,
             rkey: key,
             va,
-            len: mem.len(),
+            len: mem.bytes().len(),
         };
+        let mem: Box<dyn RegionMemory> = Box::new(mem);
         self.by_key.insert(key, MemoryRegion { keys, access, mem });
         keys
     }
@@ -165,7 +203,7 @@ impl MrTable {
     /// Register with a chosen key; `None` if it is 0 or taken.
     pub fn register_keyed(
         &mut self,
-        mem: Box<[u8]>,
+        mem: impl RegionMemory,
         va: u64,
         access: Access,
         key: u32,
@@ -177,7 +215,7 @@ impl MrTable {
     }
 
     /// Remove a region, giving its memory back.
-    pub fn deregister(&mut self, key: u32) -> Option<Box<[u8]>> {
+    pub fn deregister(&mut self, key: u32) -> Option<Box<dyn RegionMemory>> {
         self.by_key.remove(&key).map(|m| m.mem)
     }
 
@@ -273,7 +311,7 @@ mod tests {
         let mr2 = t.get(k2.rkey).unwrap();
         assert!(mr2.slice(0xFFF, 1, Access::REMOTE_READ).is_err());
         assert_eq!(mr2.slice(0x1000, 8, Access::REMOTE_READ).unwrap().len(), 8);
-        assert_eq!(t.deregister(k2.rkey).unwrap().len(), 8);
+        assert_eq!(t.deregister(k2.rkey).unwrap().bytes().len(), 8);
         assert!(t.get(k2.rkey).is_err());
     }
 }

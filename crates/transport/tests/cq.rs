@@ -1,5 +1,6 @@
 //! Completion queues as objects: two roles on one endpoint each poll only their own CQ and
-//! their own QP's events; the default CQ keeps the single-role API working.
+//! their own QP's events; the default CQ keeps the single-role API working. And regions
+//! over memory the caller provides.
 #![allow(clippy::unwrap_used)]
 
 use rocelink_transport::sim::{LinkConfig, Pair, connect};
@@ -178,4 +179,71 @@ fn flushed_wrs_go_to_their_own_cqs() {
     assert!(flushed.iter().all(|w| w.status == WcStatus::WrFlushError));
     assert!(b.poll_cq(scq).is_none() && b.poll_completion().is_none());
     assert_eq!(b.poll_qp_event(q), Some(Event::QpError { qpn: q }));
+}
+
+/// Region memory the caller provides: any `AsRef<[u8]> + AsMut<[u8]> + Send` buffer,
+/// given back with what was written when the region is deregistered.
+#[test]
+fn regions_over_caller_memory() {
+    /// An application's own buffer type.
+    struct AppBuf {
+        data: Vec<u8>,
+    }
+    impl AsRef<[u8]> for AppBuf {
+        fn as_ref(&self) -> &[u8] {
+            &self.data
+        }
+    }
+    impl AsMut<[u8]> for AppBuf {
+        fn as_mut(&mut self) -> &mut [u8] {
+            &mut self.data
+        }
+    }
+    let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
+    let mut b = Endpoint::new(EndpointConfig::new("10.0.0.2:4791".parse().unwrap()));
+    let src = a.register_mr(vec![9u8; 6000], 0x5000, Access::NONE);
+    let dst = b.register_mr(
+        AppBuf {
+            data: vec![0; 8192],
+        },
+        0x10_0000,
+        Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+    );
+    assert_eq!(dst.len, 8192);
+    let (qa, qb) = (
+        a.create_qp(QpInit::new(QpType::Rc)).unwrap(),
+        b.create_qp(QpInit::new(QpType::Rc)).unwrap(),
+    );
+    connect(&mut a, qa, &mut b, qb, Mtu::M1024, 1, 2, 0).unwrap();
+    let mut pair = Pair::new(a, b, LinkConfig::default(), 9, Instant::now());
+    for (va, ok) in [(0x10_0000 + 2000, true), (0x10_0000 + 4000, false)] {
+        let wr = SendWr {
+            wr_id: va,
+            op: SendOp::Write { va, rkey: dst.rkey },
+            sge: Sge {
+                lkey: src.lkey,
+                va: 0x5000,
+                len: if ok { 6000 } else { 4193 }, // the second ends 1 byte past the region
+            },
+            signaled: true,
+            solicited: false,
+        };
+        pair.a.post_send(qa, wr).unwrap();
+        pair.run_until(Duration::from_secs(1), |p| p.a.peek_completion().is_some());
+        let wc = pair.a.poll_completion().unwrap();
+        assert_eq!(wc.status == WcStatus::Success, ok, "{wc:?}");
+        if !ok {
+            break;
+        }
+    }
+    let mem = pair.b.deregister_mr(dst.lkey).unwrap();
+    let bytes = mem.bytes();
+    assert_eq!(&bytes[..2000], &[0u8; 2000][..]);
+    assert_eq!(&bytes[2000..8000], &[9u8; 6000][..]);
+    assert_eq!(
+        &bytes[8000..],
+        &[0u8; 192][..],
+        "the refused WRITE wrote nothing"
+    );
+    assert!(pair.b.mr(dst.lkey).is_err());
 }
