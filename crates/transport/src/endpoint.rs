@@ -198,6 +198,30 @@ impl Endpoint {
         self.mrs.register_keyed(mem, va, access, key)
     }
 
+    /// Register `mem` as a ring over the whole 64-bit VA space, writable inside
+    /// `[start, start + window)` (see [`crate::AddressMap::Ring`]). `None` if the window is
+    /// longer than the ring.
+    pub fn register_ring_mr(
+        &mut self,
+        mem: impl RegionMemory,
+        access: Access,
+        start: u64,
+        window: u64,
+    ) -> Option<MrKeys> {
+        self.mrs.register_ring(mem, access, start, window)
+    }
+
+    /// Move a ring region's window; refused for a linear region or a window longer than
+    /// the ring.
+    pub fn set_ring_window(
+        &mut self,
+        lkey: u32,
+        start: u64,
+        window: u64,
+    ) -> Result<(), AccessError> {
+        self.mrs.set_window(lkey, start, window)
+    }
+
     /// Deregister a region, returning its memory.
     pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<dyn RegionMemory>> {
         self.mrs.deregister(lkey)

@@ -63,7 +63,7 @@ pub use cq::CqId;
 pub use endpoint::{
     Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, SrcPort, Transmit,
 };
-pub use mr::{Access, AccessError, MemoryRegion, MrKeys, MrTable, RegionMemory};
+pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
 pub use qp::{Modify, Mtu, QpInit, QpState, QpType};
 pub use stats::{EndpointStats, QpStats};
 pub use wr::{

@@ -84,10 +84,29 @@ impl<T: AsRef<[u8]> + AsMut<[u8]> + Send + 'static> RegionMemory for T {
     }
 }
 
+/// How virtual addresses map to a region's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AddressMap {
+    /// `[va, va + len)` onto the bytes in order (verbs' regions).
+    Linear,
+    /// The whole 64-bit VA space onto a ring: address `va` is byte `va mod len`, and an
+    /// access is allowed only inside the window `[start, start + window)` (taken modulo
+    /// 2⁶⁴) and only if it does not straddle the ring's end — the IMS ring buffer, whose
+    /// window the consumer moves forward as it frees space.
+    Ring {
+        /// First VA of the window.
+        start: u64,
+        /// Window length in bytes (at most the ring's length).
+        window: u64,
+    },
+}
+
 /// A registered region.
 pub struct MemoryRegion {
     keys: MrKeys,
     access: Access,
+    map: AddressMap,
     mem: Box<dyn RegionMemory>,
 }
 
@@ -118,9 +137,26 @@ impl MemoryRegion {
         self.mem.bytes_mut()
     }
 
+    /// How VAs map to the bytes.
+    pub fn address_map(&self) -> AddressMap {
+        self.map
+    }
+
     /// Byte offset of `[va, va+len)` in the region, or why not.
     pub fn offset_of(&self, va: u64, len: u64) -> Result<usize, AccessError> {
         let oob = AccessError::OutOfBounds { va, len };
+        if let AddressMap::Ring { start, window } = self.map {
+            let ring = self.keys.len as u64;
+            // inside the window (modulo 2^64), then inside the ring without wrapping
+            if ring == 0 || len > window || va.wrapping_sub(start) > window - len {
+                return Err(oob);
+            }
+            let off = va % ring;
+            if off + len > ring {
+                return Err(oob);
+            }
+            return Ok(off as usize);
+        }
         let off = va.checked_sub(self.keys.va).ok_or(oob)?;
         let end = off.checked_add(len).ok_or(oob)?;
         if end > self.keys.len as u64 {
@@ -196,7 +232,16 @@ impl MrTable {
             len: mem.bytes().len(),
         };
         let mem: Box<dyn RegionMemory> = Box::new(mem);
-        self.by_key.insert(key, MemoryRegion { keys, access, mem });
+        let map = AddressMap::Linear;
+        self.by_key.insert(
+            key,
+            MemoryRegion {
+                keys,
+                access,
+                map,
+                mem,
+            },
+        );
         keys
     }
 
@@ -212,6 +257,37 @@ impl MrTable {
             return None;
         }
         Some(self.insert(key, mem, va, access))
+    }
+
+    /// Register `mem` as a ring over the whole 64-bit VA space (see [`AddressMap::Ring`]),
+    /// accepting accesses inside `[start, start + window)`. `None` if the window is longer
+    /// than the ring.
+    pub fn register_ring(
+        &mut self,
+        mem: impl RegionMemory,
+        access: Access,
+        start: u64,
+        window: u64,
+    ) -> Option<MrKeys> {
+        if window > mem.bytes().len() as u64 {
+            return None;
+        }
+        let keys = self.register(mem, 0, access);
+        let r = self.by_key.get_mut(&keys.lkey)?;
+        r.map = AddressMap::Ring { start, window };
+        Some(keys)
+    }
+
+    /// Move a ring region's window (the consumer freed space, or took it back).
+    pub fn set_window(&mut self, key: u32, start: u64, window: u64) -> Result<(), AccessError> {
+        let r = self.get_mut(key)?;
+        match r.map {
+            AddressMap::Ring { .. } if window <= r.keys.len as u64 => {
+                r.map = AddressMap::Ring { start, window };
+                Ok(())
+            }
+            _ => Err(AccessError::Denied),
+        }
     }
 
     /// Remove a region, giving its memory back.

@@ -1,0 +1,135 @@
+//! Ring-window regions (the IMS ring buffer): the whole 64-bit VA space onto a ring, writes
+//! accepted only inside a movable window, never straddling the ring's end.
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use rocelink_transport::sim::{LinkConfig, Pair, connect};
+use rocelink_transport::*;
+use std::time::{Duration, Instant};
+
+const RING: usize = 64 * 1024;
+
+struct Setup {
+    pair: Pair,
+    qa: u32,
+    qb: u32,
+    src: MrKeys,
+    ring: MrKeys,
+}
+
+fn setup(start: u64, window: u64) -> Setup {
+    let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
+    let mut b = Endpoint::new(EndpointConfig::new("10.0.0.2:4791".parse().unwrap()));
+    let src = a.register_mr(vec![0xAB; 8192], 0, Access::NONE);
+    let ring = b
+        .register_ring_mr(
+            vec![0u8; RING],
+            Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+            start,
+            window,
+        )
+        .unwrap();
+    let qa = a.create_qp(QpInit::new(QpType::Uc)).unwrap();
+    let qb = b.create_qp(QpInit::new(QpType::Uc)).unwrap();
+    connect(&mut a, qa, &mut b, qb, Mtu::M1024, 1, 1, 0).unwrap();
+    Setup {
+        pair: Pair::new(a, b, LinkConfig::default(), 4, Instant::now()),
+        qa,
+        qb,
+        src,
+        ring,
+    }
+}
+
+/// UC WRITE of `len` bytes of 0xAB to `va`; run the link; B's access violations after.
+fn write(s: &mut Setup, va: u64, len: u32) -> u64 {
+    let wr = SendWr {
+        wr_id: va,
+        op: SendOp::Write {
+            va,
+            rkey: s.ring.rkey,
+        },
+        sge: Sge {
+            lkey: s.src.lkey,
+            va: 0,
+            len,
+        },
+        signaled: false,
+        solicited: false,
+    };
+    s.pair.a.post_send(s.qa, wr).unwrap();
+    s.pair.run_until(Duration::from_millis(20), |_| false);
+    s.pair.b.qp_stats(s.qb).unwrap().access_violations
+}
+
+fn ring_bytes(s: &Setup) -> Vec<u8> {
+    s.pair.b.mr(s.ring.lkey).unwrap().bytes().to_vec()
+}
+
+#[test]
+fn writes_land_at_va_mod_ring_inside_the_window_only() {
+    let base = 7u64 << 40; // far into the 64-bit space
+    let mut s = setup(base, 32 * 1024);
+    assert_eq!(write(&mut s, base + 4096, 2000), 0);
+    let off = ((base + 4096) % RING as u64) as usize;
+    let r = ring_bytes(&s);
+    assert!(r[off..off + 2000].iter().all(|&b| b == 0xAB));
+    assert_eq!(r.iter().filter(|&&b| b != 0).count(), 2000);
+    // past the window: refused with the right R_Key, nothing written
+    let v = write(&mut s, base + 32 * 1024 - 100, 200);
+    assert_eq!(v, 1);
+    assert_eq!(ring_bytes(&s).iter().filter(|&&b| b != 0).count(), 2000);
+    // the consumer moves the window on: the same address is now fine
+    s.pair
+        .b
+        .set_ring_window(s.ring.lkey, base + 16 * 1024, 32 * 1024)
+        .unwrap();
+    assert_eq!(
+        write(&mut s, base + 32 * 1024 - 100, 200),
+        1,
+        "no new violation"
+    );
+    // a write straddling the ring's end is refused even inside the window
+    s.pair
+        .b
+        .set_ring_window(s.ring.lkey, base + 60 * 1024, 8 * 1024)
+        .unwrap();
+    assert_eq!(write(&mut s, base + RING as u64 - 100, 200), 2);
+    // windows longer than the ring, and windows on linear regions, are refused
+    assert!(
+        s.pair
+            .b
+            .set_ring_window(s.ring.lkey, 0, RING as u64 + 1)
+            .is_err()
+    );
+}
+
+#[test]
+fn a_window_across_the_top_of_the_va_space() {
+    // the window wraps from 2^64 - 1 to 0
+    let mut s = setup(u64::MAX - 4095, 8192);
+    assert_eq!(write(&mut s, u64::MAX - 4095, 4096), 0);
+    assert_eq!(write(&mut s, 0, 4096), 0);
+    assert_eq!(write(&mut s, 4096, 1), 1);
+    assert_eq!(ring_bytes(&s).iter().filter(|&&b| b != 0).count(), 8192);
+}
+
+proptest! {
+    /// Whatever the window and the access, an accepted access lies inside the window
+    /// (modulo 2^64) and inside the ring without wrapping.
+    #[test]
+    fn accepted_accesses_are_in_window_and_in_ring(
+        start in any::<u64>(), window in 0u64..=RING as u64,
+        va in any::<u64>(), near in any::<bool>(), delta in 0u64..70_000, len in 0u64..5000,
+    ) {
+        let mut t = MrTable::default();
+        let k = t.register_ring(vec![0u8; RING], Access::REMOTE_WRITE, start, window).unwrap();
+        let va = if near { start.wrapping_add(delta) } else { va };
+        let r = t.get(k.lkey).unwrap();
+        if let Ok(off) = r.offset_of(va, len) {
+            prop_assert!(va.wrapping_sub(start) + len <= window);
+            prop_assert_eq!(off as u64, va % RING as u64);
+            prop_assert!(off as u64 + len <= RING as u64);
+        }
+    }
+}
