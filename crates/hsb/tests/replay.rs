@@ -11,15 +11,9 @@ use std::time::Duration;
 
 const WINDOW: usize = 10_000;
 
-/// A passive receiver for QP 0x99 / R_Key 0x999, the packets of frames 0..n from a
-/// packetizer aimed at it, and the device's data socket to send them from.
-fn setup(dev: Ipv4Addr, n: u64) -> (Receiver, Vec<Vec<Vec<u8>>>, UdpSocket) {
-    let host = Ipv4Addr::new(dev.octets()[0], dev.octets()[1], dev.octets()[2], 1);
-    let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, WINDOW);
-    rc.pages = 2;
-    rc.qp_rkey = Some((0x99, 0x999));
-    let rx = Receiver::new(rc).unwrap();
-    let stream = VpStream {
+/// The device's VP stream aimed at `rx` on `host` (QP 0x99, R_Key 0x999, two pages).
+fn stream_to(rx: &Receiver, host: Ipv4Addr) -> VpStream {
+    VpStream {
         vp: 0,
         qp: 0x99,
         rkey: 0x999,
@@ -34,7 +28,18 @@ fn setup(dev: Ipv4Addr, n: u64) -> (Receiver, Vec<Vec<Vec<u8>>>, UdpSocket) {
         payload: 1408,
         src_port: 12288,
         vlan: None,
-    };
+    }
+}
+
+/// A passive receiver for QP 0x99 / R_Key 0x999, the packets of frames 0..n from a
+/// packetizer aimed at it, and the device's data socket to send them from.
+fn setup(dev: Ipv4Addr, n: u64) -> (Receiver, Vec<Vec<Vec<u8>>>, UdpSocket) {
+    let host = Ipv4Addr::new(dev.octets()[0], dev.octets()[1], dev.octets()[2], 1);
+    let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, WINDOW);
+    rc.pages = 2;
+    rc.qp_rkey = Some((0x99, 0x999));
+    let rx = Receiver::new(rc).unwrap();
+    let stream = stream_to(&rx, host);
     // start near the top of the PSN space so the stream also wraps
     let mut p = Packetizer::new(stream, dev, 0xFF_FFF0, PacketizerOptions::default());
     let mut buf = Vec::new();
@@ -132,22 +137,7 @@ fn qp_number_and_rkey_differ_every_session() {
 fn a_device_that_restarts_behind_is_followed_not_refused() {
     let dev = Ipv4Addr::new(127, 0, 51, 2);
     let (mut rx, _, sock) = setup(dev, 0);
-    let stream = VpStream {
-        vp: 0,
-        qp: 0x99,
-        rkey: 0x999,
-        base: 0,
-        page_stride: rx.page_size() as u64,
-        first_page: 0,
-        pages: 2,
-        window: WINDOW as u32,
-        host: SocketAddrV4::new(Ipv4Addr::new(127, 0, 51, 1), rx.local_addr().port()),
-        host_mac: rocelink_wire::bytes::Mac([0; 6]),
-        md_disable: false,
-        payload: 1408,
-        src_port: 12288,
-        vlan: None,
-    };
+    let stream = stream_to(&rx, Ipv4Addr::new(127, 0, 51, 1));
     // the device streams from PSN 0x500000, then restarts at PSN 0x400000 ("behind"),
     // frame numbers from 0 again, its clock going on
     let mut buf = Vec::new();
