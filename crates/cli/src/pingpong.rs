@@ -89,15 +89,9 @@ fn exchange(
     make_local: impl FnOnce(IpAddr) -> Result<Dest>,
 ) -> Result<(Dest, Dest, IpAddr, IpAddr)> {
     let timeout = args.time_limit;
-    let mut built = None;
-    let make = |ip| {
-        make_local(ip).map_err(|e| {
-            let m = format!("{e:#}");
-            built = Some(e);
-            std::io::Error::other(m)
-        })
-    };
-    let r = if let Some(server) = &args.server {
+    // our own side's error (e.g. the RoCE socket) keeps its whole message
+    let make = |ip| make_local(ip).map_err(|e| std::io::Error::other(format!("{e:#}")));
+    let x = if let Some(server) = &args.server {
         let addr = std::net::ToSocketAddrs::to_socket_addrs(&(server.as_str(), args.port))
             .with_context(|| format!("cannot resolve {server}"))?
             .next()
@@ -109,15 +103,8 @@ fn exchange(
             None => listen(args)?,
         };
         oob::server(&l, args.bind, timeout, make)
-    };
-    let x = match r {
-        Ok(x) => x,
-        // an error of our own side keeps its context chain
-        Err(_) if built.is_some() => {
-            return Err(built.take().unwrap_or_else(|| anyhow!("exchange")));
-        }
-        Err(e) => return Err(anyhow!(e).context("QP exchange")),
-    };
+    }
+    .context("QP exchange")?;
     Ok((x.me, x.peer, x.local_ip, x.peer_ip))
 }
 

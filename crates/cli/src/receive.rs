@@ -335,7 +335,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
 /// The ring is pages × (frame rounded up + metadata page): refuse what cannot be allocated.
 fn check_ring(frame_size: usize, pages: u32) -> Result<()> {
     const MAX_RING: usize = 8 << 30;
-    let page = frame_size.next_multiple_of(128) + 128;
+    let (_, page) = rocelink_hsb::host::receiver::page_layout(frame_size);
     if page.saturating_mul(pages as usize) > MAX_RING {
         bail!(
             "a ring of {pages} pages of {page} bytes is over {} GiB: fewer --pages or a smaller --frame-size",

@@ -11,7 +11,7 @@
 use super::control::{Control, EcbError};
 use super::fast::{FastPath, Geometry, Item};
 use super::tracker::Tracker;
-pub use super::tracker::{FrameReport, ReceiverStats};
+pub use super::tracker::{FrameReport, ReceiverStats, page_layout};
 use crate::device::packetizer::PacketizerOptions;
 use crate::regs::{self, hif, vp};
 use rocelink_io::tap::Tap;
@@ -21,7 +21,6 @@ use rocelink_transport::{
     Access, Endpoint, EndpointConfig, IcrcPolicy, Modify, MrKeys, Mtu, QpInit, QpType, RecvWr, Sge,
 };
 use rocelink_wire::bytes::Mac;
-use rocelink_wire::hsb::PAGE_SIZE;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -144,8 +143,7 @@ impl Receiver {
         let mut ecfg = EndpointConfig::new(drv.socket().local_addr()).random_keys();
         ecfg.icrc = IcrcPolicy::Strict; // HSB devices send IP ID 0: every ICRC is exact
         let mut ep = Endpoint::new(ecfg);
-        let md_offset = cfg.frame_size.next_multiple_of(PAGE_SIZE);
-        let page_size = md_offset + PAGE_SIZE;
+        let (md_offset, page_size) = page_layout(cfg.frame_size);
         let mem = vec![0u8; page_size * cfg.pages as usize].into_boxed_slice();
         let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
         let cq = ep.create_cq();

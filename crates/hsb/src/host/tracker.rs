@@ -125,17 +125,24 @@ const STALE_RUN: u32 = 8;
 /// this many frames.
 const RECENT: usize = 256;
 
+/// The page layout of a ring for frames of `frame_size` bytes: (offset of the metadata
+/// record = the frame rounded up to 128 bytes, page size = that plus the metadata slot).
+pub fn page_layout(frame_size: usize) -> (usize, usize) {
+    let md_offset = frame_size.next_multiple_of(PAGE_SIZE);
+    (md_offset, md_offset + PAGE_SIZE)
+}
+
 impl Tracker {
     /// A tracker for the ring of `cfg` (page = frame rounded up to 128 bytes, plus the
     /// metadata slot) in the region `lkey`, fed by QP `qpn` whose completions go to `cq`.
     pub(super) fn new(cfg: ReceiverConfig, qpn: u32, cq: CqId, lkey: u32) -> Tracker {
-        let md_offset = cfg.frame_size.next_multiple_of(PAGE_SIZE);
+        let (md_offset, page_size) = page_layout(cfg.frame_size);
         Tracker {
             cfg,
             qpn,
             cq,
             lkey,
-            page_size: md_offset + PAGE_SIZE,
+            page_size,
             md_offset,
             acc: Acc {
                 in_order: true,
