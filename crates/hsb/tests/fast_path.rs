@@ -200,6 +200,13 @@ fn compare(seed: u64, gro: bool, net: u8) -> FastStats {
     assert_eq!(fast.stats.in_place, fs.in_place + fs.moved);
     assert!(generic.fast_stats().is_none());
     assert_eq!(generic.stats.in_place, 0);
+    // every datagram went through the QP on both paths: the same transport counters (PSN
+    // gaps, duplicates, ICRC errors, bytes …)
+    assert_eq!(
+        fast.transport_stats(),
+        generic.transport_stats(),
+        "seed {seed}"
+    );
     fs
 }
 
@@ -290,4 +297,61 @@ fn jumbo_packets_past_4096_bytes_are_received() {
         assert!(data.as_deref() == Some(&frame[..]));
     }
     assert!(rx.fast_stats().unwrap().in_place > 0);
+}
+
+/// Packets that fit the fast path's slots but that the transport must refuse: a wrong R_Key,
+/// another QP, a bad ICRC (all landing in place, then refused), an address past the ring
+/// (slow path, refused there), and a replay of an older frame's packet into the same page
+/// (accepted by UC, a duplicate PSN, caught by the frame CRC). Each is counted and its frame
+/// reported damaged; the frames around them stay good.
+#[test]
+fn hostile_packets_in_predicted_slots_are_refused_and_their_frames_damaged() {
+    let dev = Ipv4Addr::new(127, 0, 82, 2);
+    let host = Ipv4Addr::new(127, 0, 82, 1);
+    let mut rx = receiver(dev, host, true, true);
+    let pk = packets(dev, host, rx.local_addr().port(), rx.page_size() as u64);
+    let per_frame = pk.len() / FRAMES as usize;
+    let at = |frame: usize| frame * per_frame + per_frame / 2;
+    let src = SocketAddr::new(IpAddr::V4(dev), rocelink_wire::hsb::DATA_SOURCE_PORT);
+    let refill = |p: &mut Vec<u8>| {
+        rocelink_wire::icrc::fill_socket(src, rx.local_addr(), p).unwrap();
+    };
+    let mut wire = pk.clone();
+    wire[at(3)][20..24].copy_from_slice(&0x0BAD_0001u32.to_be_bytes()); // R_Key
+    refill(&mut wire[at(3)]);
+    wire[at(5)][5..8].copy_from_slice(&[0, 0x43, 0x21]); // QP
+    refill(&mut wire[at(5)]);
+    let n = wire[at(7)].len();
+    wire[at(7)][n / 2] ^= 0x20; // payload, ICRC left as it was
+    wire[at(9)][12..20].copy_from_slice(&(1u64 << 40).to_be_bytes()); // past the ring
+    refill(&mut wire[at(9)]);
+    wire[at(10)] = pk[at(1)].clone(); // frame 1's packet in frame 10's page (10 % 3 == 1)
+    let damaged = [3u64, 5, 7, 9, 10];
+    let sock = UdpSocket::bind(src, &UdpConfig::default()).unwrap();
+    send(&sock, rx.local_addr(), &wire);
+    let got = collect(&mut rx);
+    assert_eq!(got.len() as u64, FRAMES);
+    for (r, _) in &got {
+        assert_eq!(
+            r.good(),
+            !damaged.contains(&r.frame_number),
+            "frame {}: {r:?}",
+            r.frame_number
+        );
+    }
+    let fs = rx.fast_stats().unwrap();
+    assert!(
+        fs.refused >= 3,
+        "R_Key, QP and ICRC refused in place: {fs:?}"
+    );
+    let (es, qs) = rx.transport_stats();
+    assert_eq!(es.icrc_errors, 1);
+    assert_eq!(es.unknown_qp, 1);
+    assert_eq!(
+        qs.access_violations, 2,
+        "R_Key and the address past the ring"
+    );
+    assert!(qs.duplicates >= 1, "the replayed PSN: {qs:?}");
+    assert_eq!(rx.stats.refused, 3);
+    assert_eq!(rx.stats.damaged, damaged.len() as u64);
 }

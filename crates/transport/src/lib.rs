@@ -61,7 +61,8 @@ mod wr;
 
 pub use cq::CqId;
 pub use endpoint::{
-    Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, SrcPort, Transmit,
+    Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, Landing, SrcPort,
+    Transmit,
 };
 pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
 pub use qp::{Modify, Mtu, QpInit, QpState, QpType};

@@ -343,6 +343,63 @@ impl MrTable {
         Ok(())
     }
 
+    /// Accept `len` bytes a backend put at byte `src_offset` of region `src_lkey` as the
+    /// remote write of `[va, va + len)` into region `rkey` (REMOTE_WRITE, bounds): nothing
+    /// moves when they already sit there, otherwise they are copied.
+    pub(crate) fn place_landed(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        src_lkey: u32,
+        src_offset: usize,
+    ) -> Result<crate::Landing, AccessError> {
+        let oob = AccessError::OutOfBounds { va, len };
+        let dst = self.get(rkey)?;
+        if !dst.access.contains(Access::REMOTE_WRITE) {
+            return Err(AccessError::Denied);
+        }
+        let to = dst.offset_of(va, len)?;
+        let n = len as usize;
+        let src = self.get(src_lkey)?;
+        let from = src_offset..src_offset.checked_add(n).ok_or(oob)?;
+        if from.end > src.keys.len || from.end > src.mem.bytes().len() {
+            return Err(oob);
+        }
+        if src_lkey == rkey && from.start == to {
+            return Ok(crate::Landing::InPlace);
+        }
+        if src_lkey == rkey {
+            let mem = self.get_mut(rkey)?.mem.bytes_mut();
+            if to + n > mem.len() {
+                return Err(oob);
+            }
+            mem.copy_within(from, to);
+        } else {
+            // two regions: a copy out first (this is not the in-place path)
+            let bytes = src.mem.bytes()[from].to_vec();
+            self.get_mut(rkey)?
+                .mem
+                .bytes_mut()
+                .get_mut(to..to + n)
+                .ok_or(oob)?
+                .copy_from_slice(&bytes);
+        }
+        Ok(crate::Landing::Copied)
+    }
+
+    /// Region `lkey`'s bytes for a backend to put received payloads into (LOCAL_WRITE).
+    pub(crate) fn landing_zone(&mut self, lkey: u32) -> Result<&mut [u8], AccessError> {
+        let r = self.get_mut(lkey)?;
+        if !r.access.contains(Access::LOCAL_WRITE) {
+            return Err(AccessError::Denied);
+        }
+        let n = r.keys.len;
+        let mem = r.mem.bytes_mut();
+        let n = n.min(mem.len());
+        Ok(&mut mem[..n])
+    }
+
     /// The region with `key`.
     pub fn get(&self, key: u32) -> Result<&MemoryRegion, AccessError> {
         self.by_key.get(&key).ok_or(AccessError::UnknownKey(key))

@@ -7,11 +7,13 @@
 //! next page. It hands that plan to [`rocelink_io::scatter`]: each predicted segment's
 //! headers go to scratch, its payload to the region, its ICRC to scratch.
 //!
-//! After the call every segment is checked as the transport would: sender, opcode, pad and
-//! version, P_Key, QP, R_Key, the address and length the plan assumed, and the ICRC over
-//! headers + the payload where it landed. Anything else — a loss, a reorder, a duplicate, a
-//! short window, a hostile packet — is gathered into one buffer and given to the generic
-//! endpoint (the slow path), which places it with all of its own checks.
+//! After the call each segment whose size, opcode, pad and address fit the plan's slot is
+//! handed to the transport as landed ([`Endpoint::handle_landed`]), which verifies it as it
+//! verifies any datagram — ICRC over the headers, the payload where it landed and the tail;
+//! peer, QP, P_Key, PSN; R_Key, access, bounds — and accounts for it the same way. The fast
+//! path itself writes no region byte and checks no key. Anything that does not fit its slot
+//! — a loss, a reorder, a duplicate, a short window, a hostile packet — is gathered into one
+//! buffer and given to the endpoint as a whole datagram (the slow path).
 //!
 //! A mispredicted segment was still written where the plan put it, so the plan only names
 //! bytes no one can still need: slots at or after the high-water mark of the page being
@@ -24,10 +26,10 @@
 
 use rocelink_io::scatter::{ScatterRx, Slot};
 use rocelink_io::udp::UdpSocket;
+use rocelink_transport::{Endpoint, Landing};
 use rocelink_wire::hsb::metadata;
-use rocelink_wire::icrc::{self, Combiner, IcrcHasher};
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::ops::Range;
 
 const WRITE_ONLY: u8 = 0x2A;
@@ -38,10 +40,8 @@ const BTH_RETH_IMM: usize = 32;
 /// Where the stream's bytes go.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Geometry {
-    pub(super) device: Ipv4Addr,
-    pub(super) local: SocketAddr,
-    pub(super) qpn: u32,
-    pub(super) rkey: u32,
+    /// The ring region (VA = byte offset).
+    pub(super) lkey: u32,
     pub(super) page_size: u64,
     pub(super) md_offset: u64,
     pub(super) frame_size: u64,
@@ -58,25 +58,24 @@ struct Expect {
     pad: usize,
 }
 
-/// A segment the fast path accepted.
+/// A segment that fits its slot: its payload sits at `va` of the ring.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Accepted {
-    pub(super) psn: u32,
-    /// Where the payload belongs.
+    /// The plan's slot (its headers and tail are in the scatter scratch).
+    slot: usize,
+    pub(super) src: SocketAddr,
+    /// Where the payload is (and, if the transport agrees, belongs).
     pub(super) va: u64,
-    /// Where the kernel put it, when that was elsewhere (moved by `sort_batch`).
-    from: Option<u64>,
     pub(super) len: u32,
-    pub(super) payload_crc: u32,
-    /// The frame-end immediate, for a WRITE with immediate.
-    pub(super) imm: Option<u32>,
+    /// It landed elsewhere (shifted by lost packets) and was moved here.
+    moved: bool,
 }
 
 /// One segment of a sorted batch.
 #[derive(Debug, Clone)]
 pub(super) enum Item {
-    /// Verified where the kernel put it.
-    InPlace(Accepted),
+    /// Its payload is in the ring: for [`Endpoint::handle_landed`].
+    Landed(Accepted),
     /// Bytes `scratch[range]` from this sender, for the endpoint.
     Slow(Range<usize>, SocketAddr),
 }
@@ -84,13 +83,17 @@ pub(super) enum Item {
 /// Fast-path counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FastStats {
-    /// Segments placed by the kernel where the plan put them and verified in place.
+    /// Segments placed by the kernel where the plan put them and accepted there by the
+    /// transport.
     pub in_place: u64,
-    /// Segments that arrived shifted by lost packets, verified where they landed and moved
-    /// to their place (a copy within the region, instead of the slow way).
+    /// Segments that arrived shifted by lost packets, moved to their place (a copy within
+    /// the region, instead of the slow way) and accepted there.
     pub moved: u64,
     /// Segments that went the slow way (gathered, then the generic endpoint).
     pub slow: u64,
+    /// Segments that fit their slot but the transport refused (it counts them under the
+    /// reason: ICRC, QP, R_Key, bounds, …).
+    pub refused: u64,
 }
 
 /// Prediction state and the scatter machinery.
@@ -107,7 +110,6 @@ pub(super) struct FastPath {
     payload: Option<u32>,
     /// Per page: highest end offset written since the page's last frame end.
     hwm: Vec<u64>,
-    prefixes: Vec<(usize, u16, IcrcHasher)>,
     /// Segments copied out for the slow path, back to back.
     pub(super) scratch: Vec<u8>,
     /// Their ranges in `scratch` and senders.
@@ -138,7 +140,6 @@ impl FastPath {
             gro,
             payload: None,
             hwm: vec![0; g.pages as usize],
-            prefixes: Vec::new(),
             scratch: Vec::with_capacity(65_536),
             segs: Vec::new(),
             slow: Vec::new(),
@@ -217,14 +218,16 @@ impl FastPath {
     pub(super) fn recv(
         &mut self,
         sock: &UdpSocket,
-        region: &mut [u8],
+        ep: &mut Endpoint,
         page: Option<u32>,
         wait: Option<std::time::Duration>,
     ) -> io::Result<usize> {
         let at = page.and_then(|p| Some((p, *self.hwm.get(p as usize)?)));
         self.build_plan(at);
+        // the kernel writes only the planned slots: bytes no accepted data still needs
+        let zone = ep.landing_zone(self.g.lkey).map_err(io::Error::other)?;
         self.rx
-            .recv_wait(sock, region, &self.plan, self.per_msg, self.msgs, wait)
+            .recv_wait(sock, zone, &self.plan, self.per_msg, self.msgs, wait)
     }
 
     /// Split the received messages into segments (`segs`: message, byte range, sender).
@@ -242,29 +245,27 @@ impl FastPath {
         }
     }
 
-    /// Verify one segment in place; `Some` when it is exactly what the plan expected.
-    /// With `shift` = `None`, a segment whose address is past the planned one by `d` (the
-    /// packets in between were lost) is accepted too, to be moved there, and `shift` becomes
-    /// `Some(d)`; after that only segments shifted by exactly `d` are, so the moves (done in
-    /// reverse order) never overwrite a body not yet moved.
-    fn check(
-        &mut self,
+    /// Whether one segment fits the slot the plan gave it: the datagram's size, opcode and
+    /// pad match the slot's split into headers, payload and tail, and its address is the
+    /// planned one. (What the packet may do is the transport's to check.) With `shift` =
+    /// `None`, a segment whose address is past the planned one by `d` (the packets in
+    /// between were lost) fits too, to be moved there, and `shift` becomes `Some(d)`; after
+    /// that only segments shifted by exactly `d` do, so the moves (done in reverse order)
+    /// never overwrite a body not yet moved.
+    fn fit(
+        &self,
         msg: usize,
         range: Range<usize>,
         src: SocketAddr,
-        region: &[u8],
-        comb: &mut Combiner,
         shift: &mut Option<u64>,
     ) -> Option<Accepted> {
         let j = self.rx.slot_for(msg, range.clone())?;
         let e = self.expect[j];
-        let udp_len = rocelink_wire::udp::HEADER_LEN + range.len();
-        let mut hs = self.prefix(udp_len, src)?;
-        let h = self.rx.head(j);
+        let h = self.rx.head(j).get(..28)?;
         let va = u64::from_be_bytes(h[12..20].try_into().ok()?);
-        let from = match *shift {
-            _ if va == e.va && shift.is_none() => None,
-            Some(d) if va == e.va + d => Some(e.va),
+        let moved = match *shift {
+            _ if va == e.va && shift.is_none() => false,
+            Some(d) if va == e.va + d => true,
             None if va > e.va && e.opcode == WRITE_ONLY => {
                 // moved within the same page's data area only
                 let g = self.g;
@@ -273,60 +274,31 @@ impl FastPath {
                 if va / g.page_size != page || end > page * g.page_size + g.md_offset {
                     return None;
                 }
-                Some(e.va)
+                true
             }
             _ => return None,
         };
-        if src.ip() != IpAddr::V4(self.g.device)
-            || h[0] != e.opcode
-            || h[1] != (e.pad as u8) << 4 // SE, M, pad, version 0
-            || h[2..4] != [0xFF, 0xFF]
-            || be24(&h[5..8]) != self.g.qpn
-            || be32(&h[20..24]) != self.g.rkey
-            || be32(&h[24..28]) != e.len
-        {
+        if h[0] != e.opcode || (h[1] >> 4) & 3 != e.pad as u8 || be32(&h[24..28]) != e.len {
             return None;
         }
-        let tail = self.rx.tail(j);
-        let (pad, trailer) = tail.split_at(e.pad);
-        if pad.iter().any(|&b| b != 0) {
-            return None;
-        }
-        hs.update_bth(h[..12].try_into().ok()?);
-        hs.update(&h[12..]);
-        let head_crc = hs.finalize();
-        let body = &region[e.va as usize..e.va as usize + e.len as usize];
-        let pcrc = crc32fast::hash(body);
-        let mut c = comb.combine(head_crc, pcrc, body.len());
-        if e.pad > 0 {
-            c = Combiner::default().combine(c, crc32fast::hash(pad), e.pad);
-        }
-        if trailer != c.to_le_bytes() && !cfg!(fuzzing) {
-            return None;
-        }
-        if from.is_some() {
+        if moved {
             *shift = Some(va - e.va);
-            self.stats.moved += 1;
-        } else {
-            self.stats.in_place += 1;
         }
         Some(Accepted {
-            psn: be24(&h[9..12]),
+            slot: j,
+            src,
             va,
-            from,
             len: e.len,
-            payload_crc: pcrc,
-            imm: (e.opcode == WRITE_ONLY_IMM).then(|| be32(&h[28..32])),
+            moved,
         })
     }
 
-    /// Sort the last batch's segments: those that are what the plan expected (or all
-    /// shifted forward by the same lost packets), up to the first that is not, go to
-    /// `accepted`; that one and every later one are copied out to `scratch` (`slow`) before
-    /// anything is written, so applying them in arrival order can never clobber a byte a
-    /// later segment still has to be read from. Then shifted payloads are moved to their
-    /// place, last first.
-    pub(super) fn sort_batch(&mut self, region: &mut [u8], comb: &mut Combiner) {
+    /// Sort the last batch's segments: those that fit their slots (or all shifted forward
+    /// by the same lost packets), up to the first that does not, go to `accepted`; that one
+    /// and every later one are copied out to `scratch` (`slow`) before anything moves, so
+    /// applying them in arrival order can never clobber a byte a later segment still has
+    /// to be read from. Then shifted payloads are moved to their place, last first.
+    pub(super) fn sort_batch(&mut self, ep: &mut Endpoint) -> io::Result<()> {
         self.split();
         self.accepted.clear();
         self.slow.clear();
@@ -334,10 +306,11 @@ impl FastPath {
         self.cursor = 0;
         let mut missed = false;
         let mut shift = None;
+        let region = ep.mr(self.g.lkey).map_err(io::Error::other)?.bytes();
         for i in 0..self.segs.len() {
             let (m, r, src) = self.segs[i].clone();
             if !missed {
-                if let Some(a) = self.check(m, r.clone(), src, region, comb, &mut shift) {
+                if let Some(a) = self.fit(m, r.clone(), src, &mut shift) {
                     self.accepted.push(a);
                     continue;
                 }
@@ -348,47 +321,35 @@ impl FastPath {
             self.rx.gather(region, m, r, &mut self.scratch);
             self.slow.push((start..self.scratch.len(), src));
         }
-        for a in self.accepted.iter().rev() {
-            if let Some(from) = a.from {
-                let (from, len) = (from as usize, a.len as usize);
-                region.copy_within(from..from + len, a.va as usize);
+        if let Some(d) = shift {
+            for a in self.accepted.iter().rev().filter(|a| a.moved) {
+                let (to, len) = (a.va as usize, a.len as usize);
+                ep.move_landed(self.g.lkey, to - d as usize, to, len)
+                    .map_err(io::Error::other)?;
             }
         }
+        Ok(())
     }
 
-    /// The ICRC state after LRH, IP and UDP headers for a datagram of `udp_len` from `src`.
-    fn prefix(&mut self, udp_len: usize, src: SocketAddr) -> Option<IcrcHasher> {
-        if let Some((_, _, h)) = self
-            .prefixes
-            .iter()
-            .find(|(l, p, _)| *l == udp_len && *p == src.port())
-        {
-            return Some(h.clone());
+    /// The headers and the tail (pad, ICRC) of an accepted segment.
+    pub(super) fn head_tail(&self, a: &Accepted) -> (&[u8], &[u8]) {
+        (self.rx.head(a.slot), self.rx.tail(a.slot))
+    }
+
+    /// What the transport made of an accepted segment.
+    pub(super) fn landed(&mut self, a: &Accepted, l: Landing) {
+        match l {
+            Landing::Refused => self.stats.refused += 1,
+            _ if a.moved => self.stats.moved += 1,
+            _ => self.stats.in_place += 1,
         }
-        let (IpAddr::V4(s), IpAddr::V4(d)) = (src.ip(), self.g.local.ip()) else {
-            return None;
-        };
-        let mut u = [0u8; 8];
-        rocelink_wire::udp::Repr {
-            src_port: src.port(),
-            dst_port: self.g.local.port(),
-            payload_len: udp_len - rocelink_wire::udp::HEADER_LEN,
-            checksum: 0,
-        }
-        .emit(&mut u);
-        let h = IcrcHasher::prefix(&icrc::socket_ipv4_header(s, d, udp_len), &u).ok()?;
-        if self.prefixes.len() >= 4 {
-            self.prefixes.remove(0);
-        }
-        self.prefixes.push((udp_len, src.port(), h.clone()));
-        Some(h)
     }
 
     /// The next segment of the sorted batch to apply, in arrival order.
     pub(super) fn next_item(&mut self) -> Option<Item> {
         let i = self.cursor;
         let item = if i < self.accepted.len() {
-            Item::InPlace(self.accepted[i])
+            Item::Landed(self.accepted[i])
         } else {
             let (r, src) = self.slow.get(i - self.accepted.len())?.clone();
             Item::Slow(r, src)
@@ -419,10 +380,6 @@ impl FastPath {
             *h = 0;
         }
     }
-}
-
-fn be24(b: &[u8]) -> u32 {
-    u32::from_be_bytes([0, b[0], b[1], b[2]])
 }
 
 fn be32(b: &[u8]) -> u32 {

@@ -18,7 +18,8 @@ use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_runtime::Driver;
 use rocelink_transport::{
-    Access, Endpoint, EndpointConfig, IcrcPolicy, Modify, MrKeys, Mtu, QpInit, QpType, RecvWr, Sge,
+    Access, Endpoint, EndpointConfig, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit, QpType,
+    RecvWr, Sge,
 };
 use rocelink_wire::bytes::Mac;
 use std::io;
@@ -197,10 +198,7 @@ impl Receiver {
             };
             FastPath::new(
                 Geometry {
-                    device: cfg.device_ip,
-                    local,
-                    qpn,
-                    rkey: mr.rkey,
+                    lkey: mr.lkey,
                     page_size: page_size as u64,
                     md_offset: md_offset as u64,
                     frame_size: cfg.frame_size as u64,
@@ -336,12 +334,11 @@ impl Receiver {
         let qs = self.ep.qp_stats(self.qpn).unwrap_or_default();
         self.t.stats.icrc_errors = es.icrc_errors;
         self.t.stats.refused = es.unknown_qp + qs.access_violations + es.malformed + es.pkey_errors;
-        let in_place = self
+        self.t.stats.in_place = self
             .fast
             .as_ref()
             .map_or(0, |f| f.stats.in_place + f.stats.moved);
-        self.t.stats.in_place = in_place;
-        self.t.stats.datagrams = es.rx_datagrams + in_place;
+        self.t.stats.datagrams = es.rx_datagrams;
         self.stats = self.t.stats;
         self.replenish()?;
         Ok(self.t.ready.pop_front())
@@ -366,23 +363,19 @@ impl Receiver {
         Ok(())
     }
 
-    /// Predicted payloads land in place (see [`super::fast`]); the rest goes through the
-    /// endpoint. Returns once a frame ended or at `deadline`.
+    /// Predicted payloads land in place (see [`super::fast`]) and are handed to the
+    /// transport as landed; the rest goes through the endpoint as datagrams. Returns once a
+    /// frame ended or at `deadline`.
     fn run_fast(&mut self, deadline: Instant) -> io::Result<()> {
         let Receiver {
-            ep,
-            drv,
-            t,
-            fast,
-            mr,
-            ..
+            ep, drv, t, fast, ..
         } = self;
         let Some(fast) = fast.as_mut() else {
             return Ok(());
         };
-        let lkey = mr.lkey;
-        let local = drv.socket().local_addr();
+        let (local, lkey) = (drv.socket().local_addr(), t.lkey);
         let busy = t.cfg.busy_poll;
+        let mut now = Instant::now();
         loop {
             // one frame per call: the page of a reported frame is not written again until
             // the caller is done with it (it holds the report until its next call)
@@ -390,17 +383,25 @@ impl Receiver {
                 return Ok(());
             }
             match fast.next_item() {
-                Some(Item::InPlace(a)) => {
-                    t.placed(a.psn, a.va, a.len, a.payload_crc);
-                    fast.note_placed(a.va, a.len);
-                    if let Some(imm) = a.imm {
-                        fast.note_end(t.frame_end(ep, imm));
-                    }
+                Some(Item::Landed(a)) => {
+                    let (headers, tail) = fast.head_tail(&a);
+                    let landed = Landed {
+                        src: a.src,
+                        dst: local,
+                        headers,
+                        lkey,
+                        offset: a.va as usize,
+                        len: a.len as usize,
+                        tail,
+                    };
+                    let l = ep.handle_landed(now, landed);
+                    fast.landed(&a, l);
+                    t.drain(ep, Some(fast));
                     continue;
                 }
                 Some(Item::Slow(r, src)) => {
                     ep.handle_datagram(
-                        Instant::now(),
+                        now,
                         rocelink_transport::Datagram {
                             src,
                             dst: local,
@@ -414,20 +415,19 @@ impl Receiver {
                 None => {}
             }
             // spin, or sleep inside the receive call until a datagram or the deadline
-            let now = Instant::now();
+            now = Instant::now();
             if now >= deadline {
                 return Ok(());
             }
             let wait = (!busy).then(|| deadline - now);
-            let region = ep.mr_mut(lkey).map_err(io::Error::other)?.bytes_mut();
-            if fast.recv(drv.socket(), region, t.page(), wait)? == 0 {
+            if fast.recv(drv.socket(), ep, t.page(), wait)? == 0 {
                 if busy {
                     std::hint::spin_loop();
                 }
                 continue;
             }
-            let region = ep.mr_mut(lkey).map_err(io::Error::other)?.bytes_mut();
-            fast.sort_batch(region, &mut t.comb);
+            now = Instant::now();
+            fast.sort_batch(ep)?;
         }
     }
 

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 pub(crate) use requester::Requester;
-pub(crate) use responder::Responder;
+pub(crate) use responder::{Payload, Responder};
 
 /// Transport service of a QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,6 +203,8 @@ pub(crate) struct Qp {
 pub(crate) struct Sinks {
     pub(crate) cqs: crate::cq::Cqs,
     pub(crate) events: VecDeque<Event>,
+    /// Set when a landed payload was accepted (see `Endpoint::handle_landed`).
+    pub(crate) landing: Option<crate::Landing>,
 }
 
 impl Qp {

@@ -1,14 +1,18 @@
 //! The endpoint: one local address, its memory regions, QPs, completion and event queues.
 
+mod rx;
+
+pub use rx::{Landed, Landing};
+
 use crate::keymap::KeyMap;
 use crate::mr::{Access, MemoryRegion, MrKeys, MrTable, RegionMemory};
-use crate::qp::{Modify, Qp, QpInit, QpState, QpType, Sinks};
+use crate::qp::{Modify, Qp, QpInit, QpState, Sinks};
 use crate::stats::{EndpointStats, QpStats};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
 use crate::{AccessError, CqId, Event, QpError};
-use rocelink_wire::ib::{IbPacket, IbRepr, Opcode, Transport, psn};
-use rocelink_wire::{icrc, udp};
-use std::net::{IpAddr, SocketAddr};
+use rocelink_wire::ib::psn;
+use rocelink_wire::icrc;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 /// How received ICRCs are checked when the IP header is not available.
@@ -235,6 +239,40 @@ impl Endpoint {
     /// A registered region, mutable (the application's own access).
     pub fn mr_mut(&mut self, lkey: u32) -> Result<&mut MemoryRegion, AccessError> {
         self.mrs.get_mut(lkey)
+    }
+
+    /// Lend region `lkey`'s bytes (it needs LOCAL_WRITE) to a backend that puts received
+    /// payloads straight into it — the kernel through `recvmmsg` iovecs, say — before they
+    /// are handed to [`Endpoint::handle_landed`]. Nothing put there counts as placed, is
+    /// reported, or may be relied on until `handle_landed` accepts it; a backend only ever
+    /// names bytes no accepted data still needs.
+    pub fn landing_zone(&mut self, lkey: u32) -> Result<&mut [u8], AccessError> {
+        self.mrs.landing_zone(lkey)
+    }
+
+    /// Move `len` not-yet-accepted bytes at `from` of region `lkey`'s landing zone to `to`
+    /// (a backend whose prediction of where payloads land was off — by lost packets, say).
+    /// Checked against the region; moves nothing on error.
+    pub fn move_landed(
+        &mut self,
+        lkey: u32,
+        from: usize,
+        to: usize,
+        len: usize,
+    ) -> Result<(), AccessError> {
+        let zone = self.mrs.landing_zone(lkey)?;
+        let oob = AccessError::OutOfBounds {
+            va: to as u64,
+            len: len as u64,
+        };
+        let (Some(fe), Some(te)) = (from.checked_add(len), to.checked_add(len)) else {
+            return Err(oob);
+        };
+        if fe > zone.len() || te > zone.len() {
+            return Err(oob);
+        }
+        zone.copy_within(from..fe, to);
+        Ok(())
     }
 
     /// Create a completion queue. A QP names it in [`QpInit::send_cq`] / [`QpInit::recv_cq`];
@@ -477,149 +515,5 @@ impl Endpoint {
             }
         }
         None
-    }
-
-    /// Process one received datagram.
-    pub fn handle_datagram(&mut self, now: Instant, d: Datagram<'_>) {
-        self.stats.rx_datagrams += 1;
-        self.last_icrc = None;
-        let Ok(pkt) = IbPacket::new_checked(d.payload) else {
-            self.stats.malformed += 1;
-            return;
-        };
-        let ib = IbRepr::parse(&pkt);
-        if ib.bth.tver != 0 || pkt.pad().iter().any(|&b| b != 0) {
-            self.stats.malformed += 1;
-            return;
-        }
-        // ICRC
-        let mut synth = [0u8; 40];
-        let net_header: &[u8] = match d.ip_header {
-            Some(h) => h,
-            None => match (d.src.ip(), d.dst.ip()) {
-                (IpAddr::V4(s), IpAddr::V4(t)) => {
-                    synth[..20].copy_from_slice(&icrc::socket_ipv4_header(
-                        s,
-                        t,
-                        udp::HEADER_LEN + d.payload.len(),
-                    ));
-                    &synth[..20]
-                }
-                (IpAddr::V6(s), IpAddr::V6(t)) => {
-                    synth = icrc::socket_ipv6_header(s, t, udp::HEADER_LEN + d.payload.len());
-                    &synth[..]
-                }
-                _ => {
-                    self.stats.malformed += 1;
-                    return;
-                }
-            },
-        };
-        let body = pkt.header_len()..pkt.header_len() + pkt.payload_len();
-        let (status, payload_crc) = self.verify_icrc(&d, net_header, body);
-        self.last_icrc = Some(status);
-        match status {
-            IcrcStatus::Failed => {
-                self.stats.icrc_errors += 1;
-                return;
-            }
-            IcrcStatus::IdRecovered(_) => self.stats.icrc_unverified += 1,
-            IcrcStatus::Exact => {}
-        }
-        if ib.bth.opcode == Opcode::CNP {
-            return; // congestion notification: no rate control here
-        }
-        let Endpoint {
-            qps,
-            mrs,
-            sinks,
-            stats,
-            ..
-        } = self;
-        let Some(q) = qps.get_mut(&ib.bth.dest_qp) else {
-            stats.unknown_qp += 1;
-            return;
-        };
-        if !pkey_match(ib.bth.pkey, q.pkey) {
-            stats.pkey_errors += 1;
-            return;
-        }
-        if q.qp_type != QpType::Ud && q.remote.is_none_or(|r| r.ip() != d.src.ip()) {
-            stats.unknown_qp += 1; // not this QP's peer
-            return;
-        }
-        q.stats.rx_packets += 1;
-        let want = match q.qp_type {
-            QpType::Rc => Transport::Rc,
-            QpType::Uc => Transport::Uc,
-            QpType::Ud => Transport::Ud,
-        };
-        if ib.bth.opcode.transport() != want {
-            q.stats.drops += 1;
-            return;
-        }
-        let op = ib.bth.opcode;
-        if op == Opcode::RC_ACKNOWLEDGE || op == Opcode::RC_ATOMIC_ACKNOWLEDGE {
-            if matches!(q.state, QpState::Rts)
-                && let Some(a) = ib.aeth
-            {
-                q.handle_ack(now, ib.bth.psn, a, sinks);
-            }
-        } else if op.is_read_response() {
-            if matches!(q.state, QpState::Rts) {
-                q.handle_read_response(now, &ib, pkt.payload(), mrs, sinks);
-            }
-        } else {
-            q.rx_payload_crc = payload_crc;
-            q.handle_request(now, d.src, net_header, &ib, pkt.payload(), mrs, sinks);
-        }
-    }
-
-    /// Check the ICRC; also returns the CRC-32 of the payload (`payload` range), computed in
-    /// the same single pass, for receivers that keep a running CRC of placed data.
-    fn verify_icrc(
-        &mut self,
-        d: &Datagram<'_>,
-        net_header: &[u8],
-        payload: std::ops::Range<usize>,
-    ) -> (IcrcStatus, u32) {
-        if cfg!(fuzzing) {
-            return (IcrcStatus::Exact, 0);
-        }
-        let Ok((c, pcrc)) =
-            icrc::check_socket_split(d.src, d.dst, d.payload, net_header, payload, &mut self.comb)
-        else {
-            return (IcrcStatus::Failed, 0);
-        };
-        if c.ok() {
-            return (IcrcStatus::Exact, pcrc);
-        }
-        if d.ip_header.is_none()
-            && d.src.is_ipv4()
-            && self.cfg.icrc == IcrcPolicy::RecoverIpv4Id
-            && let Some(id) = icrc::recover_ipv4_ident(&c, d.payload.len())
-        {
-            return (IcrcStatus::IdRecovered(id), pcrc);
-        }
-        (IcrcStatus::Failed, pcrc)
-    }
-}
-
-/// Linux rxe `pkey_match`: low 15 bits equal and non-zero, one of them a full member.
-fn pkey_match(a: u16, b: u16) -> bool {
-    (a & 0x7FFF) == (b & 0x7FFF) && (a & 0x7FFF) != 0 && (a | b) & 0x8000 != 0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pkey_match;
-
-    #[test]
-    fn pkeys() {
-        assert!(pkey_match(0xFFFF, 0xFFFF));
-        assert!(pkey_match(0x7FFF, 0xFFFF));
-        assert!(!pkey_match(0x7FFF, 0x7FFF));
-        assert!(!pkey_match(0x8000, 0x8000));
-        assert!(!pkey_match(0xFFFF, 0x8001));
     }
 }

@@ -236,72 +236,13 @@ pub fn fill_socket(src: SocketAddr, dst: SocketAddr, ib_with_trailer: &mut [u8])
     Ok(c.computed)
 }
 
-/// Joins CRC-32 values: `crc(A ‖ B)` from `crc(A)`, `crc(B)` and `len(B)` (zlib's
-/// `crc32_combine`), caching `x^(8·len)`. Lets a receiver hash a payload once and use the
-/// result both in the ICRC and in a running CRC of the data (e.g. an HSB frame CRC).
-///
-/// Multiplying by a fixed `x^(8·len)` is linear in the other operand, so once one length
-/// dominates (a majority vote reaches [`TABLE_AFTER`]) the combiner builds four 256-entry
-/// tables for it
-/// and a combine costs four lookups instead of a 32-step multiply. A stream of equal-sized
-/// packets with the odd other size (a metadata packet) keeps its table.
-#[derive(Debug, Clone, Default)]
-pub struct Combiner {
-    len: usize,
-    x: u32,
-    cand: usize,
-    run: u32,
-    table: Option<Box<(usize, [[u32; 256]; 4])>>,
-}
+pub use combine::{Combiner, TABLE_AFTER};
+pub use recover::recover_ipv4_ident;
 
-/// Vote margin of one length after which [`Combiner`] builds its tables.
-pub const TABLE_AFTER: u32 = 64;
+mod combine;
+mod recover;
 
-impl Combiner {
-    /// `crc(A ‖ B)`.
-    pub fn combine(&mut self, crc_a: u32, crc_b: u32, len_b: usize) -> u32 {
-        if len_b == 0 {
-            return crc_a;
-        }
-        if let Some(t) = &self.table
-            && t.0 == len_b
-        {
-            let [t0, t1, t2, t3] = &t.1;
-            let a = crc_a.to_le_bytes();
-            return t0[usize::from(a[0])]
-                ^ t1[usize::from(a[1])]
-                ^ t2[usize::from(a[2])]
-                ^ t3[usize::from(a[3])]
-                ^ crc_b;
-        }
-        if len_b != self.len || self.x == 0 {
-            self.x = x8nmodp(len_b);
-            self.len = len_b;
-        }
-        // majority vote: the dominant length gets the table, odd sizes in between do not
-        // stop it from getting there
-        if len_b == self.cand {
-            self.run += 1;
-        } else if self.run == 0 {
-            (self.cand, self.run) = (len_b, 1);
-        } else {
-            self.run -= 1;
-        }
-        if self.run >= TABLE_AFTER && len_b == self.cand {
-            self.run = 0;
-            let mut t = Box::new((len_b, [[0u32; 256]; 4]));
-            for (i, row) in t.1.iter_mut().enumerate() {
-                for (v, e) in row.iter_mut().enumerate() {
-                    *e = multmodp(self.x, (v as u32) << (8 * i));
-                }
-            }
-            self.table = Some(t);
-        }
-        multmodp(self.x, crc_a) ^ crc_b
-    }
-}
-
-/// Payloads up to this many bytes are hashed twice by [`check_socket_split`] instead of
+/// Payloads up to this many bytes are hashed twice by [`check_socket_pieces`] instead of
 /// having their CRC joined (a join without a table costs about as much as hashing 512 bytes).
 const SMALL: usize = 512;
 
@@ -324,6 +265,40 @@ pub fn check_socket_split(
     {
         return Err(Error::Truncated);
     }
+    let pieces = Pieces {
+        headers: &ib_with_trailer[..payload.start],
+        payload: &ib_with_trailer[payload.clone()],
+        tail: &ib_with_trailer[payload.end..],
+    };
+    check_socket_pieces(src, dst, net_header, pieces, comb)
+}
+
+/// A received InfiniBand packet in three places: what the kernel put in a header buffer,
+/// the payload where it landed (in a registered region, say), and the pad bytes with the
+/// ICRC.
+#[derive(Debug, Clone, Copy)]
+pub struct Pieces<'a> {
+    /// BTH and extended headers.
+    pub headers: &'a [u8],
+    /// The payload.
+    pub payload: &'a [u8],
+    /// Pad bytes, then the 4-byte ICRC.
+    pub tail: &'a [u8],
+}
+
+/// [`check_socket_split`] for a packet in [`Pieces`]: the ICRC check, and the plain CRC-32
+/// of the payload from the same single pass over it.
+pub fn check_socket_pieces(
+    src: SocketAddr,
+    dst: SocketAddr,
+    net_header: &[u8],
+    p: Pieces<'_>,
+    comb: &mut Combiner,
+) -> Result<(Check, u32)> {
+    if p.headers.len() < BTH_LEN || p.tail.len() < ICRC_LEN {
+        return Err(Error::Truncated);
+    }
+    let n = p.headers.len() + p.payload.len() + p.tail.len();
     let mut u = [0u8; 8];
     udp::Repr {
         src_port: src.port(),
@@ -332,14 +307,15 @@ pub fn check_socket_split(
         checksum: 0,
     }
     .emit(&mut u);
-    let mut h = IcrcHasher::new(net_header, &u, &ib_with_trailer[..BTH_LEN])?;
-    h.update(&ib_with_trailer[BTH_LEN..payload.start]);
-    let t = &ib_with_trailer[n - ICRC_LEN..];
+    let mut h = IcrcHasher::new(net_header, &u, &p.headers[..BTH_LEN])?;
+    h.update(&p.headers[BTH_LEN..]);
+    let (pad, t) = p.tail.split_at(p.tail.len() - ICRC_LEN);
     let received = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
-    let pcrc = crc32fast::hash(&ib_with_trailer[payload.clone()]);
-    if payload.len() <= SMALL {
+    let pcrc = crc32fast::hash(p.payload);
+    if p.payload.len() <= SMALL {
         // hashing a small payload twice is cheaper than joining the CRCs
-        h.update(&ib_with_trailer[payload.start..n - ICRC_LEN]);
+        h.update(p.payload);
+        h.update(pad);
         return Ok((
             Check {
                 received,
@@ -349,8 +325,7 @@ pub fn check_socket_split(
         ));
     }
     let head = h.finalize();
-    let pad = &ib_with_trailer[payload.end..n - ICRC_LEN];
-    let mut c = comb.combine(head, pcrc, payload.len());
+    let mut c = comb.combine(head, pcrc, p.payload.len());
     if !pad.is_empty() {
         c = Combiner::default().combine(c, crc32fast::hash(pad), pad.len());
     }
@@ -361,107 +336,6 @@ pub fn check_socket_split(
         },
         pcrc,
     ))
-}
-
-/// Reflected CRC-32 polynomial.
-const POLY: u32 = 0xEDB8_8320;
-
-/// `a * b mod P` in the reflected representation (bit 31 is x^0).
-fn multmodp(a: u32, mut b: u32) -> u32 {
-    let mut m = 1u32 << 31;
-    let mut p = 0u32;
-    loop {
-        if a & m != 0 {
-            p ^= b;
-            if a & (m - 1) == 0 {
-                break;
-            }
-        }
-        m >>= 1;
-        if m == 0 {
-            break;
-        }
-        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
-    }
-    p
-}
-
-/// `x^(8 n) mod P`: the effect of appending `n` zero bytes.
-fn x8nmodp(mut n: usize) -> u32 {
-    let mut p = 1u32 << 31; // x^0
-    let mut sq = 1u32 << 23; // x^8
-    while n != 0 {
-        if n & 1 != 0 {
-            p = multmodp(sq, p);
-        }
-        sq = multmodp(sq, sq);
-        n >>= 1;
-    }
-    p
-}
-
-/// CRC register after `bytes` from a zero register, no final XOR.
-fn crc_raw0(bytes: &[u8]) -> u32 {
-    let mut c = 0u32;
-    for &b in bytes {
-        c ^= u32::from(b);
-        for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
-        }
-    }
-    c
-}
-
-/// For an IPv4 packet received through a UDP socket, the IPv4 Identification is unknown.
-/// Given the check made assuming ID 0 ([`check_socket`]) over `ib_len` bytes (BTH … ICRC),
-/// find the ID that makes the ICRC correct, if any. The CRC is linear in the ID, so this is
-/// a 16-unknown linear system; a random corruption passes with probability 2⁻¹⁶, so this
-/// is a weaker check than an exact one and callers must report it as such.
-pub fn recover_ipv4_ident(check: &Check, ib_len: usize) -> Option<u16> {
-    if ib_len < BTH_LEN + ICRC_LEN {
-        return None;
-    }
-    let target = check.received ^ check.computed;
-    if target == 0 {
-        return Some(0);
-    }
-    // ICRC input: 8 (LRH) + 20 (IPv4) + 8 (UDP) + BTH … pad; the ID is at bytes 12..14.
-    let total = 8 + ipv4::HEADER_LEN + udp::HEADER_LEN + ib_len - ICRC_LEN;
-    let shift = x8nmodp(total - 14);
-    // basis: the CRC change caused by each ID bit
-    let mut rows: [(u32, u16); 16] = [(0, 0); 16];
-    for (j, row) in rows.iter_mut().enumerate() {
-        let id = 1u16 << j;
-        *row = (multmodp(shift, crc_raw0(&id.to_be_bytes())), id);
-    }
-    // Gaussian elimination over GF(2): reduce the target by the basis
-    let mut t = (target, 0u16);
-    let mut basis: Vec<(u32, u16)> = Vec::with_capacity(16);
-    for mut r in rows {
-        for b in &basis {
-            if r.0 & top_bit(b.0) != 0 {
-                r = (r.0 ^ b.0, r.1 ^ b.1);
-            }
-        }
-        if r.0 != 0 {
-            for b in basis.iter_mut() {
-                if b.0 & top_bit(r.0) != 0 {
-                    *b = (b.0 ^ r.0, b.1 ^ r.1);
-                }
-            }
-            basis.push(r);
-        }
-    }
-    for b in &basis {
-        if t.0 & top_bit(b.0) != 0 {
-            t = (t.0 ^ b.0, t.1 ^ b.1);
-        }
-    }
-    (t.0 == 0).then_some(t.1)
-}
-
-fn top_bit(v: u32) -> u32 {
-    1u32 << (31 - v.leading_zeros())
 }
 
 #[cfg(test)]
@@ -563,60 +437,6 @@ mod tests {
             assert_eq!(ib, p.ib.bytes());
         }
     }
-
-    #[test]
-    fn recovers_an_unknown_ipv4_ident() {
-        use crate::ib::{BthRepr, IbRepr, Opcode};
-        use crate::roce::{IpParams, RocePacket, RoceRepr};
-        let (s, d) = (
-            "10.0.0.1:49152".parse::<SocketAddr>().unwrap(),
-            "10.0.0.2:4791".parse::<SocketAddr>().unwrap(),
-        );
-        let (mut wrong, mut tried) = (0, 0);
-        for (i, ident) in [0u16, 1, 0x1234, 0xFFFF, 0x8000, 77]
-            .into_iter()
-            .enumerate()
-        {
-            let mut ip = IpParams::v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
-            if let IpParams::V4 { ident: id, .. } = &mut ip {
-                *id = ident;
-            }
-            let plen = 1 + i * 700;
-            let r = RoceRepr {
-                ip,
-                src_port: 49152,
-                dst_port: 4791,
-                ib: IbRepr {
-                    bth: BthRepr {
-                        opcode: Opcode::RC_SEND_ONLY,
-                        psn: 5,
-                        ..Default::default()
-                    },
-                    payload_len: plen,
-                    ..Default::default()
-                },
-            };
-            let mut full = vec![0u8; r.buffer_len()];
-            r.emit(&mut full, &vec![0x3C; plen]).unwrap();
-            let ib = RocePacket::parse(&full).unwrap().ib.bytes().to_vec();
-            let c = check_socket(s, d, &ib).unwrap();
-            assert_eq!(c.ok(), ident == 0);
-            assert_eq!(recover_ipv4_ident(&c, ib.len()), Some(ident));
-            // corrupt a payload byte: some ID might still fit (2^-16), almost never
-            for flip in 0..64 {
-                let mut bad = ib.clone();
-                let at = 12 + (flip * 7) % (ib.len() - 16);
-                bad[at] ^= 1 << (flip % 8);
-                let cb = check_socket(s, d, &bad).unwrap();
-                tried += 1;
-                if recover_ipv4_ident(&cb, bad.len()).is_some() {
-                    wrong += 1;
-                }
-            }
-        }
-        assert!(wrong <= 1, "{wrong} of {tried} corruptions passed");
-    }
-
     #[test]
     fn split_check_equals_one_pass_and_combiner_joins() {
         let (s, d) = (
@@ -640,6 +460,26 @@ mod tests {
                     .unwrap();
             assert!(c.ok(), "plen {plen}");
             assert_eq!(p, crc32fast::hash(&ib[28..28 + plen]));
+            // the same packet in three buffers (the payload copied elsewhere)
+            let elsewhere = ib[28..28 + plen].to_vec();
+            let pieces = Pieces {
+                headers: &ib[..28],
+                payload: &elsewhere,
+                tail: &ib[28 + plen..],
+            };
+            let (c2, p2) =
+                check_socket_pieces(s, d, &ip, pieces, &mut Combiner::default()).unwrap();
+            assert_eq!((c2, p2), (c, p));
+            if plen > 0 {
+                let mut other = elsewhere.clone();
+                other[plen / 2] ^= 0x80;
+                let bad = Pieces {
+                    payload: &other,
+                    ..pieces
+                };
+                let c3 = check_socket_pieces(s, d, &ip, bad, &mut Combiner::default());
+                assert!(!c3.unwrap().0.ok(), "plen {plen}");
+            }
             let mut bad = ib.clone();
             let at = 30.min(bad.len() - 5);
             bad[at] ^= 1;

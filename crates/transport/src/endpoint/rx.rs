@@ -1,0 +1,309 @@
+//! The receive path: a datagram's headers and ICRC checked, then handed to its QP — whole
+//! (`handle_datagram`), or with the payload already in a region (`handle_landed`).
+
+use super::{Datagram, Endpoint, IcrcPolicy, IcrcStatus};
+use crate::qp::{Payload, QpState, QpType};
+use rocelink_wire::ib::{IbPacket, IbRepr, Opcode, Transport};
+use rocelink_wire::icrc::{self, Pieces};
+use rocelink_wire::udp;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Instant;
+
+/// A received RDMA WRITE whose payload a backend already put into a registered region —
+/// the kernel scattered it there (`recvmmsg` iovecs), or a NIC-like backend wrote it to
+/// shared memory — with its headers and tail kept apart. [`Endpoint::handle_landed`]
+/// verifies and accounts for it exactly as [`Endpoint::handle_datagram`] would have.
+#[derive(Debug, Clone, Copy)]
+pub struct Landed<'a> {
+    /// Sender (IP and UDP port).
+    pub src: SocketAddr,
+    /// Where it was received (our IP and port).
+    pub dst: SocketAddr,
+    /// BTH and extended headers, as received.
+    pub headers: &'a [u8],
+    /// The region holding the payload (its local key) …
+    pub lkey: u32,
+    /// … the payload's byte offset in it …
+    pub offset: usize,
+    /// … and its length.
+    pub len: usize,
+    /// Pad bytes, then the ICRC, as received.
+    pub tail: &'a [u8],
+}
+
+/// What became of a [`Landed`] payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use]
+pub enum Landing {
+    /// Verified and accepted where it landed: it was already where its RETH says.
+    InPlace,
+    /// Verified, accepted, and copied to where its RETH says.
+    Copied,
+    /// Not accepted (counted under the reason: ICRC, QP, P_Key, PSN, R_Key, access, bounds,
+    /// malformed). The bytes where it landed are not data.
+    Refused,
+}
+
+impl Endpoint {
+    /// Process one received datagram.
+    pub fn handle_datagram(&mut self, now: Instant, d: Datagram<'_>) {
+        self.stats.rx_datagrams += 1;
+        self.last_icrc = None;
+        let Ok(pkt) = IbPacket::new_checked(d.payload) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let ib = IbRepr::parse(&pkt);
+        if ib.bth.tver != 0 || pkt.pad().iter().any(|&b| b != 0) {
+            self.stats.malformed += 1;
+            return;
+        }
+        let mut synth = [0u8; 40];
+        let udp_len = udp::HEADER_LEN + d.payload.len();
+        let Some(net_header) = net_header(d.ip_header, d.src, d.dst, udp_len, &mut synth) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let (h, p) = (pkt.header_len(), pkt.payload_len());
+        let pieces = Pieces {
+            headers: &d.payload[..h],
+            payload: &d.payload[h..h + p],
+            tail: &d.payload[h + p..],
+        };
+        let (status, pcrc) = check_icrc(&mut self.comb, self.cfg.icrc, &d, net_header, pieces);
+        if !self.note_icrc(status) {
+            return;
+        }
+        self.dispatch(
+            now,
+            d.src,
+            net_header,
+            &ib,
+            Payload::Bytes(pkt.payload()),
+            pcrc,
+        );
+    }
+
+    /// Process a received RDMA WRITE (RC or UC, any of FIRST/MIDDLE/LAST/ONLY, with or
+    /// without immediate) whose payload already sits in a region (see [`Landed`]). It is
+    /// checked and accounted exactly as by [`Endpoint::handle_datagram`] — ICRC over the
+    /// headers, the payload where it landed and the tail; QP, peer, P_Key, state and PSN;
+    /// R_Key, access and bounds of the destination — and advances the QP's state and
+    /// counters the same way. The payload is never read from outside the region: an offset
+    /// or length past its end, headers that do not match the opcode, or another opcode, is
+    /// refused and counted as malformed.
+    pub fn handle_landed(&mut self, now: Instant, d: Landed<'_>) -> Landing {
+        self.stats.rx_datagrams += 1;
+        self.last_icrc = None;
+        self.sinks.landing = None;
+        // headers and tail side by side: a packet without its payload, to parse
+        let mut hb = [0u8; 96];
+        let (h, n) = (d.headers.len(), d.headers.len() + d.tail.len());
+        let parsed = (n <= hb.len())
+            .then(|| {
+                hb[..h].copy_from_slice(d.headers);
+                hb[h..n].copy_from_slice(d.tail);
+                IbPacket::new_checked(&hb[..n]).ok()
+            })
+            .flatten()
+            .filter(|p| p.header_len() == h && p.payload_len() == 0 && p.bth().opcode().is_write())
+            .map(|p| {
+                let mut ib = IbRepr::parse(&p);
+                ib.payload_len = d.len;
+                (ib, p.pad().iter().all(|&b| b == 0))
+            });
+        let payload = self.mrs.get(d.lkey).ok().and_then(|m| {
+            let end = d.offset.checked_add(d.len)?;
+            (end <= m.keys().len).then_some(())?;
+            m.bytes().get(d.offset..end)
+        });
+        let (Some((ib, true)), Some(payload)) = (parsed, payload) else {
+            self.stats.malformed += 1;
+            return Landing::Refused;
+        };
+        if ib.bth.tver != 0 {
+            self.stats.malformed += 1;
+            return Landing::Refused;
+        }
+        let mut synth = [0u8; 40];
+        let udp_len = udp::HEADER_LEN + n + d.len;
+        let Some(net_header) = net_header(None, d.src, d.dst, udp_len, &mut synth) else {
+            self.stats.malformed += 1;
+            return Landing::Refused;
+        };
+        let pieces = Pieces {
+            headers: d.headers,
+            payload,
+            tail: d.tail,
+        };
+        let dg = Datagram {
+            src: d.src,
+            dst: d.dst,
+            ip_header: None,
+            payload: &[],
+        };
+        let (status, pcrc) = check_icrc(&mut self.comb, self.cfg.icrc, &dg, net_header, pieces);
+        if !self.note_icrc(status) {
+            return Landing::Refused;
+        }
+        let landed = Payload::Landed {
+            lkey: d.lkey,
+            offset: d.offset,
+            len: d.len,
+        };
+        self.dispatch(now, d.src, net_header, &ib, landed, pcrc);
+        self.sinks.landing.take().unwrap_or(Landing::Refused)
+    }
+
+    /// Hand a packet whose ICRC checked out to its QP.
+    fn dispatch(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        net_header: &[u8],
+        ib: &IbRepr,
+        payload: Payload<'_>,
+        payload_crc: u32,
+    ) {
+        if ib.bth.opcode == Opcode::CNP {
+            return; // congestion notification: no rate control here
+        }
+        let Endpoint {
+            qps,
+            mrs,
+            sinks,
+            stats,
+            ..
+        } = self;
+        let Some(q) = qps.get_mut(&ib.bth.dest_qp) else {
+            stats.unknown_qp += 1;
+            return;
+        };
+        if !pkey_match(ib.bth.pkey, q.pkey) {
+            stats.pkey_errors += 1;
+            return;
+        }
+        if q.qp_type != QpType::Ud && q.remote.is_none_or(|r| r.ip() != src.ip()) {
+            stats.unknown_qp += 1; // not this QP's peer
+            return;
+        }
+        q.stats.rx_packets += 1;
+        let want = match q.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        };
+        if ib.bth.opcode.transport() != want {
+            q.stats.drops += 1;
+            return;
+        }
+        let op = ib.bth.opcode;
+        if op == Opcode::RC_ACKNOWLEDGE || op == Opcode::RC_ATOMIC_ACKNOWLEDGE {
+            if matches!(q.state, QpState::Rts)
+                && let Some(a) = ib.aeth
+            {
+                q.handle_ack(now, ib.bth.psn, a, sinks);
+            }
+        } else if op.is_read_response() {
+            if matches!(q.state, QpState::Rts)
+                && let Payload::Bytes(b) = payload
+            {
+                q.handle_read_response(now, ib, b, mrs, sinks);
+            }
+        } else {
+            q.rx_payload_crc = payload_crc;
+            q.handle_request(now, src, net_header, ib, payload, mrs, sinks);
+        }
+    }
+
+    /// Count an ICRC verdict and remember it for [`Endpoint::last_icrc`]; whether the
+    /// packet goes on.
+    fn note_icrc(&mut self, status: IcrcStatus) -> bool {
+        self.last_icrc = Some(status);
+        match status {
+            IcrcStatus::Failed => {
+                self.stats.icrc_errors += 1;
+                false
+            }
+            IcrcStatus::IdRecovered(_) => {
+                self.stats.icrc_unverified += 1;
+                true
+            }
+            IcrcStatus::Exact => true,
+        }
+    }
+}
+
+/// Check the ICRC of a packet in `pieces` received from `d.src` at `d.dst`; also the CRC-32
+/// of the payload, computed in the same single pass, for receivers that keep a running CRC
+/// of placed data.
+fn check_icrc(
+    comb: &mut icrc::Combiner,
+    policy: IcrcPolicy,
+    d: &Datagram<'_>,
+    net_header: &[u8],
+    pieces: Pieces<'_>,
+) -> (IcrcStatus, u32) {
+    if cfg!(fuzzing) {
+        return (IcrcStatus::Exact, 0);
+    }
+    match icrc::check_socket_pieces(d.src, d.dst, net_header, pieces, comb) {
+        Err(_) => (IcrcStatus::Failed, 0),
+        Ok((c, pcrc)) if c.ok() => (IcrcStatus::Exact, pcrc),
+        Ok((c, pcrc)) => {
+            let ib_len = pieces.headers.len() + pieces.payload.len() + pieces.tail.len();
+            let id =
+                (d.ip_header.is_none() && d.src.is_ipv4() && policy == IcrcPolicy::RecoverIpv4Id)
+                    .then(|| icrc::recover_ipv4_ident(&c, ib_len))
+                    .flatten();
+            match id {
+                Some(id) => (IcrcStatus::IdRecovered(id), pcrc),
+                None => (IcrcStatus::Failed, pcrc),
+            }
+        }
+    }
+}
+
+/// The IP header the ICRC covers: as received, or rebuilt as a UDP socket's kernel built it
+/// (IPv4: ID 0, DF) into `synth`. `None` for mixed address families.
+fn net_header<'a>(
+    received: Option<&'a [u8]>,
+    src: SocketAddr,
+    dst: SocketAddr,
+    udp_len: usize,
+    synth: &'a mut [u8; 40],
+) -> Option<&'a [u8]> {
+    if let Some(h) = received {
+        return Some(h);
+    }
+    match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(t)) => {
+            synth[..20].copy_from_slice(&icrc::socket_ipv4_header(s, t, udp_len));
+            Some(&synth[..20])
+        }
+        (IpAddr::V6(s), IpAddr::V6(t)) => {
+            *synth = icrc::socket_ipv6_header(s, t, udp_len);
+            Some(&synth[..])
+        }
+        _ => None,
+    }
+}
+
+/// Linux rxe `pkey_match`: low 15 bits equal and non-zero, one of them a full member.
+fn pkey_match(a: u16, b: u16) -> bool {
+    (a & 0x7FFF) == (b & 0x7FFF) && (a & 0x7FFF) != 0 && (a | b) & 0x8000 != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pkey_match;
+
+    #[test]
+    fn pkeys() {
+        assert!(pkey_match(0xFFFF, 0xFFFF));
+        assert!(pkey_match(0x7FFF, 0xFFFF));
+        assert!(!pkey_match(0x7FFF, 0x7FFF));
+        assert!(!pkey_match(0x8000, 0x8000));
+        assert!(!pkey_match(0xFFFF, 0x8001));
+    }
+}

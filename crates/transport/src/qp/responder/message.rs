@@ -1,0 +1,226 @@
+//! SEND and WRITE messages (RC and UC): opcode sequence, lengths, R_Key and bounds, placement
+//! and completion.
+
+use super::*;
+
+impl Qp {
+    pub(super) fn rc_uc_send(
+        &mut self,
+        src: SocketAddr,
+        ib: &IbRepr,
+        payload: &[u8],
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) -> Result<(), Refuse> {
+        let op = ib.bth.opcode;
+        let mtu = self.mtu.bytes();
+        let start = op.is_first() || op.is_only();
+        let end = op.is_last() || op.is_only();
+        let len_ok = if op.is_first() || op.is_middle() {
+            payload.len() == mtu
+        } else {
+            payload.len() <= mtu
+        };
+        if start {
+            if self.resp.msg.is_some() {
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
+            if !len_ok {
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
+            let Some(recv) = self.rq.pop_front() else {
+                if self.qp_type == QpType::Uc {
+                    self.resp.uc_drop = !end;
+                }
+                return Err(Refuse::Rnr);
+            };
+            self.resp.msg = Some(InMsg {
+                write: false,
+                first_psn: ib.bth.psn,
+                offset: 0,
+                va: 0,
+                rkey: 0,
+                dma_len: 0,
+                recv: Some(recv),
+            });
+        } else if !matches!(self.resp.msg, Some(InMsg { write: false, .. })) || !len_ok {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let Some(mut m) = self.resp.msg else {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        };
+        let Some(recv) = m.recv else {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        };
+        if m.offset + payload.len() as u64 > recv.sg_list.total_len() {
+            self.resp.msg = None;
+            let wc = self.recv_failed(recv, WcStatus::LocalLengthError, 0, src);
+            sinks.cqs.push(self.recv_cq, wc);
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        if !payload.is_empty() {
+            match mrs.scatter(&recv.sg_list, m.offset, payload) {
+                Ok(()) => {}
+                Err(_) => {
+                    self.resp.msg = None;
+                    let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, 0, src);
+                    sinks.cqs.push(self.recv_cq, wc);
+                    return Err(Refuse::Nak(NakCode::RemoteOperationalError));
+                }
+            }
+        }
+        m.offset += payload.len() as u64;
+        if end {
+            self.resp.msg = None;
+            self.resp.msn = psn::add(self.resp.msn, 1);
+            let wc = self.complete_recv(
+                recv,
+                WcStatus::Success,
+                WcOpcode::Recv,
+                m.offset as u32,
+                ib.immdt,
+                0,
+                src,
+            );
+            sinks.cqs.push(self.recv_cq, wc);
+        } else {
+            self.resp.msg = Some(m);
+        }
+        Ok(())
+    }
+
+    pub(super) fn rc_uc_write(
+        &mut self,
+        src: SocketAddr,
+        ib: &IbRepr,
+        payload: Payload<'_>,
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) -> Result<(), Refuse> {
+        let op = ib.bth.opcode;
+        let mtu = self.mtu.bytes() as u64;
+        let start = op.is_first() || op.is_only();
+        let end = op.is_last() || op.is_only();
+        let plen = payload.len() as u64;
+        let mut m = if start {
+            if self.resp.msg.is_some() {
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
+            let reth = ib.reth.unwrap_or_default();
+            let dma_len = u64::from(reth.dma_len);
+            if dma_len > 1 << 31 {
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
+            if dma_len > 0 {
+                let ok = mrs
+                    .get(reth.rkey)
+                    .and_then(|r| r.slice(reth.va, dma_len, Access::REMOTE_WRITE).map(|_| ()));
+                if ok.is_err() {
+                    self.stats.access_violations += 1;
+                    return Err(Refuse::Nak(NakCode::RemoteAccessError));
+                }
+            }
+            InMsg {
+                write: true,
+                first_psn: ib.bth.psn,
+                offset: 0,
+                va: reth.va,
+                rkey: reth.rkey,
+                dma_len,
+                recv: None,
+            }
+        } else {
+            match self.resp.msg {
+                Some(m @ InMsg { write: true, .. }) => m,
+                _ => return Err(Refuse::Nak(NakCode::InvalidRequest)),
+            }
+        };
+        let remaining = m.dma_len - m.offset;
+        let len_ok = if op.is_first() || op.is_middle() {
+            plen == mtu && remaining > mtu
+        } else {
+            plen == remaining && plen <= mtu
+        };
+        if !len_ok {
+            self.resp.msg = None;
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let recv = if op.has_immediate() {
+            match self.rq.pop_front() {
+                Some(r) => Some(r),
+                None => {
+                    if start {
+                        self.resp.msg = None;
+                    }
+                    return Err(Refuse::Rnr);
+                }
+            }
+        } else {
+            None
+        };
+        if plen > 0 {
+            // checked against the whole message at its first packet; re-checked here in case
+            // the region was deregistered in between
+            let placed = match payload {
+                Payload::Bytes(b) => mrs
+                    .get_mut(m.rkey)
+                    .and_then(|r| r.slice_mut(m.va + m.offset, plen, Access::REMOTE_WRITE))
+                    .map(|dst| {
+                        dst.copy_from_slice(b);
+                        crate::Landing::Copied
+                    }),
+                Payload::Landed { lkey, offset, .. } => {
+                    mrs.place_landed(m.rkey, m.va + m.offset, plen, lkey, offset)
+                }
+            };
+            match placed {
+                Ok(how) => {
+                    if let Payload::Landed { .. } = payload {
+                        sinks.landing = Some(how);
+                    }
+                    if self.report_writes {
+                        sinks.events.push_back(Event::Placed {
+                            qpn: self.qpn,
+                            psn: ib.bth.psn,
+                            rkey: m.rkey,
+                            va: m.va + m.offset,
+                            len: plen as u32,
+                            crc: self.rx_payload_crc,
+                        });
+                    }
+                }
+                Err(_) => {
+                    if let Some(r) = recv {
+                        self.rq.push_front(r);
+                    }
+                    self.resp.msg = None;
+                    self.stats.access_violations += 1;
+                    return Err(Refuse::Nak(NakCode::RemoteAccessError));
+                }
+            }
+        }
+        if plen == 0 && matches!(payload, Payload::Landed { .. }) {
+            sinks.landing = Some(crate::Landing::InPlace);
+        }
+        m.offset += plen;
+        if end {
+            self.resp.msg = None;
+            self.resp.msn = psn::add(self.resp.msn, 1);
+            if let Some(r) = recv {
+                let wc = self.complete_recv(
+                    r,
+                    WcStatus::Success,
+                    WcOpcode::RecvRdmaWithImm,
+                    m.dma_len as u32,
+                    ib.immdt,
+                    0,
+                    src,
+                );
+                sinks.cqs.push(self.recv_cq, wc);
+            }
+        } else {
+            self.resp.msg = Some(m);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,268 @@
+//! The receive side of a QP: PSN and opcode-sequence rules (Linux rxe `rxe_resp.c`), R_Key
+//! and bounds checks before any byte moves, placement, ACK/NAK generation, READ responses
+//! and their replay, MSN; UC drop-to-next-message; UD Q_Key and GRH slot.
+
+use super::{Qp, QpState, QpType, Sinks, build_packet};
+use crate::Event;
+use crate::mr::{Access, MrTable};
+use crate::wr::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use rocelink_wire::ib::ext::NakCode;
+use rocelink_wire::ib::{AethRepr, BthRepr, GSI_QKEY, IbRepr, Opcode, grh, psn};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// READ requests remembered for duplicate replay.
+const READ_HISTORY: usize = 16;
+
+#[derive(Debug, Clone, Copy)]
+struct ReadReply {
+    first_psn: u32,
+    va: u64,
+    rkey: u32,
+    len: u64,
+    npkts: u32,
+    next: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Resp {
+    Ack { psn: u32, aeth: AethRepr },
+    Read(ReadReply),
+}
+
+/// A message being received.
+#[derive(Debug, Clone, Copy)]
+struct InMsg {
+    write: bool,
+    first_psn: u32,
+    offset: u64,
+    va: u64,
+    rkey: u32,
+    dma_len: u64,
+    recv: Option<RecvWr>,
+}
+
+/// Responder state.
+#[derive(Debug, Default)]
+pub(crate) struct Responder {
+    pub(crate) epsn: u32,
+    msn: u32,
+    nak_sent: bool,
+    uc_drop: bool,
+    msg: Option<InMsg>,
+    out: VecDeque<Resp>,
+    history: VecDeque<ReadReply>,
+}
+
+impl Responder {
+    /// Something is waiting to be sent.
+    pub(crate) fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// Forget everything but the ACKs/NAKs still to be sent (a fatal NAK must go out).
+    pub(crate) fn clear(&mut self) {
+        self.msg = None;
+        self.history.clear();
+        self.out.retain(|r| matches!(r, Resp::Ack { .. }));
+    }
+}
+
+/// A request's payload: bytes of a datagram, or bytes a backend already put into a region
+/// (`Endpoint::handle_landed`; only RDMA WRITEs arrive that way).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    Bytes(&'a [u8]),
+    Landed {
+        lkey: u32,
+        offset: usize,
+        len: usize,
+    },
+}
+
+impl Payload<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Payload::Bytes(b) => b.len(),
+            Payload::Landed { len, .. } => *len,
+        }
+    }
+}
+
+/// Why a request is refused (the NAK it gets on RC).
+enum Refuse {
+    Nak(NakCode),
+    Rnr,
+}
+
+impl Qp {
+    fn queue_ack(&mut self, p: u32) {
+        self.resp.out.push_back(Resp::Ack {
+            psn: p,
+            aeth: AethRepr::ack(self.resp.msn),
+        });
+        self.stats.acks_sent += 1;
+    }
+
+    fn queue_nak(&mut self, p: u32, code: NakCode) {
+        self.resp.out.push_back(Resp::Ack {
+            psn: p,
+            aeth: AethRepr::nak(code, self.resp.msn),
+        });
+        self.stats.naks_sent += 1;
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn complete_recv(
+        &self,
+        r: RecvWr,
+        status: WcStatus,
+        opcode: WcOpcode,
+        byte_len: u32,
+        imm: Option<u32>,
+        src_qp: u32,
+        src: SocketAddr,
+    ) -> WorkCompletion {
+        WorkCompletion {
+            wr_id: r.wr_id,
+            status,
+            opcode,
+            qpn: self.qpn,
+            byte_len,
+            imm,
+            src_qp,
+            src: Some(src),
+        }
+    }
+
+    /// An error completion of a RECV WR.
+    fn recv_failed(
+        &self,
+        r: RecvWr,
+        status: WcStatus,
+        src_qp: u32,
+        src: SocketAddr,
+    ) -> WorkCompletion {
+        self.complete_recv(r, status, WcOpcode::Recv, 0, None, src_qp, src)
+    }
+
+    /// A request packet (SEND, WRITE, READ request, atomics) for this QP.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn handle_request(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        net_header: &[u8],
+        ib: &IbRepr,
+        payload: Payload<'_>,
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) {
+        let _ = now;
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+            self.stats.drops += 1;
+            return;
+        }
+        match self.qp_type {
+            QpType::Rc => self.rc_request(src, ib, payload, mrs, sinks),
+            QpType::Uc => self.uc_request(src, ib, payload, mrs, sinks),
+            QpType::Ud => match payload {
+                Payload::Bytes(b) => self.ud_request(src, net_header, ib, b, mrs, sinks),
+                Payload::Landed { .. } => self.stats.drops += 1,
+            },
+        }
+    }
+}
+
+mod message;
+mod rc;
+mod uc;
+mod ud;
+
+impl Qp {
+    /// Write the next ACK/NAK or READ response into `buf`.
+    pub(crate) fn poll_response(
+        &mut self,
+        mrs: &MrTable,
+        buf: &mut Vec<u8>,
+    ) -> Option<(SocketAddr, usize)> {
+        let dst = self.remote?;
+        loop {
+            let front = *self.resp.out.front()?;
+            match front {
+                Resp::Ack { psn: p, aeth } => {
+                    self.resp.out.pop_front();
+                    let ib = IbRepr {
+                        bth: BthRepr {
+                            opcode: Opcode::RC_ACKNOWLEDGE,
+                            dest_qp: self.dest_qpn,
+                            psn: p,
+                            pkey: self.pkey,
+                            ..Default::default()
+                        },
+                        aeth: Some(aeth),
+                        ..Default::default()
+                    };
+                    self.stats.tx_packets += 1;
+                    return Some((dst, build_packet(buf, &ib, &[], self.local, dst)));
+                }
+                Resp::Read(mut r) => {
+                    if self.state == QpState::Error {
+                        self.resp.out.pop_front();
+                        continue;
+                    }
+                    let mtu = self.mtu.bytes() as u64;
+                    let k = r.next;
+                    let off = u64::from(k) * mtu;
+                    let plen = (r.len - off.min(r.len)).min(mtu);
+                    let (first, last) = (k == 0, k + 1 == r.npkts);
+                    let opcode = match (first, last) {
+                        (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+                        (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                        (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+                        (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+                    };
+                    let payload = if plen == 0 {
+                        &[][..]
+                    } else {
+                        match mrs
+                            .get(r.rkey)
+                            .and_then(|m| m.slice(r.va + off, plen, Access::REMOTE_READ))
+                        {
+                            Ok(s) => s,
+                            Err(_) => {
+                                // deregistered since the request was accepted
+                                self.resp.out.pop_front();
+                                continue;
+                            }
+                        }
+                    };
+                    let ib = IbRepr {
+                        bth: BthRepr {
+                            opcode,
+                            dest_qp: self.dest_qpn,
+                            psn: psn::add(r.first_psn, k),
+                            pkey: self.pkey,
+                            pad_count: rocelink_wire::ib::pad_for(plen as usize),
+                            ..Default::default()
+                        },
+                        aeth: (first || last).then(|| AethRepr::ack(self.resp.msn)),
+                        payload_len: plen as usize,
+                        ..Default::default()
+                    };
+                    let n = build_packet(buf, &ib, payload, self.local, dst);
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += plen;
+                    r.next += 1;
+                    if r.next >= r.npkts {
+                        self.resp.out.pop_front();
+                    } else if let Some(Resp::Read(x)) = self.resp.out.front_mut() {
+                        *x = r;
+                    }
+                    return Some((dst, n));
+                }
+            }
+        }
+    }
+}

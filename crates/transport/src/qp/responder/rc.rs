@@ -1,0 +1,139 @@
+//! RC requests: PSN order with NAK-sequence and duplicate re-ACK, READ and its replay.
+
+use super::*;
+
+impl Qp {
+    pub(super) fn rc_request(
+        &mut self,
+        src: SocketAddr,
+        ib: &IbRepr,
+        payload: Payload<'_>,
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) {
+        let p = ib.bth.psn;
+        let d = psn::diff(p, self.resp.epsn);
+        if d > 0 {
+            self.stats.psn_gaps += 1;
+            self.stats.drops += 1;
+            if !self.resp.nak_sent {
+                self.resp.nak_sent = true;
+                let e = self.resp.epsn;
+                self.queue_nak(e, NakCode::PsnSequenceError);
+            }
+            return;
+        }
+        if d < 0 {
+            self.stats.duplicates += 1;
+            if ib.bth.opcode == Opcode::RC_RDMA_READ_REQUEST {
+                self.replay_read(p, ib);
+            } else if ib.bth.ack_req {
+                // executed already: acknowledge again, do not execute again (C9-105)
+                let last = psn::sub1(self.resp.epsn);
+                self.queue_ack(last);
+            }
+            return;
+        }
+        self.resp.nak_sent = false;
+        let op = ib.bth.opcode;
+        let result = if op.is_send() {
+            match payload {
+                Payload::Bytes(b) => self.rc_uc_send(src, ib, b, mrs, sinks),
+                Payload::Landed { .. } => Err(Refuse::Nak(NakCode::InvalidRequest)),
+            }
+        } else if op.is_write() {
+            self.rc_uc_write(src, ib, payload, mrs, sinks)
+        } else if op == Opcode::RC_RDMA_READ_REQUEST {
+            self.rc_read(ib, mrs)
+        } else {
+            Err(Refuse::Nak(NakCode::InvalidRequest)) // atomics are not supported
+        };
+        match result {
+            Ok(()) => {
+                if op != Opcode::RC_RDMA_READ_REQUEST {
+                    self.resp.epsn = psn::add(p, 1);
+                    self.stats.rx_bytes += payload.len() as u64;
+                    if ib.bth.ack_req {
+                        self.queue_ack(p);
+                    }
+                }
+            }
+            Err(Refuse::Rnr) => {
+                let aeth = AethRepr::rnr_nak(self.min_rnr_timer, self.resp.msn);
+                self.resp.out.push_back(Resp::Ack { psn: p, aeth });
+                self.stats.naks_sent += 1;
+            }
+            Err(Refuse::Nak(code)) => {
+                self.queue_nak(p, code);
+                self.enter_error(sinks);
+            }
+        }
+    }
+
+    pub(super) fn rc_read(&mut self, ib: &IbRepr, mrs: &MrTable) -> Result<(), Refuse> {
+        if self.resp.msg.is_some() {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let reth = ib.reth.unwrap_or_default();
+        let len = u64::from(reth.dma_len);
+        if len > 1 << 31 {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        if len > 0
+            && mrs
+                .get(reth.rkey)
+                .and_then(|r| r.slice(reth.va, len, Access::REMOTE_READ).map(|_| ()))
+                .is_err()
+        {
+            self.stats.access_violations += 1;
+            return Err(Refuse::Nak(NakCode::RemoteAccessError));
+        }
+        let npkts = self.mtu.packets(len as usize);
+        let r = ReadReply {
+            first_psn: ib.bth.psn,
+            va: reth.va,
+            rkey: reth.rkey,
+            len,
+            npkts,
+            next: 0,
+        };
+        self.resp.msn = psn::add(self.resp.msn, 1);
+        self.resp.out.push_back(Resp::Read(r));
+        if self.resp.history.len() == READ_HISTORY {
+            self.resp.history.pop_front();
+        }
+        self.resp.history.push_back(r);
+        self.resp.epsn = psn::add(ib.bth.psn, npkts);
+        Ok(())
+    }
+
+    /// A duplicate READ request: send the responses again from its PSN, if it lies inside
+    /// a READ we executed and asks for nothing beyond it.
+    pub(super) fn replay_read(&mut self, p: u32, ib: &IbRepr) {
+        let mtu = self.mtu.bytes() as u64;
+        let reth = ib.reth.unwrap_or_default();
+        let Some(orig) = self.resp.history.iter().rev().find(|r| {
+            let d = psn::diff(p, r.first_psn);
+            d >= 0 && (d as u32) < r.npkts
+        }) else {
+            self.stats.drops += 1;
+            return;
+        };
+        let k = psn::diff(p, orig.first_psn) as u32;
+        let va = orig.va + u64::from(k) * mtu;
+        let len = orig.len - (u64::from(k) * mtu).min(orig.len);
+        if reth.rkey != orig.rkey || reth.va != va || u64::from(reth.dma_len) != len {
+            self.stats.drops += 1;
+            return;
+        }
+        let r = ReadReply {
+            first_psn: p,
+            va,
+            rkey: orig.rkey,
+            len,
+            npkts: orig.npkts - k,
+            next: 0,
+        };
+        self.resp.out.push_back(Resp::Read(r));
+    }
+}

@@ -1,0 +1,377 @@
+//! In-place placement: RDMA WRITEs whose payload a backend already put into a region
+//! (`Endpoint::handle_landed`) are verified and accounted exactly as whole datagrams
+//! (`handle_datagram`) — checked here against a twin endpoint fed the same datagrams — and
+//! every kind of bad packet is refused, counted, and never reported as placed.
+#![allow(clippy::unwrap_used)]
+
+use rocelink_transport::sim::connect;
+use rocelink_transport::*;
+use rocelink_wire::ib::IbPacket;
+use rocelink_wire::icrc;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+const REGION: usize = 1 << 16;
+const MTU: usize = 4096;
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// A sender and two identical receivers (same keys and QP numbers).
+struct Twins {
+    a: Endpoint,
+    qa: u32,
+    /// Fed whole datagrams.
+    copy: Endpoint,
+    /// Fed landed payloads.
+    land: Endpoint,
+    qb: u32,
+    /// The sender's source region (VA 0x10_0000).
+    src: MrKeys,
+    /// The receivers' target region (VA 0).
+    dst: MrKeys,
+    /// The receivers' RECV buffers, and a second region to land in.
+    recv: MrKeys,
+    now: Instant,
+}
+
+impl Twins {
+    fn new(t: QpType) -> Twins {
+        let (aa, ba) = (addr("10.0.0.1:4791"), addr("10.0.0.2:4791"));
+        let mut a = Endpoint::new(EndpointConfig::new(aa));
+        let data: Vec<u8> = (0..REGION).map(|i| (i * 7 + i / 251) as u8).collect();
+        let src = a.register_mr(data.into_boxed_slice(), 0x10_0000, Access::LOCAL_WRITE);
+        let qa = a.create_qp(QpInit::new(t)).unwrap();
+        let mut eps = Vec::new();
+        let (mut dst, mut recv, mut qb) = (None, None, 0);
+        for _ in 0..2 {
+            let mut b = Endpoint::new(EndpointConfig::new(ba));
+            dst = Some(b.register_mr(
+                vec![0u8; REGION].into_boxed_slice(),
+                0,
+                Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+            ));
+            recv = Some(b.register_mr(
+                vec![0u8; REGION].into_boxed_slice(),
+                0x4000_0000,
+                Access::LOCAL_WRITE,
+            ));
+            qb = b
+                .create_qp(QpInit {
+                    report_writes: true,
+                    ..QpInit::new(t)
+                })
+                .unwrap();
+            eps.push(b);
+        }
+        let land = eps.pop().unwrap();
+        let mut copy = eps.pop().unwrap();
+        connect(&mut a, qa, &mut copy, qb, Mtu::M4096, 100, 0xFF_FFF0, 0).unwrap();
+        let mut land = land;
+        // the same connection on the twin (the sender's side is already set)
+        let mut a2 = Endpoint::new(EndpointConfig::new(aa));
+        let qa2 = a2.create_qp(QpInit::new(t)).unwrap();
+        connect(&mut a2, qa2, &mut land, qb, Mtu::M4096, 100, 0xFF_FFF0, 0).unwrap();
+        let recv = recv.unwrap();
+        for b in [&mut copy, &mut land] {
+            for i in 0..8 {
+                let sge = Sge {
+                    lkey: recv.lkey,
+                    va: 0x4000_0000 + i * 1024,
+                    len: 1024,
+                };
+                b.post_recv(qb, RecvWr::new(i, sge)).unwrap();
+            }
+        }
+        Twins {
+            a,
+            qa,
+            copy,
+            land,
+            qb,
+            src,
+            dst: dst.unwrap(),
+            recv,
+            now: Instant::now(),
+        }
+    }
+
+    /// Post a WRITE (with `imm`) of `len` bytes from source offset `from` to `va`, and
+    /// return its datagrams.
+    fn write(&mut self, va: u64, from: u64, len: u32, imm: Option<u32>) -> Vec<Vec<u8>> {
+        let op = match imm {
+            Some(imm) => SendOp::WriteImm {
+                va,
+                rkey: self.dst.rkey,
+                imm,
+            },
+            None => SendOp::Write {
+                va,
+                rkey: self.dst.rkey,
+            },
+        };
+        let wr = SendWr {
+            wr_id: 1,
+            op,
+            sge: Sge {
+                lkey: self.src.lkey,
+                va: 0x10_0000 + from,
+                len,
+            },
+            signaled: false,
+            solicited: false,
+        };
+        self.a.post_send(self.qa, wr).unwrap();
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
+            out.push(buf[..t.len].to_vec());
+        }
+        out
+    }
+
+    /// Give one datagram to the copying twin, and to the landing twin as a landed payload at
+    /// `dest` of the target region (the backend's guess of where it belongs).
+    fn feed(&mut self, d: &[u8], dest: usize) -> Landing {
+        let src = addr("10.0.0.1:4791");
+        let dst = addr("10.0.0.2:4791");
+        self.copy.handle_datagram(
+            self.now,
+            Datagram {
+                src,
+                dst,
+                ip_header: None,
+                payload: d,
+            },
+        );
+        land(&mut self.land, d, self.dst.lkey, dest)
+    }
+
+    /// Everything observable of both receivers is the same (the target regions' bytes in
+    /// `range`: outside the written data, a landing twin may hold landed bytes).
+    fn assert_same(&mut self, range: std::ops::Range<usize>) {
+        assert_eq!(self.copy.stats(), self.land.stats());
+        assert_eq!(self.copy.qp_stats(self.qb), self.land.qp_stats(self.qb));
+        let (c, l) = (
+            &self.copy.mr(self.dst.lkey).unwrap().bytes()[range.clone()],
+            &self.land.mr(self.dst.lkey).unwrap().bytes()[range.clone()],
+        );
+        assert!(c == l, "target bytes differ in {range:?}");
+        loop {
+            let (e1, e2) = (self.copy.poll_event(), self.land.poll_event());
+            assert_eq!(e1, e2);
+            if e1.is_none() {
+                break;
+            }
+        }
+        loop {
+            let (c1, c2) = (self.copy.poll_completion(), self.land.poll_completion());
+            assert_eq!(c1, c2);
+            if c1.is_none() {
+                break;
+            }
+        }
+        let (mut b1, mut b2) = (Vec::new(), Vec::new());
+        loop {
+            let t1 = self.copy.poll_transmit(self.now, &mut b1);
+            let t2 = self.land.poll_transmit(self.now, &mut b2);
+            assert_eq!(t1, t2);
+            let Some(t) = t1 else { break };
+            assert_eq!(b1[..t.len], b2[..t.len], "responses differ");
+        }
+    }
+}
+
+/// The backend's part: put `d`'s payload at `dest` of region `lkey`, then hand the headers
+/// and tail to the endpoint.
+fn land(ep: &mut Endpoint, d: &[u8], lkey: u32, dest: usize) -> Landing {
+    let p = IbPacket::new_checked(d).unwrap();
+    let (h, n) = (p.header_len(), p.payload_len());
+    let zone = ep.landing_zone(lkey).unwrap();
+    if dest + n <= zone.len() {
+        zone[dest..dest + n].copy_from_slice(&d[h..h + n]);
+    }
+    ep.handle_landed(
+        Instant::now(),
+        Landed {
+            src: addr("10.0.0.1:4791"),
+            dst: addr("10.0.0.2:4791"),
+            headers: &d[..h],
+            lkey,
+            offset: dest,
+            len: n,
+            tail: &d[h + n..],
+        },
+    )
+}
+
+fn refill_icrc(d: &mut [u8]) {
+    icrc::fill_socket(addr("10.0.0.1:4791"), addr("10.0.0.2:4791"), d).unwrap();
+}
+
+#[test]
+fn landed_writes_are_accounted_exactly_like_datagrams() {
+    for t in [QpType::Uc, QpType::Rc] {
+        let mut w = Twins::new(t);
+        // WRITE ONLY, a three-packet WRITE with immediate (PSNs wrap past 2^24 on the
+        // receivers' side), a zero-length WRITE with immediate, a small unaligned one
+        let msgs: [(u64, u64, u32, Option<u32>); 4] = [
+            (0, 0, 4096, None),
+            (8192, 100, 3 * 4096 - 5, Some(7)),
+            (0, 0, 0, Some(9)),
+            (30_001, 3, 13, None),
+        ];
+        for (va, from, len, imm) in msgs {
+            for (k, d) in w.write(va, from, len, imm).iter().enumerate() {
+                let dest = va as usize + k * MTU;
+                assert_eq!(w.feed(d, dest), Landing::InPlace, "{t:?} {va} #{k}");
+            }
+            w.assert_same(0..REGION);
+        }
+        let c = w.land.qp_stats(w.qb).unwrap();
+        assert_eq!(c.rx_packets, 6);
+        assert_eq!(c.psn_gaps + c.drops + c.access_violations, 0);
+        // the source bytes arrived
+        let got = &w.land.mr(w.dst.lkey).unwrap().bytes()[8192..8192 + 3 * 4096 - 5];
+        let want = &w.a.mr(w.src.lkey).unwrap().bytes()[100..100 + 3 * 4096 - 5];
+        assert!(got == want, "{t:?}: the source bytes did not arrive");
+        let _ = w.recv;
+    }
+}
+
+#[test]
+fn bad_landed_packets_are_refused_counted_and_never_reported() {
+    let mut w = Twins::new(QpType::Uc);
+    let good = w.write(0, 0, 4096, None).remove(0);
+    let base = w.land.stats();
+    let qbase = w.land.qp_stats(w.qb).unwrap();
+    // wrong R_Key (ICRC recomputed: a well-formed packet for a region we do not have)
+    let mut d = good.clone();
+    d[20..24].copy_from_slice(&0x0BAD_0000u32.to_be_bytes());
+    refill_icrc(&mut d);
+    assert_eq!(land(&mut w.land, &d, w.dst.lkey, 0), Landing::Refused);
+    assert_eq!(w.land.qp_stats(w.qb).unwrap().access_violations, 1);
+    // an address past the region
+    let mut d = good.clone();
+    d[12..20].copy_from_slice(&(REGION as u64 - 100).to_be_bytes());
+    refill_icrc(&mut d);
+    assert_eq!(land(&mut w.land, &d, w.dst.lkey, 0), Landing::Refused);
+    assert_eq!(w.land.qp_stats(w.qb).unwrap().access_violations, 2);
+    // another QP
+    let mut d = good.clone();
+    d[5..8].copy_from_slice(&[0, 0x77, 0x77]);
+    refill_icrc(&mut d);
+    assert_eq!(land(&mut w.land, &d, w.dst.lkey, 0), Landing::Refused);
+    assert_eq!(w.land.stats().unknown_qp, base.unknown_qp + 1);
+    // a payload changed after the ICRC was computed
+    let mut d = good.clone();
+    d[28 + 2000] ^= 0x10;
+    assert_eq!(land(&mut w.land, &d, w.dst.lkey, 0), Landing::Refused);
+    assert_eq!(w.land.stats().icrc_errors, base.icrc_errors + 1);
+    // the good one, then the same PSN again on RC: a duplicate, not executed
+    assert_eq!(land(&mut w.land, &good, w.dst.lkey, 0), Landing::InPlace);
+    let mut r = Twins::new(QpType::Rc);
+    let d = r.write(0, 0, 4096, None).remove(0);
+    assert_eq!(land(&mut r.land, &d, r.dst.lkey, 0), Landing::InPlace);
+    assert_eq!(land(&mut r.land, &d, r.dst.lkey, 0), Landing::Refused);
+    assert_eq!(r.land.qp_stats(r.qb).unwrap().duplicates, 1);
+    // UC: a MIDDLE packet after a gap (its FIRST lost) is dropped
+    let pk = w.write(0, 0, 3 * 4096, None);
+    assert_eq!(
+        land(&mut w.land, &pk[1], w.dst.lkey, 4096),
+        Landing::Refused
+    );
+    let q = w.land.qp_stats(w.qb).unwrap();
+    assert_eq!(q.drops, qbase.drops + 3, "R_Key, bounds and the MIDDLE");
+    // only the good packet was reported placed
+    let mut placed = 0;
+    while let Some(e) = w.land.poll_event() {
+        if let Event::Placed { .. } = e {
+            placed += 1;
+        }
+    }
+    assert_eq!(placed, 1);
+}
+
+#[test]
+fn landed_payloads_are_never_read_outside_their_region() {
+    let mut w = Twins::new(QpType::Uc);
+    let d = w.write(0, 0, 4096, None).remove(0);
+    let p = IbPacket::new_checked(&d[..]).unwrap();
+    let (h, n) = (p.header_len(), p.payload_len());
+    let before = w.land.stats().malformed;
+    let mk = |offset: usize, len: usize, lkey: u32, hl: usize| Landed {
+        src: addr("10.0.0.1:4791"),
+        dst: addr("10.0.0.2:4791"),
+        headers: &d[..hl],
+        lkey,
+        offset,
+        len,
+        tail: &d[h + n..],
+    };
+    let now = Instant::now();
+    for l in [
+        mk(REGION - 100, n, w.dst.lkey, h),    // past the region's end
+        mk(usize::MAX - 10, n, w.dst.lkey, h), // offset + len overflows
+        mk(0, n, 0x00DE_AD00, h),              // no such region
+        mk(0, n, w.dst.lkey, h - 4),           // headers cut short
+        mk(0, n, w.dst.lkey, 12),              // a BTH alone
+    ] {
+        assert_eq!(w.land.handle_landed(now, l), Landing::Refused);
+    }
+    assert_eq!(w.land.stats().malformed, before + 5);
+    // not a WRITE: a SEND's payload has no place of its own
+    let wr = SendWr {
+        wr_id: 2,
+        op: SendOp::Send,
+        sge: Sge {
+            lkey: w.src.lkey,
+            va: 0x10_0000,
+            len: 64,
+        },
+        signaled: false,
+        solicited: false,
+    };
+    w.a.post_send(w.qa, wr).unwrap();
+    let mut buf = Vec::new();
+    let t = w.a.poll_transmit(w.now, &mut buf).unwrap();
+    assert_eq!(
+        land(&mut w.land, &buf[..t.len], w.recv.lkey, 0),
+        Landing::Refused
+    );
+    assert_eq!(w.land.stats().malformed, before + 6);
+    assert!(w.land.poll_completion().is_none());
+}
+
+#[test]
+fn a_payload_landed_elsewhere_is_copied_to_its_place() {
+    let mut w = Twins::new(QpType::Uc);
+    let pk = w.write(4096, 0, 4096, Some(1));
+    // landed 100 bytes early in the same region, then in another region
+    assert_eq!(w.feed(&pk[0], 4096 - 100), Landing::Copied);
+    w.assert_same(4096..REGION);
+    let pk = w.write(12_288, 50, 2000, None);
+    let c = land(&mut w.land, &pk[0], w.recv.lkey, 512);
+    assert_eq!(c, Landing::Copied);
+    let got = &w.land.mr(w.dst.lkey).unwrap().bytes()[12_288..12_288 + 2000];
+    assert!(got == &w.a.mr(w.src.lkey).unwrap().bytes()[50..2050]);
+}
+
+#[test]
+fn moving_landed_bytes_stays_inside_the_region() {
+    let mut w = Twins::new(QpType::Uc);
+    let lkey = w.dst.lkey;
+    w.land.landing_zone(lkey).unwrap()[..4].copy_from_slice(&[1, 2, 3, 4]);
+    w.land.move_landed(lkey, 0, 10, 4).unwrap();
+    assert_eq!(&w.land.mr(lkey).unwrap().bytes()[10..14], &[1, 2, 3, 4]);
+    assert!(w.land.move_landed(lkey, 0, REGION - 3, 4).is_err());
+    assert!(w.land.move_landed(lkey, REGION - 3, 0, 4).is_err());
+    assert!(w.land.move_landed(lkey, usize::MAX, 0, 4).is_err());
+    // a region without local write access lends nothing
+    let ro = w.land.register_mr(vec![0u8; 64], 0, Access::REMOTE_READ);
+    assert_eq!(
+        w.land.landing_zone(ro.lkey).unwrap_err(),
+        AccessError::Denied
+    );
+}
