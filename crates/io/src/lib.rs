@@ -18,5 +18,6 @@ pub mod net;
 pub mod oob;
 pub mod pcap;
 pub mod scatter;
+mod sys;
 pub mod tap;
 pub mod udp;

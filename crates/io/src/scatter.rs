@@ -15,9 +15,9 @@
 //!
 //! With `UDP_GRO` a message holds several equal-sized segments; plan `per_msg` slots for it.
 
+use crate::sys::MmsgRecv;
 use crate::udp::UdpSocket;
 use std::io;
-use std::mem::{size_of, zeroed};
 use std::net::SocketAddr;
 use std::ops::Range;
 
@@ -76,13 +76,12 @@ pub struct ScatterRx {
     plan: Vec<Slot>,
     meta: Vec<ScatterMeta>,
     iovs: Vec<libc::iovec>,
-    msgs: Vec<libc::mmsghdr>,
-    addrs: Vec<libc::sockaddr_storage>,
-    cmsgs: Vec<[u64; 8]>,
+    groups: Vec<Range<usize>>,
+    mmsg: MmsgRecv,
 }
 
-// SAFETY: the raw pointers in `iovs` and `msgs` are written at the start of `recv` and used
-// only inside it, while the buffers they point at are borrowed; between calls they are never
+// SAFETY: the raw pointers in `iovs` are written at the start of `recv` and used only inside
+// it, while the buffers they point at are borrowed; between calls they are never
 // dereferenced, so moving the value to another thread cannot make anything unsound.
 unsafe impl Send for ScatterRx {}
 
@@ -108,11 +107,8 @@ impl ScatterRx {
             plan: Vec::new(),
             meta: Vec::with_capacity(MAX_MSGS),
             iovs: Vec::new(),
-            // SAFETY: these C structs are integers, arrays and pointers; all-zero is valid.
-            msgs: vec![unsafe { zeroed() }; MAX_MSGS],
-            // SAFETY: as above.
-            addrs: vec![unsafe { zeroed() }; MAX_MSGS],
-            cmsgs: vec![[0; 8]; MAX_MSGS],
+            groups: Vec::with_capacity(MAX_MSGS),
+            mmsg: MmsgRecv::new(MAX_MSGS),
         }
     }
 
@@ -206,58 +202,27 @@ impl ScatterRx {
             });
         }
         first_iov[msgs] = self.iovs.len();
-        for (m, (mm, addr)) in self.msgs[..msgs]
-            .iter_mut()
-            .zip(self.addrs.iter_mut())
-            .enumerate()
-        {
-            let h = &mut mm.msg_hdr;
-            h.msg_name = (addr as *mut libc::sockaddr_storage).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-            // SAFETY: first_iov[m] ≤ iovs.len(), so the pointer is in bounds (or one past).
-            h.msg_iov = unsafe { self.iovs.as_mut_ptr().add(first_iov[m]) };
-            h.msg_iovlen = first_iov[m + 1] - first_iov[m];
-            h.msg_control = self.cmsgs[m].as_mut_ptr().cast();
-            h.msg_controllen = size_of::<[u64; 8]>();
-            h.msg_flags = 0;
-        }
-        // SAFETY: message headers 0..msgs point at live address storage, control buffers and
-        // iovecs; the iovecs point into `self.heads`/`self.tails`/`self.spill` (not resized
+        self.groups.clear();
+        self.groups
+            .extend((0..msgs).map(|m| first_iov[m]..first_iov[m + 1]));
+        // SAFETY: the iovecs point into `self.heads`/`self.tails`/`self.spill` (not resized
         // until the call returns) and into disjoint ranges of `region`, which is mutably
-        // borrowed for the whole call. With MSG_DONTWAIT the call does not block; with
-        // MSG_WAITFORONE it blocks until the first datagram or the receive timeout.
+        // borrowed for the whole call; message m's group is its own iovecs.
         let r = unsafe {
-            libc::recvmmsg(
-                sock.raw_fd(),
-                self.msgs.as_mut_ptr(),
-                msgs as libc::c_uint,
-                flags,
-                std::ptr::null_mut(),
-            )
+            self.mmsg
+                .recv(sock.raw_fd(), &mut self.iovs, &self.groups, true, flags)?
         };
         self.meta.clear();
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::Interrupted
-                | io::ErrorKind::TimedOut => Ok(0),
-                _ => Err(e),
-            };
-        }
-        for m in 0..r as usize {
-            let mm = &self.msgs[m];
-            let len = mm.msg_len as usize;
-            let Some(src) = crate::udp::sockaddr_to_std(&self.addrs[m], mm.msg_hdr.msg_namelen)
-            else {
+        for m in 0..r {
+            let Some(got) = self.mmsg.received(m) else {
                 continue;
             };
-            let segment = crate::udp::gro_segment(&mm.msg_hdr).unwrap_or(len);
+            let Some(src) = got.src else { continue };
             self.meta.push(ScatterMeta {
                 src,
-                len,
-                segment: segment.max(1),
-                truncated: mm.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                len: got.len,
+                segment: got.segment.unwrap_or(got.len).max(1),
+                truncated: got.truncated,
                 slots: (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len()),
             });
         }

@@ -3,12 +3,16 @@
 //! kernel's IPv4 header predictable for the ICRC (unconnected, explicit source,
 //! `IP_PMTUDISC_DO` → DF and Identification 0; see `shared/reference/udp-socket-icrc.md`).
 //!
-//! This module and `sys` are the only places with `unsafe`; each block says why it is sound.
+//! The libc plumbing (addresses, options, the one `recvmmsg`) is in `sys`; the `unsafe`
+//! blocks left here are the `sendmmsg` calls, each saying why it is sound.
 
+use crate::sys::{
+    MmsgRecv, RawAddr, cmsg_space, getsockopt_int, poll_fds, raw_addr, setsockopt_int,
+};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, IoSlice};
 use std::mem::{size_of, zeroed};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -46,123 +50,6 @@ pub struct UdpSocket {
     pub notes: Vec<String>,
 }
 
-/// Storage for one socket address in `msghdr`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-union RawAddr {
-    v4: libc::sockaddr_in,
-    v6: libc::sockaddr_in6,
-    storage: libc::sockaddr_storage,
-}
-
-fn raw_addr(a: SocketAddr) -> (RawAddr, libc::socklen_t) {
-    // SAFETY: every field of these C structs is an integer or an array of integers, for
-    // which all-zero bytes are a valid value.
-    let mut r: RawAddr = unsafe { zeroed() };
-    match a {
-        SocketAddr::V4(a) => {
-            r.v4 = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            (r, size_of::<libc::sockaddr_in>() as libc::socklen_t)
-        }
-        SocketAddr::V6(a) => {
-            r.v6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            (r, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
-        }
-    }
-}
-
-/// A kernel-written `sockaddr_storage` of `len` bytes as a std address.
-pub(crate) fn sockaddr_to_std(
-    s: &libc::sockaddr_storage,
-    len: libc::socklen_t,
-) -> Option<SocketAddr> {
-    from_raw(&RawAddr { storage: *s }, len)
-}
-
-fn from_raw(r: &RawAddr, len: libc::socklen_t) -> Option<SocketAddr> {
-    // SAFETY: the kernel wrote a sockaddr of `len` bytes; the family field is at the same
-    // offset in every member, and we read the member the family names only if `len` covers it.
-    unsafe {
-        match i32::from(r.storage.ss_family) {
-            libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
-                let a = r.v4;
-                Some(SocketAddr::V4(SocketAddrV4::new(
-                    Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
-                    u16::from_be(a.sin_port),
-                )))
-            }
-            libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
-                let a = r.v6;
-                Some(SocketAddr::V6(SocketAddrV6::new(
-                    Ipv6Addr::from(a.sin6_addr.s6_addr),
-                    u16::from_be(a.sin6_port),
-                    a.sin6_flowinfo,
-                    a.sin6_scope_id,
-                )))
-            }
-            _ => None,
-        }
-    }
-}
-
-fn setsockopt_int(
-    sock: &Socket,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: passes a pointer to a live c_int and its exact size; the fd is owned by `sock`.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn getsockopt_int(sock: &Socket, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into `value`, which is that large.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if r == 0 {
-        Ok(value)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 /// One received datagram (or a GRO super-datagram of equal segments).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvMeta {
@@ -181,28 +68,15 @@ pub struct RecvMeta {
 pub struct RecvBatch {
     bufs: Vec<Box<[u8]>>,
     meta: Vec<RecvMeta>,
-    sys: BatchSys,
-}
-
-/// The C structures of a `recvmmsg` call, kept between calls so a receive allocates and
-/// clears nothing.
-struct BatchSys {
     iovs: Vec<libc::iovec>,
-    addrs: Vec<RawAddr>,
-    cmsgs: Vec<[u64; 8]>,
-    msgs: Vec<libc::mmsghdr>,
+    groups: Vec<std::ops::Range<usize>>,
+    mmsg: MmsgRecv,
 }
 
-// SAFETY: the raw pointers in `iovs` and `msgs` are set at the start of each receive, used
-// only during it, and never dereferenced in between; moving the value between threads
+// SAFETY: the raw pointers in `iovs` are written at the start of each receive and used only
+// inside it, while the buffers they point at are borrowed; moving the value between threads
 // cannot make anything unsound.
-unsafe impl Send for BatchSys {}
-
-impl std::fmt::Debug for BatchSys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BatchSys")
-    }
-}
+unsafe impl Send for RecvBatch {}
 
 impl RecvBatch {
     /// `count` buffers of `size` bytes (use 65 536 with GRO).
@@ -212,16 +86,9 @@ impl RecvBatch {
                 .map(|_| vec![0u8; size].into_boxed_slice())
                 .collect(),
             meta: Vec::with_capacity(count),
-            sys: BatchSys {
-                // SAFETY: iovec, sockaddr storage and mmsghdr are plain C data (integers,
-                // arrays, pointers) for which all-zero is a valid value.
-                iovs: vec![unsafe { zeroed() }; count],
-                // SAFETY: as above.
-                addrs: vec![unsafe { zeroed() }; count],
-                cmsgs: vec![[0; 8]; count],
-                // SAFETY: as above.
-                msgs: vec![unsafe { zeroed() }; count],
-            },
+            iovs: Vec::with_capacity(count),
+            groups: (0..count).map(|i| i..i + 1).collect(),
+            mmsg: MmsgRecv::new(count),
         }
     }
     /// Datagrams of the last receive.
@@ -385,68 +252,36 @@ impl UdpSocket {
     }
 
     fn recv_batch_flags(&self, batch: &mut RecvBatch, flags: libc::c_int) -> io::Result<usize> {
-        let n = batch.bufs.len();
         batch.meta.clear();
-        let sys = &mut batch.sys;
-        for (iov, b) in sys.iovs.iter_mut().zip(batch.bufs.iter_mut()) {
-            *iov = libc::iovec {
+        batch.iovs.clear();
+        batch
+            .iovs
+            .extend(batch.bufs.iter_mut().map(|b| libc::iovec {
                 iov_base: b.as_mut_ptr().cast(),
                 iov_len: b.len(),
-            };
-        }
-        for (i, m) in sys.msgs.iter_mut().enumerate() {
-            let h = &mut m.msg_hdr;
-            h.msg_name = (&mut sys.addrs[i] as *mut RawAddr).cast();
-            h.msg_namelen = size_of::<RawAddr>() as libc::socklen_t;
-            h.msg_iov = &mut sys.iovs[i];
-            h.msg_iovlen = 1;
-            h.msg_flags = 0;
-            if self.gro {
-                h.msg_control = sys.cmsgs[i].as_mut_ptr().cast();
-                h.msg_controllen = size_of::<[u64; 8]>();
-            } else {
-                h.msg_control = std::ptr::null_mut();
-                h.msg_controllen = 0;
-            }
-        }
-        let (msgs, addrs) = (&mut sys.msgs, &sys.addrs);
-        // SAFETY: `msgs` holds `n` headers whose name, iovec and control pointers point into
-        // `addrs`, `iovs`/`batch.bufs` and `cmsgs`, all alive and unmoved for this call, with
-        // their true lengths; with MSG_DONTWAIT it does not block, with MSG_WAITFORONE it
-        // blocks only until the first datagram or the socket's receive timeout.
+            }));
+        // SAFETY: iovec i points at the whole of buffer i, which `batch` owns and this call
+        // borrows mutably (nothing else touches it until the receive returns); group i is
+        // iovec i.
         let r = unsafe {
-            libc::recvmmsg(
+            batch.mmsg.recv(
                 self.sock.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                n as libc::c_uint,
+                &mut batch.iovs,
+                &batch.groups,
+                self.gro,
                 flags,
-                std::ptr::null_mut(),
-            )
+            )?
         };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::Interrupted
-                | io::ErrorKind::TimedOut => Ok(0),
-                _ => Err(e),
-            };
-        }
-        for (i, m) in msgs.iter().take(r as usize).enumerate() {
-            let len = m.msg_len as usize;
-            let Some(src) = from_raw(&addrs[i], m.msg_hdr.msg_namelen) else {
+        for i in 0..r {
+            let Some(m) = batch.mmsg.received(i) else {
                 continue;
             };
-            let segment = if self.gro {
-                gro_segment(&m.msg_hdr).unwrap_or(len)
-            } else {
-                len
-            };
+            let Some(src) = m.src else { continue };
             batch.meta.push(RecvMeta {
                 buf: i,
                 src,
-                len,
-                segment,
+                len: m.len,
+                segment: m.segment.unwrap_or(m.len),
             });
         }
         Ok(batch.meta.len())
@@ -515,7 +350,7 @@ impl UdpSocket {
         h.msg_namelen = alen;
         h.msg_iov = parts.as_ptr() as *mut libc::iovec; // IoSlice is ABI-compatible with iovec
         h.msg_iovlen = parts.len();
-        let space = unsafe_cmsg_space(size_of::<u16>());
+        let space = cmsg_space(size_of::<u16>());
         h.msg_control = cmsg.as_mut_ptr().cast();
         h.msg_controllen = space;
         // SAFETY: `h.msg_control` points at `cmsg` (32 bytes ≥ CMSG_SPACE(2)); CMSG_FIRSTHDR
@@ -549,69 +384,6 @@ pub fn wait_readable_any(
     timeout: Option<Duration>,
 ) -> io::Result<bool> {
     poll_fds(fds, libc::POLLIN, timeout)
-}
-
-fn poll_fds(
-    fds: &[std::os::fd::RawFd],
-    events: libc::c_short,
-    timeout: Option<Duration>,
-) -> io::Result<bool> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        })
-        .collect();
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `pfds` holds `pfds.len()` valid pollfds; `tsp` is null or points at `ts`,
-    // alive for the call; a null signal mask leaves the mask unchanged.
-    let r = unsafe {
-        libc::ppoll(
-            pfds.as_mut_ptr(),
-            pfds.len() as libc::nfds_t,
-            tsp,
-            std::ptr::null(),
-        )
-    };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(r > 0)
-}
-
-fn unsafe_cmsg_space(n: usize) -> usize {
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    unsafe { libc::CMSG_SPACE(n as u32) as usize }
-}
-
-/// The `UDP_GRO` segment size from a received message's control data.
-pub(crate) fn gro_segment(h: &libc::msghdr) -> Option<usize> {
-    // SAFETY: `h` was filled by recvmmsg; CMSG_FIRSTHDR/NXTHDR walk only within
-    // msg_control[..msg_controllen], and the data is read unaligned as the int GRO writes.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(h);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
-                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                return usize::try_from(v).ok().filter(|&v| v > 0);
-            }
-            c = libc::CMSG_NXTHDR(h, c);
-        }
-    }
-    None
 }
 
 /// Ask for `want` bytes of buffer; if the kernel caps it (rmem_max/wmem_max), try the

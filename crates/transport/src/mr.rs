@@ -355,36 +355,45 @@ impl MrTable {
         src_offset: usize,
     ) -> Result<crate::Landing, AccessError> {
         let oob = AccessError::OutOfBounds { va, len };
+        let n = len as usize;
+        let from = src_offset..src_offset.checked_add(n).ok_or(oob)?;
+        if src_lkey == rkey {
+            // one region: in place (the common case) or a move within it
+            let r = self.get_mut(rkey)?;
+            if !r.access.contains(Access::REMOTE_WRITE) {
+                return Err(AccessError::Denied);
+            }
+            let to = r.offset_of(va, len)?;
+            if from.end > r.keys.len {
+                return Err(oob);
+            }
+            if from.start == to {
+                return Ok(crate::Landing::InPlace);
+            }
+            let mem = r.mem.bytes_mut();
+            if to + n > mem.len() || from.end > mem.len() {
+                return Err(oob);
+            }
+            mem.copy_within(from, to);
+            return Ok(crate::Landing::Copied);
+        }
         let dst = self.get(rkey)?;
         if !dst.access.contains(Access::REMOTE_WRITE) {
             return Err(AccessError::Denied);
         }
         let to = dst.offset_of(va, len)?;
-        let n = len as usize;
         let src = self.get(src_lkey)?;
-        let from = src_offset..src_offset.checked_add(n).ok_or(oob)?;
         if from.end > src.keys.len || from.end > src.mem.bytes().len() {
             return Err(oob);
         }
-        if src_lkey == rkey && from.start == to {
-            return Ok(crate::Landing::InPlace);
-        }
-        if src_lkey == rkey {
-            let mem = self.get_mut(rkey)?.mem.bytes_mut();
-            if to + n > mem.len() {
-                return Err(oob);
-            }
-            mem.copy_within(from, to);
-        } else {
-            // two regions: a copy out first (this is not the in-place path)
-            let bytes = src.mem.bytes()[from].to_vec();
-            self.get_mut(rkey)?
-                .mem
-                .bytes_mut()
-                .get_mut(to..to + n)
-                .ok_or(oob)?
-                .copy_from_slice(&bytes);
-        }
+        // two regions: a copy out first (this is not the in-place path)
+        let bytes = src.mem.bytes()[from].to_vec();
+        self.get_mut(rkey)?
+            .mem
+            .bytes_mut()
+            .get_mut(to..to + n)
+            .ok_or(oob)?
+            .copy_from_slice(&bytes);
         Ok(crate::Landing::Copied)
     }
 

@@ -19,7 +19,7 @@ use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_runtime::Driver;
 use rocelink_transport::{
     Access, Endpoint, EndpointConfig, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit, QpType,
-    RecvWr, Sge,
+    RecvWr, RegionMemory, Sge,
 };
 use rocelink_wire::bytes::Mac;
 use std::io;
@@ -112,13 +112,60 @@ pub struct Receiver {
 
 const RECVS: usize = 256;
 
+/// A received frame: the verdict, and the bytes in the ring (borrowed from the receiver
+/// until its next call).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Frame<'a> {
+    /// The verdict and what the device said about the frame.
+    pub report: FrameReport,
+    /// The frame's bytes in the ring: `bytes_expected` of them (or what arrived, if more),
+    /// at most the page's data area.
+    pub data: &'a [u8],
+}
+
+fn check_config(cfg: &ReceiverConfig) -> io::Result<()> {
+    if cfg.frame_size == 0 || cfg.pages == 0 || cfg.pages > 4096 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "frame size must be > 0 and pages in 1..=4096",
+        ));
+    }
+    Ok(())
+}
+
 impl Receiver {
-    /// Set up the socket, the region and the QP.
+    /// Bytes of ring memory `cfg` needs: its pages, each the frame rounded up to 128
+    /// bytes plus the 128-byte metadata slot (see [`page_layout`]).
+    pub fn ring_len(cfg: &ReceiverConfig) -> usize {
+        page_layout(cfg.frame_size)
+            .1
+            .saturating_mul(cfg.pages as usize)
+    }
+
+    /// Set up the socket, the QP and a ring the receiver allocates.
     pub fn new(cfg: ReceiverConfig) -> io::Result<Receiver> {
-        if cfg.frame_size == 0 || cfg.pages == 0 || cfg.pages > 4096 {
+        check_config(&cfg)?;
+        let mem = vec![0u8; Receiver::ring_len(&cfg)].into_boxed_slice();
+        Receiver::with_memory(cfg, mem)
+    }
+
+    /// Set up the socket and the QP, with the ring in memory the application allocated
+    /// (anything that is `AsRef<[u8]> + AsMut<[u8]> + Send`: a `Vec`, a hugepage or
+    /// pinned buffer…). It must hold at least [`Receiver::ring_len`] bytes; frames land
+    /// in it page by page, and [`Receiver::into_memory`] gives it back.
+    pub fn with_memory(cfg: ReceiverConfig, mem: impl RegionMemory) -> io::Result<Receiver> {
+        check_config(&cfg)?;
+        let need = Receiver::ring_len(&cfg);
+        if mem.bytes().len() < need {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "frame size must be > 0 and pages in 1..=4096",
+                format!(
+                    "ring memory of {} bytes is too small: {} pages of {} bytes need {need}",
+                    mem.bytes().len(),
+                    cfg.pages,
+                    page_layout(cfg.frame_size).1
+                ),
             ));
         }
         let sock = UdpSocket::bind(
@@ -145,7 +192,6 @@ impl Receiver {
         ecfg.icrc = IcrcPolicy::Strict; // HSB devices send IP ID 0: every ICRC is exact
         let mut ep = Endpoint::new(ecfg);
         let (md_offset, page_size) = page_layout(cfg.frame_size);
-        let mem = vec![0u8; page_size * cfg.pages as usize].into_boxed_slice();
         let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
         let cq = ep.create_cq();
         let init = QpInit {
@@ -429,6 +475,34 @@ impl Receiver {
             now = Instant::now();
             fast.sort_batch(ep)?;
         }
+    }
+
+    /// Wait up to `timeout` for the next frame: its verdict and its bytes in the ring,
+    /// borrowed until the next call (the borrow keeps the receiver from writing that page).
+    ///
+    /// ```no_run
+    /// # use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
+    /// # fn f(rx: &mut Receiver) -> std::io::Result<()> {
+    /// while let Some(frame) = rx.next(std::time::Duration::from_secs(1))? {
+    ///     if frame.report.good() {
+    ///         println!("frame {}: {} bytes", frame.report.frame_number, frame.data.len());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn next(&mut self, timeout: Duration) -> io::Result<Option<Frame<'_>>> {
+        let Some(report) = self.next_frame(timeout)? else {
+            return Ok(None);
+        };
+        let data = self.frame_data(&report);
+        Ok(Some(Frame { report, data }))
+    }
+
+    /// Close the QP and give the ring memory back (as registered: downcast it, or read
+    /// it through [`RegionMemory::bytes`]).
+    pub fn into_memory(mut self) -> Option<Box<dyn RegionMemory>> {
+        let _ = self.ep.destroy_qp(self.qpn);
+        self.ep.deregister_mr(self.mr.lkey)
     }
 
     /// Fast-path counters (`None` when every datagram goes through the endpoint).

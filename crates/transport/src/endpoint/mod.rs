@@ -155,6 +155,7 @@ pub struct Endpoint {
     stats: EndpointStats,
     last_icrc: Option<IcrcStatus>,
     comb: icrc::Combiner,
+    prefixes: rx::PrefixCache,
 }
 
 impl Endpoint {
@@ -177,6 +178,7 @@ impl Endpoint {
             stats: EndpointStats::default(),
             last_icrc: None,
             comb: icrc::Combiner::default(),
+            prefixes: Vec::new(),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::{Datagram, Endpoint, IcrcPolicy, IcrcStatus};
 use crate::qp::{Payload, QpState, QpType};
-use rocelink_wire::ib::{IbPacket, IbRepr, Opcode, Transport};
+use rocelink_wire::ib::{ICRC_LEN, IbPacket, IbRepr, Opcode, Transport};
 use rocelink_wire::icrc::{self, Pieces};
 use rocelink_wire::udp;
 use std::net::{IpAddr, SocketAddr};
@@ -58,30 +58,16 @@ impl Endpoint {
             self.stats.malformed += 1;
             return;
         }
-        let mut synth = [0u8; 40];
-        let udp_len = udp::HEADER_LEN + d.payload.len();
-        let Some(net_header) = net_header(d.ip_header, d.src, d.dst, udp_len, &mut synth) else {
-            self.stats.malformed += 1;
-            return;
-        };
         let (h, p) = (pkt.header_len(), pkt.payload_len());
         let pieces = Pieces {
             headers: &d.payload[..h],
             payload: &d.payload[h..h + p],
             tail: &d.payload[h + p..],
         };
-        let (status, pcrc) = check_icrc(&mut self.comb, self.cfg.icrc, &d, net_header, pieces);
-        if !self.note_icrc(status) {
+        let Some(pcrc) = self.verify_icrc(&d, pieces) else {
             return;
-        }
-        self.dispatch(
-            now,
-            d.src,
-            net_header,
-            &ib,
-            Payload::Bytes(pkt.payload()),
-            pcrc,
-        );
+        };
+        self.dispatch(now, &d, &ib, Payload::Bytes(pkt.payload()), pcrc);
     }
 
     /// Process a received RDMA WRITE (RC or UC, any of FIRST/MIDDLE/LAST/ONLY, with or
@@ -96,38 +82,23 @@ impl Endpoint {
         self.stats.rx_datagrams += 1;
         self.last_icrc = None;
         self.sinks.landing = None;
-        // headers and tail side by side: a packet without its payload, to parse
-        let mut hb = [0u8; 96];
-        let (h, n) = (d.headers.len(), d.headers.len() + d.tail.len());
-        let parsed = (n <= hb.len())
-            .then(|| {
-                hb[..h].copy_from_slice(d.headers);
-                hb[h..n].copy_from_slice(d.tail);
-                IbPacket::new_checked(&hb[..n]).ok()
-            })
-            .flatten()
-            .filter(|p| p.header_len() == h && p.payload_len() == 0 && p.bth().opcode().is_write())
-            .map(|p| {
-                let mut ib = IbRepr::parse(&p);
-                ib.payload_len = d.len;
-                (ib, p.pad().iter().all(|&b| b == 0))
-            });
         let payload = self.mrs.get(d.lkey).ok().and_then(|m| {
             let end = d.offset.checked_add(d.len)?;
             (end <= m.keys().len).then_some(())?;
             m.bytes().get(d.offset..end)
         });
-        let (Some((ib, true)), Some(payload)) = (parsed, payload) else {
+        let Ok(ib) = IbRepr::parse_headers(d.headers, d.len) else {
             self.stats.malformed += 1;
             return Landing::Refused;
         };
-        if ib.bth.tver != 0 {
-            self.stats.malformed += 1;
-            return Landing::Refused;
-        }
-        let mut synth = [0u8; 40];
-        let udp_len = udp::HEADER_LEN + n + d.len;
-        let Some(net_header) = net_header(None, d.src, d.dst, udp_len, &mut synth) else {
+        let pad = usize::from(ib.bth.pad_count & 3);
+        let (Some(payload), true) = (
+            payload,
+            ib.bth.opcode.is_write()
+                && ib.bth.tver == 0
+                && d.tail.len() == pad + ICRC_LEN
+                && d.tail[..pad].iter().all(|&b| b == 0),
+        ) else {
             self.stats.malformed += 1;
             return Landing::Refused;
         };
@@ -142,7 +113,14 @@ impl Endpoint {
             ip_header: None,
             payload: &[],
         };
-        let (status, pcrc) = check_icrc(&mut self.comb, self.cfg.icrc, &dg, net_header, pieces);
+        // (the payload borrows the region table; the check needs the endpoint)
+        let (status, pcrc) = check_icrc(
+            &mut self.prefixes,
+            &mut self.comb,
+            self.cfg.icrc,
+            &dg,
+            pieces,
+        );
         if !self.note_icrc(status) {
             return Landing::Refused;
         }
@@ -151,7 +129,7 @@ impl Endpoint {
             offset: d.offset,
             len: d.len,
         };
-        self.dispatch(now, d.src, net_header, &ib, landed, pcrc);
+        self.dispatch(now, &dg, &ib, landed, pcrc);
         self.sinks.landing.take().unwrap_or(Landing::Refused)
     }
 
@@ -159,8 +137,7 @@ impl Endpoint {
     fn dispatch(
         &mut self,
         now: Instant,
-        src: SocketAddr,
-        net_header: &[u8],
+        d: &Datagram<'_>,
         ib: &IbRepr,
         payload: Payload<'_>,
         payload_crc: u32,
@@ -183,6 +160,7 @@ impl Endpoint {
             stats.pkey_errors += 1;
             return;
         }
+        let src = d.src;
         if q.qp_type != QpType::Ud && q.remote.is_none_or(|r| r.ip() != src.ip()) {
             stats.unknown_qp += 1; // not this QP's peer
             return;
@@ -212,8 +190,23 @@ impl Endpoint {
             }
         } else {
             q.rx_payload_crc = payload_crc;
-            q.handle_request(now, src, net_header, ib, payload, mrs, sinks);
+            // the IP header, for a UD receive's GRH slot only
+            let mut synth = [0u8; 40];
+            let net = if q.qp_type == QpType::Ud {
+                let n = ib.header_len() + ib.payload_len + usize::from(ib.bth.pad_count & 3) + 4;
+                net_header(d.ip_header, src, d.dst, udp::HEADER_LEN + n, &mut synth).unwrap_or(&[])
+            } else {
+                &[]
+            };
+            q.handle_request(now, src, net, ib, payload, mrs, sinks);
         }
+    }
+
+    /// Check, count and remember a packet's ICRC; the payload's CRC-32 if it goes on.
+    fn verify_icrc(&mut self, d: &Datagram<'_>, pieces: Pieces<'_>) -> Option<u32> {
+        let (status, pcrc) =
+            check_icrc(&mut self.prefixes, &mut self.comb, self.cfg.icrc, d, pieces);
+        self.note_icrc(status).then_some(pcrc)
     }
 
     /// Count an ICRC verdict and remember it for [`Endpoint::last_icrc`]; whether the
@@ -234,24 +227,41 @@ impl Endpoint {
     }
 }
 
+/// Flows whose IP+UDP ICRC prefix is kept (most recently used first).
+const PREFIXES: usize = 4;
+
+/// The kept ICRC prefixes: (source, destination, IB length) → hash of the IP and UDP
+/// headers as a UDP socket's kernel builds them.
+pub(super) type PrefixCache = Vec<(SocketAddr, SocketAddr, usize, icrc::IcrcHasher)>;
+
 /// Check the ICRC of a packet in `pieces` received from `d.src` at `d.dst`; also the CRC-32
 /// of the payload, computed in the same single pass, for receivers that keep a running CRC
-/// of placed data.
+/// of placed data. Without a received IP header the IP+UDP part is hashed once per flow and
+/// packet length.
 fn check_icrc(
+    prefixes: &mut PrefixCache,
     comb: &mut icrc::Combiner,
     policy: IcrcPolicy,
     d: &Datagram<'_>,
-    net_header: &[u8],
     pieces: Pieces<'_>,
 ) -> (IcrcStatus, u32) {
     if cfg!(fuzzing) {
         return (IcrcStatus::Exact, 0);
     }
-    match icrc::check_socket_pieces(d.src, d.dst, net_header, pieces, comb) {
+    let ib_len = pieces.headers.len() + pieces.payload.len() + pieces.tail.len();
+    let prefix = match d.ip_header {
+        Some(h) => icrc::socket_udp_header(d.src, d.dst, ib_len)
+            .and_then(|u| icrc::IcrcHasher::prefix(h, &u))
+            .ok(),
+        None => cached_prefix(prefixes, d.src, d.dst, ib_len),
+    };
+    let Some(prefix) = prefix else {
+        return (IcrcStatus::Failed, 0);
+    };
+    match icrc::check_pieces(prefix, pieces, comb) {
         Err(_) => (IcrcStatus::Failed, 0),
         Ok((c, pcrc)) if c.ok() => (IcrcStatus::Exact, pcrc),
         Ok((c, pcrc)) => {
-            let ib_len = pieces.headers.len() + pieces.payload.len() + pieces.tail.len();
             let id =
                 (d.ip_header.is_none() && d.src.is_ipv4() && policy == IcrcPolicy::RecoverIpv4Id)
                     .then(|| icrc::recover_ipv4_ident(&c, ib_len))
@@ -262,6 +272,34 @@ fn check_icrc(
             }
         }
     }
+}
+
+/// The IP+UDP ICRC prefix of a socket-received flow, from the cache or computed and kept.
+fn cached_prefix(
+    cache: &mut PrefixCache,
+    src: SocketAddr,
+    dst: SocketAddr,
+    ib_len: usize,
+) -> Option<icrc::IcrcHasher> {
+    if let Some(i) = cache
+        .iter()
+        .position(|(s, t, n, _)| *n == ib_len && *s == src && *t == dst)
+    {
+        if i > 0 {
+            cache[..=i].rotate_right(1);
+        }
+        return Some(cache[0].3.clone());
+    }
+    let mut synth = [0u8; 40];
+    let udp_len = udp::HEADER_LEN + ib_len;
+    let ip = net_header(None, src, dst, udp_len, &mut synth)?;
+    let u = icrc::socket_udp_header(src, dst, ib_len).ok()?;
+    let h = icrc::IcrcHasher::prefix(ip, &u).ok()?;
+    if cache.len() == PREFIXES {
+        cache.pop();
+    }
+    cache.insert(0, (src, dst, ib_len, h.clone()));
+    Some(h)
 }
 
 /// The IP header the ICRC covers: as received, or rebuilt as a UDP socket's kernel built it

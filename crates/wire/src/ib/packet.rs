@@ -32,7 +32,7 @@ fn offset_of(set: HeaderSet, which: HeaderSet) -> Option<usize> {
         return None;
     }
     let mut off = BTH_LEN;
-    for (h, len) in ORDER {
+    for &(h, len) in ORDER.iter() {
         if h == which {
             return Some(off);
         }
@@ -200,19 +200,72 @@ pub struct IbRepr {
 }
 
 impl IbRepr {
-    /// Read from a checked packet.
+    /// Read from a checked packet (one pass over the opcode's extended headers).
     pub fn parse<T: AsRef<[u8]>>(p: &IbPacket<T>) -> IbRepr {
-        IbRepr {
+        let b = p.buffer.as_ref();
+        let mut r = IbRepr {
             bth: BthRepr::parse(&p.bth()),
-            rdeth: p.rdeth(),
-            deth: p.deth(),
-            reth: p.reth(),
-            atomic_eth: p.atomic_eth(),
-            aeth: p.aeth(),
-            atomic_ack: p.atomic_ack(),
-            immdt: p.immdt(),
-            ieth: p.ieth(),
             payload_len: p.payload_len(),
+            ..IbRepr::default()
+        };
+        r.parse_ext(p.headers, &b[BTH_LEN..]);
+        r
+    }
+
+    /// Read the BTH and extended headers of a packet whose payload (`payload_len` bytes)
+    /// and tail are elsewhere — received into separate buffers, say. `headers` must be
+    /// exactly the BTH and the extended headers its opcode has (an opcode this crate does
+    /// not define has none).
+    #[inline(always)]
+    pub fn parse_headers(headers: &[u8], payload_len: usize) -> Result<IbRepr> {
+        if headers.len() < BTH_LEN {
+            return Err(Error::Truncated);
+        }
+        let bth = Bth::new_unchecked(&headers[..BTH_LEN]);
+        let set = bth.opcode().headers().unwrap_or(HeaderSet::PAYLOAD);
+        if headers.len() != BTH_LEN + set.ext_len() {
+            return Err(Error::Malformed);
+        }
+        if !set.has(HeaderSet::PAYLOAD) && (payload_len != 0 || bth.pad_count() != 0) {
+            return Err(Error::Malformed);
+        }
+        let mut r = IbRepr {
+            bth: BthRepr::parse(&bth),
+            payload_len,
+            ..IbRepr::default()
+        };
+        r.parse_ext(set, &headers[BTH_LEN..]);
+        Ok(r)
+    }
+
+    /// Fill the extended headers of `set` from `b` (the bytes after the BTH; long enough).
+    #[inline(always)]
+    fn parse_ext(&mut self, set: HeaderSet, b: &[u8]) {
+        use super::ext::{Aeth, AtomicEth, Deth, Reth};
+        let mut off = 0;
+        for &(h, len) in ORDER.iter() {
+            if !set.has(h) {
+                continue;
+            }
+            let x = &b[off..off + len];
+            if h == HeaderSet::RDETH {
+                self.rdeth = Some(be_u32(x) & 0x00FF_FFFF);
+            } else if h == HeaderSet::DETH {
+                self.deth = Some(DethRepr::parse(&Deth::new_unchecked(x)));
+            } else if h == HeaderSet::RETH {
+                self.reth = Some(RethRepr::parse(&Reth::new_unchecked(x)));
+            } else if h == HeaderSet::ATOMIC_ETH {
+                self.atomic_eth = Some(AtomicEthRepr::parse(&AtomicEth::new_unchecked(x)));
+            } else if h == HeaderSet::AETH {
+                self.aeth = Some(AethRepr::parse(&Aeth::new_unchecked(x)));
+            } else if h == HeaderSet::ATOMIC_ACK_ETH {
+                self.atomic_ack = Some(be_u64(x));
+            } else if h == HeaderSet::IMMDT {
+                self.immdt = Some(be_u32(x));
+            } else if h == HeaderSet::IETH {
+                self.ieth = Some(be_u32(x));
+            }
+            off += len;
         }
     }
 
@@ -236,7 +289,7 @@ impl IbRepr {
         let set = self.headers();
         self.bth.emit(&mut Bth::new_unchecked(&mut buf[..BTH_LEN]));
         let mut off = BTH_LEN;
-        for (h, len) in ORDER {
+        for &(h, len) in ORDER.iter() {
             if !set.has(h) {
                 continue;
             }
@@ -271,6 +324,42 @@ impl IbRepr {
 mod tests {
     use super::super::Opcode;
     use super::*;
+
+    #[test]
+    fn headers_alone_parse_as_the_whole_packet() {
+        // WRITE ONLY with immediate: BTH, RETH, ImmDt, 5 payload bytes, 3 pad, ICRC
+        let ib = IbRepr {
+            bth: BthRepr {
+                opcode: crate::ib::Opcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+                dest_qp: 0x42,
+                psn: 7,
+                pad_count: 3,
+                ..Default::default()
+            },
+            reth: Some(RethRepr {
+                va: 0x1000,
+                rkey: 9,
+                dma_len: 5,
+            }),
+            immdt: Some(0xC0FFEE),
+            payload_len: 5,
+            ..Default::default()
+        };
+        let mut buf = vec![0u8; ib.buffer_len()];
+        ib.emit(&mut buf, &[1, 2, 3, 4, 5]);
+        let whole = IbRepr::parse(&IbPacket::new_checked(&buf[..]).unwrap());
+        let h = ib.header_len();
+        assert_eq!(IbRepr::parse_headers(&buf[..h], 5).unwrap(), whole);
+        assert_eq!(whole, ib);
+        assert_eq!(
+            IbRepr::parse_headers(&buf[..h - 1], 5).unwrap_err(),
+            Error::Malformed
+        );
+        assert_eq!(
+            IbRepr::parse_headers(&buf[..8], 5).unwrap_err(),
+            Error::Truncated
+        );
+    }
 
     #[test]
     fn pad_rule() {

@@ -295,19 +295,38 @@ pub fn check_socket_pieces(
     p: Pieces<'_>,
     comb: &mut Combiner,
 ) -> Result<(Check, u32)> {
-    if p.headers.len() < BTH_LEN || p.tail.len() < ICRC_LEN {
-        return Err(Error::Truncated);
-    }
     let n = p.headers.len() + p.payload.len() + p.tail.len();
+    let prefix = IcrcHasher::prefix(net_header, &socket_udp_header(src, dst, n)?)?;
+    check_pieces(prefix, p, comb)
+}
+
+/// The UDP header of an `ib_len`-byte RoCE datagram from `src` to `dst` as the ICRC covers
+/// it (the checksum is masked anyway).
+pub fn socket_udp_header(src: SocketAddr, dst: SocketAddr, ib_len: usize) -> Result<[u8; 8]> {
+    if udp::HEADER_LEN + ib_len > usize::from(u16::MAX) {
+        return Err(Error::Malformed);
+    }
     let mut u = [0u8; 8];
     udp::Repr {
         src_port: src.port(),
         dst_port: dst.port(),
-        payload_len: n,
+        payload_len: ib_len,
         checksum: 0,
     }
     .emit(&mut u);
-    let mut h = IcrcHasher::new(net_header, &u, &p.headers[..BTH_LEN])?;
+    Ok(u)
+}
+
+/// [`check_socket_pieces`] from the hash of the IP and UDP headers ([`IcrcHasher::prefix`]),
+/// which every packet of a flow with the same length shares, so a receiver can keep it.
+pub fn check_pieces(mut h: IcrcHasher, p: Pieces<'_>, comb: &mut Combiner) -> Result<(Check, u32)> {
+    if p.headers.len() < BTH_LEN || p.tail.len() < ICRC_LEN {
+        return Err(Error::Truncated);
+    }
+    let bth: &[u8; BTH_LEN] = p.headers[..BTH_LEN]
+        .try_into()
+        .map_err(|_| Error::Malformed)?;
+    h.update_bth(bth);
     h.update(&p.headers[BTH_LEN..]);
     let (pad, t) = p.tail.split_at(p.tail.len() - ICRC_LEN);
     let received = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);

@@ -1,0 +1,225 @@
+//! What comes back: ACKs and NAKs (retire, go back, RNR back-off, fail), READ responses
+//! and the retransmission timer.
+
+use super::*;
+
+impl Qp {
+    /// Complete finished WQEs from the front, in order.
+    pub(super) fn retire(&mut self, sinks: &mut Sinks) {
+        while let Some(w) = self.req.sq.front() {
+            let finished = if w.is_read() {
+                w.done
+            } else {
+                w.max_sent == w.npkts && psn::diff(w.last_psn(), self.req.una) < 0
+            };
+            if !finished {
+                break;
+            }
+            let w = self.req.sq.pop_front().map(|w| w.wr);
+            if let Some(wr) = w
+                && wr.signaled
+            {
+                let wc = self.wc_send(&wr, WcStatus::Success);
+                sinks.cqs.push(self.send_cq, wc);
+            }
+        }
+    }
+
+    /// Fail the WQE holding `p` (or the oldest) with `status` and enter ERROR.
+    pub(super) fn fail(&mut self, p: Option<u32>, status: WcStatus, sinks: &mut Sinks) {
+        let idx = p
+            .and_then(|p| self.req.sq.iter().position(|w| w.contains(p)))
+            .unwrap_or(0);
+        // earlier WQEs were implicitly acknowledged
+        for _ in 0..idx {
+            if let Some(w) = self.req.sq.pop_front()
+                && w.wr.signaled
+            {
+                let wc = self.wc_send(&w.wr, WcStatus::Success);
+                sinks.cqs.push(self.send_cq, wc);
+            }
+        }
+        if let Some(w) = self.req.sq.pop_front() {
+            let wc = self.wc_send(&w.wr, status);
+            sinks.cqs.push(self.send_cq, wc);
+        }
+        self.enter_error(sinks);
+    }
+
+    /// ACKNOWLEDGE (or ATOMIC ACKNOWLEDGE) from the responder.
+    pub(crate) fn handle_ack(&mut self, now: Instant, p: u32, aeth: AethRepr, sinks: &mut Sinks) {
+        match aeth.kind() {
+            AethKind::Ack { .. } => {
+                let before = self.req.una;
+                self.req.ack_through(p);
+                self.retire(sinks);
+                if self.req.una != before {
+                    self.req.progress(now);
+                }
+            }
+            AethKind::RnrNak { timer, .. } => {
+                self.stats.naks_received += 1;
+                self.stats.rnr_naks_received += 1;
+                self.req.ack_through(psn::sub1(p));
+                self.retire(sinks);
+                if self.req.rnr_retry != 7 {
+                    if self.req.rnr_left == 0 {
+                        self.fail(Some(p), WcStatus::RnrRetryExceeded, sinks);
+                        return;
+                    }
+                    self.req.rnr_left -= 1;
+                }
+                let wait =
+                    Duration::from_micros(u64::from(RNR_TIMER_USEC[usize::from(timer & 0x1F)]));
+                self.req.rnr_deadline = Some(now + wait);
+                self.req.retry_deadline = None;
+                self.req.go_back(p);
+            }
+            AethKind::Nak(NakCode::PsnSequenceError) => {
+                self.stats.naks_received += 1;
+                let before = self.req.una;
+                self.req.ack_through(psn::sub1(p));
+                self.retire(sinks);
+                if self.req.una == before && self.req.retry_cnt != 7 {
+                    if self.req.retries_left == 0 {
+                        self.fail(Some(p), WcStatus::RetryExceeded, sinks);
+                        return;
+                    }
+                    self.req.retries_left -= 1;
+                }
+                self.req.go_back(p);
+                self.req.rearm(now);
+            }
+            AethKind::Nak(code) => {
+                self.stats.naks_received += 1;
+                let status = match code {
+                    NakCode::InvalidRequest => WcStatus::RemoteInvalidRequest,
+                    NakCode::RemoteAccessError => WcStatus::RemoteAccessError,
+                    _ => WcStatus::RemoteOperationalError,
+                };
+                self.fail(Some(p), status, sinks);
+            }
+            AethKind::Reserved(_) => self.stats.drops += 1,
+        }
+    }
+
+    /// RDMA READ response packet.
+    pub(crate) fn handle_read_response(
+        &mut self,
+        now: Instant,
+        ib: &IbRepr,
+        payload: &[u8],
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) {
+        let p = ib.bth.psn;
+        let Some(idx) = self
+            .req
+            .sq
+            .iter()
+            .position(|w| w.is_read() && !w.done && w.contains(p))
+        else {
+            self.stats.duplicates += 1;
+            return;
+        };
+        // The responder answers in order: a response for this READ means every response of
+        // an earlier, unfinished READ was sent and lost. Ask again from the first missing
+        // one (and everything after it) instead of running ahead of it.
+        if let Some(earlier) = self
+            .req
+            .sq
+            .iter()
+            .take(idx)
+            .find(|w| w.is_read() && !w.done)
+        {
+            let resume = psn::add(earlier.first_psn, earlier.read_pkts);
+            self.stats.psn_gaps += 1;
+            self.req.go_back(resume);
+            return;
+        }
+        let mtu = self.mtu.bytes();
+        let w = &self.req.sq[idx];
+        let expected = psn::add(w.first_psn, w.read_pkts);
+        let d = psn::diff(p, expected);
+        if d < 0 {
+            self.stats.duplicates += 1;
+            return;
+        }
+        if d > 0 {
+            // a response was lost: ask again from the missing one
+            self.stats.psn_gaps += 1;
+            self.req.go_back(expected);
+            return;
+        }
+        let total = w.wr.sge.len as usize;
+        let done = w.read_pkts as usize * mtu;
+        let remaining = total - done.min(total);
+        let op = ib.bth.opcode;
+        // The bytes at a PSN are the same whichever request (original or re-request from the
+        // middle, which restarts at FIRST/ONLY) produced the response, so only the lengths
+        // are checked: FIRST/MIDDLE carry a full MTU, LAST/ONLY exactly what is left.
+        let len_ok = if op.is_first() || op.is_middle() {
+            payload.len() == mtu && remaining > mtu
+        } else {
+            payload.len() == remaining
+        };
+        if !len_ok {
+            self.fail(Some(p), WcStatus::BadResponse, sinks);
+            return;
+        }
+        let sge = w.wr.sge;
+        if !payload.is_empty() {
+            match mrs.get_mut(sge.lkey).and_then(|m| {
+                m.slice_mut(
+                    sge.va + done as u64,
+                    payload.len() as u64,
+                    Access::LOCAL_WRITE,
+                )
+            }) {
+                Ok(dst) => dst.copy_from_slice(payload),
+                Err(_) => {
+                    self.fail(Some(p), WcStatus::LocalProtectionError, sinks);
+                    return;
+                }
+            }
+        }
+        self.stats.rx_bytes += payload.len() as u64;
+        let w = &mut self.req.sq[idx];
+        w.read_pkts += 1;
+        if op.is_last() || op.is_only() {
+            w.done = true;
+        }
+        // everything before this response is acknowledged
+        let una = if w.done {
+            psn::add(w.first_psn, w.npkts)
+        } else {
+            psn::add(p, 1)
+        };
+        if psn::diff(una, self.req.una) > 0 {
+            self.req.una = una;
+        }
+        self.retire(sinks);
+        self.req.progress(now);
+    }
+
+    /// Retransmit and RNR timers.
+    pub(crate) fn handle_request_timeout(&mut self, now: Instant, sinks: &mut Sinks) {
+        if self.req.rnr_deadline.is_some_and(|t| t <= now) {
+            self.req.rnr_deadline = None;
+            self.req.rearm(now);
+        }
+        if self.req.retry_deadline.is_some_and(|t| t <= now) {
+            self.stats.timeouts += 1;
+            if self.req.retry_cnt != 7 {
+                if self.req.retries_left == 0 {
+                    self.fail(None, WcStatus::RetryExceeded, sinks);
+                    return;
+                }
+                self.req.retries_left -= 1;
+            }
+            let una = self.req.una;
+            self.req.go_back(una);
+            self.req.retry_deadline = Some(now + self.req.timeout);
+        }
+    }
+}

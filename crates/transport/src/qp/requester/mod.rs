@@ -1,0 +1,268 @@
+//! The send side of a QP: segmentation, PSNs, AckReq, ACK/NAK handling, go-back-N
+//! retransmission, RNR back-off, READ responses (RC); fire-and-forget (UC, UD).
+
+use super::{Qp, QpState, QpType, Sinks, build_headers, build_packet};
+use crate::mr::{Access, MrTable};
+use crate::wr::{SendOp, SendWr, WcStatus};
+use rocelink_wire::ib::ext::{AethKind, NakCode, RNR_TIMER_USEC};
+use rocelink_wire::ib::{AethRepr, BthRepr, DethRepr, IbRepr, Opcode, RethRepr, Transport, psn};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Payloads from this size on are left in their region by `poll_transmit_gather`.
+const GATHER_MIN: usize = 512;
+
+/// A send WR in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct SendWqe {
+    pub(crate) wr: SendWr,
+    first_psn: u32,
+    /// PSNs the message uses (READ: the responses' PSNs).
+    npkts: u32,
+    /// Next packet index to (re)send; READ: 0 = request to (re)send, 1 = sent.
+    next_pkt: u32,
+    /// Packets sent at least once (to count retransmissions).
+    max_sent: u32,
+    /// READ: responses received in order.
+    read_pkts: u32,
+    /// READ finished.
+    done: bool,
+}
+
+impl SendWqe {
+    fn last_psn(&self) -> u32 {
+        psn::add(self.first_psn, self.npkts - 1)
+    }
+    fn is_read(&self) -> bool {
+        matches!(self.wr.op, SendOp::Read { .. })
+    }
+    fn contains(&self, p: u32) -> bool {
+        let d = psn::diff(p, self.first_psn);
+        d >= 0 && (d as u32) < self.npkts
+    }
+}
+
+/// Requester state.
+#[derive(Debug)]
+pub(crate) struct Requester {
+    sq: VecDeque<SendWqe>,
+    /// PSN of the next new WQE's first packet.
+    next_psn: u32,
+    /// Oldest PSN not yet acknowledged.
+    una: u32,
+    timeout: Duration,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    retries_left: u8,
+    rnr_left: u8,
+    retry_deadline: Option<Instant>,
+    rnr_deadline: Option<Instant>,
+    /// Most packets in flight (RC).
+    pub(crate) window: u32,
+    /// Set AckReq at least every this many packets.
+    pub(crate) ack_every: u32,
+    since_ackreq: u32,
+}
+
+impl Default for Requester {
+    fn default() -> Self {
+        Requester {
+            sq: VecDeque::new(),
+            next_psn: 0,
+            una: 0,
+            timeout: Duration::from_millis(67),
+            retry_cnt: 7,
+            rnr_retry: 7,
+            retries_left: 7,
+            rnr_left: 7,
+            retry_deadline: None,
+            rnr_deadline: None,
+            window: 1024,
+            ack_every: 64,
+            since_ackreq: 0,
+        }
+    }
+}
+
+impl Requester {
+    pub(crate) fn configure(
+        &mut self,
+        sq_psn: u32,
+        timeout: Duration,
+        retry_cnt: u8,
+        rnr_retry: u8,
+    ) {
+        self.next_psn = sq_psn;
+        self.una = sq_psn;
+        self.timeout = timeout.max(Duration::from_micros(100));
+        self.retry_cnt = retry_cnt.min(7);
+        self.rnr_retry = rnr_retry.min(7);
+        self.retries_left = self.retry_cnt;
+        self.rnr_left = self.rnr_retry;
+    }
+
+    pub(crate) fn drain(&mut self) -> Vec<SendWr> {
+        self.retry_deadline = None;
+        self.rnr_deadline = None;
+        self.sq.drain(..).map(|w| w.wr).collect()
+    }
+
+    pub(crate) fn outstanding(&self) -> usize {
+        self.sq.len()
+    }
+
+    pub(crate) fn next_timeout(&self) -> Option<Instant> {
+        match (self.retry_deadline, self.rnr_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// PSN the next packet to send carries, and its WQE index.
+    fn cursor(&self) -> Option<(usize, u32)> {
+        self.sq.iter().enumerate().find_map(|(i, w)| {
+            if w.is_read() {
+                (w.next_pkt == 0 && !w.done).then(|| (i, psn::add(w.first_psn, w.read_pkts)))
+            } else {
+                (w.next_pkt < w.npkts).then(|| (i, psn::add(w.first_psn, w.next_pkt)))
+            }
+        })
+    }
+
+    /// Resend everything from PSN `p` on.
+    fn go_back(&mut self, p: u32) {
+        for w in self.sq.iter_mut() {
+            if w.is_read() {
+                if !w.done && psn::diff(psn::add(w.first_psn, w.npkts), p) > 0 {
+                    w.next_pkt = 0;
+                }
+            } else if w.contains(p) {
+                w.next_pkt = w.next_pkt.min(psn::diff(p, w.first_psn) as u32);
+            } else if psn::diff(w.first_psn, p) > 0 {
+                w.next_pkt = 0;
+            }
+        }
+    }
+
+    fn progress(&mut self, now: Instant) {
+        self.retries_left = self.retry_cnt;
+        self.rnr_left = self.rnr_retry;
+        self.rearm(now);
+    }
+
+    fn rearm(&mut self, now: Instant) {
+        let in_flight = self.sq.iter().any(|w| {
+            if w.is_read() {
+                !w.done && w.next_pkt > 0
+            } else {
+                w.max_sent > 0
+            }
+        });
+        self.retry_deadline = in_flight.then(|| now + self.timeout);
+    }
+
+    /// Cumulative acknowledgement of every PSN up to and including `p`.
+    fn ack_through(&mut self, p: u32) {
+        // ignore ACKs for PSNs we never sent or already covered
+        let sent_end = self.sent_end();
+        if psn::diff(p, self.una) < -1 || psn::diff(p, sent_end) >= 0 {
+            return;
+        }
+        let mut una = psn::add(p, 1);
+        for w in self.sq.iter_mut() {
+            if psn::diff(w.first_psn, p) > 0 {
+                break;
+            }
+            if w.is_read() && !w.done {
+                // responses for this READ were lost (the peer already answered later
+                // requests): ask again from where they stopped
+                let resume = psn::add(w.first_psn, w.read_pkts);
+                una = resume;
+                w.next_pkt = 0;
+                break;
+            }
+        }
+        if psn::diff(una, self.una) > 0 {
+            self.una = una;
+        }
+    }
+
+    /// One past the last PSN sent so far.
+    fn sent_end(&self) -> u32 {
+        let mut end = self.una;
+        for w in &self.sq {
+            let sent = if w.is_read() {
+                if w.max_sent > 0 { w.npkts } else { 0 }
+            } else {
+                w.max_sent
+            };
+            if sent > 0 {
+                end = psn::add(w.first_psn, sent);
+            }
+        }
+        end
+    }
+}
+
+impl Qp {
+    /// Queue a send WR (state and local memory are checked here).
+    pub(crate) fn post_send(&mut self, wr: SendWr, mrs: &MrTable) -> Result<(), crate::QpError> {
+        if self.state != QpState::Rts {
+            return Err(crate::QpError::BadState(self.state));
+        }
+        if self.req.outstanding() >= self.max_send_wr {
+            return Err(crate::QpError::QueueFull);
+        }
+        let len = wr.sge.len as usize;
+        let allowed = match (self.qp_type, wr.op) {
+            (QpType::Ud, SendOp::UdSend { .. }) => true,
+            (
+                QpType::Uc,
+                SendOp::Send | SendOp::SendImm(_) | SendOp::Write { .. } | SendOp::WriteImm { .. },
+            ) => true,
+            (QpType::Rc, SendOp::UdSend { .. }) => false,
+            (QpType::Rc, _) => true,
+            _ => false,
+        };
+        if !allowed {
+            return Err(crate::QpError::UnsupportedOp);
+        }
+        if self.qp_type == QpType::Ud && len > self.mtu.bytes() {
+            return Err(crate::QpError::TooLong);
+        }
+        if len > 1 << 31 {
+            return Err(crate::QpError::TooLong);
+        }
+        if len > 0 {
+            let need = if matches!(wr.op, SendOp::Read { .. }) {
+                Access::LOCAL_WRITE
+            } else {
+                Access::NONE
+            };
+            mrs.get(wr.sge.lkey)
+                .and_then(|m| m.slice(wr.sge.va, u64::from(wr.sge.len), need).map(|_| ()))
+                .map_err(crate::QpError::LocalAccess)?;
+        }
+        let npkts = if self.qp_type == QpType::Ud {
+            1
+        } else {
+            self.mtu.packets(len)
+        };
+        let first_psn = self.req.next_psn;
+        self.req.next_psn = psn::add(first_psn, npkts);
+        self.req.sq.push_back(SendWqe {
+            wr,
+            first_psn,
+            npkts,
+            next_pkt: 0,
+            max_sent: 0,
+            read_pkts: 0,
+            done: false,
+        });
+        Ok(())
+    }
+}
+
+mod complete;
+mod send;

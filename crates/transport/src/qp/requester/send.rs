@@ -1,0 +1,201 @@
+//! Building the next request packet: segmentation, PSNs, AckReq, the retransmission
+//! cursor, gather of region payloads.
+
+use super::*;
+
+impl Qp {
+    /// Write the next request packet into `buf`; returns its destination and length.
+    pub(crate) fn poll_request(
+        &mut self,
+        now: Instant,
+        mrs: &MrTable,
+        buf: &mut Vec<u8>,
+        sinks: &mut Sinks,
+        gather: bool,
+    ) -> Option<(SocketAddr, usize, Option<crate::Gather>)> {
+        if self.state != QpState::Rts || self.req.rnr_deadline.is_some() {
+            return None;
+        }
+        let (idx, p) = self.req.cursor()?;
+        if self.qp_type == QpType::Rc && psn::diff(p, self.req.una) >= self.req.window as i32 {
+            return None;
+        }
+        let mtu = self.mtu.bytes();
+        let w = self.req.sq[idx].clone();
+        let transport = match self.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        };
+        let mut ib = IbRepr {
+            bth: BthRepr {
+                dest_qp: self.dest_qpn,
+                psn: p,
+                pkey: self.pkey,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut dst = self.remote;
+        // (offset, len) of the payload in the SGE
+        let (off, plen);
+        match w.wr.op {
+            SendOp::Read { va, rkey } => {
+                let done = u64::from(w.read_pkts) * mtu as u64;
+                ib.bth.opcode = Opcode::RC_RDMA_READ_REQUEST;
+                ib.reth = Some(RethRepr {
+                    va: va.wrapping_add(done),
+                    rkey,
+                    dma_len: (u64::from(w.wr.sge.len) - done.min(u64::from(w.wr.sge.len))) as u32,
+                });
+                ib.bth.ack_req = true;
+                (off, plen) = (0, 0);
+            }
+            SendOp::UdSend { dest, imm } => {
+                ib.bth.opcode = if imm.is_some() {
+                    Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
+                } else {
+                    Opcode::UD_SEND_ONLY
+                };
+                ib.bth.dest_qp = dest.qpn & psn::MASK;
+                let qkey = if dest.qkey & 0x8000_0000 != 0 {
+                    self.qkey
+                } else {
+                    dest.qkey
+                };
+                ib.deth = Some(DethRepr {
+                    qkey,
+                    src_qp: self.qpn,
+                });
+                ib.immdt = imm;
+                dst = Some(dest.addr);
+                (off, plen) = (0, w.wr.sge.len as usize);
+            }
+            op => {
+                let k = w.next_pkt;
+                let total = w.wr.sge.len as usize;
+                off = k as usize * mtu;
+                plen = (total - off.min(total)).min(mtu);
+                let (first, last) = (k == 0, k + 1 == w.npkts);
+                let (is_write, imm) = match op {
+                    SendOp::Send => (false, None),
+                    SendOp::SendImm(i) => (false, Some(i)),
+                    SendOp::Write { .. } => (true, None),
+                    SendOp::WriteImm { imm, .. } => (true, Some(imm)),
+                    _ => (false, None),
+                };
+                let base = match (is_write, first, last, imm.is_some()) {
+                    (false, true, true, false) => 0x04,
+                    (false, true, true, true) => 0x05,
+                    (false, true, false, _) => 0x00,
+                    (false, false, false, _) => 0x01,
+                    (false, false, true, false) => 0x02,
+                    (false, false, true, true) => 0x03,
+                    (true, true, true, false) => 0x0A,
+                    (true, true, true, true) => 0x0B,
+                    (true, true, false, _) => 0x06,
+                    (true, false, false, _) => 0x07,
+                    (true, false, true, false) => 0x08,
+                    (true, false, true, true) => 0x09,
+                };
+                ib.bth.opcode = Opcode::with_transport(transport, base);
+                if let (SendOp::Write { va, rkey } | SendOp::WriteImm { va, rkey, .. }, true) =
+                    (op, first)
+                {
+                    ib.reth = Some(RethRepr {
+                        va,
+                        rkey,
+                        dma_len: w.wr.sge.len,
+                    });
+                }
+                if last {
+                    ib.immdt = imm;
+                    ib.bth.solicited = w.wr.solicited;
+                }
+                self.req.since_ackreq += 1;
+                if self.qp_type == QpType::Rc
+                    && (last || self.req.since_ackreq >= self.req.ack_every)
+                {
+                    ib.bth.ack_req = true;
+                    self.req.since_ackreq = 0;
+                }
+            }
+        }
+        let dst = dst?;
+        let payload = if plen == 0 {
+            &[][..]
+        } else {
+            match mrs
+                .get(w.wr.sge.lkey)
+                .and_then(|m| m.slice(w.wr.sge.va + off as u64, plen as u64, Access::NONE))
+            {
+                Ok(s) => s,
+                Err(_) => {
+                    // the region went away after posting
+                    let wc = self.wc_send(&w.wr, WcStatus::LocalProtectionError);
+                    sinks.cqs.push(self.send_cq, wc);
+                    self.req.sq.remove(idx);
+                    self.enter_error(sinks);
+                    return None;
+                }
+            }
+        };
+        ib.payload_len = plen;
+        ib.bth.pad_count = rocelink_wire::ib::pad_for(plen);
+        let (n, g) = match mrs
+            .get(w.wr.sge.lkey)
+            .and_then(|m| m.offset_of(w.wr.sge.va + off as u64, plen as u64))
+        {
+            // small payloads are cheaper copied than sent as separate iovecs
+            Ok(offset) if gather && plen >= GATHER_MIN => {
+                let (n, tail, tail_len) = build_headers(buf, &ib, payload, self.local, dst);
+                let g = crate::Gather {
+                    lkey: w.wr.sge.lkey,
+                    offset,
+                    len: plen,
+                    tail,
+                    tail_len,
+                };
+                (n, Some(g))
+            }
+            _ => (build_packet(buf, &ib, payload, self.local, dst), None),
+        };
+        self.stats.tx_packets += 1;
+        self.stats.tx_bytes += plen as u64;
+        let wq = &mut self.req.sq[idx];
+        if wq.is_read() {
+            if wq.max_sent > 0 {
+                self.stats.retransmissions += 1;
+            }
+            wq.next_pkt = 1;
+            wq.max_sent = 1;
+        } else {
+            if wq.next_pkt < wq.max_sent {
+                self.stats.retransmissions += 1;
+            }
+            wq.next_pkt += 1;
+            wq.max_sent = wq.max_sent.max(wq.next_pkt);
+        }
+        match self.qp_type {
+            QpType::Rc => {
+                if self.req.retry_deadline.is_none() {
+                    self.req.retry_deadline = Some(now + self.req.timeout);
+                }
+            }
+            // unreliable: done once the last packet left
+            QpType::Uc | QpType::Ud => {
+                if wq.next_pkt >= wq.npkts {
+                    let w = self.req.sq.remove(idx).map(|w| w.wr);
+                    self.req.una = self.req.next_psn;
+                    if let Some(wr) = w
+                        && wr.signaled
+                    {
+                        let wc = self.wc_send(&wr, WcStatus::Success);
+                        sinks.cqs.push(self.send_cq, wc);
+                    }
+                }
+            }
+        }
+        Some((dst, n, g))
+    }
+}

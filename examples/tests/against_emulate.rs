@@ -1,0 +1,90 @@
+//! The library example runs against `rocelink emulate`: it receives ten good frames into
+//! its own memory and exits 0.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// `target/<profile>/` of this test binary.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// The built artifact at `rel` under the target directory, building it with cargo if the
+/// workspace build did not (e.g. `cargo test -p rocelink-examples`).
+fn artifact(rel: &str, build: &[&str]) -> PathBuf {
+    let p = target_dir().join(rel);
+    if !p.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "--quiet"])
+            .args(build)
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+            .status()
+            .unwrap();
+        assert!(st.success(), "cargo build {build:?}");
+    }
+    assert!(p.exists(), "{} not built", p.display());
+    p
+}
+
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn receive_frames_example_runs_against_rocelink_emulate() {
+    let rocelink = artifact("rocelink", &["-p", "rocelink", "--bin", "rocelink"]);
+    let example = artifact(
+        "examples/receive_frames",
+        &["-p", "rocelink-examples", "--example", "receive_frames"],
+    );
+    let (dev, host) = ("127.0.77.2", "127.0.77.1");
+    let mut emu = Command::new(rocelink)
+        .args([
+            "emulate",
+            "--ip",
+            dev,
+            "--bootp-target",
+            "none",
+            "--seconds",
+            "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // ready once it prints its banner (it has bound its ports by then)
+    let stderr = emu.stderr.take().unwrap();
+    let _emu = Kill(emu);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let banner = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(banner.contains("HSB device"), "{banner}");
+    let out = Command::new(example)
+        .args([dev, host, "10"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("10 good frames of 10"), "{stdout}");
+    // each frame was handed to the application's code with its bytes
+    assert_eq!(stdout.matches("bytes, byte sum").count(), 10, "{stdout}");
+    assert!(stdout.contains("ring of"), "{stdout}");
+}
