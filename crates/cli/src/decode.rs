@@ -318,6 +318,7 @@ fn hsb_json(h: &Hsb) -> (&'static str, Value) {
             json!({"interrupt_active": e.interrupt_active, "interrupt_state": e.interrupt_state,
                    "seconds": e.seconds, "nanoseconds": e.nanoseconds}),
         ),
+        _ => ("hsb", json!({})),
     }
 }
 

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How frames are paced.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Pacing {
     /// Frames per second; packets inside a frame go out at `link_gbps`.
     Fps(f64),

@@ -54,6 +54,7 @@ impl Imx274Mode {
 
 /// A frame source.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Sensor {
     /// Deterministic bytes, as many as the window holds.
     Pattern,

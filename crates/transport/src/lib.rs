@@ -74,6 +74,7 @@ pub use wr::{
 
 /// Something that happened that is not a work completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Event {
     /// The QP entered the error state.
     QpError {
@@ -123,6 +124,7 @@ impl Event {
 
 /// Why a verb was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QpError {
     /// No such QP.
     #[error("no QP {0:#x}")]

@@ -46,6 +46,7 @@ pub struct MrKeys {
 
 /// Why an access was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum AccessError {
     /// No region has this key.
     #[error("unknown key {0:#x}")]

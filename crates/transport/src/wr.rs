@@ -27,6 +27,7 @@ pub struct UdDest {
 
 /// The operation of a send work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SendOp {
     /// SEND.
     Send,
@@ -190,6 +191,7 @@ impl RecvWr {
 
 /// Completion status (`ibv_wc_status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WcStatus {
     /// Success.
     Success,
@@ -217,6 +219,7 @@ pub enum WcStatus {
 
 /// Completion opcode (`ibv_wc_opcode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WcOpcode {
     /// A SEND (or UD send) finished.
     Send,

@@ -39,6 +39,7 @@ pub struct Options {
 
 /// What kind of frame this is, at the highest layer decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Kind {
     /// RoCE v2 (UDP 4791).
     Roce,
@@ -106,6 +107,7 @@ pub struct Roce {
 
 /// HSB traffic (with [`Options::hsb`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Hsb {
     /// A 0x2B frame-end packet: the record in the last 128 payload bytes and the immediate.
     Metadata {

@@ -57,6 +57,7 @@ use core::fmt;
 
 /// Why a buffer could not be read as the requested header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Error {
     /// The buffer is shorter than the header (or than a length field inside it says).
     Truncated,

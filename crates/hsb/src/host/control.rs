@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 /// Why a register access failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EcbError {
     /// No answer within the timeout (after resends).
     #[error("no reply from {peer} to {what} (sequence {seq:#06x}) within {timeout:?}")]

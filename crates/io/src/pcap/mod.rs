@@ -31,6 +31,7 @@ pub const LINKTYPE_LINUX_SLL2: u32 = 276;
 
 /// Why a capture could not be read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PcapError {
     /// Reading failed.
     #[error("I/O error: {0}")]

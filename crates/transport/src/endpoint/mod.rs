@@ -17,6 +17,7 @@ use std::time::Instant;
 
 /// How received ICRCs are checked when the IP header is not available.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum IcrcPolicy {
     /// Drop a packet unless its ICRC verifies exactly (IPv6, or IPv4 sent with ID 0 as HSB
     /// devices and rocelink do, or with the real IP header supplied).
@@ -31,6 +32,7 @@ pub enum IcrcPolicy {
 
 /// What was verified about one received packet's ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum IcrcStatus {
     /// Exact: every covered byte was known.
     Exact,

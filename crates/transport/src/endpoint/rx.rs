@@ -34,6 +34,7 @@ pub struct Landed<'a> {
 /// What became of a [`Landed`] payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[must_use]
+#[non_exhaustive]
 pub enum Landing {
     /// Verified and accepted where it landed: it was already where its RETH says.
     InPlace,

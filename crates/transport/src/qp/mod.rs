@@ -133,6 +133,7 @@ impl QpInit {
 
 /// A state transition with the attributes it sets (`ibv_modify_qp`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Modify {
     /// RESET → INIT. `qkey` is used by UD QPs.
     Init {

@@ -111,7 +111,10 @@ impl Qp {
             if dma_len > 1 << 31 {
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
-            if dma_len > 0 {
+            // a WRITE ONLY without immediate is checked once, where it is placed (the same
+            // range, after the length check as in rxe); a longer message or one that takes
+            // a RECV is checked whole here, before anything else happens
+            if dma_len > 0 && (!op.is_only() || op.has_immediate()) {
                 let ok = mrs
                     .get(reth.rkey)
                     .and_then(|r| r.slice(reth.va, dma_len, Access::REMOTE_WRITE).map(|_| ()));
