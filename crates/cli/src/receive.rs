@@ -5,7 +5,7 @@
 
 use crate::args;
 use crate::hsb::{Layout, RxTuning};
-use crate::sinks::{Output, Sinks, frame_json, frame_line, frame_meta};
+use crate::sinks::{Output, Sinks};
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, anyhow, bail};
 use rocelink_hsb::catalogue::SensorSpec;
@@ -13,147 +13,41 @@ use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::emulator::{Emulator, EmulatorConfig, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
+use rocelink_session::{FrameSink, Limits, StopReason};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Why the frame loop ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ended {
-    Frames,
-    Seconds,
-    Signal,
-}
-
-/// When the loop ends.
-struct Limits {
-    frames: Option<u64>,
-    seconds: Option<Duration>,
-    /// Without a frame for this long: an error naming what was refused.
-    timeout: Duration,
-}
-
-/// How long one wait inside the loop may last: a stop request is seen within this.
-const SLICE: Duration = Duration::from_millis(50);
-
-/// Why nothing arrived: the datagrams the transport refused, by reason.
-fn refusals(rx: &Receiver) -> String {
-    let (e, q) = rx.transport_stats();
-    let fast = rx.fast_stats().map_or(0, |f| f.in_place + f.moved);
-    if e.rx_datagrams + fast == 0 {
-        return "no RoCE datagram arrived".into();
-    }
-    let mut why = Vec::new();
-    for (n, what) in [
-        (e.unknown_qp, "for another QP"),
-        (q.access_violations, "refused by R_Key or bounds"),
-        (e.icrc_errors, "with a bad ICRC"),
-        (e.malformed, "malformed"),
-        (e.pkey_errors, "with a wrong P_Key"),
-        (q.drops, "dropped by the QP (wrong sender or opcode)"),
-    ] {
-        if n > 0 {
-            why.push(format!("{n} {what}"));
-        }
-    }
-    format!(
-        "{} datagrams arrived{}{}",
-        e.rx_datagrams + fast,
-        if why.is_empty() { "" } else { ": " },
-        why.join(", ")
-    )
-}
-
+/// Frames from the receiver to the sinks until the limits or Ctrl-C/SIGTERM.
 fn frame_loop(
     rx: &mut Receiver,
     lim: &Limits,
     stop: &StopFlag,
     out: &mut Sinks,
-) -> Result<(u64, Ended)> {
-    let pb = indicatif::ProgressBar::new_spinner();
-    pb.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    if out.json || out.quiet {
-        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    let start = Instant::now();
-    let end = lim.seconds.map(|s| start + s);
-    let mut last = start;
-    let mut n = 0u64;
-    let ended = loop {
-        if lim.frames.is_some_and(|m| n >= m) {
-            break Ended::Frames;
-        }
-        if stop.is_set() {
-            break Ended::Signal;
-        }
-        let now = Instant::now();
-        if end.is_some_and(|e| now >= e) {
-            break Ended::Seconds;
-        }
-        if now.duration_since(last) >= lim.timeout {
-            pb.finish_and_clear();
-            bail!(
-                "no frame within {:?} (after {n} frames); {}",
-                lim.timeout,
-                refusals(rx)
-            );
-        }
-        let Some(f) = rx.next_frame(SLICE)? else {
-            continue;
-        };
-        last = Instant::now();
-        n += 1;
-        if let Some((r, _)) = out.rec.as_mut() {
-            r.offer(&frame_meta(&f), rx.frame_data(&f));
-        }
-        if let Some(s) = out.snap.as_mut() {
-            let final_one = lim.frames.is_some_and(|m| n == m);
-            if f.good() && (final_one || s.due()) {
-                s.save(rx.frame_data(&f))?;
-            }
-        }
-        if out.json {
-            println!("{}", frame_json(&f));
-        } else if out.quiet {
-        } else if pb.is_hidden() {
-            println!("{}", frame_line(&f));
-        } else {
-            pb.println(frame_line(&f));
-        }
-        let secs = start.elapsed().as_secs_f64().max(1e-9);
-        let s = rx.stats;
-        pb.set_message(format!(
-            "{:.1} fps {:.2} Gbit/s | {} good {} damaged | {} packets dropped | {} ICRC errors",
-            s.frames as f64 / secs,
-            s.bytes as f64 * 8.0 / secs / 1e9,
-            s.good,
-            s.damaged,
-            s.dropped_packets,
-            s.icrc_errors
-        ));
-        pb.tick();
-    };
-    pb.finish_and_clear();
-    Ok((n, ended))
+) -> Result<(u64, StopReason)> {
+    let flag = stop.arc();
+    let r = rocelink_session::run(rx, lim, &flag, &mut out.list());
+    out.term.done();
+    let o = r?;
+    Ok((o.frames, o.stopped))
 }
 
-/// Finish the recording (every offered frame written and indexed, data and index durable)
-/// and say how it went. Err when the recording stopped early (disk full, limit).
+/// Finish the recording and report it; `Ok(false)` when frames were lost to it.
 fn finish_recording(out: &mut Sinks, cmd: &str) -> Result<bool> {
-    let Some((rec, dir)) = out.rec.take() else {
+    let Some(rec) = out.rec.as_mut() else {
         return Ok(true);
     };
-    let s = rec.finish()?;
+    rec.finish()?;
+    let Some(s) = rec.summary() else {
+        return Ok(true);
+    };
     eprintln!(
         "rocelink {cmd}: recorded {} frames ({} bytes, {}) to {}; {} dropped by the recorder{}",
         s.frames,
         s.bytes,
         if s.direct { "direct I/O" } else { "page cache" },
-        dir.display(),
+        rec.dir().display(),
         s.dropped,
         s.stopped
             .as_ref()
@@ -294,10 +188,14 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         ctl = Some(c);
     }
     // 4. frames
-    let lim = Limits {
-        frames: a.frames,
-        seconds: a.seconds,
-        timeout: a.timeout,
+    let lim = Limits::unlimited()
+        .with_seconds(a.seconds)
+        .with_timeout(a.timeout);
+    let lim = match a.frames {
+        Some(n) => Limits::frames(n)
+            .with_seconds(a.seconds)
+            .with_timeout(a.timeout),
+        None => lim,
     };
     let r = frame_loop(&mut rx, &lim, &stop, &mut out);
     // 5. stop the device, finish the recording, summary
@@ -318,7 +216,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             s.refused,
             s.in_place,
             s.datagrams,
-            if ended == Ended::Signal {
+            if ended == StopReason::Stopped {
                 " (stopped by signal)"
             } else {
                 ""
@@ -371,7 +269,7 @@ pub(crate) struct DemoArgs {
 struct Ran {
     rx: Receiver,
     ctl: Control,
-    r: Result<(u64, Ended)>,
+    r: Result<(u64, StopReason)>,
     out: Sinks,
 }
 
@@ -423,11 +321,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
         let mut out = a.out.open(Some(&a.sensor), frame_size)?;
         let mut rx = rx;
         rx.configure(&mut ctl)?;
-        let lim = Limits {
-            frames: Some(a.frames),
-            seconds: None,
-            timeout: Duration::from_secs(5),
-        };
+        let lim = Limits::frames(a.frames).with_timeout(Duration::from_secs(5));
         let r = frame_loop(&mut rx, &lim, &stop, &mut out);
         Ok(Ran { rx, ctl, r, out })
     };
@@ -464,7 +358,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
             s.dropped_packets,
             s.icrc_errors,
             es.packets,
-            if ended == Ended::Signal {
+            if ended == StopReason::Stopped {
                 "; stopped by signal"
             } else {
                 ""

@@ -205,12 +205,3 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
 pub(crate) fn png_image(header: &Header, data: &[u8]) -> Result<Vec<u8>> {
     Ok(image::unpack(header, data)?.to_png()?)
 }
-
-/// Write `bytes` to `path` atomically (a reader never sees half a file).
-pub(crate) fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
-}

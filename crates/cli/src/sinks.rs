@@ -1,13 +1,14 @@
-//! Where verified frames go: per-frame lines or JSON, the recorder, the PNG snapshot; and
-//! the checks of those flags before anything starts.
+//! The output flags of `receive` and `demo`, checked before anything starts, and the sinks
+//! they open (`rocelink_session`'s recorder and snapshot, and the terminal: per-frame lines
+//! or JSON on stdout, the progress line on stderr).
 
 use crate::args;
 use anyhow::{Context, Result, bail};
 use rocelink_hsb::catalogue::SensorSpec;
-use rocelink_hsb::host::receiver::FrameReport;
-use serde_json::json;
+use rocelink_session::{
+    Delivered, FrameSink, RecordSink, SessionError, SnapshotSink, frame_json, frame_line,
+};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 /// What the frame loop writes to the terminal and to disk.
 #[derive(clap::Args, Debug, Clone)]
@@ -38,10 +39,24 @@ pub(crate) struct Output {
 
 /// The sinks, built after every input was checked.
 pub(crate) struct Sinks {
-    pub(crate) json: bool,
-    pub(crate) quiet: bool,
-    pub(crate) rec: Option<(rocelink_record::Recorder, PathBuf)>,
-    pub(crate) snap: Option<Snapshot>,
+    pub(crate) rec: Option<RecordSink>,
+    pub(crate) snap: Option<SnapshotSink>,
+    pub(crate) term: Terminal,
+}
+
+impl Sinks {
+    /// Every sink, for the frame loop.
+    pub(crate) fn list(&mut self) -> Vec<&mut dyn FrameSink> {
+        let mut v: Vec<&mut dyn FrameSink> = Vec::new();
+        if let Some(r) = self.rec.as_mut() {
+            v.push(r);
+        }
+        if let Some(s) = self.snap.as_mut() {
+            v.push(s);
+        }
+        v.push(&mut self.term);
+        v
+    }
 }
 
 impl Output {
@@ -62,119 +77,75 @@ impl Output {
     pub(crate) fn open(&self, sensor: Option<&SensorSpec>, frame_size: usize) -> Result<Sinks> {
         let rec = match &self.record {
             Some(dir) => {
-                let mut rc = rocelink_record::RecordConfig::new(
-                    dir.clone(),
-                    record_header(sensor, frame_size),
-                );
+                let mut rc = RecordSink::config(dir.clone(), sensor, frame_size);
                 rc.max_bytes = self.max_bytes;
                 rc.max_frames = self.max_frames;
-                let r = rocelink_record::Recorder::start(rc)
-                    .with_context(|| format!("--record {}", dir.display()))?;
-                Some((r, dir.clone()))
+                Some(RecordSink::start(rc).with_context(|| format!("--record {}", dir.display()))?)
             }
             None => None,
         };
         let snap = match (&self.snapshot, sensor) {
-            (Some(p), Some(s)) => Some(Snapshot::new(p.clone(), s, frame_size)?),
+            (Some(p), Some(s)) => Some(SnapshotSink::new(p.clone(), s, frame_size)),
             _ => None,
         };
         Ok(Sinks {
-            json: self.json,
-            quiet: self.quiet,
             rec,
             snap,
+            term: Terminal::new(self.json, self.quiet),
         })
     }
 }
 
-/// Stream parameters of a recording made from `sensor`.
-pub(crate) fn record_header(
-    sensor: Option<&SensorSpec>,
-    frame_size: usize,
-) -> rocelink_record::format::Header {
-    let mut h = rocelink_record::format::Header {
-        sensor: sensor.map_or("unknown".to_string(), |s| s.to_string()),
-        frame_size: frame_size as u64,
-        layout: "bytes".into(),
-        ..Default::default()
-    };
-    if let Some(g) = sensor.and_then(SensorSpec::image) {
-        h.layout = g.layout.into();
-        (h.width, h.height, h.bits) = (g.width, g.height, g.bits);
-        h.start_byte = g.start_byte;
-        h.bytes_per_line = g.bytes_per_line;
-    }
-    h
+/// The terminal: one line or JSON object per frame on stdout, and a progress line (rate,
+/// verdicts, losses) on stderr when it is a terminal.
+pub(crate) struct Terminal {
+    json: bool,
+    quiet: bool,
+    pb: indicatif::ProgressBar,
 }
 
-pub(crate) fn frame_meta(f: &FrameReport) -> rocelink_record::FrameMeta {
-    rocelink_record::FrameMeta {
-        frame_number: f.frame_number,
-        good: f.good(),
-        complete: f.complete,
-        crc_ok: f.crc_ok == Some(true),
-        crc_present: f.crc_ok.is_some(),
-        crc: f.crc_expected.unwrap_or(f.crc),
-        flags: f.flags,
-        dropped_packets: f.dropped_packets,
-        sof: f.sof,
-        meta: f.meta,
-        packets: f.packets,
-        page: f.page,
-        ..Default::default()
+impl Terminal {
+    fn new(json: bool, quiet: bool) -> Terminal {
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        if json || quiet {
+            pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        Terminal { json, quiet, pb }
+    }
+
+    /// Take the progress line off the screen.
+    pub(crate) fn done(&self) {
+        self.pb.finish_and_clear();
     }
 }
 
-pub(crate) fn frame_json(f: &FrameReport) -> serde_json::Value {
-    json!({"frame_number": f.frame_number, "bytes": f.bytes, "bytes_expected": f.bytes_expected, "crc": f.crc,
-           "crc_expected": f.crc_expected, "crc_ok": f.crc_ok, "psn": f.psn, "page": f.page, "packets": f.packets,
-           "dropped_packets": f.dropped_packets, "flags": f.flags, "sof_s": f.sof.0, "sof_ns": f.sof.1,
-           "meta_s": f.meta.0, "meta_ns": f.meta.1, "complete": f.complete, "good": f.good()})
-}
-
-pub(crate) fn frame_line(f: &FrameReport) -> String {
-    format!(
-        "frame {:>6} page {:>3} {:>9} bytes {:>5} packets crc {:#010x} {} dropped {} flags {:#x} -> {}",
-        f.frame_number,
-        f.page,
-        f.bytes,
-        f.packets,
-        f.crc,
-        match f.crc_ok {
-            Some(true) => "ok",
-            Some(false) => "MISMATCH",
-            None => "n/a",
-        },
-        f.dropped_packets,
-        f.flags,
-        if f.good() { "good" } else { "DAMAGED" }
-    )
-}
-
-/// `--snapshot FILE`: the latest good frame as a PNG, rewritten at most once a second
-/// and on the last frame.
-pub(crate) struct Snapshot {
-    path: PathBuf,
-    header: rocelink_record::format::Header,
-    saved: Option<Instant>,
-}
-
-impl Snapshot {
-    fn new(path: PathBuf, sensor: &SensorSpec, frame_size: usize) -> Result<Snapshot> {
-        Ok(Snapshot {
-            path,
-            header: record_header(Some(sensor), frame_size),
-            saved: None,
-        })
-    }
-    pub(crate) fn due(&self) -> bool {
-        self.saved
-            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-    }
-    pub(crate) fn save(&mut self, data: &[u8]) -> Result<()> {
-        let png = crate::record::png_image(&self.header, data)?;
-        crate::record::write_atomic(&self.path, &png)?;
-        self.saved = Some(Instant::now());
+impl FrameSink for Terminal {
+    fn frame(&mut self, d: &Delivered<'_>) -> Result<(), SessionError> {
+        let f = d.report;
+        if self.json {
+            println!("{}", frame_json(f));
+        } else if self.quiet {
+        } else if self.pb.is_hidden() {
+            println!("{}", frame_line(f));
+        } else {
+            self.pb.println(frame_line(f));
+        }
+        let secs = d.elapsed.as_secs_f64().max(1e-9);
+        let s = d.stats;
+        self.pb.set_message(format!(
+            "{:.1} fps {:.2} Gbit/s | {} good {} damaged | {} packets dropped | {} ICRC errors",
+            s.frames as f64 / secs,
+            s.bytes as f64 * 8.0 / secs / 1e9,
+            s.good,
+            s.damaged,
+            s.dropped_packets,
+            s.icrc_errors
+        ));
+        self.pb.tick();
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 //! second Ctrl-C exits at once with 130.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 /// A flag set by SIGINT or SIGTERM.
 #[derive(Debug, Clone)]
@@ -25,10 +25,6 @@ impl StopFlag {
     /// A flag nothing sets (library-style callers, tests).
     pub(crate) fn never() -> StopFlag {
         StopFlag(Arc::new(AtomicBool::new(false)))
-    }
-    /// True once a stop was asked for.
-    pub(crate) fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
     }
     /// The shared flag, for threads that poll it.
     pub(crate) fn arc(&self) -> Arc<AtomicBool> {
