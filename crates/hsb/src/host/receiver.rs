@@ -22,6 +22,7 @@ use rocelink_transport::{
     RecvWr, RegionMemory, Sge,
 };
 use rocelink_wire::bytes::Mac;
+use rocelink_wire::ib::Opcode;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -422,6 +423,7 @@ impl Receiver {
         let (local, lkey) = (drv.socket().local_addr(), t.lkey);
         let busy = t.cfg.busy_poll;
         let mut now = Instant::now();
+        let mut undrained = false;
         loop {
             // one frame per call: the page of a reported frame is not written again until
             // the caller is done with it (it holds the report until its next call)
@@ -431,6 +433,7 @@ impl Receiver {
             match fast.next_item() {
                 Some(Item::Landed(a)) => {
                     let (headers, tail) = fast.head_tail(&a);
+                    let completes = headers.first().is_some_and(|&o| Opcode(o).has_immediate());
                     let landed = Landed {
                         src: a.src,
                         dst: local,
@@ -442,7 +445,14 @@ impl Receiver {
                     };
                     let l = ep.handle_landed(now, landed);
                     fast.landed(&a, l);
-                    t.drain(ep, Some(fast));
+                    // a write without immediate completes nothing: its events wait for the
+                    // next drain, which takes them in order before any completion
+                    if completes {
+                        t.drain(ep, Some(fast));
+                        undrained = false;
+                    } else {
+                        undrained = true;
+                    }
                     continue;
                 }
                 Some(Item::Slow(r, src)) => {
@@ -456,6 +466,12 @@ impl Receiver {
                         },
                     );
                     t.drain(ep, Some(fast));
+                    undrained = false;
+                    continue;
+                }
+                None if undrained => {
+                    t.drain(ep, Some(fast));
+                    undrained = false;
                     continue;
                 }
                 None => {}

@@ -1,5 +1,6 @@
 //! The endpoint: one local address, its memory regions, QPs, completion and event queues.
 
+mod lane;
 mod rx;
 
 pub use rx::{Landed, Landing};

@@ -80,6 +80,9 @@ impl Endpoint {
     /// or length past its end, headers that do not match the opcode, or another opcode, is
     /// refused and counted as malformed.
     pub fn handle_landed(&mut self, now: Instant, d: Landed<'_>) -> Landing {
+        if let Some(l) = self.landed_lane(&d) {
+            return l;
+        }
         self.stats.rx_datagrams += 1;
         self.last_icrc = None;
         self.sinks.landing = None;
@@ -239,7 +242,7 @@ pub(super) type PrefixCache = Vec<(SocketAddr, SocketAddr, usize, icrc::IcrcHash
 /// of the payload, computed in the same single pass, for receivers that keep a running CRC
 /// of placed data. Without a received IP header the IP+UDP part is hashed once per flow and
 /// packet length.
-fn check_icrc(
+pub(super) fn check_icrc(
     prefixes: &mut PrefixCache,
     comb: &mut icrc::Combiner,
     policy: IcrcPolicy,
@@ -329,7 +332,7 @@ fn net_header<'a>(
 }
 
 /// Linux rxe `pkey_match`: low 15 bits equal and non-zero, one of them a full member.
-fn pkey_match(a: u16, b: u16) -> bool {
+pub(super) fn pkey_match(a: u16, b: u16) -> bool {
     (a & 0x7FFF) == (b & 0x7FFF) && (a & 0x7FFF) != 0 && (a | b) & 0x8000 != 0
 }
 

@@ -140,6 +140,11 @@ impl Opcode {
         NAMED.iter().find(|(v, _)| *v == self.0).map(|(_, n)| *n)
     }
 
+    /// `transport()` for const contexts.
+    const fn transport_bits(self) -> u8 {
+        self.0 >> 5
+    }
+
     /// The transport service.
     pub fn transport(self) -> Transport {
         match self.0 >> 5 {
@@ -173,38 +178,9 @@ impl Opcode {
     }
 
     /// Extended headers and payload flag for a defined opcode; `None` for an undefined one.
+    /// (A table lookup: this is asked several times per received packet.)
     pub fn headers(self) -> Option<HeaderSet> {
-        self.name()?;
-        if self == Opcode::CNP {
-            return Some(HeaderSet::CNP_RSVD);
-        }
-        let p = HeaderSet::PAYLOAD;
-        let base = match self.op() {
-            0x00..=0x02 => p,
-            0x03 => p.with(HeaderSet::IMMDT),
-            0x04 => p,
-            0x05 => p.with(HeaderSet::IMMDT),
-            0x06 => p.with(HeaderSet::RETH),
-            0x07 | 0x08 => p,
-            0x09 => p.with(HeaderSet::IMMDT),
-            0x0A => p.with(HeaderSet::RETH),
-            0x0B => p.with(HeaderSet::RETH).with(HeaderSet::IMMDT),
-            0x0C => HeaderSet::RETH,
-            0x0D | 0x0F | 0x10 => p.with(HeaderSet::AETH),
-            0x0E => p,
-            0x11 => HeaderSet::AETH,
-            0x12 => HeaderSet::AETH.with(HeaderSet::ATOMIC_ACK_ETH),
-            0x13 | 0x14 => HeaderSet::ATOMIC_ETH,
-            0x16 | 0x17 => p.with(HeaderSet::IETH),
-            _ => return None,
-        };
-        Some(match self.transport() {
-            Transport::Ud => base.with(HeaderSet::DETH),
-            // RD requests and responses carry RDETH; requests (not ACK/responses) also DETH.
-            Transport::Rd if matches!(self.op(), 0x0D..=0x12) => base.with(HeaderSet::RDETH),
-            Transport::Rd => base.with(HeaderSet::RDETH).with(HeaderSet::DETH),
-            _ => base,
-        })
+        HEADERS[usize::from(self.0)]
     }
 
     /// First packet of a multi-packet message (SEND/WRITE/READ-response FIRST).
@@ -239,6 +215,53 @@ impl Opcode {
     pub fn has_immediate(self) -> bool {
         self.headers().is_some_and(|h| h.has(HeaderSet::IMMDT))
     }
+}
+
+/// [`Opcode::headers`] of every byte value, built at compile time from [`NAMED`] and the
+/// rules of Linux rxe's `rxe_opcode[]`.
+static HEADERS: [Option<HeaderSet>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < NAMED.len() {
+        let v = NAMED[i].0;
+        t[v as usize] = headers_of(Opcode(v));
+        i += 1;
+    }
+    t
+};
+
+/// The headers of a defined opcode (see [`HEADERS`]).
+const fn headers_of(o: Opcode) -> Option<HeaderSet> {
+    if o.0 == Opcode::CNP.0 {
+        return Some(HeaderSet::CNP_RSVD);
+    }
+    let p = HeaderSet::PAYLOAD;
+    let base = match o.0 & 0x1F {
+        0x00..=0x02 => p,
+        0x03 => p.with(HeaderSet::IMMDT),
+        0x04 => p,
+        0x05 => p.with(HeaderSet::IMMDT),
+        0x06 => p.with(HeaderSet::RETH),
+        0x07 | 0x08 => p,
+        0x09 => p.with(HeaderSet::IMMDT),
+        0x0A => p.with(HeaderSet::RETH),
+        0x0B => p.with(HeaderSet::RETH).with(HeaderSet::IMMDT),
+        0x0C => HeaderSet::RETH,
+        0x0D | 0x0F | 0x10 => p.with(HeaderSet::AETH),
+        0x0E => p,
+        0x11 => HeaderSet::AETH,
+        0x12 => HeaderSet::AETH.with(HeaderSet::ATOMIC_ACK_ETH),
+        0x13 | 0x14 => HeaderSet::ATOMIC_ETH,
+        0x16 | 0x17 => p.with(HeaderSet::IETH),
+        _ => return None,
+    };
+    Some(match o.transport_bits() {
+        3 => base.with(HeaderSet::DETH), // UD
+        // RD requests and responses carry RDETH; requests (not ACK/responses) also DETH.
+        2 if matches!(o.0 & 0x1F, 0x0D..=0x12) => base.with(HeaderSet::RDETH),
+        2 => base.with(HeaderSet::RDETH).with(HeaderSet::DETH),
+        _ => base,
+    })
 }
 
 impl fmt::Debug for Opcode {

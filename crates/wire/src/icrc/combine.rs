@@ -23,6 +23,7 @@ pub const TABLE_AFTER: u32 = 64;
 
 impl Combiner {
     /// `crc(A ‖ B)`.
+    #[inline]
     pub fn combine(&mut self, crc_a: u32, crc_b: u32, len_b: usize) -> u32 {
         if len_b == 0 {
             return crc_a;
@@ -38,6 +39,14 @@ impl Combiner {
                 ^ t3[usize::from(a[3])]
                 ^ crc_b;
         }
+        self.combine_untabled(crc_a, crc_b, len_b)
+    }
+
+    /// [`Combiner::combine`] for a length without its table (yet): the multiply, and the
+    /// vote that builds the table for a dominant length.
+    #[cold]
+    #[inline(never)]
+    fn combine_untabled(&mut self, crc_a: u32, crc_b: u32, len_b: usize) -> u32 {
         if len_b != self.len || self.x == 0 {
             self.x = x8nmodp(len_b);
             self.len = len_b;

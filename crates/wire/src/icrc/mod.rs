@@ -330,7 +330,11 @@ pub fn check_pieces(mut h: IcrcHasher, p: Pieces<'_>, comb: &mut Combiner) -> Re
     h.update(&p.headers[BTH_LEN..]);
     let (pad, t) = p.tail.split_at(p.tail.len() - ICRC_LEN);
     let received = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
-    let pcrc = crc32fast::hash(p.payload);
+    // a reset clone, not `crc32fast::hash`: that detects the CPU's CRC code every call
+    let mut ph = h.crc.clone();
+    ph.reset();
+    ph.update(p.payload);
+    let pcrc = ph.finalize();
     if p.payload.len() <= SMALL {
         // hashing a small payload twice is cheaper than joining the CRCs
         h.update(p.payload);

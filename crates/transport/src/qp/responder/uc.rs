@@ -77,3 +77,49 @@ impl Qp {
         }
     }
 }
+
+/// The common case of a landed payload (see `Endpoint::handle_landed` and its lane): a UC
+/// RDMA WRITE ONLY without immediate.
+impl Qp {
+    /// Whether a UC WRITE ONLY without immediate of `len` bytes with `psn` would be
+    /// accepted by [`Qp::uc_request`] with nothing more to check than its placement: a UC
+    /// QP able to receive, between messages, not dropping, in order, within the MTU.
+    pub(crate) fn uc_write_only_ready(&self, psn: u32, len: usize) -> bool {
+        self.qp_type == QpType::Uc
+            && matches!(self.state, QpState::Rtr | QpState::Rts)
+            && !self.resp.uc_drop
+            && self.resp.msg.is_none()
+            && self.resp.epsn == psn
+            && len > 0
+            && len <= self.mtu.bytes()
+    }
+
+    /// Account a placed UC WRITE ONLY that [`Qp::uc_write_only_ready`] passed, exactly as
+    /// `uc_request` and `rc_uc_write` do for it: packet counted, payload CRC kept, the
+    /// placement reported, the message closed (MSN) and the PSN moved on.
+    pub(crate) fn uc_write_only_placed(
+        &mut self,
+        psn: u32,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        payload_crc: u32,
+        sinks: &mut Sinks,
+    ) {
+        self.stats.rx_packets += 1;
+        self.rx_payload_crc = payload_crc;
+        if self.report_writes {
+            sinks.events.push_back(Event::Placed {
+                qpn: self.qpn,
+                psn,
+                rkey,
+                va,
+                len: len as u32,
+                crc: payload_crc,
+            });
+        }
+        self.resp.msn = psn::add(self.resp.msn, 1);
+        self.resp.epsn = psn::add(psn, 1);
+        self.stats.rx_bytes += len as u64;
+    }
+}

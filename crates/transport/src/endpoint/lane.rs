@@ -1,0 +1,83 @@
+//! The lane of [`Endpoint::handle_landed`] for its common case — a UC RDMA WRITE ONLY
+//! without immediate, in order, to a QP between messages — which makes the same checks as
+//! the general path without building its general structures (the parsed header set, the
+//! datagram, the dispatch by opcode). It changes nothing unless every check passes; any
+//! other packet, or any check that fails, leaves the verdict to the general path, which
+//! then counts the reason. `tests/landed.rs` holds both paths to the same counters,
+//! events and bytes.
+
+use super::rx::{check_icrc, pkey_match};
+use super::{Datagram, Endpoint, IcrcStatus, Landed, Landing};
+use rocelink_wire::ib::ext::Reth;
+use rocelink_wire::ib::{BTH_LEN, Bth, ICRC_LEN, Opcode};
+use rocelink_wire::icrc::Pieces;
+
+/// BTH and RETH: the headers of a WRITE ONLY without immediate.
+const HEADERS: usize = BTH_LEN + 16;
+
+impl Endpoint {
+    /// Accept `d` by the lane, or `None` (nothing changed) for the general path.
+    pub(super) fn landed_lane(&mut self, d: &Landed<'_>) -> Option<Landing> {
+        if d.headers.len() != HEADERS || d.tail.len() != ICRC_LEN {
+            return None;
+        }
+        let bth = Bth::new_unchecked(&d.headers[..BTH_LEN]);
+        // no pad (the tail is the ICRC alone) and transport version 0
+        if bth.opcode() != Opcode::UC_RDMA_WRITE_ONLY || bth.pad_count() != 0 || bth.tver() != 0 {
+            return None;
+        }
+        let reth = Reth::new_unchecked(&d.headers[BTH_LEN..]);
+        let (psn, qpn) = (bth.psn(), bth.dest_qp());
+        let (va, rkey) = (reth.va(), reth.rkey());
+        if reth.dma_len() as usize != d.len {
+            return None;
+        }
+        let Endpoint {
+            qps,
+            mrs,
+            sinks,
+            prefixes,
+            comb,
+            cfg,
+            stats,
+            last_icrc,
+            ..
+        } = self;
+        let q = qps.get_mut(&qpn)?;
+        if !pkey_match(bth.pkey(), q.pkey)
+            || q.remote.is_none_or(|r| r.ip() != d.src.ip())
+            || !q.uc_write_only_ready(psn, d.len)
+        {
+            return None;
+        }
+        let payload = mrs.get(d.lkey).ok().and_then(|m| {
+            let end = d.offset.checked_add(d.len)?;
+            (end <= m.keys().len).then_some(())?;
+            m.bytes().get(d.offset..end)
+        })?;
+        let pieces = Pieces {
+            headers: d.headers,
+            payload,
+            tail: d.tail,
+        };
+        let dg = Datagram {
+            src: d.src,
+            dst: d.dst,
+            ip_header: None,
+            payload: &[],
+        };
+        let (status, pcrc) = check_icrc(prefixes, comb, cfg.icrc, &dg, pieces);
+        if status != IcrcStatus::Exact {
+            return None;
+        }
+        // bounds and access of the destination; moves nothing when refused
+        let how = mrs
+            .place_landed(rkey, va, d.len as u64, d.lkey, d.offset)
+            .ok()?;
+        stats.rx_datagrams += 1;
+        *last_icrc = Some(status);
+        sinks.landing = None;
+        q.uc_write_only_placed(psn, rkey, va, d.len, pcrc, sinks);
+        Some(how)
+    }
+}
