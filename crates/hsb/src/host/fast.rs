@@ -100,6 +100,8 @@ pub struct FastStats {
 #[derive(Debug)]
 pub(super) struct FastPath {
     g: Geometry,
+    /// Finds the page of a placed VA.
+    pages_of: super::PageFinder,
     rx: ScatterRx,
     plan: Vec<Slot>,
     expect: Vec<Expect>,
@@ -126,6 +128,7 @@ impl FastPath {
     pub(super) fn new(g: Geometry, gro: bool, batch: usize) -> FastPath {
         FastPath {
             g,
+            pages_of: super::PageFinder::new(g.page_size),
             rx: ScatterRx::new(if gro { 65_536 } else { 9_216 }),
             plan: Vec::new(),
             expect: Vec::new(),
@@ -361,7 +364,8 @@ impl FastPath {
     /// A data write of `len` bytes was placed at `va` (either path): raise its page's
     /// high-water mark, learn the stream's packet size.
     pub(super) fn note_placed(&mut self, va: u64, len: u32) {
-        let (page, off) = ((va / self.g.page_size) as usize, va % self.g.page_size);
+        let (page, off) = self.pages_of.locate(va);
+        let page = page as usize;
         let end = off + u64::from(len);
         if off >= self.g.md_offset {
             return;

@@ -100,6 +100,8 @@ pub(super) struct Tracker {
     pub(super) cq: rocelink_transport::CqId,
     pub(super) lkey: u32,
     pub(super) page_size: usize,
+    /// Finds the page of a placed VA.
+    pages_of: super::PageFinder,
     pub(super) md_offset: usize,
     pub(super) acc: Acc,
     pub(super) expect_psn: Option<u32>,
@@ -143,6 +145,7 @@ impl Tracker {
             cq,
             lkey,
             page_size,
+            pages_of: super::PageFinder::new(page_size as u64),
             md_offset,
             acc: Acc {
                 in_order: true,
@@ -168,8 +171,8 @@ impl Tracker {
     }
 
     pub(super) fn placed(&mut self, p: u32, va: u64, len: u32, crc: u32) {
-        let page = (va / self.page_size as u64) as u32;
-        let off = va % self.page_size as u64;
+        let (page, off) = self.pages_of.locate(va);
+        let page = page as u32;
         if off >= self.md_offset as u64 && !self.cfg.md_disable {
             return; // the metadata record itself
         }

@@ -257,7 +257,7 @@ pub(super) fn check_icrc(
         Some(h) => icrc::socket_udp_header(d.src, d.dst, ib_len)
             .and_then(|u| icrc::IcrcHasher::prefix(h, &u))
             .ok(),
-        None => cached_prefix(prefixes, d.src, d.dst, ib_len),
+        None => cached_prefix(prefixes, &d.src, &d.dst, ib_len),
     };
     let Some(prefix) = prefix else {
         return (IcrcStatus::Failed, 0);
@@ -281,13 +281,15 @@ pub(super) fn check_icrc(
 /// The IP+UDP ICRC prefix of a socket-received flow, from the cache or computed and kept.
 fn cached_prefix(
     cache: &mut PrefixCache,
-    src: SocketAddr,
-    dst: SocketAddr,
+    src: &SocketAddr,
+    dst: &SocketAddr,
     ib_len: usize,
 ) -> Option<icrc::IcrcHasher> {
+    // compared where they are (by reference): copying the addresses out first stalled on
+    // store forwarding in the per-packet profile
     if let Some(i) = cache
         .iter()
-        .position(|(s, t, n, _)| *n == ib_len && *s == src && *t == dst)
+        .position(|(s, t, n, _)| *n == ib_len && s == src && t == dst)
     {
         if i > 0 {
             cache[..=i].rotate_right(1);
@@ -296,13 +298,13 @@ fn cached_prefix(
     }
     let mut synth = [0u8; 40];
     let udp_len = udp::HEADER_LEN + ib_len;
-    let ip = net_header(None, src, dst, udp_len, &mut synth)?;
-    let u = icrc::socket_udp_header(src, dst, ib_len).ok()?;
+    let ip = net_header(None, *src, *dst, udp_len, &mut synth)?;
+    let u = icrc::socket_udp_header(*src, *dst, ib_len).ok()?;
     let h = icrc::IcrcHasher::prefix(ip, &u).ok()?;
     if cache.len() == PREFIXES {
         cache.pop();
     }
-    cache.insert(0, (src, dst, ib_len, h.clone()));
+    cache.insert(0, (*src, *dst, ib_len, h.clone()));
     Some(h)
 }
 

@@ -84,6 +84,7 @@ impl Qp {
     /// Whether a UC WRITE ONLY without immediate of `len` bytes with `psn` would be
     /// accepted by [`Qp::uc_request`] with nothing more to check than its placement: a UC
     /// QP able to receive, between messages, not dropping, in order, within the MTU.
+    #[inline]
     pub(crate) fn uc_write_only_ready(&self, psn: u32, len: usize) -> bool {
         self.qp_type == QpType::Uc
             && matches!(self.state, QpState::Rtr | QpState::Rts)
@@ -97,6 +98,7 @@ impl Qp {
     /// Account a placed UC WRITE ONLY that [`Qp::uc_write_only_ready`] passed, exactly as
     /// `uc_request` and `rc_uc_write` do for it: packet counted, payload CRC kept, the
     /// placement reported, the message closed (MSN) and the PSN moved on.
+    #[inline]
     pub(crate) fn uc_write_only_placed(
         &mut self,
         psn: u32,
