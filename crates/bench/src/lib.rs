@@ -23,10 +23,11 @@ pub mod record;
 use rocelink_hsb::device::VpStream;
 use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
+use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::net::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_wire::bytes::Mac;
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -160,6 +161,12 @@ fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
     let dst = SocketAddr::new(IpAddr::V4(cfg.host), port);
     let start = Instant::now();
     let (mut sent, mut bytes) = (0u64, 0u64);
+    // equal-sized runs of up to 15 segments (≤ 64 KB) segmented, or 64 datagrams batched
+    let mut tx = Transmitter::new(cfg.gso).with_max_run(15);
+    let frames: Vec<Vec<Outgoing<'_>>> = frames
+        .iter()
+        .map(|f| f.iter().map(|p| Outgoing::whole(dst, p)).collect())
+        .collect();
     'outer: loop {
         for f in &frames {
             let mut i = 0;
@@ -167,32 +174,16 @@ fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
                 if stop.load(Ordering::Relaxed) {
                     break 'outer;
                 }
-                let n = if cfg.gso {
-                    // equal-sized run of up to 15 segments, ≤ 64 KB in all
-                    let seg = f[i].len();
-                    let max = (64_000 / seg).clamp(1, 15);
-                    let mut j = i;
-                    while j < f.len() && j - i < max && f[j].len() == seg {
-                        j += 1;
-                    }
-                    let parts: Vec<IoSlice<'_>> = f[i..j].iter().map(|p| IoSlice::new(p)).collect();
-                    if sock.send_gso(dst, &parts, seg as u16)? == 0 {
-                        sock.wait_writable(Some(Duration::from_millis(1)))?;
-                        continue;
-                    }
-                    j - i
+                let end = if tx.segmenting() {
+                    i + tx.run_len(&f[i..]).max(1)
                 } else {
-                    let batch: Vec<(SocketAddr, &[u8])> = f[i..(i + 64).min(f.len())]
-                        .iter()
-                        .map(|p| (dst, &p[..]))
-                        .collect();
-                    let n = sock.send_batch(&batch)?;
-                    if n == 0 {
-                        sock.wait_writable(Some(Duration::from_millis(1)))?;
-                        continue;
-                    }
-                    n
+                    (i + 64).min(f.len())
                 };
+                let n = tx.send(&sock, &f[i..end])?;
+                if n == 0 {
+                    sock.wait_writable(Some(Duration::from_millis(1)))?;
+                    continue;
+                }
                 bytes += f[i..i + n].iter().map(|p| p.len() as u64).sum::<u64>();
                 sent += n as u64;
                 i += n;

@@ -10,9 +10,10 @@ use crate::device::packetizer::{OutPacket, Packetizer, PacketizerOptions, Ptp};
 use crate::device::window::SensorWindow;
 use crate::device::{DeviceConfig, DeviceCore, VpStream};
 use crate::sensor::Sensor;
+use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket as RoceSocket};
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -234,6 +235,7 @@ impl Emulator {
         let mut buf = [0u8; 2048];
         let mut frame_buf = Vec::new();
         let mut pkts: Vec<OutPacket> = Vec::new();
+        let mut tx = Transmitter::new(cfg.gso).with_max_run(16);
         let mut psn_seed = (SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -423,11 +425,11 @@ impl Emulator {
                 let src = SocketAddr::new(core.ip().into(), data_port);
                 sent_bytes += send_paced(
                     &socks.data,
+                    &mut tx,
                     dst,
                     &pkts,
                     &frame_buf,
                     cfg.link_gbps,
-                    cfg.gso,
                     tap.as_mut().map(|t| (t, src)),
                 )?;
                 stats.packets += pkts.len() as u64;
@@ -466,70 +468,37 @@ fn send_events(core: &mut DeviceCore, sock: &UdpSocket, stats: &mut EmulatorStat
 }
 
 /// Send `pkts` (gather packets point into `src`) to `dst`, spreading them at `gbps`: runs of
-/// equal-sized packets (up to 16, under 64 KB) as one gather-GSO `sendmsg` — header, the
-/// frame's bytes where they are, pad and ICRC — the rest with `sendmmsg`. Returns bytes sent.
+/// equal-sized packets (up to the transmitter's 16, under 64 KB) as one segmented send —
+/// header, the frame's bytes where they are, pad and ICRC — the rest batched. Returns bytes
+/// sent.
 fn send_paced(
     sock: &RoceSocket,
+    tx: &mut Transmitter,
     dst: SocketAddr,
     pkts: &[OutPacket],
     src: &[u8],
     gbps: f64,
-    gso: bool,
     mut tap: Option<(&mut Tap, SocketAddr)>,
 ) -> io::Result<u64> {
+    let out: Vec<Outgoing<'_>> = pkts
+        .iter()
+        .map(|p| Outgoing::new(dst, p.parts(src)))
+        .collect();
     let t0 = Instant::now();
     let mut sent = 0usize;
     let mut bytes = 0u64;
-    while sent < pkts.len() {
-        let seg = pkts[sent].wire_len();
-        let mut run = 1;
-        while gso
-            && sent + run < pkts.len()
-            && run < 16
-            && pkts[sent + run].wire_len() == seg
-            && (run + 1) * seg <= 64_000
-        {
-            run += 1;
-        }
-        let parts: Vec<IoSlice<'_>> = pkts[sent..sent + run]
-            .iter()
-            .flat_map(|p| p.parts(src))
-            .filter(|b| !b.is_empty())
-            .map(IoSlice::new)
-            .collect();
-        let n = if run > 1 {
-            match sock.send_gso(dst, &parts, seg as u16) {
-                Ok(0) => 0,
-                Ok(_) => run,
-                // no segmentation here: the same packets one datagram each
-                Err(_) => {
-                    let each: Vec<Vec<IoSlice<'_>>> = pkts[sent..sent + run]
-                        .iter()
-                        .map(|p| {
-                            p.parts(src)
-                                .into_iter()
-                                .filter(|b| !b.is_empty())
-                                .map(IoSlice::new)
-                                .collect()
-                        })
-                        .collect();
-                    let refs: Vec<(SocketAddr, &[IoSlice<'_>])> =
-                        each.iter().map(|v| (dst, &v[..])).collect();
-                    sock.send_batch_parts(&refs)?
-                }
-            }
-        } else {
-            let one: [(SocketAddr, &[IoSlice<'_>]); 1] = [(dst, &parts)];
-            sock.send_batch_parts(&one)?
-        };
+    while sent < out.len() {
+        // one run at a time, so the pacing below spreads them
+        let run = tx.run_len(&out[sent..]).max(1);
+        let n = tx.send(sock, &out[sent..sent + run])?;
         if n == 0 {
             sock.wait_writable(Some(Duration::from_millis(5)))?;
             continue;
         }
-        for p in &pkts[sent..sent + n] {
-            bytes += p.wire_len() as u64;
+        for o in &out[sent..sent + n] {
+            bytes += o.len() as u64;
             if let Some((t, from)) = tap.as_mut() {
-                t.record(*from, dst, &p.to_vec(src), 0)?;
+                t.record(*from, dst, &o.parts.concat(), 0)?;
             }
         }
         sent += n;

@@ -1,5 +1,7 @@
 //! rocelink I/O: everything that touches files or sockets.
 //!
+//! * [`backend`] — the datagram backend trait every role runs over, and the one send loop
+//!   ([`backend::Transmitter`]: segmented runs, batches, fallback).
 //! * [`udp`] — UDP sockets: `recvmmsg`/`sendmmsg` batches, `UDP_GRO`, gather-GSO, the
 //!   options that make the ICRC of a socket send exact.
 //! * [`scatter`] — scatter receive: predicted payloads land in the caller's region.
@@ -13,6 +15,7 @@
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
 pub mod aligned;
+pub mod backend;
 pub mod file;
 pub mod net;
 pub mod oob;

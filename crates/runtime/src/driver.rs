@@ -1,38 +1,18 @@
-//! Drives a sans-IO [`Endpoint`] over a [`UdpSocket`]: sends what it polls out in
-//! `sendmmsg` batches, receives in `recvmmsg` batches (GRO super-datagrams split in place),
-//! runs its timers, and optionally records every datagram to a pcap.
+//! Drives a sans-IO [`Endpoint`] over a [`Backend`] (a [`UdpSocket`] unless told
+//! otherwise): sends what it polls out through the backend's [`Transmitter`] (segmented
+//! runs, batches), receives in batches (GRO super-datagrams split in place), runs its
+//! timers, and optionally records every datagram to a pcap.
 
+use rocelink_io::backend::{Backend, Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpSocket};
 use rocelink_transport::{Datagram, Endpoint, Gather, IcrcStatus};
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Datagrams sent per `sendmmsg`.
+/// Datagrams taken from the endpoint per send.
 const TX_BATCH: usize = 64;
-
-/// Datagrams at the head of `p` that can go as one GSO super-datagram: same peer, same
-/// size (the last may be shorter), at most 64 segments and 64 000 bytes.
-fn gso_run(p: &[Pending]) -> usize {
-    let Some(first) = p.first() else {
-        return 0;
-    };
-    let seg = first.wire_len();
-    let (mut n, mut total) = (1, seg);
-    for q in &p[1..] {
-        let l = q.wire_len();
-        if n == 64 || q.dst != first.dst || l > seg || total + l > 64_000 || l == 0 {
-            break;
-        }
-        n += 1;
-        total += l;
-        if l < seg {
-            break;
-        }
-    }
-    n
-}
 
 /// A datagram waiting to be sent: headers (or all of it) in `buf`, the rest in a region.
 #[derive(Debug)]
@@ -43,15 +23,10 @@ struct Pending {
 }
 
 impl Pending {
-    fn wire_len(&self) -> usize {
-        self.buf.len() + self.gather.map_or(0, |g| g.wire_len())
-    }
-
-    /// The datagram's pieces: `buf`, then the region slice and the tail.
-    fn parts<'a>(&'a self, ep: &'a Endpoint) -> ([IoSlice<'a>; 3], usize) {
-        let empty = IoSlice::new(&[]);
+    /// The datagram: `buf`, then the region slice and the tail.
+    fn outgoing<'a>(&'a self, ep: &'a Endpoint) -> Outgoing<'a> {
         match &self.gather {
-            None => ([IoSlice::new(&self.buf), empty, empty], 1),
+            None => Outgoing::whole(self.dst, &self.buf),
             Some(g) => {
                 // the region was there when the packet was built and nothing ran since
                 let body = ep
@@ -59,14 +34,7 @@ impl Pending {
                     .ok()
                     .and_then(|m| m.bytes().get(g.offset..g.offset + g.len))
                     .unwrap_or(&[]);
-                (
-                    [
-                        IoSlice::new(&self.buf),
-                        IoSlice::new(body),
-                        IoSlice::new(&g.tail[..g.tail_len]),
-                    ],
-                    3,
-                )
+                Outgoing::new(self.dst, [&self.buf, body, &g.tail[..g.tail_len]])
             }
         }
     }
@@ -75,46 +43,53 @@ impl Pending {
 /// Counters of the driver itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DriverStats {
-    /// `recvmmsg` calls that returned data.
+    /// Receive calls that returned data.
     pub rx_batches: u64,
     /// Segments handed to the endpoint.
     pub rx_segments: u64,
-    /// `sendmmsg` / GSO `sendmsg` calls.
+    /// Batched and segmented sends.
     pub tx_batches: u64,
     /// Datagrams sent.
     pub tx_datagrams: u64,
-    /// Times the socket buffer was full.
+    /// Times the backend was full.
     pub tx_stalls: u64,
 }
 
-/// Runs an endpoint over a socket.
+/// Runs an endpoint over a backend.
 #[derive(Debug)]
-pub struct Driver {
-    sock: UdpSocket,
+pub struct Driver<B: Backend = UdpSocket> {
+    sock: B,
     batch: RecvBatch,
     pending: Vec<Pending>,
     spare: Vec<Vec<u8>>,
     tap: Option<Tap>,
     /// Segments of the current batch already handled (the rest wait for the next run).
     resume: usize,
-    /// Send runs of equal-sized datagrams with UDP GSO.
-    gso: bool,
+    /// The send loop (segmented runs on by default).
+    tx: Transmitter,
     /// Counters.
     pub stats: DriverStats,
 }
 
-impl Driver {
+impl Driver<UdpSocket> {
     /// Wrap a bound socket (64 receive buffers; 64 KiB each with GRO).
-    pub fn new(sock: UdpSocket) -> Driver {
+    pub fn new(sock: UdpSocket) -> Driver<UdpSocket> {
         let size = if sock.gro() { 65_536 } else { 9_216 };
+        Driver::with_backend(sock, RecvBatch::new(64, size))
+    }
+}
+
+impl<B: Backend> Driver<B> {
+    /// Run over any backend, receiving into `batch`.
+    pub fn with_backend(backend: B, batch: RecvBatch) -> Driver<B> {
         Driver {
-            sock,
-            batch: RecvBatch::new(64, size),
+            sock: backend,
+            batch,
             pending: Vec::new(),
             spare: Vec::new(),
             tap: None,
             resume: 0,
-            gso: true,
+            tx: Transmitter::new(true),
             stats: DriverStats::default(),
         }
     }
@@ -124,14 +99,14 @@ impl Driver {
         self.tap = Some(tap);
     }
 
-    /// The socket.
-    pub fn socket(&self) -> &UdpSocket {
+    /// The backend (the socket).
+    pub fn socket(&self) -> &B {
         &self.sock
     }
 
     /// Move the endpoint's pending datagrams to the socket. True when all went out.
     fn flush(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<bool> {
-        let local_ip = self.sock.local_addr().ip();
+        let local_ip = Backend::local_addr(&self.sock).ip();
         loop {
             while self.pending.len() < TX_BATCH {
                 let mut buf = self.spare.pop().unwrap_or_default();
@@ -144,9 +119,7 @@ impl Driver {
                             gather: t.gather,
                         };
                         if let Some(tap) = self.tap.as_mut() {
-                            let (parts, n) = p.parts(ep);
-                            let whole: Vec<u8> =
-                                parts[..n].iter().flat_map(|s| s.iter()).copied().collect();
+                            let whole = p.outgoing(ep).parts.concat();
                             tap.record(SocketAddr::new(local_ip, t.src_port), t.dst, &whole, 0)?;
                         }
                         self.pending.push(p);
@@ -172,58 +145,19 @@ impl Driver {
         }
     }
 
-    /// Send `pending` in order: a run of datagrams to one peer of equal size (the last may
-    /// be shorter) as one GSO super-datagram, the others with `sendmmsg`. Returns how many
-    /// went out (fewer when the socket buffer is full).
+    /// Send `pending` in order through the transmitter. Returns how many went out (fewer
+    /// when the backend is full).
     fn send_pending(&mut self, ep: &Endpoint) -> io::Result<usize> {
-        let p = &self.pending;
-        let mut done = 0;
-        while done < p.len() {
-            let run = if self.gso { gso_run(&p[done..]) } else { 1 };
-            if run >= 2 {
-                let mut parts: Vec<IoSlice<'_>> = Vec::with_capacity(3 * run);
-                for q in &p[done..done + run] {
-                    let (s, n) = q.parts(ep);
-                    parts.extend_from_slice(&s[..n]);
-                }
-                match self
-                    .sock
-                    .send_gso(p[done].dst, &parts, p[done].wire_len() as u16)
-                {
-                    Ok(0) => return Ok(done),
-                    Ok(_) => {
-                        self.stats.tx_batches += 1;
-                        done += run;
-                    }
-                    // the kernel or the device refuses segmentation: one datagram each
-                    Err(_) => self.gso = false,
-                }
-                continue;
-            }
-            let mut end = done + 1;
-            while end < p.len() && (!self.gso || gso_run(&p[end..]) < 2) {
-                end += 1;
-            }
-            let pieces: Vec<([IoSlice<'_>; 3], usize)> =
-                p[done..end].iter().map(|q| q.parts(ep)).collect();
-            let refs: Vec<(SocketAddr, &[IoSlice<'_>])> = p[done..end]
-                .iter()
-                .zip(&pieces)
-                .map(|(q, (s, n))| (q.dst, &s[..*n]))
-                .collect();
-            let sent = self.sock.send_batch_parts(&refs)?;
-            self.stats.tx_batches += 1;
-            done += sent;
-            if sent < refs.len() {
-                return Ok(done);
-            }
-        }
-        Ok(done)
+        let out: Vec<Outgoing<'_>> = self.pending.iter().map(|p| p.outgoing(ep)).collect();
+        let before = self.tx.segmented_sends + self.tx.batched_sends;
+        let sent = self.tx.send(&self.sock, &out)?;
+        self.stats.tx_batches += self.tx.segmented_sends + self.tx.batched_sends - before;
+        Ok(sent)
     }
 
-    /// Send runs of equal-sized datagrams as GSO super-datagrams (on by default).
+    /// Send runs of equal-sized datagrams segmented (UDP GSO; on by default).
     pub fn set_gso(&mut self, on: bool) {
-        self.gso = on;
+        self.tx.set_segmenting(on);
     }
 
     /// Handle received datagrams, stopping right after one for which `done` holds (the
@@ -238,16 +172,13 @@ impl Driver {
         wait: Option<Duration>,
     ) -> io::Result<(usize, bool)> {
         if self.resume == 0 {
-            let n = match wait {
-                Some(w) => self.sock.recv_batch_wait(&mut self.batch, w)?,
-                None => self.sock.recv_batch(&mut self.batch)?,
-            };
+            let n = self.sock.recv(&mut self.batch, wait)?;
             if n == 0 {
                 return Ok((0, false));
             }
             self.stats.rx_batches += 1;
         }
-        let local = self.sock.local_addr();
+        let local = Backend::local_addr(&self.sock);
         let mut handled = 0;
         let skip = self.resume;
         for (i, (src, seg)) in self.batch.segments().enumerate().skip(skip) {
@@ -326,7 +257,7 @@ impl Driver {
                 _ => {}
             }
             if !all_sent {
-                self.sock.wait_readable(Some(Duration::from_micros(200)))?;
+                Backend::wait_readable(&self.sock, Some(Duration::from_micros(200)))?;
             }
         }
     }

@@ -1,5 +1,6 @@
 //! One driver for every role: runs a sans-IO [`rocelink_transport::Endpoint`] over an I/O
-//! backend from `rocelink-io` (today a UDP socket), batching receives and sends (GSO runs,
+//! backend from `rocelink-io` (`rocelink_io::backend::Backend`: a UDP socket today, the
+//! same trait for a raw-Ethernet/AF_XDP backend), batching receives and sends (GSO runs,
 //! gather of payloads left in their regions), with an optional pcap tap.
 //!
 //! `rocelink-io` stays free of the transport; this crate is where the two meet.

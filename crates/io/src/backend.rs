@@ -1,0 +1,375 @@
+//! The datagram backend every role runs over: batched receive into a [`RecvBatch`] and
+//! batched gather send, with segmentation offload (UDP GSO) where the backend has it.
+//! [`UdpSocket`] implements it; a raw-Ethernet/AF_XDP backend implements the same trait, so
+//! the driver, the emulator and the benchmarks run over it unchanged.
+//!
+//! [`Transmitter`] is the one send loop: it sends datagrams in order, runs of equal-sized
+//! ones to one peer as one segmented send, the rest batched, and falls back for good to one
+//! datagram each if the backend refuses segmentation.
+//!
+//! ```no_run
+//! use rocelink_io::backend::{Outgoing, Transmitter};
+//! use rocelink_io::udp::{UdpConfig, UdpSocket};
+//! # fn main() -> std::io::Result<()> {
+//! let sock = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default())?;
+//! let dst = "127.0.0.1:4791".parse().unwrap();
+//! let (head, body) = ([0u8; 40], vec![7u8; 4096]);
+//! let out: Vec<Outgoing<'_>> = (0..8).map(|_| Outgoing::new(dst, [&head, &body, &[]])).collect();
+//! let mut tx = Transmitter::new(true);
+//! let mut sent = 0;
+//! while sent < out.len() {
+//!     sent += tx.send(&sock, &out[sent..])?; // fewer when the socket buffer is full
+//! }
+//! # Ok(()) }
+//! ```
+
+use crate::udp::{RecvBatch, UdpSocket};
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One datagram to send: up to three pieces sent back to back (say headers, a payload left
+/// where it is, pad and ICRC); empty pieces are skipped.
+#[derive(Debug, Clone, Copy)]
+pub struct Outgoing<'a> {
+    /// Where to.
+    pub dst: SocketAddr,
+    /// Its bytes, in order.
+    pub parts: [&'a [u8]; 3],
+}
+
+impl<'a> Outgoing<'a> {
+    /// A datagram of `parts` to `dst`.
+    pub fn new(dst: SocketAddr, parts: [&'a [u8]; 3]) -> Outgoing<'a> {
+        Outgoing { dst, parts }
+    }
+
+    /// A datagram of one buffer.
+    pub fn whole(dst: SocketAddr, bytes: &'a [u8]) -> Outgoing<'a> {
+        Outgoing::new(dst, [bytes, &[], &[]])
+    }
+
+    /// Its length on the wire (the UDP payload).
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|p| p.len()).sum()
+    }
+
+    /// Nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn slices(&self) -> impl Iterator<Item = IoSlice<'a>> + '_ {
+        self.parts
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| IoSlice::new(p))
+    }
+}
+
+/// A datagram I/O backend (see the module documentation).
+pub trait Backend {
+    /// The address datagrams are received at (and sent from).
+    fn local_addr(&self) -> SocketAddr;
+
+    /// Receive up to the batch's capacity; with `wait`, sleep up to about that long for
+    /// the first datagram. Returns how many were received (0 when none came).
+    fn recv(&self, batch: &mut RecvBatch, wait: Option<Duration>) -> io::Result<usize>;
+
+    /// Send each datagram of `out`, in order. Returns how many went out (fewer when the
+    /// backend is full).
+    fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize>;
+
+    /// Send `out` — all to one peer, of equal length but the last, which may be shorter —
+    /// as one segmented super-datagram. Returns how many bytes went out (0 when the backend
+    /// is full). Backends without segmentation offload return `Unsupported`.
+    fn send_segmented(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        let _ = out;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Wait until something can be received, or `timeout` passes. Returns whether it can.
+    fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool>;
+
+    /// Wait until there is room to send, or `timeout` passes. Returns whether there is.
+    fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<bool>;
+
+    /// Datagrams the local host refused to send (a firewall rule), so far.
+    fn host_drops(&self) -> u64 {
+        0
+    }
+}
+
+impl Backend for UdpSocket {
+    fn local_addr(&self) -> SocketAddr {
+        UdpSocket::local_addr(self)
+    }
+
+    fn recv(&self, batch: &mut RecvBatch, wait: Option<Duration>) -> io::Result<usize> {
+        match wait {
+            Some(w) => self.recv_batch_wait(batch, w),
+            None => self.recv_batch(batch),
+        }
+    }
+
+    fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        // up to three slices each, in place: no allocation per datagram
+        let parts: Vec<([IoSlice<'_>; 3], usize)> = out
+            .iter()
+            .map(|o| {
+                let mut a = [IoSlice::new(&[]); 3];
+                let mut n = 0;
+                for s in o.slices() {
+                    a[n] = s;
+                    n += 1;
+                }
+                (a, n)
+            })
+            .collect();
+        let refs: Vec<(SocketAddr, &[IoSlice<'_>])> = out
+            .iter()
+            .zip(&parts)
+            .map(|(o, (p, n))| (o.dst, &p[..*n]))
+            .collect();
+        self.send_batch_parts(&refs)
+    }
+
+    fn send_segmented(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        let Some(first) = out.first() else {
+            return Ok(0);
+        };
+        let seg = u16::try_from(first.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
+        let parts: Vec<IoSlice<'_>> = out.iter().flat_map(|o| o.slices()).collect();
+        self.send_gso(first.dst, &parts, seg)
+    }
+
+    fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        UdpSocket::wait_readable(self, timeout)
+    }
+
+    fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        UdpSocket::wait_writable(self, timeout)
+    }
+
+    fn host_drops(&self) -> u64 {
+        UdpSocket::host_drops(self)
+    }
+}
+
+/// Sends datagrams over a [`Backend`] in order (see the module documentation).
+#[derive(Debug, Clone, Copy)]
+pub struct Transmitter {
+    segment: bool,
+    max_run: usize,
+    max_bytes: usize,
+    /// Segmented sends made.
+    pub segmented_sends: u64,
+    /// Batched sends made.
+    pub batched_sends: u64,
+}
+
+impl Transmitter {
+    /// Segmented runs on (`segment`) or off; runs of at most 64 datagrams and 64 000 bytes.
+    pub fn new(segment: bool) -> Transmitter {
+        Transmitter {
+            segment,
+            max_run: 64,
+            max_bytes: 64_000,
+            segmented_sends: 0,
+            batched_sends: 0,
+        }
+    }
+
+    /// At most `n` datagrams per segmented run (at least 1).
+    pub fn with_max_run(mut self, n: usize) -> Transmitter {
+        self.max_run = n.max(1);
+        self
+    }
+
+    /// Whether runs are still sent segmented (false once the backend refused).
+    pub fn segmenting(&self) -> bool {
+        self.segment
+    }
+
+    /// Turn segmented runs on or off.
+    pub fn set_segmenting(&mut self, on: bool) {
+        self.segment = on;
+    }
+
+    /// How many datagrams at the head of `out` go as one segmented send: same peer, same
+    /// length (the last may be shorter), within the run limits.
+    pub fn run_len(&self, out: &[Outgoing<'_>]) -> usize {
+        let Some(first) = out.first() else {
+            return 0;
+        };
+        let seg = first.len();
+        let (mut n, mut total) = (1, seg);
+        for o in &out[1..] {
+            let l = o.len();
+            if n == self.max_run
+                || o.dst != first.dst
+                || l > seg
+                || l == 0
+                || total + l > self.max_bytes
+            {
+                break;
+            }
+            n += 1;
+            total += l;
+            if l < seg {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Send `out` in order. Returns how many went out: all, or fewer when the backend is
+    /// full (send the rest later).
+    pub fn send<B: Backend + ?Sized>(&mut self, b: &B, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        let mut done = 0;
+        while done < out.len() {
+            let run = if self.segment {
+                self.run_len(&out[done..])
+            } else {
+                1
+            };
+            if run >= 2 {
+                match b.send_segmented(&out[done..done + run]) {
+                    Ok(0) => return Ok(done),
+                    Ok(_) => {
+                        self.segmented_sends += 1;
+                        done += run;
+                    }
+                    // no segmentation here: one datagram each from now on
+                    Err(_) => self.segment = false,
+                }
+                continue;
+            }
+            // the datagrams up to the next segmentable run, batched
+            let mut end = done + 1;
+            while end < out.len() && (!self.segment || self.run_len(&out[end..]) < 2) {
+                end += 1;
+            }
+            let want = end - done;
+            let sent = b.send(&out[done..end])?;
+            self.batched_sends += 1;
+            done += sent;
+            if sent < want {
+                return Ok(done);
+            }
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Records what it is asked to send; refuses segmentation or fills up on demand.
+    #[derive(Default)]
+    struct Fake {
+        segments: bool,
+        room: RefCell<usize>,
+        log: RefCell<Vec<String>>,
+    }
+
+    impl Backend for Fake {
+        fn local_addr(&self) -> SocketAddr {
+            "127.0.0.1:1".parse().unwrap_or_else(|_| unreachable!())
+        }
+        fn recv(&self, _: &mut RecvBatch, _: Option<Duration>) -> io::Result<usize> {
+            Ok(0)
+        }
+        fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+            let mut room = self.room.borrow_mut();
+            let n = out.len().min(*room);
+            *room -= n;
+            for o in &out[..n] {
+                self.log.borrow_mut().push(format!("one {}", o.len()));
+            }
+            Ok(n)
+        }
+        fn send_segmented(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+            if !self.segments {
+                return Err(io::ErrorKind::Unsupported.into());
+            }
+            let mut room = self.room.borrow_mut();
+            if *room < out.len() {
+                return Ok(0);
+            }
+            *room -= out.len();
+            let lens: Vec<String> = out.iter().map(|o| o.len().to_string()).collect();
+            self.log
+                .borrow_mut()
+                .push(format!("run {}", lens.join(",")));
+            Ok(out.iter().map(Outgoing::len).sum())
+        }
+        fn wait_readable(&self, _: Option<Duration>) -> io::Result<bool> {
+            Ok(false)
+        }
+        fn wait_writable(&self, _: Option<Duration>) -> io::Result<bool> {
+            Ok(true)
+        }
+    }
+
+    fn addr(p: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], p))
+    }
+
+    #[test]
+    fn runs_go_segmented_in_order_and_the_rest_batched() {
+        let big = [1u8; 1000];
+        let small = [2u8; 10];
+        let out = [
+            Outgoing::whole(addr(1), &small),
+            Outgoing::new(addr(2), [&big[..100], &big[..900], &[]]),
+            Outgoing::whole(addr(2), &big),
+            Outgoing::whole(addr(2), &big[..400]), // shorter: ends the run
+            Outgoing::whole(addr(2), &big),
+            Outgoing::whole(addr(3), &big),
+        ];
+        let fake = Fake {
+            segments: true,
+            room: RefCell::new(100),
+            ..Fake::default()
+        };
+        let mut tx = Transmitter::new(true);
+        assert_eq!(tx.send(&fake, &out).unwrap(), 6);
+        assert_eq!(
+            *fake.log.borrow(),
+            ["one 10", "run 1000,1000,400", "one 1000", "one 1000"]
+        );
+    }
+
+    #[test]
+    fn a_refused_segmentation_falls_back_for_good_and_a_full_backend_stops_early() {
+        let b = [0u8; 500];
+        let out: Vec<Outgoing<'_>> = (0..5).map(|_| Outgoing::whole(addr(9), &b)).collect();
+        let fake = Fake {
+            segments: false,
+            room: RefCell::new(3),
+            ..Fake::default()
+        };
+        let mut tx = Transmitter::new(true);
+        assert_eq!(tx.send(&fake, &out).unwrap(), 3, "room for three");
+        assert!(!tx.segmenting());
+        *fake.room.borrow_mut() = 10;
+        assert_eq!(tx.send(&fake, &out[3..]).unwrap(), 2);
+        assert_eq!(fake.log.borrow().len(), 5);
+        assert!(fake.log.borrow().iter().all(|l| l == "one 500"));
+    }
+
+    #[test]
+    fn run_limits() {
+        let b = [0u8; 30_000];
+        let out: Vec<Outgoing<'_>> = (0..5).map(|_| Outgoing::whole(addr(9), &b)).collect();
+        let tx = Transmitter::new(true);
+        assert_eq!(tx.run_len(&out), 2, "64 000 bytes at most");
+        let small = [0u8; 10];
+        let out: Vec<Outgoing<'_>> = (0..9).map(|_| Outgoing::whole(addr(9), &small)).collect();
+        assert_eq!(tx.with_max_run(4).run_len(&out), 4);
+        assert_eq!(tx.run_len(&[]), 0);
+    }
+}
