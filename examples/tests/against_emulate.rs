@@ -2,11 +2,8 @@
 //! its own memory and exits 0.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 /// `target/<profile>/` of this test binary.
 fn target_dir() -> PathBuf {
@@ -32,14 +29,6 @@ fn artifact(rel: &str, build: &[&str]) -> PathBuf {
     p
 }
 
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn receive_frames_example_runs_against_rocelink_emulate() {
     let rocelink = artifact("rocelink", &["-p", "rocelink", "--bin", "rocelink"]);
@@ -48,31 +37,12 @@ fn receive_frames_example_runs_against_rocelink_emulate() {
         &["-p", "rocelink-examples", "--example", "receive_frames"],
     );
     let (dev, host) = ("127.0.77.2", "127.0.77.1");
-    let mut emu = Command::new(rocelink)
-        .args([
-            "emulate",
-            "--ip",
-            dev,
-            "--bootp-target",
-            "none",
-            "--seconds",
-            "60",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // ready once it prints its banner (it has bound its ports by then)
-    let stderr = emu.stderr.take().unwrap();
-    let _emu = Kill(emu);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let banner = rx.recv_timeout(Duration::from_secs(20)).unwrap();
-    assert!(banner.contains("HSB device"), "{banner}");
+    // ready once it has bound its ports (its banner says so)
+    let _emu = rocelink_testkit::emulator::Process::spawn(
+        &rocelink,
+        &[],
+        &["--ip", dev, "--bootp-target", "none", "--seconds", "60"],
+    );
     let out = Command::new(example)
         .args([dev, host, "10"])
         .output()

@@ -8,7 +8,7 @@
 mod common;
 
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn rocelink(prefix: &[&str], args: &[&str]) -> Command {
@@ -23,22 +23,13 @@ fn rocelink(prefix: &[&str], args: &[&str]) -> Command {
     c
 }
 
-struct Bg(Child);
-impl Drop for Bg {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn emulator(prefix: &[&str], args: &[&str]) -> Bg {
-    let c = rocelink(prefix, &[&["emulate"], args].concat())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    Bg(c)
+/// `rocelink emulate ARGS` (behind `prefix`), returned once it is ready.
+fn emulator(prefix: &[&str], args: &[&str]) -> rocelink_testkit::emulator::Process {
+    rocelink_testkit::emulator::Process::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_rocelink")),
+        prefix,
+        args,
+    )
 }
 
 fn run_ok(mut c: Command) -> String {

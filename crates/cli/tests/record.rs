@@ -285,9 +285,15 @@ fn coe_packed_recordings_export_the_packed_pixels() {
         std::fs::write(&src, &frame).unwrap();
         let sensor = format!("file:{}", src.display());
         let size = frame.len().to_string();
-        let mut emu = Command::new(env!("CARGO_BIN_EXE_rocelink"))
-            .args(["emulate", "--ip", ip, "--bootp-target", "none", "--sensor"])
-            .args([
+        let emu = rocelink_testkit::emulator::Process::spawn(
+            std::path::Path::new(env!("CARGO_BIN_EXE_rocelink")),
+            &[],
+            &[
+                "--ip",
+                ip,
+                "--bootp-target",
+                "none",
+                "--sensor",
                 &sensor,
                 "--frame-size",
                 &size,
@@ -295,12 +301,8 @@ fn coe_packed_recordings_export_the_packed_pixels() {
                 "50",
                 "--seconds",
                 "30",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+            ],
+        );
         let rec = dir.join(format!("rec{bits}"));
         let coe = format!("coe-raw{bits}:{w}x{h}");
         let (code, _, err) = common::rocelink(&[
@@ -316,8 +318,7 @@ fn coe_packed_recordings_export_the_packed_pixels() {
             "--record",
             rec.to_str().unwrap(),
         ]);
-        let _ = emu.kill();
-        let _ = emu.wait();
+        drop(emu);
         assert_eq!(code, 0, "{err}");
         let (code, npy, err) = common::rocelink(&[
             "export",

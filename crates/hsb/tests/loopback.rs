@@ -6,15 +6,13 @@
 
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::device::packetizer::PacketizerOptions;
-use rocelink_hsb::emulator::{self, EmulatorConfig, Pacing};
+use rocelink_hsb::emulator::{EmulatorConfig, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
 use rocelink_hsb::regs::{self, vp};
 use rocelink_hsb::sensor::{Imx274Mode, Sensor};
 use rocelink_wire::hsb::metadata::{Endian, ImmLayout};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 struct Run {
@@ -33,10 +31,8 @@ fn run(r: Run) {
     cfg.pacing = Pacing::Fps(200.0);
     cfg.link_gbps = 20.0;
     cfg.packetizer = r.opts;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (s2, c2) = (stop.clone(), cfg.clone());
-    let emu = std::thread::spawn(move || emulator::run(&c2, s2));
-    std::thread::sleep(Duration::from_millis(50));
+    // bound when this returns: no wait before the host starts
+    let emu = rocelink_testkit::emulator::Running::start(&cfg);
     let host = Ipv4Addr::new(r.dev.octets()[0], r.dev.octets()[1], r.dev.octets()[2], 1);
     let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), r.dev, r.window);
     rc.md_disable = r.md_disable;
@@ -95,8 +91,7 @@ fn run(r: Run) {
         }
     }
     rx.stop(&mut ctl).unwrap();
-    stop.store(true, Ordering::Relaxed);
-    let s = emu.join().unwrap().unwrap();
+    let s = emu.stop();
     assert!(s.frames >= r.frames);
     assert_eq!(rx.stats.icrc_errors, 0);
 }
@@ -165,10 +160,8 @@ fn async_event_messages_from_port_8432() {
     let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev));
     cfg.bootp_target = None;
     cfg.pacing = Pacing::Fps(100.0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (s2, c2) = (stop.clone(), cfg.clone());
-    let emu = std::thread::spawn(move || emulator::run(&c2, s2));
-    std::thread::sleep(Duration::from_millis(50));
+    // bound when this returns: no wait before the host starts
+    let emu = rocelink_testkit::emulator::Running::start(&cfg);
     let listener = std::net::UdpSocket::bind("127.0.45.1:0").unwrap();
     listener
         .set_read_timeout(Some(Duration::from_secs(2)))
@@ -210,8 +203,7 @@ fn async_event_messages_from_port_8432() {
             ends += 1;
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    assert!(emu.join().unwrap().unwrap().events >= 4);
+    assert!(emu.stop().events >= 4);
 }
 
 #[test]
@@ -222,10 +214,8 @@ fn hostile_roce_packets_are_refused_and_frames_stay_good() {
     let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev));
     cfg.bootp_target = None;
     cfg.pacing = Pacing::Fps(100.0);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (s2, c2) = (stop.clone(), cfg.clone());
-    let emu = std::thread::spawn(move || emulator::run(&c2, s2));
-    std::thread::sleep(Duration::from_millis(50));
+    // bound when this returns: no wait before the host starts
+    let emu = rocelink_testkit::emulator::Running::start(&cfg);
     let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, 20_000);
     rc.pages = 2;
     let mut rx = Receiver::new(rc).unwrap();
@@ -288,8 +278,7 @@ fn hostile_roce_packets_are_refused_and_frames_stay_good() {
         qs.access_violations, 2,
         "wrong R_Key and VA past the ring: {qs:?}"
     );
-    stop.store(true, Ordering::Relaxed);
-    emu.join().unwrap().unwrap();
+    emu.stop();
 }
 
 #[test]

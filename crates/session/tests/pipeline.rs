@@ -3,48 +3,36 @@
 #![allow(clippy::unwrap_used)]
 
 use rocelink_hsb::device::DeviceConfig;
-use rocelink_hsb::emulator::{Emulator, EmulatorConfig, Pacing};
+use rocelink_hsb::emulator::{EmulatorConfig, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
 use rocelink_hsb::sensor::Sensor;
 use rocelink_session::*;
+use rocelink_testkit::emulator::Running;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const FRAME: usize = 50_000;
 
-fn setup(
-    dev: Ipv4Addr,
-) -> (
-    Receiver,
-    Control,
-    Arc<AtomicBool>,
-    std::thread::JoinHandle<()>,
-) {
+fn setup(dev: Ipv4Addr) -> (Receiver, Control, Running) {
     let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev));
     cfg.bootp_target = None;
     cfg.sensor = Sensor::Pattern;
     cfg.pacing = Pacing::Fps(200.0);
     // bound before the host starts: no sleep needed
-    let emu = Emulator::bind(&cfg).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let t = std::thread::spawn(move || {
-        emu.run(s2).unwrap();
-    });
+    let emu = Running::start(&cfg);
     let o = dev.octets();
     let host = Ipv4Addr::new(o[0], o[1], o[2], 1);
     let rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, FRAME);
     let rx = Receiver::new(rc).unwrap();
     let ctl = Control::new(SocketAddr::new(IpAddr::V4(dev), 8192)).unwrap();
-    (rx, ctl, stop, t)
+    (rx, ctl, emu)
 }
 
 #[test]
 fn every_sink_sees_every_frame_and_the_recording_holds_them() {
-    let (mut rx, mut ctl, emu_stop, emu) = setup(Ipv4Addr::new(127, 0, 78, 2));
+    let (mut rx, mut ctl, emu) = setup(Ipv4Addr::new(127, 0, 78, 2));
     rx.configure(&mut ctl).unwrap();
     let dir = std::env::temp_dir().join(format!("rocelink-session-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -70,8 +58,7 @@ fn every_sink_sees_every_frame_and_the_recording_holds_them() {
         out
     };
     rx.stop(&mut ctl).unwrap();
-    emu_stop.store(true, Ordering::Relaxed);
-    emu.join().unwrap();
+    emu.stop();
     assert_eq!((out.frames, out.stopped), (20, StopReason::Frames));
     assert_eq!(seen.len(), 20);
     assert!(
@@ -97,7 +84,7 @@ fn every_sink_sees_every_frame_and_the_recording_holds_them() {
 
 #[test]
 fn a_stop_request_and_silence_end_the_loop() {
-    let (mut rx, _ctl, emu_stop, emu) = setup(Ipv4Addr::new(127, 0, 79, 2));
+    let (mut rx, _ctl, emu) = setup(Ipv4Addr::new(127, 0, 79, 2));
     // stop already requested: no frame, stopped
     let stop = AtomicBool::new(true);
     let out = run(&mut rx, &Limits::unlimited(), &stop, &mut []).unwrap();
@@ -108,6 +95,5 @@ fn a_stop_request_and_silence_end_the_loop() {
     let e = run(&mut rx, &lim, &stop, &mut []).unwrap_err();
     assert!(matches!(e, SessionError::NoFrame { after: 0, .. }), "{e}");
     assert!(e.to_string().contains("no RoCE datagram arrived"), "{e}");
-    emu_stop.store(true, Ordering::Relaxed);
-    emu.join().unwrap();
+    emu.stop();
 }

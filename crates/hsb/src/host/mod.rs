@@ -76,10 +76,10 @@ mod tests {
     fn page_finder_agrees_with_division() {
         let size = 10_406_576u64.next_multiple_of(128) + 128;
         let mut f = PageFinder::new(size);
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rng = rocelink_transport::sim::Rng::new(7);
         for i in 0..10_000u64 {
             // runs within a page, jumps between pages, and page edges
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let x = rng.next_u64();
             let va = match i % 4 {
                 0 => x % (size * 8),
                 1 => (x % 8) * size,

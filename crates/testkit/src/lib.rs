@@ -1,0 +1,16 @@
+//! Test fixtures shared by rocelink's crates (a dev-dependency only).
+//!
+//! * [`emulator`] — an HSB emulator that is ready when started: in this process
+//!   ([`emulator::Running`]: bound before the call returns) or as a `rocelink emulate`
+//!   process ([`emulator::Process`]: returned once its banner says it has bound its ports).
+//!   Tests never sleep to wait for a device.
+//! * [`netns`] — two network namespaces joined by a veth pair, nftables rules in them, and
+//!   the checks that skip (or, in CI, fail) when root or a tool is missing.
+//! * [`Rng`] — the seeded generator of the transport's simulator, for every randomised test.
+#![warn(missing_docs)]
+#![allow(clippy::unwrap_used)]
+
+pub mod emulator;
+pub mod netns;
+
+pub use rocelink_transport::sim::Rng;
