@@ -317,52 +317,38 @@ pub(crate) struct StreamArgs {
 
 /// The --no-loss search, after the unpaced run `r`.
 fn no_loss(cfg: &StreamConfig, r: &[StreamResult], a: &StreamArgs) -> Result<()> {
-    let hi = r.iter().map(|x| x.gbps).fold(0.0, f64::max) * 1.1;
-    let mut found = Vec::new();
-    for &name in &cfg.receivers {
-        let best = rocelink_bench::no_loss_rate(cfg, name, hi, a.steps)?;
-        found.push((name, best));
-    }
-    let rate = |n: &str| {
-        found
-            .iter()
-            .find(|(x, _)| *x == n)
-            .and_then(|(_, b)| b.as_ref().map(|(_, x)| x.gbps))
-            .unwrap_or(0.0)
-    };
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-    let (sink, recv1, ours) = (rate("sink"), rate("recv1"), rate("rocelink"));
+    let n = rocelink_bench::no_loss(cfg, r, a.steps)?;
+    let (to_sink, to_recv1) = (n.ratio("rocelink", "sink"), n.ratio("rocelink", "recv1"));
     if a.json {
-        let rows: Vec<_> = found
+        let rows: Vec<_> = n
+            .found
             .iter()
-            .map(|(n, b)| match b {
-                Some((g, x)) => json!({"name": n, "no_loss_gbps": g, "goodput_gbps": x.gbps, "cpu_percent": x.cpu_percent, "sent": x.sent, "received": x.received, "frames_good": x.frames.0}),
-                None => json!({"name": n, "no_loss_gbps": 0.0}),
+            .map(|(name, b)| match b {
+                Some((g, x)) => json!({"name": name, "no_loss_gbps": g, "goodput_gbps": x.gbps, "cpu_percent": x.cpu_percent, "sent": x.sent, "received": x.received, "frames_good": x.frames.0}),
+                None => json!({"name": name, "no_loss_gbps": 0.0}),
             })
             .collect();
         println!(
             "{}",
-            json!({"no_loss": rows, "search_hi_gbps": hi, "steps": a.steps,
-                   "ratio_rocelink_to_sink": ratio(ours, sink), "ratio_rocelink_to_recv1": ratio(ours, recv1)})
+            json!({"no_loss": rows, "search_hi_gbps": n.hi_gbps, "steps": n.steps,
+                   "ratio_rocelink_to_sink": to_sink, "ratio_rocelink_to_recv1": to_recv1})
         );
     } else {
         println!(
-            "no-loss rate (bisection 0..{hi:.1} Gbit/s, {} probes of {} s):",
-            a.steps, a.seconds
+            "no-loss rate (bisection 0..{:.1} Gbit/s, {} probes of {} s):",
+            n.hi_gbps, n.steps, a.seconds
         );
-        for (n, b) in &found {
+        for (name, b) in &n.found {
             match b {
                 Some((g, x)) => println!(
-                    "{n:<10} {g:>8.2} Gbit/s paced, goodput {:.2}, CPU {:.1}%, {} datagrams, none lost",
+                    "{name:<10} {g:>8.2} Gbit/s paced, goodput {:.2}, CPU {:.1}%, {} datagrams, none lost",
                     x.gbps, x.cpu_percent, x.received
                 ),
-                None => println!("{n:<10} lost data at every probed rate"),
+                None => println!("{name:<10} lost data at every probed rate"),
             }
         }
         println!(
-            "no-loss goodput: rocelink / sink = {:.2}x, rocelink / recv1 = {:.2}x",
-            ratio(ours, sink),
-            ratio(ours, recv1)
+            "no-loss goodput: rocelink / sink = {to_sink:.2}x, rocelink / recv1 = {to_recv1:.2}x"
         );
     }
     Ok(())

@@ -1,0 +1,473 @@
+//! rdma-core's `ibv_rc_pingpong`, `ibv_uc_pingpong` and `ibv_ud_pingpong` traffic over
+//! rocelink's transport: RECVs posted `rx_depth` deep, a SEND answered by a SEND, `iters`
+//! exchanges timed; UC and UD count an exchange with no answer within the loss timeout as
+//! lost (rdma-core would hang); `check` stamps every payload with its exchange number and
+//! verifies what arrives.
+//!
+//! The QP addresses are exchanged first, over rdma-core's TCP protocol
+//! (`rocelink_io::oob`): [`Pingpong::new`] makes the QP (INIT) to put in that message, and
+//! [`Pingpong::run`] connects it to the peer's and runs the traffic. `rocelink pingpong` is
+//! this plus rdma-core's printing.
+
+use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_runtime::Driver;
+use rocelink_transport::sim::Rng;
+use rocelink_transport::*;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+/// perftest / ibv_ud_pingpong Q_Key.
+pub const QKEY: u32 = 0x1111_1111;
+
+/// What to run.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct PingpongConfig {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Message bytes (UD: at most the MTU).
+    pub size: usize,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// RECVs posted at a time.
+    pub rx_depth: usize,
+    /// Exchanges.
+    pub iters: u32,
+    /// Stamp and verify every payload.
+    pub check: bool,
+    /// RC local ACK timeout.
+    pub ack_timeout: Duration,
+    /// UC/UD: time without an answer after which an exchange counts as lost (the server
+    /// stops waiting).
+    pub loss_timeout: Duration,
+    /// Give up after this long.
+    pub time_limit: Duration,
+}
+
+impl PingpongConfig {
+    /// rdma-core's defaults for `qp_type`: 4096-byte messages (UD: the MTU), MTU 1024,
+    /// 500 RECVs, 1000 exchanges; a 67 ms ACK timeout (rdma-core's 14), 1 s loss timeout,
+    /// 120 s limit.
+    pub fn new(qp_type: QpType) -> PingpongConfig {
+        PingpongConfig {
+            qp_type,
+            size: if qp_type == QpType::Ud { 1024 } else { 4096 },
+            mtu: Mtu::M1024,
+            rx_depth: 500,
+            iters: 1000,
+            check: false,
+            ack_timeout: Duration::from_millis(67),
+            loss_timeout: Duration::from_secs(1),
+            time_limit: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Why a pingpong stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PingpongError {
+    /// A UD message larger than the MTU (rdma-core's words).
+    #[error("Requested size larger than port MTU ({0})")]
+    SizeOverMtu(usize),
+    /// No RECV posted.
+    #[error("rx depth must be at least 1")]
+    NoRxDepth,
+    /// The transport refused a QP operation.
+    #[error(transparent)]
+    Qp(#[from] QpError),
+    /// The buffer was not where it should be.
+    #[error(transparent)]
+    Access(#[from] AccessError),
+    /// The socket.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// [`PingpongConfig::time_limit`] passed.
+    #[error("time limit reached after {received} receives and {sent} sends")]
+    TimeLimit {
+        /// RECVs completed.
+        received: u32,
+        /// SENDs completed.
+        sent: u32,
+    },
+    /// A work request failed (rdma-core's words).
+    #[error("Failed status {status:?} for wr_id {wr_id}")]
+    Failed {
+        /// Its status.
+        status: WcStatus,
+        /// Its wr_id.
+        wr_id: u64,
+    },
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PingpongReport {
+    /// Exchanges asked for.
+    pub iters: u32,
+    /// Payload bytes both ways (`size × iters × 2`, as rdma-core counts).
+    pub bytes: u64,
+    /// Time of the exchanges (not the final ACKs).
+    pub elapsed: Duration,
+    /// Answers received.
+    pub received: u32,
+    /// Exchanges with no answer in time (UC/UD).
+    pub lost: u32,
+    /// Payloads that arrived with the wrong length or stamp (`check`).
+    pub corrupt: u32,
+    /// The endpoint's counters.
+    pub endpoint: EndpointStats,
+    /// The QP's counters.
+    pub qp: QpStats,
+}
+
+impl PingpongReport {
+    /// Mbit/s as rdma-core prints it.
+    pub fn mbit_per_s(&self) -> f64 {
+        self.bytes as f64 * 8.0 / (self.elapsed.as_secs_f64() * 1e6).max(f64::MIN_POSITIVE)
+    }
+
+    /// Microseconds per exchange.
+    pub fn usec_per_iter(&self) -> f64 {
+        self.elapsed.as_secs_f64() * 1e6 / f64::from(self.iters.max(1))
+    }
+}
+
+/// A pingpong endpoint: the QP made (INIT) and its buffer registered, waiting for the
+/// peer's address.
+#[derive(Debug)]
+pub struct Pingpong {
+    cfg: PingpongConfig,
+    ep: Endpoint,
+    qpn: u32,
+    lkey: u32,
+    drv: Driver,
+}
+
+impl Pingpong {
+    /// Over `sock`, with QP number `qpn` (chosen before, so a server can print it before
+    /// it waits). Checks the configuration before making anything.
+    pub fn new(sock: UdpSocket, cfg: PingpongConfig, qpn: u32) -> Result<Pingpong, PingpongError> {
+        if cfg.qp_type == QpType::Ud && cfg.size > cfg.mtu.bytes() {
+            return Err(PingpongError::SizeOverMtu(cfg.mtu.bytes()));
+        }
+        if cfg.rx_depth == 0 {
+            return Err(PingpongError::NoRxDepth);
+        }
+        let mut ecfg = EndpointConfig::new(sock.local_addr());
+        ecfg.icrc = IcrcPolicy::RecoverIpv4Id;
+        let mut ep = Endpoint::new(ecfg);
+        let mr = ep.register_mr(
+            vec![0x7b; cfg.size + grh(&cfg)].into_boxed_slice(),
+            0,
+            Access::LOCAL_WRITE,
+        );
+        let qpn = ep.create_qp_numbered(
+            qpn,
+            QpInit {
+                max_recv_wr: cfg.rx_depth,
+                ..QpInit::new(cfg.qp_type)
+            },
+        )?;
+        ep.modify_qp(qpn, Modify::Init { qkey: QKEY })?;
+        Ok(Pingpong {
+            cfg,
+            ep,
+            qpn,
+            lkey: mr.lkey,
+            drv: Driver::new(sock),
+        })
+    }
+
+    /// Our QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The driver (to record to a pcap, say).
+    pub fn driver_mut(&mut self) -> &mut Driver {
+        &mut self.drv
+    }
+
+    /// Connect to the peer's QP (`peer_qpn` at `remote`, first PSN `peer_psn`; ours
+    /// `my_psn`), then run the exchanges; the client (`client`) sends first.
+    pub fn run(
+        mut self,
+        remote: SocketAddr,
+        peer_qpn: u32,
+        peer_psn: u32,
+        my_psn: u32,
+        client: bool,
+    ) -> Result<PingpongReport, PingpongError> {
+        let cfg = self.cfg;
+        let (qpn, lkey, grh) = (self.qpn, self.lkey, grh(&cfg));
+        let ep = &mut self.ep;
+        // RECVs are posted before the QP is ready to receive, so none can be missed
+        let recv_sge = Sge {
+            lkey,
+            va: 0,
+            len: (cfg.size + grh) as u32,
+        };
+        ep.modify_qp(
+            qpn,
+            Modify::Rtr {
+                remote: Some(remote),
+                dest_qpn: peer_qpn,
+                rq_psn: peer_psn,
+                mtu: cfg.mtu,
+                min_rnr_timer: 12,
+            },
+        )?;
+        for _ in 0..cfg.rx_depth {
+            ep.post_recv(qpn, RecvWr::new(RECV_WRID, recv_sge))?;
+        }
+        ep.modify_qp(
+            qpn,
+            Modify::Rts {
+                sq_psn: my_psn,
+                timeout: cfg.ack_timeout.max(Duration::from_millis(1)),
+                retry_cnt: 7,
+                rnr_retry: 7,
+            },
+        )?;
+        let send_sge = Sge {
+            lkey,
+            va: grh as u64,
+            len: cfg.size as u32,
+        };
+        let op = if cfg.qp_type == QpType::Ud {
+            SendOp::UdSend {
+                dest: UdDest {
+                    addr: remote,
+                    qpn: peer_qpn,
+                    qkey: QKEY,
+                },
+                imm: None,
+            }
+        } else {
+            SendOp::Send
+        };
+        let mut seq = 0u64;
+        let post_send = |ep: &mut Endpoint, seq: &mut u64| -> Result<(), PingpongError> {
+            if cfg.check {
+                let m = ep.mr_mut(lkey)?.bytes_mut();
+                stamp(&mut m[grh..grh + cfg.size], *seq);
+            }
+            *seq += 1;
+            ep.post_send(
+                qpn,
+                SendWr {
+                    wr_id: SEND_WRID,
+                    op,
+                    sge: send_sge,
+                    signaled: true,
+                    solicited: false,
+                },
+            )?;
+            Ok(())
+        };
+        let iters = cfg.iters;
+        let mut pending = RECV_WRID;
+        if client {
+            post_send(ep, &mut seq)?;
+            pending |= SEND_WRID;
+        }
+        let (mut rcnt, mut scnt, mut routs) = (0u32, 0u32, cfg.rx_depth);
+        let (mut lost, mut corrupt) = (0u32, 0u32);
+        let start = Instant::now();
+        let end = start + cfg.time_limit;
+        let reliable = cfg.qp_type == QpType::Rc;
+        let mut last_progress = Instant::now();
+        while rcnt < iters || scnt < iters {
+            let wait_until = if reliable {
+                end
+            } else {
+                (last_progress + cfg.loss_timeout).min(end)
+            };
+            let got = self
+                .drv
+                .run(ep, wait_until, |ep| ep.peek_completion().is_some())?;
+            if !got {
+                if Instant::now() >= end {
+                    return Err(PingpongError::TimeLimit {
+                        received: rcnt,
+                        sent: scnt,
+                    });
+                }
+                // UC/UD: nothing came back in time
+                if !client {
+                    break; // the client stopped, or everything it sends is lost
+                }
+                lost += 1;
+                rcnt += 1;
+                last_progress = Instant::now();
+                if scnt < iters {
+                    post_send(ep, &mut seq)?;
+                    pending = RECV_WRID | SEND_WRID;
+                }
+                continue;
+            }
+            while let Some(wc) = ep.poll_completion() {
+                if wc.status != WcStatus::Success {
+                    return Err(PingpongError::Failed {
+                        status: wc.status,
+                        wr_id: wc.wr_id,
+                    });
+                }
+                last_progress = Instant::now();
+                if wc.wr_id == SEND_WRID {
+                    scnt += 1;
+                } else {
+                    if cfg.check {
+                        let m = ep.mr(lkey)?.bytes();
+                        let got = (wc.byte_len as usize).saturating_sub(grh);
+                        if got != cfg.size || !stamped_ok(&m[grh..grh + cfg.size]) {
+                            corrupt += 1;
+                        }
+                    }
+                    routs -= 1;
+                    if routs <= 1 {
+                        while routs < cfg.rx_depth {
+                            ep.post_recv(qpn, RecvWr::new(RECV_WRID, recv_sge))?;
+                            routs += 1;
+                        }
+                    }
+                    rcnt += 1;
+                }
+                pending &= !wc.wr_id;
+                if scnt < iters && pending == 0 {
+                    post_send(ep, &mut seq)?;
+                    pending = RECV_WRID | SEND_WRID;
+                }
+            }
+        }
+        // the exchanges are timed, as rdma-core does; then the last ACKs and responses go out
+        let elapsed = start.elapsed();
+        let linger = Instant::now() + Duration::from_millis(if reliable { 200 } else { 20 });
+        self.drv.run(ep, linger, |_| false)?;
+        if !client && rcnt < iters {
+            lost = iters - rcnt;
+        }
+        Ok(PingpongReport {
+            iters,
+            bytes: cfg.size as u64 * u64::from(iters) * 2,
+            elapsed,
+            received: rcnt - lost.min(rcnt),
+            lost,
+            corrupt,
+            endpoint: ep.stats(),
+            qp: ep.qp_stats(qpn).unwrap_or_default(),
+        })
+    }
+}
+
+/// The 40-byte GRH slot in front of a UD receive.
+fn grh(cfg: &PingpongConfig) -> usize {
+    if cfg.qp_type == QpType::Ud { 40 } else { 0 }
+}
+
+/// The RoCE socket at `ip:port`. On one host the rdma-core idiom runs both ends on the
+/// loopback address; when its port is taken by the other end and no address was asked for
+/// (`chosen` false), the next free 127/8 address is used (the peer learns it from the GID).
+/// Errors name the address.
+pub fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> io::Result<(UdpSocket, IpAddr)> {
+    let e = match UdpSocket::bind(SocketAddr::new(ip, port), &UdpConfig::default()) {
+        Ok(s) => return Ok((s, ip)),
+        Err(e) => e,
+    };
+    let named = |what: String| io::Error::new(e.kind(), format!("{what}: {e}"));
+    if chosen || !ip.is_loopback() || e.kind() != io::ErrorKind::AddrInUse {
+        return Err(named(format!("cannot bind RoCE UDP socket {ip}:{port}")));
+    }
+    for k in 2..=254u8 {
+        let alt = IpAddr::V4(Ipv4Addr::new(127, 0, 0, k));
+        if alt == ip {
+            continue;
+        }
+        if let Ok(s) = UdpSocket::bind(SocketAddr::new(alt, port), &UdpConfig::default()) {
+            return Ok((s, alt));
+        }
+    }
+    Err(named(format!(
+        "cannot bind RoCE UDP socket {ip}:{port}, nor port {port} on 127.0.0.2..254"
+    )))
+}
+
+/// Stamp `buf` for exchange `seq`.
+pub fn stamp(buf: &mut [u8], seq: u64) {
+    let mut r = Rng::new(seq);
+    for chunk in buf.chunks_mut(8) {
+        let v = r.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+    if buf.len() >= 8 {
+        buf[..8].copy_from_slice(&seq.to_le_bytes());
+    }
+}
+
+/// True when `buf` is a correctly stamped payload.
+pub fn stamped_ok(buf: &[u8]) -> bool {
+    let Some(seq) = buf.first_chunk::<8>() else {
+        return true;
+    };
+    let mut want = vec![0u8; buf.len()];
+    stamp(&mut want, u64::from_le_bytes(*seq));
+    want == buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps() {
+        let mut b = vec![0u8; 100];
+        stamp(&mut b, 42);
+        assert!(stamped_ok(&b));
+        b[50] ^= 1;
+        assert!(!stamped_ok(&b));
+    }
+
+    /// Two pingpongs over loopback, each kind: every exchange answered, nothing corrupt.
+    #[test]
+    fn loopback_exchanges() {
+        for (i, t) in [QpType::Rc, QpType::Uc, QpType::Ud].into_iter().enumerate() {
+            let ip = IpAddr::V4(Ipv4Addr::new(127, 0, 81, 1 + i as u8));
+            let peer_ip = IpAddr::V4(Ipv4Addr::new(127, 0, 82, 1 + i as u8));
+            let mut cfg = PingpongConfig::new(t);
+            cfg.iters = 50;
+            cfg.check = true;
+            cfg.time_limit = Duration::from_secs(20);
+            let (sa, _) = bind_roce(ip, 4791, true).unwrap();
+            let (sb, _) = bind_roce(peer_ip, 4791, true).unwrap();
+            let a = Pingpong::new(sa, cfg, 0x111).unwrap();
+            let b = Pingpong::new(sb, cfg, 0x222).unwrap();
+            let server = std::thread::spawn(move || {
+                b.run(SocketAddr::new(ip, 4791), 0x111, 100, 200, false)
+            });
+            let r = a
+                .run(SocketAddr::new(peer_ip, 4791), 0x222, 200, 100, true)
+                .unwrap();
+            let s = server.join().unwrap().unwrap();
+            for x in [r, s] {
+                assert_eq!((x.received, x.lost, x.corrupt), (50, 0, 0), "{t:?}: {x:?}");
+                assert_eq!(x.bytes, cfg.size as u64 * 100);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_configurations_are_refused_before_anything_is_made() {
+        let (s, _) = bind_roce(IpAddr::V4(Ipv4Addr::new(127, 0, 83, 1)), 0, true).unwrap();
+        let mut cfg = PingpongConfig::new(QpType::Ud);
+        cfg.size = 4096;
+        assert!(matches!(
+            Pingpong::new(s, cfg, 0x100),
+            Err(PingpongError::SizeOverMtu(1024))
+        ));
+    }
+}
