@@ -1,5 +1,7 @@
 //! Joining CRC-32 values (zlib's `crc32_combine`), with tables for a dominant length.
 
+use std::sync::{Arc, Mutex};
+
 /// Joins CRC-32 values: `crc(A ‖ B)` from `crc(A)`, `crc(B)` and `len(B)` (zlib's
 /// `crc32_combine`), caching `x^(8·len)`. Lets a receiver hash a payload once and use the
 /// result both in the ICRC and in a running CRC of the data (e.g. an HSB frame CRC).
@@ -8,14 +10,42 @@
 /// dominates (a majority vote reaches [`TABLE_AFTER`]) the combiner builds four 256-entry
 /// tables for it
 /// and a combine costs four lookups instead of a 32-step multiply. A stream of equal-sized
-/// packets with the odd other size (a metadata packet) keeps its table.
+/// packets with the odd other size (a metadata packet) keeps its table. Combiners of one
+/// process share the table of a length (a receiver joins each payload's CRC twice — into
+/// the ICRC and into the frame's CRC — and one table stays in cache where two would not).
 #[derive(Debug, Clone, Default)]
 pub struct Combiner {
     len: usize,
     x: u32,
     cand: usize,
     run: u32,
-    pub(super) table: Option<Box<(usize, [[u32; 256]; 4])>>,
+    pub(super) table: Option<Arc<Table>>,
+}
+
+/// A length and its four lookup tables.
+type Table = (usize, [[u32; 256]; 4]);
+
+/// The tables built so far in this process, by length (a handful at most).
+static TABLES: Mutex<Vec<Arc<Table>>> = Mutex::new(Vec::new());
+
+/// The table for `len` (multiplier `x` = `x^(8·len)`), shared with every other combiner.
+fn shared_table(len: usize, x: u32) -> Arc<Table> {
+    let mut all = TABLES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(t) = all.iter().find(|t| t.0 == len) {
+        return t.clone();
+    }
+    let mut t = Box::new((len, [[0u32; 256]; 4]));
+    for (i, row) in t.1.iter_mut().enumerate() {
+        for (v, e) in row.iter_mut().enumerate() {
+            *e = multmodp(x, (v as u32) << (8 * i));
+        }
+    }
+    let t: Arc<Table> = Arc::from(t);
+    if all.len() >= 16 {
+        all.remove(0); // sizes come and go: keep the last few
+    }
+    all.push(t.clone());
+    t
 }
 
 /// Vote margin of one length after which [`Combiner`] builds its tables.
@@ -62,13 +92,7 @@ impl Combiner {
         }
         if self.run >= TABLE_AFTER && len_b == self.cand {
             self.run = 0;
-            let mut t = Box::new((len_b, [[0u32; 256]; 4]));
-            for (i, row) in t.1.iter_mut().enumerate() {
-                for (v, e) in row.iter_mut().enumerate() {
-                    *e = multmodp(self.x, (v as u32) << (8 * i));
-                }
-            }
-            self.table = Some(t);
+            self.table = Some(shared_table(len_b, self.x));
         }
         multmodp(self.x, crc_a) ^ crc_b
     }
