@@ -3,6 +3,7 @@
 //! before a byte moves.
 
 use crate::keymap::KeyMap;
+use std::ops::Range;
 
 /// Access rights of a region (`ibv_access_flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -164,6 +165,19 @@ impl MemoryRegion {
             return Err(oob);
         }
         Ok(off as usize)
+    }
+
+    /// Where a remote write of `[va, va + len)` goes in this region (REMOTE_WRITE, bounds),
+    /// for bytes that landed at `from` of it (inside it).
+    fn write_target(&self, va: u64, len: u64, from: &Range<usize>) -> Result<usize, AccessError> {
+        if !self.access.contains(Access::REMOTE_WRITE) {
+            return Err(AccessError::Denied);
+        }
+        let to = self.offset_of(va, len)?;
+        if from.end > self.keys.len {
+            return Err(AccessError::OutOfBounds { va, len });
+        }
+        Ok(to)
     }
 
     /// Checked slice for a remote or local access needing `need`.
@@ -361,13 +375,7 @@ impl MrTable {
         if src_lkey == rkey {
             // one region: in place (the common case) or a move within it
             let r = self.get_mut(rkey)?;
-            if !r.access.contains(Access::REMOTE_WRITE) {
-                return Err(AccessError::Denied);
-            }
-            let to = r.offset_of(va, len)?;
-            if from.end > r.keys.len {
-                return Err(oob);
-            }
+            let to = r.write_target(va, len, &from)?;
             if from.start == to {
                 return Ok(crate::Landing::InPlace);
             }
@@ -408,6 +416,18 @@ impl MrTable {
         let mem = r.mem.bytes_mut();
         let n = n.min(mem.len());
         Ok(&mut mem[..n])
+    }
+
+    /// The bytes landed at `offset` of region `key` if they already sit where the remote
+    /// write of `[va, va + len)` into that region goes (REMOTE_WRITE, bounds: the checks of
+    /// [`MrTable::place_landed`]); `None` otherwise. One lookup for the landed lane.
+    pub(crate) fn in_place(&self, key: u32, va: u64, len: usize, offset: usize) -> Option<&[u8]> {
+        let r = self.get(key).ok()?;
+        let from = offset..offset.checked_add(len)?;
+        if r.write_target(va, len as u64, &from).ok()? != offset {
+            return None;
+        }
+        r.mem.bytes().get(from)
     }
 
     /// The region with `key`.

@@ -1,10 +1,10 @@
 //! The lane of [`Endpoint::handle_landed`] for its common case — a UC RDMA WRITE ONLY
-//! without immediate, in order, to a QP between messages — which makes the same checks as
-//! the general path without building its general structures (the parsed header set, the
-//! datagram, the dispatch by opcode). It changes nothing unless every check passes; any
-//! other packet, or any check that fails, leaves the verdict to the general path, which
-//! then counts the reason. `tests/landed.rs` holds both paths to the same counters,
-//! events and bytes.
+//! without immediate, in order, to a QP between messages, already where its RETH points —
+//! which makes the same checks as the general path without building its general structures
+//! (the parsed header set, the datagram, the dispatch by opcode). It changes nothing unless
+//! every check passes; any other packet, or any check that fails, leaves the verdict to the
+//! general path, which then counts the reason. `tests/landed.rs` holds both paths to the
+//! same counters, events and bytes.
 
 use super::rx::{check_icrc, pkey_match};
 use super::{Datagram, Endpoint, IcrcStatus, Landed, Landing};
@@ -50,11 +50,12 @@ impl Endpoint {
         {
             return None;
         }
-        let payload = mrs.get(d.lkey).ok().and_then(|m| {
-            let end = d.offset.checked_add(d.len)?;
-            (end <= m.keys().len).then_some(())?;
-            m.bytes().get(d.offset..end)
-        })?;
+        // in place (where its RETH says, in the region it landed in): one region lookup
+        // for the bounds, the access and the bytes the ICRC reads
+        if d.lkey != rkey {
+            return None;
+        }
+        let payload = mrs.in_place(rkey, va, d.len, d.offset)?;
         let pieces = Pieces {
             headers: d.headers,
             payload,
@@ -70,14 +71,10 @@ impl Endpoint {
         if status != IcrcStatus::Exact {
             return None;
         }
-        // bounds and access of the destination; moves nothing when refused
-        let how = mrs
-            .place_landed(rkey, va, d.len as u64, d.lkey, d.offset)
-            .ok()?;
         stats.rx_datagrams += 1;
         *last_icrc = Some(status);
         sinks.landing = None;
         q.uc_write_only_placed(psn, rkey, va, d.len, pcrc, sinks);
-        Some(how)
+        Some(Landing::InPlace)
     }
 }
