@@ -7,10 +7,9 @@
 //! same counters, events and bytes.
 
 use super::rx::{check_icrc, pkey_match};
-use super::{Datagram, Endpoint, IcrcStatus, Landed, Landing};
+use super::{Endpoint, IcrcStatus, Landed, Landing};
 use rocelink_wire::ib::ext::Reth;
 use rocelink_wire::ib::{BTH_LEN, Bth, ICRC_LEN, Opcode};
-use rocelink_wire::icrc::Pieces;
 
 /// BTH and RETH: the headers of a WRITE ONLY without immediate.
 const HEADERS: usize = BTH_LEN + 16;
@@ -56,18 +55,7 @@ impl Endpoint {
             return None;
         }
         let payload = mrs.in_place(rkey, va, d.len, d.offset)?;
-        let pieces = Pieces {
-            headers: d.headers,
-            payload,
-            tail: d.tail,
-        };
-        let dg = Datagram {
-            src: d.src,
-            dst: d.dst,
-            ip_header: None,
-            payload: &[],
-        };
-        let (status, pcrc) = check_icrc(prefixes, comb, cfg.icrc, &dg, pieces);
+        let (status, pcrc) = check_icrc(prefixes, comb, cfg.icrc, &d.datagram(), d.pieces(payload));
         if status != IcrcStatus::Exact {
             return None;
         }

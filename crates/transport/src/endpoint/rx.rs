@@ -31,6 +31,30 @@ pub struct Landed<'a> {
     pub tail: &'a [u8],
 }
 
+impl<'a> Landed<'a> {
+    /// The datagram it came in, for the ICRC's addresses (its payload is elsewhere).
+    pub(super) fn datagram(&self) -> Datagram<'static> {
+        Datagram {
+            src: self.src,
+            dst: self.dst,
+            ip_header: None,
+            payload: &[],
+        }
+    }
+
+    /// Its headers, `payload` (where it landed) and tail, as the ICRC covers them.
+    pub(super) fn pieces<'p>(&self, payload: &'p [u8]) -> Pieces<'p>
+    where
+        'a: 'p,
+    {
+        Pieces {
+            headers: self.headers,
+            payload,
+            tail: self.tail,
+        }
+    }
+}
+
 /// What became of a [`Landed`] payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[must_use]
@@ -106,24 +130,14 @@ impl Endpoint {
             self.stats.malformed += 1;
             return Landing::Refused;
         };
-        let pieces = Pieces {
-            headers: d.headers,
-            payload,
-            tail: d.tail,
-        };
-        let dg = Datagram {
-            src: d.src,
-            dst: d.dst,
-            ip_header: None,
-            payload: &[],
-        };
+        let dg = d.datagram();
         // (the payload borrows the region table; the check needs the endpoint)
         let (status, pcrc) = check_icrc(
             &mut self.prefixes,
             &mut self.comb,
             self.cfg.icrc,
             &dg,
-            pieces,
+            d.pieces(payload),
         );
         if !self.note_icrc(status) {
             return Landing::Refused;

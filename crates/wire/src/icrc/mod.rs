@@ -188,18 +188,8 @@ pub fn socket_hasher(
     ib_len: usize,
     bth: &[u8],
 ) -> Result<IcrcHasher> {
+    let u = socket_udp_header(src, dst, ib_len)?;
     let udp_len = udp::HEADER_LEN + ib_len;
-    if udp_len > usize::from(u16::MAX) {
-        return Err(Error::Malformed);
-    }
-    let mut u = [0u8; 8];
-    udp::Repr {
-        src_port: src.port(),
-        dst_port: dst.port(),
-        payload_len: ib_len,
-        checksum: 0,
-    }
-    .emit(&mut u);
     match (src.ip(), dst.ip()) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             IcrcHasher::new(&socket_ipv4_header(s, d, udp_len), &u, bth)
