@@ -237,13 +237,14 @@ impl ScatterRx {
     /// The slot that bytes `range` of message `msg` filled exactly, if one did.
     pub fn slot_for(&self, msg: usize, range: Range<usize>) -> Option<usize> {
         let m = self.meta.get(msg)?;
-        let first = m.slots.start;
-        // starts are recorded per message in slot order
-        m.slots.clone().find(|&j| {
-            self.starts.get(j).copied() == Some(range.start)
-                && self.plan[j].len() == range.len()
-                && j >= first
-        })
+        // starts are recorded per message in slot order, never decreasing (equal only after
+        // an empty slot)
+        let starts = self.starts.get(m.slots.clone())?;
+        let k = starts.partition_point(|&s| s < range.start);
+        (k..starts.len())
+            .take_while(|&k| starts[k] == range.start)
+            .map(|k| m.slots.start + k)
+            .find(|&j| self.plan[j].len() == range.len())
     }
 
     /// The head bytes slot `j` received.

@@ -52,6 +52,7 @@
 
 mod cq;
 mod endpoint;
+mod events;
 mod keymap;
 mod mr;
 mod qp;

@@ -36,6 +36,8 @@ const WRITE_ONLY: u8 = 0x2A;
 const WRITE_ONLY_IMM: u8 = 0x2B;
 const BTH_RETH: usize = 28;
 const BTH_RETH_IMM: usize = 32;
+/// The shortest plan [`FastPath::adapt`] makes.
+const ADAPT_MIN: usize = 8;
 
 /// Where the stream's bytes go.
 #[derive(Debug, Clone, Copy)]
@@ -63,7 +65,8 @@ struct Expect {
 pub(super) struct Accepted {
     /// The plan's slot (its headers and tail are in the scatter scratch).
     slot: usize,
-    pub(super) src: SocketAddr,
+    /// The message it came in (its sender: [`FastPath::src`]).
+    msg: usize,
     /// Where the payload is (and, if the transport agrees, belongs).
     pub(super) va: u64,
     pub(super) len: u32,
@@ -76,8 +79,9 @@ pub(super) struct Accepted {
 pub(super) enum Item {
     /// Its payload is in the ring: for [`Endpoint::handle_landed`].
     Landed(Accepted),
-    /// Bytes `scratch[range]` from this sender, for the endpoint.
-    Slow(Range<usize>, SocketAddr),
+    /// Bytes `scratch[range]` of message `.1` (its sender: [`FastPath::src_of`]), for the
+    /// endpoint.
+    Slow(Range<usize>, usize),
 }
 
 /// Fast-path counters.
@@ -107,6 +111,9 @@ pub(super) struct FastPath {
     expect: Vec<Expect>,
     per_msg: usize,
     msgs: usize,
+    /// How many segments the next plan names: a little more than recent receives brought
+    /// (see [`FastPath::adapt`]), at most `msgs` messages' worth.
+    want: usize,
     gro: bool,
     /// Payload bytes per data packet, learned from the stream.
     payload: Option<u32>,
@@ -114,13 +121,15 @@ pub(super) struct FastPath {
     hwm: Vec<u64>,
     /// Segments copied out for the slow path, back to back.
     pub(super) scratch: Vec<u8>,
-    /// Their ranges in `scratch` and senders.
-    pub(super) slow: Vec<(Range<usize>, SocketAddr)>,
+    /// Their ranges in `scratch` and messages.
+    pub(super) slow: Vec<(Range<usize>, usize)>,
     /// Segments verified in place.
     pub(super) accepted: Vec<Accepted>,
     /// Next of `accepted` then `slow` to apply.
     cursor: usize,
-    segs: Vec<(usize, Range<usize>, SocketAddr)>,
+    /// Segments of the last receive: message and byte range. (Senders stay in the
+    /// receive's metadata: copied along with every segment they cost more than the rest.)
+    segs: Vec<(usize, Range<usize>)>,
     pub(super) stats: FastStats,
 }
 
@@ -140,6 +149,7 @@ impl FastPath {
             } else {
                 batch.clamp(1, rocelink_io::scatter::MAX_MSGS)
             },
+            want: ADAPT_MIN,
             gro,
             payload: None,
             hwm: vec![0; g.pages as usize],
@@ -165,7 +175,7 @@ impl FastPath {
         } else {
             1
         };
-        let max = self.per_msg * self.msgs;
+        let max = (self.per_msg * self.msgs).min(self.want);
         while self.plan.len() < max && page < g.pages {
             let base = u64::from(page) * g.page_size;
             let (off_in, len, opcode, next) = if off < g.frame_size {
@@ -229,11 +239,31 @@ impl FastPath {
         self.build_plan(at);
         // the kernel writes only the planned slots: bytes no accepted data still needs
         let zone = ep.landing_zone(self.g.lkey).map_err(io::Error::other)?;
-        self.rx
-            .recv_wait(sock, zone, &self.plan, self.per_msg, self.msgs, wait)
+        // as many messages as the plan's length asks for (all of them while it is unbounded)
+        let msgs = self.msgs.min(self.want.div_ceil(self.per_msg)).max(1);
+        let n = self
+            .rx
+            .recv_wait(sock, zone, &self.plan, self.per_msg, msgs, wait)?;
+        self.adapt();
+        Ok(n)
     }
 
-    /// Split the received messages into segments (`segs`: message, byte range, sender).
+    /// Size the next plan to what arrives: twice the segments of the last receive and some.
+    /// A plan names a slot (three I/O vectors, built here and read by the kernel) for every
+    /// segment a receive could bring, though at a steady rate one brings a fraction of them;
+    /// a receive that brings more than planned sends the rest the slow way once, and the
+    /// next plan is as long as the full one again.
+    fn adapt(&mut self) {
+        let got: usize = self
+            .rx
+            .meta()
+            .iter()
+            .map(|m| m.len.div_ceil(m.segment))
+            .sum();
+        self.want = next_want(self.want, got, self.plan.len());
+    }
+
+    /// Split the received messages into segments (`segs`: message, byte range).
     fn split(&mut self) {
         self.segs.clear();
         for (m, meta) in self.rx.meta().iter().enumerate() {
@@ -243,7 +273,7 @@ impl FastPath {
             while at < meta.len {
                 let r = at..(at + meta.segment).min(meta.len);
                 at = r.end;
-                self.segs.push((m, r, meta.src));
+                self.segs.push((m, r));
             }
         }
     }
@@ -255,13 +285,7 @@ impl FastPath {
     /// between were lost) fits too, to be moved there, and `shift` becomes `Some(d)`; after
     /// that only segments shifted by exactly `d` do, so the moves (done in reverse order)
     /// never overwrite a body not yet moved.
-    fn fit(
-        &self,
-        msg: usize,
-        range: Range<usize>,
-        src: SocketAddr,
-        shift: &mut Option<u64>,
-    ) -> Option<Accepted> {
+    fn fit(&self, msg: usize, range: Range<usize>, shift: &mut Option<u64>) -> Option<Accepted> {
         let j = self.rx.slot_for(msg, range.clone())?;
         let e = self.expect[j];
         let h = self.rx.head(j).get(..28)?;
@@ -289,7 +313,7 @@ impl FastPath {
         }
         Some(Accepted {
             slot: j,
-            src,
+            msg,
             va,
             len: e.len,
             moved,
@@ -311,9 +335,9 @@ impl FastPath {
         let mut shift = None;
         let region = ep.mr(self.g.lkey).map_err(io::Error::other)?.bytes();
         for i in 0..self.segs.len() {
-            let (m, r, src) = self.segs[i].clone();
+            let (m, r) = self.segs[i].clone();
             if !missed {
-                if let Some(a) = self.fit(m, r.clone(), src, &mut shift) {
+                if let Some(a) = self.fit(m, r.clone(), &mut shift) {
                     self.accepted.push(a);
                     continue;
                 }
@@ -322,7 +346,7 @@ impl FastPath {
             self.stats.slow += 1;
             let start = self.scratch.len();
             self.rx.gather(region, m, r, &mut self.scratch);
-            self.slow.push((start..self.scratch.len(), src));
+            self.slow.push((start..self.scratch.len(), m));
         }
         if let Some(d) = shift {
             for a in self.accepted.iter().rev().filter(|a| a.moved) {
@@ -332,6 +356,16 @@ impl FastPath {
             }
         }
         Ok(())
+    }
+
+    /// The sender of an accepted segment.
+    pub(super) fn src(&self, a: &Accepted) -> SocketAddr {
+        self.src_of(a.msg)
+    }
+
+    /// The sender of message `m` of the last receive.
+    pub(super) fn src_of(&self, m: usize) -> SocketAddr {
+        self.rx.meta()[m].src
     }
 
     /// The headers and the tail (pad, ICRC) of an accepted segment.
@@ -354,8 +388,8 @@ impl FastPath {
         let item = if i < self.accepted.len() {
             Item::Landed(self.accepted[i])
         } else {
-            let (r, src) = self.slow.get(i - self.accepted.len())?.clone();
-            Item::Slow(r, src)
+            let (r, m) = self.slow.get(i - self.accepted.len())?.clone();
+            Item::Slow(r, m)
         };
         self.cursor += 1;
         Some(item)
@@ -386,6 +420,34 @@ impl FastPath {
     }
 }
 
+/// The plan length after a receive that brought `got` segments of a plan of `planned`: all
+/// it may be if the plan was filled (or there was none), else twice what came and some; a
+/// receive that brought nothing changes nothing.
+fn next_want(want: usize, got: usize, planned: usize) -> usize {
+    match got {
+        0 => want,
+        _ if got >= planned => usize::MAX,
+        _ => 2 * got + ADAPT_MIN,
+    }
+}
+
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_follows_what_arrives() {
+        // nothing planned yet (the packet size is not known): the first plan is a full one
+        assert_eq!(next_want(ADAPT_MIN, 3, 0), usize::MAX);
+        // 15 of 45 came: 38 next time; then 40 of 38 (the plan was too short): full again
+        assert_eq!(next_want(usize::MAX, 15, 45), 38);
+        assert_eq!(next_want(38, 38, 38), usize::MAX);
+        // a timeout changes nothing; a trickle keeps the shortest plan
+        assert_eq!(next_want(38, 0, 38), 38);
+        assert_eq!(next_want(38, 1, 38), 2 + ADAPT_MIN);
+    }
 }

@@ -435,7 +435,7 @@ impl Receiver {
                     let (headers, tail) = fast.head_tail(&a);
                     let completes = headers.first().is_some_and(|&o| Opcode(o).has_immediate());
                     let landed = Landed {
-                        src: a.src,
+                        src: fast.src(&a),
                         dst: local,
                         headers,
                         lkey,
@@ -455,11 +455,11 @@ impl Receiver {
                     }
                     continue;
                 }
-                Some(Item::Slow(r, src)) => {
+                Some(Item::Slow(r, m)) => {
                     ep.handle_datagram(
                         now,
                         rocelink_transport::Datagram {
-                            src,
+                            src: fast.src_of(m),
                             dst: local,
                             ip_header: None,
                             payload: &fast.scratch[r],

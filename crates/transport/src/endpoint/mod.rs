@@ -424,13 +424,7 @@ impl Endpoint {
 
     /// Next event of QP `qpn` (events of other QPs stay queued for their owners).
     pub fn poll_qp_event(&mut self, qpn: u32) -> Option<Event> {
-        let ev = &mut self.sinks.events;
-        // the common case — one QP, or this QP's event first — costs no search
-        if ev.front().is_some_and(|e| e.qpn() == qpn) {
-            return ev.pop_front();
-        }
-        let i = ev.iter().position(|e| e.qpn() == qpn)?;
-        ev.remove(i)
+        self.sinks.events.pop_qp(qpn)
     }
 
     /// What the last `handle_datagram` verified of the ICRC (`None` if it never got that far).

@@ -203,7 +203,7 @@ pub(crate) struct Qp {
 #[derive(Debug, Default)]
 pub(crate) struct Sinks {
     pub(crate) cqs: crate::cq::Cqs,
-    pub(crate) events: VecDeque<Event>,
+    pub(crate) events: crate::events::EventQueue,
     /// Set when a landed payload was accepted (see `Endpoint::handle_landed`).
     pub(crate) landing: Option<crate::Landing>,
 }
