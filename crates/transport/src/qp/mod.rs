@@ -190,6 +190,8 @@ pub(crate) struct Qp {
     pub(crate) remote: Option<SocketAddr>,
     pub(crate) dest_qpn: u32,
     pub(crate) mtu: Mtu,
+    /// `mtu.bytes()`, kept: the per-packet checks read it.
+    pub(crate) mtu_bytes: usize,
     pub(crate) min_rnr_timer: u8,
     pub(crate) req: Requester,
     pub(crate) resp: Responder,
@@ -225,6 +227,7 @@ impl Qp {
             remote: None,
             dest_qpn: 0,
             mtu: Mtu::M1024,
+            mtu_bytes: Mtu::M1024.bytes(),
             min_rnr_timer: 12,
             req: Requester::default(),
             resp: Responder::default(),
@@ -266,6 +269,7 @@ impl Qp {
                 self.dest_qpn = dest_qpn & psn::MASK;
                 self.resp.epsn = rq_psn & psn::MASK;
                 self.mtu = mtu;
+                self.mtu_bytes = mtu.bytes();
                 self.min_rnr_timer = min_rnr_timer & 0x1F;
                 self.state = Rtr;
             }

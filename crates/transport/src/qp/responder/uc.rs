@@ -92,7 +92,7 @@ impl Qp {
             && self.resp.msg.is_none()
             && self.resp.epsn == psn
             && len > 0
-            && len <= self.mtu.bytes()
+            && len <= self.mtu_bytes
     }
 
     /// Account a placed UC WRITE ONLY that [`Qp::uc_write_only_ready`] passed, exactly as
