@@ -25,7 +25,7 @@ use rocelink_hsb::device::VpStream;
 use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
 use rocelink_io::backend::{Outgoing, Transmitter};
-use rocelink_io::net::{pin_current_thread, thread_cpu_time};
+use rocelink_io::net::{CpuTime, pin_current_thread, thread_cpu};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_wire::bytes::Mac;
 use std::io;
@@ -98,6 +98,8 @@ pub struct StreamResult {
     pub loss: f64,
     /// Receiver thread CPU, percent of one core.
     pub cpu_percent: f64,
+    /// The part of it in user space (the rest is the kernel's: system calls and copies).
+    pub cpu_user_percent: f64,
     /// Datagrams sent / received.
     pub sent: u64,
     /// Datagrams received.
@@ -204,13 +206,13 @@ fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
 struct RxOut {
     received: u64,
     bytes: u64,
-    cpu: Duration,
+    cpu: CpuTime,
     frames: (u64, u64),
 }
 
 fn sink(sock: &UdpSocket, stop: &AtomicBool) -> io::Result<RxOut> {
     let mut batch = RecvBatch::new(64, if sock.gro() { 65_536 } else { 9216 });
-    let cpu0 = thread_cpu_time();
+    let cpu0 = thread_cpu();
     let (mut received, mut bytes) = (0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
         if sock.recv_batch(&mut batch)? == 0 {
@@ -225,7 +227,7 @@ fn sink(sock: &UdpSocket, stop: &AtomicBool) -> io::Result<RxOut> {
     Ok(RxOut {
         received,
         bytes,
-        cpu: thread_cpu_time() - cpu0,
+        cpu: thread_cpu() - cpu0,
         frames: (0, 0),
     })
 }
@@ -237,7 +239,7 @@ fn recv1(sock: &std::net::UdpSocket, cfg: &StreamConfig, stop: &AtomicBool) -> i
     let mut frames_buf = [vec![0xFFu8; page], vec![0xFFu8; page]];
     let mut cur = 0;
     let mut buf = vec![0u8; 10_240];
-    let cpu0 = thread_cpu_time();
+    let cpu0 = thread_cpu();
     let (mut received, mut bytes, mut last_psn, mut dropped, mut frames) =
         (0u64, 0u64, None::<u32>, 0u64, 0u64);
     while !stop.load(Ordering::Relaxed) {
@@ -289,7 +291,7 @@ fn recv1(sock: &std::net::UdpSocket, cfg: &StreamConfig, stop: &AtomicBool) -> i
     Ok(RxOut {
         received,
         bytes,
-        cpu: thread_cpu_time() - cpu0,
+        cpu: thread_cpu() - cpu0,
         frames: (frames, 0),
     })
 }
@@ -316,7 +318,7 @@ fn rocelink_rx(
     rc.busy_poll = cfg.busy_poll;
     let mut rx = Receiver::new(rc)?;
     let _ = port_tx.send(rx.local_addr().port());
-    let cpu0 = thread_cpu_time();
+    let cpu0 = thread_cpu();
     while !stop.load(Ordering::Relaxed) {
         let _ = rx.next_frame(Duration::from_millis(50))?;
     }
@@ -330,7 +332,7 @@ fn rocelink_rx(
     Ok(RxOut {
         received: rx.stats.datagrams,
         bytes: rx.stats.bytes,
-        cpu: thread_cpu_time() - cpu0,
+        cpu: thread_cpu() - cpu0,
         frames: (rx.stats.good, rx.stats.damaged),
     })
 }
@@ -402,7 +404,8 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
         gbps: out.bytes as f64 * 8.0 / secs / 1e9,
         pps: out.received as f64 / secs,
         loss: 1.0 - (out.received as f64 / sent as f64).min(1.0),
-        cpu_percent: out.cpu.as_secs_f64() / secs * 100.0,
+        cpu_percent: out.cpu.total().as_secs_f64() / secs * 100.0,
+        cpu_user_percent: out.cpu.user.as_secs_f64() / secs * 100.0,
         sent,
         received: out.received,
         frames: out.frames,

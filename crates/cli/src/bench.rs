@@ -396,7 +396,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
     if a.json {
         let row = |x: &StreamResult| {
             json!({"name": x.name, "gbps": x.gbps, "pps": x.pps, "loss": x.loss, "cpu_percent": x.cpu_percent,
-                   "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
+                   "cpu_user_percent": x.cpu_user_percent, "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
         };
         println!(
             "{}",
@@ -416,17 +416,18 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             if a.no_gro { "off" } else { "on" }
         );
         println!(
-            "{:<10} {:>10} {:>12} {:>8} {:>8} {:>14}",
-            "receiver", "Gbit/s", "pkts/s", "loss", "CPU %", "frames ok/bad"
+            "{:<10} {:>10} {:>12} {:>8} {:>8} {:>8} {:>14}",
+            "receiver", "Gbit/s", "pkts/s", "loss", "CPU %", "user %", "frames ok/bad"
         );
         for x in &r {
             println!(
-                "{:<10} {:>10.2} {:>12.0} {:>7.2}% {:>8.1} {:>14}",
+                "{:<10} {:>10.2} {:>12.0} {:>7.2}% {:>8.1} {:>8.1} {:>14}",
                 x.name,
                 x.gbps,
                 x.pps,
                 x.loss * 100.0,
                 x.cpu_percent,
+                x.cpu_user_percent,
                 if x.name == "sink" {
                     "-".to_string()
                 } else {
@@ -434,11 +435,16 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
                 }
             );
         }
-        println!(
-            "rocelink / sink = {:.2}x, rocelink / recv1 = {:.2}x",
-            ratio(ours, sink),
-            ratio(ours, recv1)
-        );
+        // ratios only against the baselines that ran alongside rocelink
+        let ran = |n: &str| r.iter().any(|x| x.name == n);
+        let ratios: Vec<String> = [("sink", sink), ("recv1", recv1)]
+            .into_iter()
+            .filter(|&(n, _)| ran("rocelink") && ran(n))
+            .map(|(n, g)| format!("rocelink / {n} = {:.2}x", ratio(ours, g)))
+            .collect();
+        if !ratios.is_empty() {
+            println!("{}", ratios.join(", "));
+        }
     }
     if a.no_loss {
         no_loss(&cfg, &r, a)?;

@@ -72,8 +72,34 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-/// CPU time (user + system) the calling thread has used.
-pub fn thread_cpu_time() -> std::time::Duration {
+/// CPU time the calling thread has used, split as the kernel accounts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// In user space.
+    pub user: std::time::Duration,
+    /// In the kernel on the thread's behalf (system calls, the copies they make).
+    pub system: std::time::Duration,
+}
+
+impl CpuTime {
+    /// User plus system.
+    pub fn total(self) -> std::time::Duration {
+        self.user + self.system
+    }
+}
+
+impl std::ops::Sub for CpuTime {
+    type Output = CpuTime;
+    fn sub(self, o: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(o.user),
+            system: self.system.saturating_sub(o.system),
+        }
+    }
+}
+
+/// CPU time (user and system) the calling thread has used.
+pub fn thread_cpu() -> CpuTime {
     // SAFETY: getrusage writes one rusage struct, which `ru` is.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
@@ -81,12 +107,38 @@ pub fn thread_cpu_time() -> std::time::Duration {
         ru
     };
     let tv = |t: libc::timeval| std::time::Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    CpuTime {
+        user: tv(ru.ru_utime),
+        system: tv(ru.ru_stime),
+    }
+}
+
+/// CPU time (user + system) the calling thread has used.
+pub fn thread_cpu_time() -> std::time::Duration {
+    thread_cpu().total()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_thread_accounts_user_time() {
+        let t0 = thread_cpu();
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        // bounded: at most 2 s of spinning, stopped as soon as the kernel has accounted a tick
+        while start.elapsed() < std::time::Duration::from_secs(2) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            if (thread_cpu() - t0).user > std::time::Duration::ZERO {
+                break;
+            }
+        }
+        std::hint::black_box(x);
+        let d = thread_cpu() - t0;
+        assert!(d.user > std::time::Duration::ZERO, "{d:?}");
+        assert_eq!(d.total(), d.user + d.system);
+    }
 
     #[test]
     fn loopback_has_a_zero_mac_and_unknown_ips_none() {
