@@ -132,7 +132,9 @@ impl UdpSocket {
         if local.is_ipv6() {
             sock.set_only_v6(true)?;
         }
-        sock.bind(&local.into())?;
+        // name the address: "Address already in use" alone does not say which
+        sock.bind(&local.into())
+            .map_err(|e| io::Error::new(e.kind(), format!("bind {local}: {e}")))?;
         // the socket blocks (for `recv_batch_wait`); every other call says MSG_DONTWAIT
         let mut notes = Vec::new();
         // DF with Identification 0 for unconnected sends (IPv4); no fragmentation (IPv6).
@@ -432,6 +434,15 @@ pub fn local_ip_for(peer: IpAddr) -> io::Result<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_port_is_refused_naming_the_address() {
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        let at = a.local_addr();
+        let e = UdpSocket::bind(at, &UdpConfig::default()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        assert!(e.to_string().starts_with(&format!("bind {at}: ")), "{e}");
+    }
 
     #[test]
     fn batch_round_trip_over_loopback() {
