@@ -55,7 +55,7 @@ impl Endpoint {
             return None;
         }
         let payload = mrs.in_place(rkey, va, d.len, d.offset)?;
-        let (status, pcrc) = check_icrc(prefixes, comb, cfg.icrc, &d.datagram(), d.pieces(payload));
+        let (status, pcrc) = check_icrc(prefixes, comb, cfg.icrc, d.flow(), d.pieces(payload));
         if status != IcrcStatus::Exact {
             return None;
         }

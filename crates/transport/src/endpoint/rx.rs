@@ -32,13 +32,23 @@ pub struct Landed<'a> {
 }
 
 impl<'a> Landed<'a> {
-    /// The datagram it came in, for the ICRC's addresses (its payload is elsewhere).
+    /// The datagram it came in, for the QP's checks of the peer (its payload is elsewhere).
     pub(super) fn datagram(&self) -> Datagram<'static> {
         Datagram {
             src: self.src,
             dst: self.dst,
             ip_header: None,
             payload: &[],
+        }
+    }
+
+    /// Its addresses, for the ICRC: borrowed where they are (a fresh copy read back at once
+    /// stalled on store forwarding in the per-packet profile).
+    pub(super) fn flow(&self) -> Flow<'_> {
+        Flow {
+            src: &self.src,
+            dst: &self.dst,
+            ip_header: None,
         }
     }
 
@@ -51,6 +61,25 @@ impl<'a> Landed<'a> {
             headers: self.headers,
             payload,
             tail: self.tail,
+        }
+    }
+}
+
+/// The addresses (and, when the backend saw it, the IP header) the ICRC covers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flow<'a> {
+    src: &'a SocketAddr,
+    dst: &'a SocketAddr,
+    ip_header: Option<&'a [u8]>,
+}
+
+impl Datagram<'_> {
+    /// Its addresses and IP header, for the ICRC.
+    pub(super) fn flow(&self) -> Flow<'_> {
+        Flow {
+            src: &self.src,
+            dst: &self.dst,
+            ip_header: self.ip_header,
         }
     }
 }
@@ -130,18 +159,18 @@ impl Endpoint {
             self.stats.malformed += 1;
             return Landing::Refused;
         };
-        let dg = d.datagram();
         // (the payload borrows the region table; the check needs the endpoint)
         let (status, pcrc) = check_icrc(
             &mut self.prefixes,
             &mut self.comb,
             self.cfg.icrc,
-            &dg,
+            d.flow(),
             d.pieces(payload),
         );
         if !self.note_icrc(status) {
             return Landing::Refused;
         }
+        let dg = d.datagram();
         let landed = Payload::Landed {
             lkey: d.lkey,
             offset: d.offset,
@@ -222,8 +251,13 @@ impl Endpoint {
 
     /// Check, count and remember a packet's ICRC; the payload's CRC-32 if it goes on.
     fn verify_icrc(&mut self, d: &Datagram<'_>, pieces: Pieces<'_>) -> Option<u32> {
-        let (status, pcrc) =
-            check_icrc(&mut self.prefixes, &mut self.comb, self.cfg.icrc, d, pieces);
+        let (status, pcrc) = check_icrc(
+            &mut self.prefixes,
+            &mut self.comb,
+            self.cfg.icrc,
+            d.flow(),
+            pieces,
+        );
         self.note_icrc(status).then_some(pcrc)
     }
 
@@ -260,18 +294,18 @@ pub(super) fn check_icrc(
     prefixes: &mut PrefixCache,
     comb: &mut icrc::Combiner,
     policy: IcrcPolicy,
-    d: &Datagram<'_>,
+    f: Flow<'_>,
     pieces: Pieces<'_>,
 ) -> (IcrcStatus, u32) {
     if cfg!(fuzzing) {
         return (IcrcStatus::Exact, 0);
     }
     let ib_len = pieces.headers.len() + pieces.payload.len() + pieces.tail.len();
-    let prefix = match d.ip_header {
-        Some(h) => icrc::socket_udp_header(d.src, d.dst, ib_len)
+    let prefix = match f.ip_header {
+        Some(h) => icrc::socket_udp_header(*f.src, *f.dst, ib_len)
             .and_then(|u| icrc::IcrcHasher::prefix(h, &u))
             .ok(),
-        None => cached_prefix(prefixes, &d.src, &d.dst, ib_len),
+        None => cached_prefix(prefixes, f.src, f.dst, ib_len),
     };
     let Some(prefix) = prefix else {
         return (IcrcStatus::Failed, 0);
@@ -281,7 +315,7 @@ pub(super) fn check_icrc(
         Ok((c, pcrc)) if c.ok() => (IcrcStatus::Exact, pcrc),
         Ok((c, pcrc)) => {
             let id =
-                (d.ip_header.is_none() && d.src.is_ipv4() && policy == IcrcPolicy::RecoverIpv4Id)
+                (f.ip_header.is_none() && f.src.is_ipv4() && policy == IcrcPolicy::RecoverIpv4Id)
                     .then(|| icrc::recover_ipv4_ident(&c, ib_len))
                     .flatten();
             match id {
