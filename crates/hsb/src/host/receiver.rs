@@ -147,7 +147,9 @@ impl Receiver {
     /// Set up the socket, the QP and a ring the receiver allocates.
     pub fn new(cfg: ReceiverConfig) -> io::Result<Receiver> {
         check_config(&cfg)?;
-        let mem = vec![0u8; Receiver::ring_len(&cfg)].into_boxed_slice();
+        // page-aligned: every payload offset the device uses (multiples of 64) is then a
+        // cache-line boundary for the kernel's copy
+        let mem = rocelink_io::aligned::AlignedBuf::zeroed(Receiver::ring_len(&cfg));
         Receiver::with_memory(cfg, mem)
     }
 

@@ -100,7 +100,12 @@ impl IcrcHasher {
         b[..BTH_LEN].copy_from_slice(bth);
         b[4] = 0xFF;
         let n = BTH_LEN + ext.len();
-        b[BTH_LEN..n].copy_from_slice(ext);
+        // the RETH alone, and with an ImmDt: copies of a known size, not a call to memmove
+        match ext.len() {
+            16 => b[BTH_LEN..BTH_LEN + 16].copy_from_slice(&ext[..16]),
+            20 => b[BTH_LEN..BTH_LEN + 20].copy_from_slice(&ext[..20]),
+            _ => b[BTH_LEN..n].copy_from_slice(ext),
+        }
         self.crc.update(&b[..n]);
     }
 
