@@ -70,6 +70,16 @@ impl EventQueue {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_event_stays_four_words() {
+        // one is queued per packet on a reporting QP: keep them small
+        assert!(
+            std::mem::size_of::<Event>() <= 32,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+    }
+
     fn ev(qpn: u32, psn: u32) -> Event {
         Event::Placed {
             qpn,

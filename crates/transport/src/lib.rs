@@ -13,7 +13,9 @@
 //! RC (SEND/RECV, WRITE, WRITE with immediate, READ; AckReq, cumulative ACKs, go-back-N on
 //! timeout and on NAK-PSN-sequence, RNR NAK back-off, retry counters with 7 = forever,
 //! duplicate detection with re-ACK and READ replay, MSN), UC (drop to the next FIRST/ONLY
-//! after a gap, damaged messages reported as [`Event::MessageDamaged`]), UD (DETH, Q_Key and
+//! after a gap, damaged messages reported as [`Event::MessageDamaged`]; with
+//! [`QpInit::report_messages`] every WRITE message's outcome as [`Event::WriteMessage`] —
+//! delivered, or sequence, no start, length, R_Key, bounds or ring window), UD (DETH, Q_Key and
 //! its bit-31 rule, 40-byte GRH slot). Every remote access is checked against R_Key, access
 //! flags and bounds before a byte moves.
 //!
@@ -66,7 +68,7 @@ pub use endpoint::{
     Transmit,
 };
 pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
-pub use qp::{Modify, Mtu, QpInit, QpState, QpType};
+pub use qp::{MessageOutcome, Modify, Mtu, QpInit, QpState, QpType};
 pub use stats::{EndpointStats, QpStats};
 pub use wr::{
     DISCARD_LKEY, MAX_RECV_SGE, RecvWr, SendOp, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus,
@@ -98,6 +100,25 @@ pub enum Event {
         /// CRC-32 (IEEE) of those bytes, from the same pass that checked the ICRC.
         crc: u32,
     },
+    /// A WRITE message ended at this responder (only for QPs created with
+    /// [`QpInit::report_messages`]): delivered whole, or not, and why. A protocol that
+    /// acknowledges messages itself over UC (IMS) answers each of these.
+    WriteMessage {
+        /// Which QP.
+        qpn: u32,
+        /// PSN of its first packet (of the packet that showed it had no first one, for
+        /// [`MessageOutcome::NoStart`]).
+        first_psn: u32,
+        /// The VA of its RETH (0 when no first packet was seen).
+        va: u64,
+        /// The R_Key of its RETH (0 when no first packet was seen).
+        rkey: u32,
+        /// The DMA length of its RETH (0 when no first packet was seen; a longer one than
+        /// 2³¹ is refused as [`MessageOutcome::Length`] and reported as 0).
+        len: u32,
+        /// How it ended.
+        outcome: MessageOutcome,
+    },
     /// A UC message was cut short by a lost packet (or its LAST never came) and discarded.
     /// For a WRITE, `bytes_placed` bytes of it were already written to the region.
     MessageDamaged {
@@ -118,6 +139,7 @@ impl Event {
         match *self {
             Event::QpError { qpn }
             | Event::Placed { qpn, .. }
+            | Event::WriteMessage { qpn, .. }
             | Event::MessageDamaged { qpn, .. } => qpn,
         }
     }

@@ -63,6 +63,16 @@ pub enum AccessError {
         /// Length.
         len: u64,
     },
+    /// `[va, va+len)` is not inside the write window of a ring region
+    /// ([`AddressMap::Ring`]): the consumer has not freed that space yet (or has already
+    /// moved past it).
+    #[error("range {va:#x}+{len} outside the ring's window")]
+    OutsideWindow {
+        /// Start.
+        va: u64,
+        /// Length.
+        len: u64,
+    },
 }
 
 /// Memory a region is registered over: the caller's own bytes (a boxed slice, a vector,
@@ -151,7 +161,7 @@ impl MemoryRegion {
             let ring = self.keys.len as u64;
             // inside the window (modulo 2^64), then inside the ring without wrapping
             if ring == 0 || len > window || va.wrapping_sub(start) > window - len {
-                return Err(oob);
+                return Err(AccessError::OutsideWindow { va, len });
             }
             let off = va % ring;
             if off + len > ring {

@@ -3,6 +3,8 @@
 mod requester;
 mod responder;
 
+pub use responder::MessageOutcome;
+
 use crate::stats::QpStats;
 use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use crate::{Event, QpError};
@@ -110,6 +112,9 @@ pub struct QpInit {
     /// Emit [`crate::Event::Placed`] for every WRITE payload placed (for receivers that
     /// check data as it lands, e.g. a frame CRC).
     pub report_writes: bool,
+    /// Emit [`crate::Event::WriteMessage`] for every WRITE message that ends here,
+    /// delivered or not (for protocols that acknowledge messages themselves, e.g. IMS).
+    pub report_messages: bool,
     /// Where send completions go.
     pub send_cq: crate::CqId,
     /// Where receive completions go.
@@ -125,6 +130,7 @@ impl QpInit {
             max_recv_wr: 1024,
             pkey: rocelink_wire::ib::DEFAULT_PKEY,
             report_writes: false,
+            report_messages: false,
             send_cq: crate::CqId::DEFAULT,
             recv_cq: crate::CqId::DEFAULT,
         }
@@ -181,6 +187,7 @@ pub(crate) struct Qp {
     pub(crate) max_send_wr: usize,
     pub(crate) max_recv_wr: usize,
     pub(crate) report_writes: bool,
+    pub(crate) report_messages: bool,
     /// CRC-32 of the payload of the packet being handled (from the ICRC pass).
     pub(crate) rx_payload_crc: u32,
     /// A response was passed over for a request: it goes first next time.
@@ -221,6 +228,7 @@ impl Qp {
             max_send_wr: init.max_send_wr,
             max_recv_wr: init.max_recv_wr,
             report_writes: init.report_writes,
+            report_messages: init.report_messages,
             rx_payload_crc: 0,
             response_turn: false,
             local,
@@ -295,6 +303,7 @@ impl Qp {
                     max_recv_wr: self.max_recv_wr,
                     pkey: self.pkey,
                     report_writes: self.report_writes,
+                    report_messages: self.report_messages,
                     send_cq: self.send_cq,
                     recv_cq: self.recv_cq,
                 };

@@ -108,7 +108,14 @@ impl Qp {
             }
             let reth = ib.reth.unwrap_or_default();
             let dma_len = u64::from(reth.dma_len);
+            let id = MsgId {
+                first_psn: ib.bth.psn,
+                va: reth.va,
+                rkey: reth.rkey,
+                len: u32::try_from(dma_len).unwrap_or(0),
+            };
             if dma_len > 1 << 31 {
+                self.note_refusal(id, MessageOutcome::Length);
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
             // a WRITE ONLY without immediate is checked once, where it is placed (the same
@@ -118,8 +125,9 @@ impl Qp {
                 let ok = mrs
                     .get(reth.rkey)
                     .and_then(|r| r.slice(reth.va, dma_len, Access::REMOTE_WRITE).map(|_| ()));
-                if ok.is_err() {
+                if let Err(e) = ok {
                     self.stats.access_violations += 1;
+                    self.note_refusal(id, MessageOutcome::from(e));
                     return Err(Refuse::Nak(NakCode::RemoteAccessError));
                 }
             }
@@ -135,7 +143,14 @@ impl Qp {
         } else {
             match self.resp.msg {
                 Some(m @ InMsg { write: true, .. }) => m,
-                _ => return Err(Refuse::Nak(NakCode::InvalidRequest)),
+                _ => {
+                    let id = MsgId {
+                        first_psn: ib.bth.psn,
+                        ..MsgId::default()
+                    };
+                    self.note_refusal(id, MessageOutcome::NoStart);
+                    return Err(Refuse::Nak(NakCode::InvalidRequest));
+                }
             }
         };
         let remaining = m.dma_len - m.offset;
@@ -146,6 +161,7 @@ impl Qp {
         };
         if !len_ok {
             self.resp.msg = None;
+            self.note_refusal(MsgId::from(&m), MessageOutcome::Length);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
         let recv = if op.has_immediate() {
@@ -155,6 +171,7 @@ impl Qp {
                     if start {
                         self.resp.msg = None;
                     }
+                    self.note_refusal(MsgId::from(&m), MessageOutcome::NoReceive);
                     return Err(Refuse::Rnr);
                 }
             }
@@ -192,12 +209,13 @@ impl Qp {
                         });
                     }
                 }
-                Err(_) => {
+                Err(e) => {
                     if let Some(r) = recv {
                         self.rq.push_front(r);
                     }
                     self.resp.msg = None;
                     self.stats.access_violations += 1;
+                    self.note_refusal(MsgId::from(&m), MessageOutcome::from(e));
                     return Err(Refuse::Nak(NakCode::RemoteAccessError));
                 }
             }
@@ -209,6 +227,7 @@ impl Qp {
         if end {
             self.resp.msg = None;
             self.resp.msn = psn::add(self.resp.msn, 1);
+            self.report_message(sinks, MsgId::from(&m), MessageOutcome::Delivered);
             if let Some(r) = recv {
                 let wc = self.complete_recv(
                     r,
@@ -225,5 +244,15 @@ impl Qp {
             self.resp.msg = Some(m);
         }
         Ok(())
+    }
+}
+
+impl Qp {
+    /// Keep why a UC WRITE packet was refused for `uc_request`, which reports the message
+    /// (RC answers with a NAK and the requester retries: nothing to report).
+    fn note_refusal(&mut self, id: MsgId, outcome: MessageOutcome) {
+        if self.qp_type == QpType::Uc {
+            self.resp.why = Some((id, outcome));
+        }
     }
 }

@@ -12,6 +12,9 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+pub use outcome::MessageOutcome;
+use outcome::MsgId;
+
 /// READ requests remembered for duplicate replay.
 const READ_HISTORY: usize = 16;
 
@@ -51,6 +54,8 @@ pub(crate) struct Responder {
     nak_sent: bool,
     uc_drop: bool,
     msg: Option<InMsg>,
+    /// Why the last UC WRITE packet was refused, for the message's report.
+    why: Option<(MsgId, MessageOutcome)>,
     out: VecDeque<Resp>,
     history: VecDeque<ReadReply>,
 }
@@ -64,6 +69,7 @@ impl Responder {
     /// Forget everything but the ACKs/NAKs still to be sent (a fatal NAK must go out).
     pub(crate) fn clear(&mut self) {
         self.msg = None;
+        self.why = None;
         self.history.clear();
         self.out.retain(|r| matches!(r, Resp::Ack { .. }));
     }
@@ -176,6 +182,7 @@ impl Qp {
 }
 
 mod message;
+mod outcome;
 mod rc;
 mod uc;
 mod ud;

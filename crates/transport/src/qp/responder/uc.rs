@@ -23,7 +23,16 @@ impl Qp {
                 self.stats.duplicates += 1;
             }
             if d != 0 {
-                self.uc_damage(sinks);
+                if self.resp.msg.is_none() && !self.resp.uc_drop && !start && op.is_write() {
+                    // between messages, a packet out of sequence that is no FIRST: the
+                    // FIRST of its message was lost
+                    let id = MsgId {
+                        first_psn: p,
+                        ..MsgId::default()
+                    };
+                    self.report_message(sinks, id, MessageOutcome::NoStart);
+                }
+                self.uc_damage(sinks, MessageOutcome::Sequence);
             }
             if !start {
                 self.resp.uc_drop = true;
@@ -34,7 +43,7 @@ impl Qp {
         }
         if start && self.resp.msg.is_some() {
             // the previous message never got its LAST
-            self.uc_damage(sinks);
+            self.uc_damage(sinks, MessageOutcome::Interrupted);
         }
         let result = if op.is_send() {
             match payload {
@@ -52,19 +61,29 @@ impl Qp {
                 self.stats.rx_bytes += payload.len() as u64;
             }
             Err(_) => {
-                // UC has no NAKs: drop the rest of the message
+                // UC has no NAKs: drop the rest of the message, reporting why
                 self.stats.drops += 1;
-                self.uc_damage(sinks);
+                let why = self.resp.why.take();
+                if self.resp.msg.is_some() {
+                    let outcome = why.map_or(MessageOutcome::Sequence, |(_, o)| o);
+                    self.uc_damage(sinks, outcome);
+                } else if let Some((id, outcome)) = why {
+                    self.report_message(sinks, id, outcome);
+                }
                 self.resp.uc_drop = true;
                 self.resp.epsn = psn::add(p, 1);
             }
         }
     }
 
-    /// Discard the UC message in progress, reporting it; its RECV WR is reused.
-    pub(super) fn uc_damage(&mut self, sinks: &mut Sinks) {
+    /// Discard the UC message in progress, reporting it (a WRITE also with `why`); its
+    /// RECV WR is reused.
+    pub(super) fn uc_damage(&mut self, sinks: &mut Sinks, why: MessageOutcome) {
         if let Some(m) = self.resp.msg.take() {
             self.stats.damaged_messages += 1;
+            if m.write {
+                self.report_message(sinks, MsgId::from(&m), why);
+            }
             if let Some(r) = m.recv {
                 self.rq.push_front(r);
             }
@@ -123,5 +142,12 @@ impl Qp {
         self.resp.msn = psn::add(self.resp.msn, 1);
         self.resp.epsn = psn::add(psn, 1);
         self.stats.rx_bytes += len as u64;
+        let id = MsgId {
+            first_psn: psn,
+            va,
+            rkey,
+            len: len as u32,
+        };
+        self.report_message(sinks, id, MessageOutcome::Delivered);
     }
 }

@@ -1,0 +1,84 @@
+//! How a WRITE message ended at the responder, for QPs that report messages
+//! ([`crate::QpInit::report_messages`]): the per-message verdict a protocol that
+//! acknowledges messages itself (IMS over UC) turns into its ACK or NACK.
+
+use super::{InMsg, Qp, Sinks};
+use crate::Event;
+use crate::mr::AccessError;
+
+/// How a WRITE message ended ([`Event::WriteMessage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MessageOutcome {
+    /// Its last packet was accepted: every byte of `[va, va + len)` was placed.
+    Delivered,
+    /// A packet with an unexpected PSN (a loss, a reorder, a duplicate) cut it short.
+    Sequence,
+    /// A MIDDLE or LAST packet came with no message in progress: its FIRST was never
+    /// seen (lost, or the responder was reset in between).
+    NoStart,
+    /// A packet's length did not fit its opcode and the message's DMA length (a FIRST or
+    /// MIDDLE shorter than the MTU, a LAST that does not end the message, a DMA length over
+    /// 2³¹).
+    Length,
+    /// No region has its R_Key.
+    UnknownKey,
+    /// The region does not allow remote writes.
+    Denied,
+    /// `[va, va + len)` is not inside the region (or straddles a ring region's end).
+    OutOfBounds,
+    /// `[va, va + len)` is not inside a ring region's write window.
+    OutsideWindow,
+    /// A new FIRST or ONLY came before its LAST.
+    Interrupted,
+    /// It carried an immediate and no receive was posted for it.
+    NoReceive,
+}
+
+impl From<AccessError> for MessageOutcome {
+    fn from(e: AccessError) -> MessageOutcome {
+        match e {
+            AccessError::UnknownKey(_) => MessageOutcome::UnknownKey,
+            AccessError::Denied => MessageOutcome::Denied,
+            AccessError::OutOfBounds { .. } => MessageOutcome::OutOfBounds,
+            AccessError::OutsideWindow { .. } => MessageOutcome::OutsideWindow,
+        }
+    }
+}
+
+/// A message's identity for its report: first PSN, VA, R_Key, DMA length.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct MsgId {
+    pub(super) first_psn: u32,
+    pub(super) va: u64,
+    pub(super) rkey: u32,
+    pub(super) len: u32,
+}
+
+impl From<&InMsg> for MsgId {
+    fn from(m: &InMsg) -> MsgId {
+        MsgId {
+            first_psn: m.first_psn,
+            va: m.va,
+            rkey: m.rkey,
+            len: m.dma_len as u32,
+        }
+    }
+}
+
+impl Qp {
+    /// Report how WRITE message `m` ended, if this QP reports messages.
+    #[inline]
+    pub(super) fn report_message(&self, sinks: &mut Sinks, m: MsgId, outcome: MessageOutcome) {
+        if self.report_messages {
+            sinks.events.push_back(Event::WriteMessage {
+                qpn: self.qpn,
+                first_psn: m.first_psn,
+                va: m.va,
+                rkey: m.rkey,
+                len: m.len,
+                outcome,
+            });
+        }
+    }
+}

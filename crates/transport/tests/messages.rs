@@ -1,0 +1,197 @@
+//! Per-message outcomes of UC WRITEs (`QpInit::report_messages`): every WRITE message that
+//! ends at the responder is reported delivered, or not with its cause — what a protocol
+//! that acknowledges messages itself (IMS) turns into ACKs and NACKs.
+#![allow(clippy::unwrap_used)]
+
+use rocelink_transport::sim::{Dir, LinkConfig, Pair, connect};
+use rocelink_transport::*;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const RING: usize = 64 * 1024;
+const BASE: u64 = 5 << 50;
+
+struct Setup {
+    pair: Pair,
+    qa: u32,
+    qb: u32,
+    src: MrKeys,
+    ring: MrKeys,
+}
+
+fn setup(report: bool) -> Setup {
+    let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
+    let mut b = Endpoint::new(EndpointConfig::new("10.0.0.2:4791".parse().unwrap()));
+    let src = a.register_mr(vec![0x5A; 16 * 1024], 0, Access::NONE);
+    let ring = b
+        .register_ring_mr(
+            vec![0u8; RING],
+            Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+            BASE,
+            32 * 1024,
+        )
+        .unwrap();
+    let qa = a.create_qp(QpInit::new(QpType::Uc)).unwrap();
+    let mut init = QpInit::new(QpType::Uc);
+    init.report_messages = report;
+    let qb = b.create_qp(init).unwrap();
+    connect(&mut a, qa, &mut b, qb, Mtu::M1024, 1, 1, 0).unwrap();
+    Setup {
+        pair: Pair::new(a, b, LinkConfig::default(), 9, Instant::now()),
+        qa,
+        qb,
+        src,
+        ring,
+    }
+}
+
+/// Post a UC WRITE of `len` bytes to `va` with `rkey`, run the link, and return B's
+/// message reports since the last call: (va, rkey, len, outcome).
+fn write(s: &mut Setup, va: u64, rkey: u32, len: u32) -> Vec<(u64, u32, u32, MessageOutcome)> {
+    let wr = SendWr {
+        wr_id: va,
+        op: SendOp::Write { va, rkey },
+        sge: Sge {
+            lkey: s.src.lkey,
+            va: 0,
+            len,
+        },
+        signaled: false,
+        solicited: false,
+    };
+    s.pair.a.post_send(s.qa, wr).unwrap();
+    s.pair.run_until(Duration::from_millis(20), |_| false);
+    reports(s)
+}
+
+fn reports(s: &mut Setup) -> Vec<(u64, u32, u32, MessageOutcome)> {
+    let mut out = Vec::new();
+    while let Some(e) = s.pair.b.poll_qp_event(s.qb) {
+        if let Event::WriteMessage {
+            va,
+            rkey,
+            len,
+            outcome,
+            ..
+        } = e
+        {
+            out.push((va, rkey, len, outcome));
+        }
+    }
+    out
+}
+
+/// Drop the data packets (A → B) whose 0-based index is in `lose`.
+fn lose(s: &mut Setup, lose: &'static [usize]) {
+    let n = Rc::new(Cell::new(0usize));
+    s.pair.set_filter(move |dir, _| {
+        if dir != Dir::AtoB {
+            return true;
+        }
+        let i = n.get();
+        n.set(i + 1);
+        !lose.contains(&i)
+    });
+}
+
+#[test]
+fn whole_messages_are_reported_delivered_with_their_reth() {
+    let mut s = setup(true);
+    let k = s.ring.rkey;
+    // FIRST, MIDDLE, LAST; then an ONLY
+    assert_eq!(
+        write(&mut s, BASE, k, 3000),
+        [(BASE, k, 3000, MessageOutcome::Delivered)]
+    );
+    assert_eq!(
+        write(&mut s, BASE + 4096, k, 500),
+        [(BASE + 4096, k, 500, MessageOutcome::Delivered)]
+    );
+    let ring = s.pair.b.mr(s.ring.lkey).unwrap().bytes();
+    let off = (BASE % RING as u64) as usize;
+    assert!(ring[off..off + 3000].iter().all(|&b| b == 0x5A));
+}
+
+#[test]
+fn a_lost_middle_reports_the_message_out_of_sequence() {
+    let mut s = setup(true);
+    let k = s.ring.rkey;
+    lose(&mut s, &[1]);
+    assert_eq!(
+        write(&mut s, BASE, k, 3000),
+        [(BASE, k, 3000, MessageOutcome::Sequence)]
+    );
+    // the next message is whole again
+    assert_eq!(
+        write(&mut s, BASE + 4096, k, 3000),
+        [(BASE + 4096, k, 3000, MessageOutcome::Delivered)]
+    );
+}
+
+#[test]
+fn a_lost_first_reports_no_start_once() {
+    let mut s = setup(true);
+    let k = s.ring.rkey;
+    lose(&mut s, &[0]);
+    // the MIDDLE shows the message has no start; its LAST adds nothing
+    assert_eq!(
+        write(&mut s, BASE, k, 3000),
+        [(0, 0, 0, MessageOutcome::NoStart)]
+    );
+    assert_eq!(
+        write(&mut s, BASE + 4096, k, 2048),
+        [(BASE + 4096, k, 2048, MessageOutcome::Delivered)]
+    );
+}
+
+#[test]
+fn refused_destinations_are_reported_with_the_reason() {
+    let mut s = setup(true);
+    let k = s.ring.rkey;
+    // an unknown R_Key, for a multi-packet message and for an ONLY
+    assert_eq!(
+        write(&mut s, BASE, k ^ 0x100, 3000),
+        [(BASE, k ^ 0x100, 3000, MessageOutcome::UnknownKey)]
+    );
+    assert_eq!(
+        write(&mut s, BASE, k ^ 0x100, 100),
+        [(BASE, k ^ 0x100, 100, MessageOutcome::UnknownKey)]
+    );
+    // past the window's end: refused before a byte lands
+    let va = BASE + 32 * 1024 - 1024;
+    assert_eq!(
+        write(&mut s, va, k, 3000),
+        [(va, k, 3000, MessageOutcome::OutsideWindow)]
+    );
+    assert!(
+        s.pair
+            .b
+            .mr(s.ring.lkey)
+            .unwrap()
+            .bytes()
+            .iter()
+            .all(|&b| b == 0),
+        "nothing refused was written"
+    );
+    // the consumer frees space: the same frame is delivered
+    s.pair
+        .b
+        .set_ring_window(s.ring.lkey, BASE + 16 * 1024, 32 * 1024)
+        .unwrap();
+    assert_eq!(
+        write(&mut s, va, k, 3000),
+        [(va, k, 3000, MessageOutcome::Delivered)]
+    );
+}
+
+#[test]
+fn without_report_messages_nothing_is_reported() {
+    let mut s = setup(false);
+    let k = s.ring.rkey;
+    assert!(write(&mut s, BASE, k, 3000).is_empty());
+    lose(&mut s, &[1]);
+    assert!(write(&mut s, BASE, k, 3000).is_empty());
+    // (the damage itself is still reported, as before)
+    assert_eq!(s.pair.b.qp_stats(s.qb).unwrap().damaged_messages, 1);
+}
