@@ -21,6 +21,10 @@ struct Setup {
 }
 
 fn setup(report: bool) -> Setup {
+    setup_mtu(report, Mtu::M1024)
+}
+
+fn setup_mtu(report: bool, mtu: Mtu) -> Setup {
     let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
     let mut b = Endpoint::new(EndpointConfig::new("10.0.0.2:4791".parse().unwrap()));
     let src = a.register_mr(vec![0x5A; 16 * 1024], 0, Access::NONE);
@@ -36,7 +40,7 @@ fn setup(report: bool) -> Setup {
     let mut init = QpInit::new(QpType::Uc);
     init.report_messages = report;
     let qb = b.create_qp(init).unwrap();
-    connect(&mut a, qa, &mut b, qb, Mtu::M1024, 1, 1, 0).unwrap();
+    connect(&mut a, qa, &mut b, qb, mtu, 1, 1, 0).unwrap();
     Setup {
         pair: Pair::new(a, b, LinkConfig::default(), 9, Instant::now()),
         qa,
@@ -194,4 +198,27 @@ fn without_report_messages_nothing_is_reported() {
     assert!(write(&mut s, BASE, k, 3000).is_empty());
     // (the damage itself is still reported, as before)
     assert_eq!(s.pair.b.qp_stats(s.qb).unwrap().damaged_messages, 1);
+}
+
+#[test]
+fn packet_sizes_between_the_ib_mtus_carry_whole_messages() {
+    // IMS packets are 64..4096 bytes in steps of 64, not only the InfiniBand MTUs
+    for size in [64u16, 192, 1472, 4032] {
+        let mut s = setup_mtu(true, Mtu::Jumbo(size));
+        let k = s.ring.rkey;
+        assert_eq!(
+            write(&mut s, BASE + 64, k, 5000),
+            [(BASE + 64, k, 5000, MessageOutcome::Delivered)],
+            "{size}-byte packets"
+        );
+        let packets = s.pair.b.qp_stats(s.qb).unwrap().rx_packets;
+        assert_eq!(
+            packets,
+            5000u64.div_ceil(u64::from(size)),
+            "{size}-byte packets"
+        );
+        let off = ((BASE + 64) % RING as u64) as usize;
+        let ring = s.pair.b.mr(s.ring.lkey).unwrap().bytes();
+        assert!(ring[off..off + 5000].iter().all(|&b| b == 0x5A));
+    }
 }

@@ -56,9 +56,10 @@ pub enum Mtu {
     M2048,
     /// 4096 bytes.
     M4096,
-    /// Not an InfiniBand MTU: payloads up to this many bytes, for peers that go past 4096.
-    /// An HSB device on a jumbo-frame link sends `(link MTU − 74) / 128` pages per packet
-    /// (up to 8832 bytes at 9000), which a receiver for it must accept.
+    /// Not an InfiniBand MTU: payloads up to this many bytes (FIRST and MIDDLE packets of
+    /// exactly this many), for peers that go past 4096 or between the InfiniBand sizes. An
+    /// HSB device on a jumbo-frame link sends `(link MTU − 74) / 128` pages per packet (up
+    /// to 8832 bytes at 9000); an IMS worker sends 64..4096 bytes in steps of 64.
     Jumbo(u16),
 }
 
