@@ -3,69 +3,30 @@
 //! that acknowledges messages itself (IMS) turns into ACKs and NACKs.
 #![allow(clippy::unwrap_used)]
 
-use rocelink_transport::sim::{Dir, LinkConfig, Pair, connect};
+mod common;
+
+use common::ring::{RING, RingPair};
+use rocelink_transport::sim::Dir;
 use rocelink_transport::*;
 use std::cell::Cell;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
 
-const RING: usize = 64 * 1024;
 const BASE: u64 = 5 << 50;
 
-struct Setup {
-    pair: Pair,
-    qa: u32,
-    qb: u32,
-    src: MrKeys,
-    ring: MrKeys,
-}
+type Setup = RingPair;
 
 fn setup(report: bool) -> Setup {
     setup_mtu(report, Mtu::M1024)
 }
 
 fn setup_mtu(report: bool, mtu: Mtu) -> Setup {
-    let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
-    let mut b = Endpoint::new(EndpointConfig::new("10.0.0.2:4791".parse().unwrap()));
-    let src = a.register_mr(vec![0x5A; 16 * 1024], 0, Access::NONE);
-    let ring = b
-        .register_ring_mr(
-            vec![0u8; RING],
-            Access::REMOTE_WRITE | Access::LOCAL_WRITE,
-            BASE,
-            32 * 1024,
-        )
-        .unwrap();
-    let qa = a.create_qp(QpInit::new(QpType::Uc)).unwrap();
-    let mut init = QpInit::new(QpType::Uc);
-    init.report_messages = report;
-    let qb = b.create_qp(init).unwrap();
-    connect(&mut a, qa, &mut b, qb, mtu, 1, 1, 0).unwrap();
-    Setup {
-        pair: Pair::new(a, b, LinkConfig::default(), 9, Instant::now()),
-        qa,
-        qb,
-        src,
-        ring,
-    }
+    RingPair::new(0x5A, BASE, 32 * 1024, report, mtu, 9)
 }
 
 /// Post a UC WRITE of `len` bytes to `va` with `rkey`, run the link, and return B's
 /// message reports since the last call: (va, rkey, len, outcome).
 fn write(s: &mut Setup, va: u64, rkey: u32, len: u32) -> Vec<(u64, u32, u32, MessageOutcome)> {
-    let wr = SendWr {
-        wr_id: va,
-        op: SendOp::Write { va, rkey },
-        sge: Sge {
-            lkey: s.src.lkey,
-            va: 0,
-            len,
-        },
-        signaled: false,
-        solicited: false,
-    };
-    s.pair.a.post_send(s.qa, wr).unwrap();
-    s.pair.run_until(Duration::from_millis(20), |_| false);
+    s.write(va, rkey, len);
     reports(s)
 }
 

@@ -2,68 +2,26 @@
 //! accepted only inside a movable window, never straddling the ring's end.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::ring::{RING, RingPair};
 use proptest::prelude::*;
-use rocelink_transport::sim::{LinkConfig, Pair, connect};
 use rocelink_transport::*;
-use std::time::{Duration, Instant};
 
-const RING: usize = 64 * 1024;
-
-struct Setup {
-    pair: Pair,
-    qa: u32,
-    qb: u32,
-    src: MrKeys,
-    ring: MrKeys,
-}
+type Setup = RingPair;
 
 fn setup(start: u64, window: u64) -> Setup {
-    let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
-    let mut b = Endpoint::new(EndpointConfig::new("10.0.0.2:4791".parse().unwrap()));
-    let src = a.register_mr(vec![0xAB; 8192], 0, Access::NONE);
-    let ring = b
-        .register_ring_mr(
-            vec![0u8; RING],
-            Access::REMOTE_WRITE | Access::LOCAL_WRITE,
-            start,
-            window,
-        )
-        .unwrap();
-    let qa = a.create_qp(QpInit::new(QpType::Uc)).unwrap();
-    let qb = b.create_qp(QpInit::new(QpType::Uc)).unwrap();
-    connect(&mut a, qa, &mut b, qb, Mtu::M1024, 1, 1, 0).unwrap();
-    Setup {
-        pair: Pair::new(a, b, LinkConfig::default(), 4, Instant::now()),
-        qa,
-        qb,
-        src,
-        ring,
-    }
+    RingPair::new(0xAB, start, window, false, Mtu::M1024, 4)
 }
 
 /// UC WRITE of `len` bytes of 0xAB to `va`; run the link; B's access violations after.
 fn write(s: &mut Setup, va: u64, len: u32) -> u64 {
-    let wr = SendWr {
-        wr_id: va,
-        op: SendOp::Write {
-            va,
-            rkey: s.ring.rkey,
-        },
-        sge: Sge {
-            lkey: s.src.lkey,
-            va: 0,
-            len,
-        },
-        signaled: false,
-        solicited: false,
-    };
-    s.pair.a.post_send(s.qa, wr).unwrap();
-    s.pair.run_until(Duration::from_millis(20), |_| false);
+    s.write(va, s.ring.rkey, len);
     s.pair.b.qp_stats(s.qb).unwrap().access_violations
 }
 
 fn ring_bytes(s: &Setup) -> Vec<u8> {
-    s.pair.b.mr(s.ring.lkey).unwrap().bytes().to_vec()
+    s.ring_bytes().to_vec()
 }
 
 #[test]

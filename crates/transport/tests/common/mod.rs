@@ -2,6 +2,8 @@
 //! identify every message, and checks of what arrived.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub(crate) mod ring;
+
 use rocelink_transport::sim::{LinkConfig, Pair, Rng, connect};
 use rocelink_transport::*;
 use std::net::SocketAddr;

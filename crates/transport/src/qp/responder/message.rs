@@ -144,11 +144,7 @@ impl Qp {
             match self.resp.msg {
                 Some(m @ InMsg { write: true, .. }) => m,
                 _ => {
-                    let id = MsgId {
-                        first_psn: ib.bth.psn,
-                        ..MsgId::default()
-                    };
-                    self.note_refusal(id, MessageOutcome::NoStart);
+                    self.note_refusal(MsgId::no_start(ib.bth.psn), MessageOutcome::NoStart);
                     return Err(Refuse::Nak(NakCode::InvalidRequest));
                 }
             }

@@ -55,6 +55,17 @@ pub(super) struct MsgId {
     pub(super) len: u32,
 }
 
+impl MsgId {
+    /// The report of a message whose FIRST was never seen: only the PSN of the packet that
+    /// showed it.
+    pub(super) fn no_start(psn: u32) -> MsgId {
+        MsgId {
+            first_psn: psn,
+            ..MsgId::default()
+        }
+    }
+}
+
 impl From<&InMsg> for MsgId {
     fn from(m: &InMsg) -> MsgId {
         MsgId {

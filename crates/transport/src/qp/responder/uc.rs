@@ -26,11 +26,7 @@ impl Qp {
                 if self.resp.msg.is_none() && !self.resp.uc_drop && !start && op.is_write() {
                     // between messages, a packet out of sequence that is no FIRST: the
                     // FIRST of its message was lost
-                    let id = MsgId {
-                        first_psn: p,
-                        ..MsgId::default()
-                    };
-                    self.report_message(sinks, id, MessageOutcome::NoStart);
+                    self.report_message(sinks, MsgId::no_start(p), MessageOutcome::NoStart);
                 }
                 self.uc_damage(sinks, MessageOutcome::Sequence);
             }
