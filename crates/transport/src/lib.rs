@@ -68,7 +68,7 @@ pub use endpoint::{
     Transmit,
 };
 pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
-pub use qp::{MessageOutcome, Modify, Mtu, QpInit, QpState, QpType};
+pub use qp::{MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
 pub use stats::{EndpointStats, QpStats};
 pub use wr::{
     DISCARD_LKEY, MAX_RECV_SGE, RecvWr, SendOp, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus,

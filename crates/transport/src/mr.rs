@@ -177,6 +177,68 @@ impl MemoryRegion {
         Ok(off as usize)
     }
 
+    /// Check a remote write of `[va, va + len)` (REMOTE_WRITE, bounds or window) without
+    /// placing it. Unlike [`MemoryRegion::offset_of`], a ring region accepts a range that
+    /// wraps past its end (as the ring memory of a buffer unit does): only the window counts.
+    pub(crate) fn check_remote_write(&self, va: u64, len: u64) -> Result<(), AccessError> {
+        if !self.access.contains(Access::REMOTE_WRITE) {
+            return Err(AccessError::Denied);
+        }
+        match self.map {
+            AddressMap::Ring { start, window } => {
+                if self.keys.len == 0 || len > window || va.wrapping_sub(start) > window - len {
+                    return Err(AccessError::OutsideWindow { va, len });
+                }
+                Ok(())
+            }
+            AddressMap::Linear => self.offset_of(va, len).map(|_| ()),
+        }
+    }
+
+    /// Place the remote write of `data` at `va` (checked as by
+    /// [`MemoryRegion::check_remote_write`]; on error nothing was written). A write that
+    /// wraps past a ring's end continues at its start.
+    pub(crate) fn write_remote(&mut self, va: u64, data: &[u8]) -> Result<(), AccessError> {
+        let len = data.len() as u64;
+        self.check_remote_write(va, len)?;
+        let [a, b] = self.ring_ranges(va, len)?;
+        let mem = self.mem.bytes_mut();
+        let oob = AccessError::OutOfBounds { va, len };
+        let (head, tail) = data.split_at(a.len());
+        mem.get_mut(a).ok_or(oob)?.copy_from_slice(head);
+        mem.get_mut(b).ok_or(oob)?.copy_from_slice(tail);
+        Ok(())
+    }
+
+    /// The bytes of `[va, va + len)` for the local application, in two pieces: for a ring
+    /// region a range that wraps past its end is its tail then its head (otherwise the
+    /// second piece is empty). The window does not apply (it limits remote writes); the
+    /// range must lie in the region (a ring: at most its length).
+    pub fn pieces(&self, va: u64, len: u64) -> Result<[&[u8]; 2], AccessError> {
+        let [a, b] = self.ring_ranges(va, len)?;
+        let mem = self.mem.bytes();
+        let oob = AccessError::OutOfBounds { va, len };
+        Ok([mem.get(a).ok_or(oob)?, mem.get(b).ok_or(oob)?])
+    }
+
+    /// Byte ranges of `[va, va + len)`: one for a linear region, up to two for a ring.
+    fn ring_ranges(&self, va: u64, len: u64) -> Result<[Range<usize>; 2], AccessError> {
+        let AddressMap::Ring { .. } = self.map else {
+            let off = self.offset_of(va, len)?;
+            return Ok([off..off + len as usize, 0..0]);
+        };
+        let ring = self.keys.len as u64;
+        if ring == 0 || len > ring {
+            return Err(AccessError::OutOfBounds { va, len });
+        }
+        let off = va % ring;
+        let first = len.min(ring - off);
+        Ok([
+            off as usize..(off + first) as usize,
+            0..(len - first) as usize,
+        ])
+    }
+
     /// Where a remote write of `[va, va + len)` goes in this region (REMOTE_WRITE, bounds),
     /// for bytes that landed at `from` of it (inside it).
     fn write_target(&self, va: u64, len: u64, from: &Range<usize>) -> Result<usize, AccessError> {
@@ -385,7 +447,18 @@ impl MrTable {
         if src_lkey == rkey {
             // one region: in place (the common case) or a move within it
             let r = self.get_mut(rkey)?;
-            let to = r.write_target(va, len, &from)?;
+            let to = match r.write_target(va, len, &from) {
+                Ok(to) => to,
+                // a write that wraps past a ring's end: copied in two pieces
+                Err(AccessError::OutOfBounds { .. })
+                    if r.check_remote_write(va, len).is_ok() && from.end <= r.keys.len =>
+                {
+                    let bytes = r.mem.bytes().get(from).ok_or(oob)?.to_vec();
+                    r.write_remote(va, &bytes)?;
+                    return Ok(crate::Landing::Copied);
+                }
+                Err(e) => return Err(e),
+            };
             if from.start == to {
                 return Ok(crate::Landing::InPlace);
             }
@@ -396,23 +469,14 @@ impl MrTable {
             mem.copy_within(from, to);
             return Ok(crate::Landing::Copied);
         }
-        let dst = self.get(rkey)?;
-        if !dst.access.contains(Access::REMOTE_WRITE) {
-            return Err(AccessError::Denied);
-        }
-        let to = dst.offset_of(va, len)?;
+        self.get(rkey)?.check_remote_write(va, len)?;
         let src = self.get(src_lkey)?;
         if from.end > src.keys.len || from.end > src.mem.bytes().len() {
             return Err(oob);
         }
         // two regions: a copy out first (this is not the in-place path)
         let bytes = src.mem.bytes()[from].to_vec();
-        self.get_mut(rkey)?
-            .mem
-            .bytes_mut()
-            .get_mut(to..to + n)
-            .ok_or(oob)?
-            .copy_from_slice(&bytes);
+        self.get_mut(rkey)?.write_remote(va, &bytes)?;
         Ok(crate::Landing::Copied)
     }
 

@@ -183,3 +183,41 @@ fn packet_sizes_between_the_ib_mtus_carry_whole_messages() {
         assert!(ring[off..off + 5000].iter().all(|&b| b == 0x5A));
     }
 }
+
+#[test]
+fn write_rules_refuse_short_packets_and_misaligned_messages() {
+    // the IMS buffer unit's limits: at least 64 payload bytes per packet, 64-byte aligned
+    let rules = WriteRules {
+        min_packet: 64,
+        va_align: 64,
+    };
+    let mut s = RingPair::with_rules(0x5A, BASE, 32 * 1024, Mtu::Jumbo(256), rules, 9);
+    let k = s.ring.rkey;
+    // whole packets of 256 and a last one of 64: delivered
+    assert_eq!(
+        write(&mut s, BASE, k, 3 * 256 + 64),
+        [(BASE, k, 832, MessageOutcome::Delivered)]
+    );
+    // a last packet of 63 bytes: refused as a length error, the message not delivered
+    assert_eq!(
+        write(&mut s, BASE + 1024, k, 256 + 63),
+        [(BASE + 1024, k, 319, MessageOutcome::Length)]
+    );
+    // a single packet shorter than 64
+    assert_eq!(
+        write(&mut s, BASE + 2048, k, 10),
+        [(BASE + 2048, k, 10, MessageOutcome::Length)]
+    );
+    // a VA that is not 64-byte aligned: refused before a byte is written
+    let before = s.ring_bytes().iter().filter(|&&b| b != 0).count();
+    assert_eq!(
+        write(&mut s, BASE + 4096 + 32, k, 512),
+        [(BASE + 4096 + 32, k, 512, MessageOutcome::Misaligned)]
+    );
+    assert_eq!(s.ring_bytes().iter().filter(|&&b| b != 0).count(), before);
+    // and the QP goes on: the next aligned message is delivered
+    assert_eq!(
+        write(&mut s, BASE + 8192, k, 256),
+        [(BASE + 8192, k, 256, MessageOutcome::Delivered)]
+    );
+}

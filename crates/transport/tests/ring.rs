@@ -1,5 +1,5 @@
 //! Ring-window regions (the IMS ring buffer): the whole 64-bit VA space onto a ring, writes
-//! accepted only inside a movable window, never straddling the ring's end.
+//! accepted only inside a movable window; a write across the ring's end wraps to its start.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -47,12 +47,44 @@ fn writes_land_at_va_mod_ring_inside_the_window_only() {
         1,
         "no new violation"
     );
-    // a write straddling the ring's end is refused even inside the window
+    // a write across the ring's end inside the window wraps to its start, as the ring
+    // memory of a buffer unit does
     s.pair
         .b
         .set_ring_window(s.ring.lkey, base + 60 * 1024, 8 * 1024)
         .unwrap();
-    assert_eq!(write(&mut s, base + RING as u64 - 100, 200), 2);
+    let before = ring_bytes(&s);
+    assert_eq!(write(&mut s, base + RING as u64 - 100, 200), 1, "accepted");
+    let after = ring_bytes(&s);
+    let at = ((base + RING as u64 - 100) % RING as u64) as usize;
+    let changed: Vec<usize> = (0..RING).filter(|&i| before[i] != after[i]).collect();
+    let want: Vec<usize> = (0..200).map(|i| (at + i) % RING).collect();
+    let mut want_sorted = want.clone();
+    want_sorted.sort_unstable();
+    let written: Vec<usize> = want_sorted
+        .iter()
+        .copied()
+        .filter(|&i| before[i] == 0)
+        .collect();
+    assert_eq!(
+        changed, written,
+        "exactly the 200 bytes from the VA on, modulo the ring"
+    );
+    assert!(want.iter().all(|&i| after[i] == 0xAB));
+    assert!(
+        want.contains(&(RING - 1)) && want.contains(&0),
+        "it does wrap"
+    );
+    // the application reads it back in two pieces: the ring's tail, then its head
+    let [a, b] = s
+        .pair
+        .b
+        .mr(s.ring.lkey)
+        .unwrap()
+        .pieces(base + RING as u64 - 100, 200)
+        .unwrap();
+    assert_eq!((a.len(), b.len()), (RING - at, 200 - (RING - at)));
+    assert!(a.iter().chain(b).all(|&x| x == 0xAB));
     // windows longer than the ring, and windows on linear regions, are refused
     assert!(
         s.pair

@@ -116,6 +116,8 @@ pub struct QpInit {
     /// Emit [`crate::Event::WriteMessage`] for every WRITE message that ends here,
     /// delivered or not (for protocols that acknowledge messages themselves, e.g. IMS).
     pub report_messages: bool,
+    /// What a responder further requires of incoming WRITEs (none by default).
+    pub write_rules: WriteRules,
     /// Where send completions go.
     pub send_cq: crate::CqId,
     /// Where receive completions go.
@@ -132,9 +134,41 @@ impl QpInit {
             pkey: rocelink_wire::ib::DEFAULT_PKEY,
             report_writes: false,
             report_messages: false,
+            write_rules: WriteRules::NONE,
             send_cq: crate::CqId::DEFAULT,
             recv_cq: crate::CqId::DEFAULT,
         }
+    }
+}
+
+/// What a responder requires of incoming RDMA WRITEs beyond the InfiniBand rules — the
+/// limits of a device's DMA engine, e.g. the IMS buffer unit's (payloads of at least 64
+/// bytes, messages starting 64-byte aligned). A WRITE that breaks one is refused whole and
+/// reported ([`crate::MessageOutcome::Length`], [`crate::MessageOutcome::Misaligned`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WriteRules {
+    /// Fewest payload bytes in any packet of a WRITE (0: no limit).
+    pub min_packet: u32,
+    /// A WRITE's VA must be a multiple of this (0 or 1: any).
+    pub va_align: u64,
+}
+
+impl WriteRules {
+    /// No rule beyond InfiniBand's.
+    pub const NONE: WriteRules = WriteRules {
+        min_packet: 0,
+        va_align: 0,
+    };
+
+    /// True when `va` starts a WRITE as required.
+    pub(crate) fn aligned(&self, va: u64) -> bool {
+        self.va_align <= 1 || va.is_multiple_of(self.va_align)
+    }
+}
+
+impl Default for WriteRules {
+    fn default() -> Self {
+        WriteRules::NONE
     }
 }
 
@@ -189,6 +223,7 @@ pub(crate) struct Qp {
     pub(crate) max_recv_wr: usize,
     pub(crate) report_writes: bool,
     pub(crate) report_messages: bool,
+    pub(crate) write_rules: WriteRules,
     /// CRC-32 of the payload of the packet being handled (from the ICRC pass).
     pub(crate) rx_payload_crc: u32,
     /// A response was passed over for a request: it goes first next time.
@@ -230,6 +265,7 @@ impl Qp {
             max_recv_wr: init.max_recv_wr,
             report_writes: init.report_writes,
             report_messages: init.report_messages,
+            write_rules: init.write_rules,
             rx_payload_crc: 0,
             response_turn: false,
             local,
@@ -305,6 +341,7 @@ impl Qp {
                     pkey: self.pkey,
                     report_writes: self.report_writes,
                     report_messages: self.report_messages,
+                    write_rules: self.write_rules,
                     send_cq: self.send_cq,
                     recv_cq: self.recv_cq,
                 };

@@ -29,6 +29,28 @@ impl RingPair {
         mtu: Mtu,
         seed: u64,
     ) -> RingPair {
+        let mut init = QpInit::new(QpType::Uc);
+        init.report_messages = report_messages;
+        RingPair::with_init(fill, start, window, init, mtu, seed)
+    }
+
+    /// As [`RingPair::new`] reporting messages, B's QP with `rules`.
+    #[allow(dead_code)]
+    pub(crate) fn with_rules(
+        fill: u8,
+        start: u64,
+        window: u64,
+        mtu: Mtu,
+        rules: WriteRules,
+        seed: u64,
+    ) -> RingPair {
+        let mut init = QpInit::new(QpType::Uc);
+        init.report_messages = true;
+        init.write_rules = rules;
+        RingPair::with_init(fill, start, window, init, mtu, seed)
+    }
+
+    fn with_init(fill: u8, start: u64, window: u64, init: QpInit, mtu: Mtu, seed: u64) -> RingPair {
         let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
         let mut b = Endpoint::new(EndpointConfig::new("10.0.0.2:4791".parse().unwrap()));
         let src = a.register_mr(vec![fill; 16 * 1024], 0, Access::NONE);
@@ -41,8 +63,6 @@ impl RingPair {
             )
             .unwrap();
         let qa = a.create_qp(QpInit::new(QpType::Uc)).unwrap();
-        let mut init = QpInit::new(QpType::Uc);
-        init.report_messages = report_messages;
         let qb = b.create_qp(init).unwrap();
         connect(&mut a, qa, &mut b, qb, mtu, 1, 1, 0).unwrap();
         RingPair {

@@ -118,13 +118,17 @@ impl Qp {
                 self.note_refusal(id, MessageOutcome::Length);
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
+            if !self.write_rules.aligned(reth.va) {
+                self.note_refusal(id, MessageOutcome::Misaligned);
+                return Err(Refuse::Nak(NakCode::InvalidRequest));
+            }
             // a WRITE ONLY without immediate is checked once, where it is placed (the same
             // range, after the length check as in rxe); a longer message or one that takes
             // a RECV is checked whole here, before anything else happens
             if dma_len > 0 && (!op.is_only() || op.has_immediate()) {
                 let ok = mrs
                     .get(reth.rkey)
-                    .and_then(|r| r.slice(reth.va, dma_len, Access::REMOTE_WRITE).map(|_| ()));
+                    .and_then(|r| r.check_remote_write(reth.va, dma_len));
                 if let Err(e) = ok {
                     self.stats.access_violations += 1;
                     self.note_refusal(id, MessageOutcome::from(e));
@@ -155,7 +159,7 @@ impl Qp {
         } else {
             plen == remaining && plen <= mtu
         };
-        if !len_ok {
+        if !len_ok || plen < u64::from(self.write_rules.min_packet) {
             self.resp.msg = None;
             self.note_refusal(MsgId::from(&m), MessageOutcome::Length);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
@@ -180,13 +184,10 @@ impl Qp {
             let placed = match payload {
                 Payload::Bytes(b) => mrs
                     .get_mut(m.rkey)
-                    .and_then(|r| r.slice_mut(m.va + m.offset, plen, Access::REMOTE_WRITE))
-                    .map(|dst| {
-                        dst.copy_from_slice(b);
-                        crate::Landing::Copied
-                    }),
+                    .and_then(|r| r.write_remote(m.va.wrapping_add(m.offset), b))
+                    .map(|()| crate::Landing::Copied),
                 Payload::Landed { lkey, offset, .. } => {
-                    mrs.place_landed(m.rkey, m.va + m.offset, plen, lkey, offset)
+                    mrs.place_landed(m.rkey, m.va.wrapping_add(m.offset), plen, lkey, offset)
                 }
             };
             match placed {
@@ -199,7 +200,7 @@ impl Qp {
                             qpn: self.qpn,
                             psn: ib.bth.psn,
                             rkey: m.rkey,
-                            va: m.va + m.offset,
+                            va: m.va.wrapping_add(m.offset),
                             len: plen as u32,
                             crc: self.rx_payload_crc,
                         });

@@ -19,8 +19,10 @@ pub enum MessageOutcome {
     NoStart,
     /// A packet's length did not fit its opcode and the message's DMA length (a FIRST or
     /// MIDDLE shorter than the MTU, a LAST that does not end the message, a DMA length over
-    /// 2³¹).
+    /// 2³¹), or was shorter than the QP's [`crate::WriteRules::min_packet`].
     Length,
+    /// Its VA is not a multiple of the QP's [`crate::WriteRules::va_align`].
+    Misaligned,
     /// No region has its R_Key.
     UnknownKey,
     /// The region does not allow remote writes.

@@ -108,6 +108,7 @@ impl Qp {
             && self.resp.epsn == psn
             && len > 0
             && len <= self.mtu_bytes
+            && self.write_rules == crate::WriteRules::NONE
     }
 
     /// Account a placed UC WRITE ONLY that [`Qp::uc_write_only_ready`] passed, exactly as
