@@ -40,6 +40,22 @@ impl Pending {
     }
 }
 
+impl Pending {
+    /// Copy a gathered payload into the buffer, so the datagram no longer refers to region
+    /// memory the application may change before it goes out.
+    fn own(&mut self, ep: &Endpoint) {
+        if let Some(g) = self.gather.take() {
+            let body = ep
+                .mr(g.lkey)
+                .ok()
+                .and_then(|m| m.bytes().get(g.offset..g.offset + g.len))
+                .unwrap_or(&[]);
+            self.buf.extend_from_slice(body);
+            self.buf.extend_from_slice(&g.tail[..g.tail_len]);
+        }
+    }
+}
+
 /// Counters of the driver itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DriverStats {
@@ -140,6 +156,11 @@ impl<B: Backend> Driver<B> {
             }
             if !self.pending.is_empty() {
                 self.stats.tx_stalls += 1;
+                // the application runs before these go out: they must not read its
+                // regions then (a sender may refill a buffer whose send completed)
+                for p in &mut self.pending {
+                    p.own(ep);
+                }
                 return Ok(false);
             }
         }

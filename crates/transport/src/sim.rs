@@ -292,19 +292,46 @@ impl Pair {
     /// Do everything that can be done at the current time, then advance the clock to the
     /// next delivery or timer. Returns false when nothing is left to happen.
     pub fn step(&mut self) -> bool {
+        self.settle();
+        self.advance(None)
+    }
+
+    /// For something driven alongside the endpoints (a protocol role above them, polled
+    /// between calls): if anything was sent or delivered at the current time, return
+    /// without moving the clock, so the role sees it at the time it happened; otherwise
+    /// move the clock to the next delivery, endpoint timer or `wake` (the role's own next
+    /// timer), whichever comes first. Returns false when nothing is left to happen and
+    /// there is no `wake` ahead.
+    pub fn step_until(&mut self, wake: Option<Instant>) -> bool {
+        if self.settle() {
+            return true;
+        }
+        self.advance(wake)
+    }
+
+    /// Send, deliver and run timers at the current time until nothing more happens.
+    /// True when anything did.
+    fn settle(&mut self) -> bool {
+        let mut any = false;
         loop {
             let sent = self.drain_transmits();
             let got = self.deliver_due();
             self.a.handle_timeout(self.now);
             self.b.handle_timeout(self.now);
             if !sent && !got {
-                break;
+                return any;
             }
+            any = true;
         }
+    }
+
+    /// Move the clock to the next delivery, endpoint timer or `wake`.
+    fn advance(&mut self, wake: Option<Instant>) -> bool {
         let next = [
             self.queue.peek().map(|p| p.at),
             self.a.poll_timeout(),
             self.b.poll_timeout(),
+            wake.filter(|&w| w > self.now),
         ]
         .into_iter()
         .flatten()

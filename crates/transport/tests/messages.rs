@@ -190,6 +190,7 @@ fn write_rules_refuse_short_packets_and_misaligned_messages() {
     let rules = WriteRules {
         min_packet: 64,
         va_align: 64,
+        ..WriteRules::NONE
     };
     let mut s = RingPair::with_rules(0x5A, BASE, 32 * 1024, Mtu::Jumbo(256), rules, 9);
     let k = s.ring.rkey;

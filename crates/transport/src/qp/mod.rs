@@ -151,6 +151,9 @@ pub struct WriteRules {
     pub min_packet: u32,
     /// A WRITE's VA must be a multiple of this (0 or 1: any).
     pub va_align: u64,
+    /// FIRST and MIDDLE packets may carry any length up to the MTU (at least
+    /// `min_packet`), not exactly the MTU: the sender's packet size need not be agreed.
+    pub variable_packets: bool,
 }
 
 impl WriteRules {
@@ -158,6 +161,7 @@ impl WriteRules {
     pub const NONE: WriteRules = WriteRules {
         min_packet: 0,
         va_align: 0,
+        variable_packets: false,
     };
 
     /// True when `va` starts a WRITE as required.

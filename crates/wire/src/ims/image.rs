@@ -104,6 +104,28 @@ pub fn encode(
     Ok(())
 }
 
+/// True when `frame` starts with a §4 header whose CRC-32C matches the bytes after the
+/// header and whose VA field is `va` — the check a buffer unit makes of every frame, image
+/// or not, that carries the header. A frame shorter than the header fails.
+pub fn header_ok(frame: &[u8], va: u64) -> bool {
+    frame.len() >= HEADER_LEN
+        && be_u64(&frame[8..16]) == va
+        && be_u32(&frame[0..4]) == crc32c(&frame[HEADER_LEN..])
+}
+
+/// Write the §4 header of `frame` (CRC-32C of the bytes after it, `va`; padding zero).
+/// `false` (nothing written) when `frame` is shorter than the header.
+pub fn write_header(frame: &mut [u8], va: u64) -> bool {
+    if frame.len() < HEADER_LEN {
+        return false;
+    }
+    let crc = crc32c(&frame[HEADER_LEN..]);
+    frame[..HEADER_LEN].fill(0);
+    set_be_u32(&mut frame[0..4], crc);
+    set_be_u64(&mut frame[8..16], va);
+    true
+}
+
 /// A decoded image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {
@@ -160,6 +182,24 @@ mod tests {
     #[test]
     fn crc32c_check_value() {
         assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn a_written_header_checks_and_any_flip_fails() {
+        let mut f: Vec<u8> = (0..200u32).map(|i| (i * 7) as u8).collect();
+        assert!(write_header(&mut f, 0x1122_3344_5566_7740));
+        assert_eq!(&f[8..16], &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x40]);
+        assert!(f[4..8].iter().chain(&f[16..64]).all(|&b| b == 0));
+        assert_eq!(be_u32(&f[0..4]), crc32c(&f[64..]));
+        assert!(header_ok(&f, 0x1122_3344_5566_7740));
+        assert!(!header_ok(&f, 0x1122_3344_5566_7780), "another VA");
+        for bit in [0, 31, 64 * 8, 199 * 8 + 7] {
+            let mut g = f.clone();
+            g[bit / 8] ^= 1 << (bit % 8);
+            assert!(!header_ok(&g, 0x1122_3344_5566_7740), "bit {bit}");
+        }
+        assert!(!write_header(&mut [0u8; 63], 0));
+        assert!(!header_ok(&[0u8; 63], 0));
     }
 
     #[test]

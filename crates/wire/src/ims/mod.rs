@@ -8,6 +8,6 @@ pub mod ack;
 pub mod image;
 pub mod status;
 
-pub use ack::{AckRepr, AckType, Events};
+pub use ack::{AckRepr, AckType, Events, SenderAction};
 pub use image::{ImageGeometry, PixelDepth};
 pub use status::{Method, StatusRepr};

@@ -115,7 +115,7 @@ impl Qp {
                 len: u32::try_from(dma_len).unwrap_or(0),
             };
             if dma_len > 1 << 31 {
-                self.note_refusal(id, MessageOutcome::Length);
+                self.note_refusal(id, MessageOutcome::FrameLength);
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
             if !self.write_rules.aligned(reth.va) {
@@ -154,14 +154,23 @@ impl Qp {
             }
         };
         let remaining = m.dma_len - m.offset;
+        let rules = self.write_rules;
         let len_ok = if op.is_first() || op.is_middle() {
-            plen == mtu && remaining > mtu
+            (plen == mtu || rules.variable_packets && plen <= mtu) && remaining > plen
         } else {
             plen == remaining && plen <= mtu
         };
-        if !len_ok || plen < u64::from(self.write_rules.min_packet) {
+        if !len_ok || plen < u64::from(rules.min_packet) {
             self.resp.msg = None;
-            self.note_refusal(MsgId::from(&m), MessageOutcome::Length);
+            // a packet that fits the MTU but not what is left of the message: the message
+            // is longer or shorter than its RETH says
+            let frame = plen <= mtu && plen >= u64::from(rules.min_packet);
+            let why = if frame {
+                MessageOutcome::FrameLength
+            } else {
+                MessageOutcome::Length
+            };
+            self.note_refusal(MsgId::from(&m), why);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
         let recv = if op.has_immediate() {

@@ -17,10 +17,13 @@ pub enum MessageOutcome {
     /// A MIDDLE or LAST packet came with no message in progress: its FIRST was never
     /// seen (lost, or the responder was reset in between).
     NoStart,
-    /// A packet's length did not fit its opcode and the message's DMA length (a FIRST or
-    /// MIDDLE shorter than the MTU, a LAST that does not end the message, a DMA length over
-    /// 2³¹), or was shorter than the QP's [`crate::WriteRules::min_packet`].
+    /// A packet's length did not fit its opcode (a FIRST or MIDDLE shorter than the MTU,
+    /// any packet longer than the MTU) or was shorter than the QP's
+    /// [`crate::WriteRules::min_packet`].
     Length,
+    /// The packets did not add up to the message's DMA length (a LAST that does not end
+    /// it, a FIRST or MIDDLE that reaches its end), or the DMA length is over 2³¹.
+    FrameLength,
     /// Its VA is not a multiple of the QP's [`crate::WriteRules::va_align`].
     Misaligned,
     /// No region has its R_Key.

@@ -1,0 +1,116 @@
+//! The IMS streaming protocol (seed `001`): rasterizer *workers* stream frames into the
+//! ring buffer of a *buffer unit* (WCU.BUF) over RoCE.
+//!
+//! * **Status channel** — status packets (Table 3.1) over UD SEND to the buffer unit's
+//!   fixed QPN and Q_Key: STAT_REQ/RES introduce a worker, DATA_REQ/RES set up its data
+//!   channel, DATA_TERM/DOWN and STAT_TERM/DOWN take them down.
+//! * **Data channel** — frames as UC RDMA WRITE messages into a ring buffer that spans the
+//!   whole 64-bit VA space, each answered with an ACK or a NACK (Table 3.5) over UC SEND;
+//!   the worker retransmits as Table 3.4 says.
+//!
+//! Both roles are sans-IO over a [`rocelink_transport::Endpoint`]: [`Server`] and [`Worker`]
+//! take the time as an argument, are driven by `poll`, and say when they next need to run
+//! (`poll_timeout`). [`run`] drives them over UDP with `rocelink-runtime`; the transport's
+//! simulator drives them in tests.
+//!
+//! # RoCE mapping
+//! * RoCE v2 has no LIDs. The LID field of a status packet carries the sender's IPv4 address
+//!   (big-endian); the buffer unit keys its worker table by (LID, QPN) as the specification
+//!   says and answers to the address the request came from.
+//! * Both directions of a data channel start at PSN 0 (status packets carry no PSN).
+//! * DATA_RES carries the buffer unit's data QPN in its QPND field (the worker addresses its
+//!   WRITEs to it), with the ring's R_Key and the first VA to write (VA_OFFS).
+//! * The write window is `[read pointer, read pointer + ring size)`: the transport checks a
+//!   frame's whole range against it when its first packet arrives, so a frame that wraps
+//!   past the ring's end is accepted and continues at the ring's start.
+//! * EBF/EBP: rocelink's worker sends only frames it holds whole, so it never marks one bad;
+//!   the NACK causes exist on the wire ([`rocelink_wire::ims::Events`]) for other senders.
+#![warn(missing_docs)]
+
+mod mailbox;
+pub mod nack;
+pub mod ring;
+pub mod run;
+pub mod server;
+pub mod source;
+pub mod worker;
+
+pub use nack::{NackCounts, events_for};
+pub use server::{Consumer, Frame, RateConsumer, Server, ServerConfig, ServerStats};
+pub use source::{FrameSource, ImageSource, PatternSource, Verify};
+pub use worker::{Worker, WorkerConfig, WorkerState, WorkerStats};
+
+use std::net::{IpAddr, SocketAddr};
+
+/// The protocol version this implementation speaks (1.1: NACK events as a bit mask, out of
+/// sequence NACKs, packets of at least 64 bytes).
+pub const VERSION: (u8, u8) = (1, 1);
+/// Default QPN of the buffer unit's status QP (the specification fixes one but not its value).
+pub const STATUS_QPN: u32 = 0x10;
+/// Default Q_Key of the status channel.
+pub const STATUS_QKEY: u32 = 0x494D_5300;
+/// Frames start at multiples of this, and packets carry at least this many bytes.
+pub const ALIGN: u64 = 64;
+/// Largest packet payload.
+pub const MAX_PACKET: usize = 4096;
+
+/// What rocelink carries in a status packet's LID field for `addr`: its IPv4 address (the
+/// low 32 bits of an IPv6 one).
+pub fn lid_of(addr: SocketAddr) -> u32 {
+    match addr.ip() {
+        IpAddr::V4(v4) => u32::from(v4),
+        IpAddr::V6(v6) => (u128::from(v6) & 0xFFFF_FFFF) as u32,
+    }
+}
+
+/// `x` rounded up to a multiple of [`ALIGN`] (modulo 2⁶⁴).
+pub fn align_up(x: u64) -> u64 {
+    x.wrapping_add(ALIGN - 1) & !(ALIGN - 1)
+}
+
+/// Why a role could not go on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A configuration value is not allowed.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The transport refused a verb.
+    #[error("transport: {0}")]
+    Transport(#[from] rocelink_transport::QpError),
+    /// The buffer unit speaks a protocol version this worker does not.
+    #[error(
+        "the buffer unit speaks IMS protocol {major}.{minor}; this worker speaks {}.{} and does not know major version {major}",
+        VERSION.0, VERSION.1
+    )]
+    Version {
+        /// Its major version.
+        major: u8,
+        /// Its minor version.
+        minor: u8,
+    },
+    /// No answer on the status channel.
+    #[error(
+        "no {what} from the buffer unit at {server} within {secs:.1} s (is `rocelink ims serve` running there?)"
+    )]
+    NoAnswer {
+        /// The answer awaited (STAT_RES, DATA_RES, …).
+        what: &'static str,
+        /// Where the request went.
+        server: SocketAddr,
+        /// How long it waited.
+        secs: f64,
+    },
+    /// The buffer unit NACKed a frame with a cause that ends the stream (Table 3.4:
+    /// invalid R_Key or VA).
+    #[error("the buffer unit refused the frame at VA {va:#x}: {causes}")]
+    Refused {
+        /// The frame's VA.
+        va: u64,
+        /// The NACK's causes, comma-separated.
+        causes: String,
+    },
+    /// The frame source failed.
+    #[error("frame source: {0}")]
+    Source(String),
+}

@@ -1,0 +1,128 @@
+//! The buffer unit's book of its ring (Figure 3.2): which frames were delivered, and the
+//! read pointer the consumer moves over consecutively delivered frames. The write window
+//! is `[read pointer, read pointer + ring size)`; the transport's ring region enforces it,
+//! this book only says where it is.
+
+use crate::align_up;
+use std::collections::BTreeMap;
+
+/// What a delivered frame was to the book.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Not seen before.
+    New,
+    /// Delivered before (its ACK was lost and the worker sent it again).
+    Duplicate,
+}
+
+/// Delivered frames and the read pointer of one data channel.
+#[derive(Debug, Clone)]
+pub struct RingBook {
+    /// First VA of the stream (VA_OFFS).
+    start: u64,
+    ring: u64,
+    /// Read pointer: every frame before it was consumed.
+    rp: u64,
+    /// Delivered, not yet consumed: stream offset (VA − start) → length.
+    delivered: BTreeMap<u64, u32>,
+}
+
+impl RingBook {
+    /// A stream starting at VA `start` into a ring of `ring` bytes.
+    pub fn new(start: u64, ring: u64) -> RingBook {
+        RingBook {
+            start,
+            ring,
+            rp: start,
+            delivered: BTreeMap::new(),
+        }
+    }
+
+    /// The write window: (first VA, length).
+    pub fn window(&self) -> (u64, u64) {
+        (self.rp, self.ring)
+    }
+
+    /// The read pointer.
+    pub fn read_pointer(&self) -> u64 {
+        self.rp
+    }
+
+    fn offset(&self, va: u64) -> u64 {
+        va.wrapping_sub(self.start)
+    }
+
+    /// True when `va` lies in `[start, read pointer)`: a frame there was delivered and
+    /// consumed.
+    pub fn behind(&self, va: u64) -> bool {
+        self.offset(va) < self.offset(self.rp)
+    }
+
+    /// Record the frame `[va, va + len)` as delivered.
+    pub fn delivered(&mut self, va: u64, len: u32) -> Delivery {
+        if self.behind(va) {
+            return Delivery::Duplicate;
+        }
+        match self.delivered.insert(self.offset(va), len) {
+            Some(_) => Delivery::Duplicate,
+            None => Delivery::New,
+        }
+    }
+
+    /// The delivered frame at the read pointer, if any: (VA, length).
+    pub fn next(&self) -> Option<(u64, u32)> {
+        let at = self.offset(self.rp);
+        self.delivered.get(&at).map(|&len| (self.rp, len))
+    }
+
+    /// The consumer is done with [`RingBook::next`]'s frame: move the read pointer past it
+    /// (to the next 64-byte boundary). False when there was none.
+    pub fn consume(&mut self) -> bool {
+        let at = self.offset(self.rp);
+        match self.delivered.remove(&at) {
+            Some(len) => {
+                self.rp = align_up(self.rp.wrapping_add(u64::from(len)));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Frames delivered and not yet consumed.
+    pub fn pending(&self) -> usize {
+        self.delivered.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_read_pointer_moves_only_over_consecutive_frames() {
+        let start = u64::MAX - 127; // the stream wraps the VA space after two frames
+        let mut b = RingBook::new(start, 4096);
+        assert_eq!(b.window(), (start, 4096));
+        // the second frame first: nothing to consume
+        assert_eq!(b.delivered(start + 64, 100), Delivery::New);
+        assert_eq!(b.next(), None);
+        assert!(!b.consume());
+        assert_eq!(b.delivered(start, 64), Delivery::New);
+        assert_eq!(b.delivered(start, 64), Delivery::Duplicate);
+        assert_eq!(b.next(), Some((start, 64)));
+        assert!(b.consume());
+        assert_eq!(b.next(), Some((start + 64, 100)));
+        assert!(b.consume());
+        // 64 + 100 rounded up to 192: past 2^64, at VA 64
+        assert_eq!(b.read_pointer(), 64);
+        assert_eq!(b.window(), (64, 4096));
+        assert!(b.behind(start) && b.behind(start + 64) && b.behind(0));
+        assert!(!b.behind(64) && !b.behind(1 << 40));
+        assert_eq!(
+            b.delivered(start + 64, 100),
+            Delivery::Duplicate,
+            "consumed"
+        );
+        assert_eq!(b.pending(), 0);
+    }
+}

@@ -1,0 +1,168 @@
+//! Each NACK cause of Table 3.7 that software can produce, provoked on a simulated link:
+//! the buffer unit answers with the right cause and VA, and the worker acts as Table 3.4
+//! says (sends again, or stops on an invalid R_Key).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use rocelink_ims::{Error, WorkerState};
+use rocelink_transport::sim::LinkConfig;
+use rocelink_transport::{Access, SendOp, SendWr, Sge};
+use rocelink_wire::ims::Events;
+use std::time::Duration;
+
+const FRAME: usize = 10_000; // ten packets of 1024: FIRST, 8 MIDDLE, LAST
+const FRAMES: u64 = 40;
+
+fn setup(seed: u64) -> Net {
+    net(
+        cfg_worker(),
+        cfg_server(),
+        FRAME,
+        FRAMES,
+        LinkConfig::default(),
+        seed,
+    )
+}
+
+/// The cause counted once at both ends, every frame still delivered once and intact.
+fn assert_recovered(n: &Net, cause: u32) {
+    assert_eq!(
+        n.server.stats().nacked.get(cause),
+        1,
+        "{:?}",
+        n.server.stats()
+    );
+    assert_eq!(n.server.stats().nacked.total(), 1);
+    assert_eq!(n.worker.stats().nacked.get(cause), 1);
+    assert!(n.worker.stats().retransmissions >= 1);
+    assert_all_delivered(n, FRAME, FRAMES);
+}
+
+#[test]
+fn a_lost_middle_packet_is_nacked_out_of_sequence_and_sent_again() {
+    let mut n = setup(11);
+    let hits = tamper(&mut n, WRITE_MIDDLE, 20, None);
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    assert_recovered(&n, Events::OUT_OF_SEQUENCE);
+}
+
+#[test]
+fn a_lost_first_packet_is_nacked_no_start_of_frame_with_va_0() {
+    let mut n = setup(12);
+    let hits = tamper(&mut n, WRITE_FIRST, 3, None);
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    assert_recovered(&n, Events::NO_START_OF_FRAME);
+    // the VA-0 NACK named no frame: the worker sent the oldest unanswered one again, and
+    // no answer went unmatched
+    assert_eq!(n.worker.stats().stale, 0);
+}
+
+#[test]
+fn a_frame_longer_than_its_packets_is_nacked_frame_length() {
+    let mut n = setup(13);
+    // the RETH's DMA length (bytes 24..28 from the BTH) says 64 more than is sent
+    let hits = tamper(
+        &mut n,
+        WRITE_FIRST,
+        5,
+        Some(|b| {
+            let len = u32::from_be_bytes(b[24..28].try_into().unwrap()) + 64;
+            b[24..28].copy_from_slice(&len.to_be_bytes());
+        }),
+    );
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    assert_recovered(&n, Events::FRAME_LENGTH);
+}
+
+#[test]
+fn an_unaligned_va_is_nacked_invalid_va() {
+    let mut n = setup(14);
+    // the RETH's VA (bytes 12..20) moved by 32: not 64-byte aligned. The NACK names that
+    // VA, which is no frame of the worker's (counted stale); the frame itself is sent
+    // again when its timeout passes.
+    let hits = tamper(
+        &mut n,
+        WRITE_FIRST,
+        5,
+        Some(|b| {
+            let va = u64::from_be_bytes(b[12..20].try_into().unwrap()) + 32;
+            b[12..20].copy_from_slice(&va.to_be_bytes());
+        }),
+    );
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    let (ss, ws) = (n.server.stats(), n.worker.stats());
+    assert_eq!(ss.nacked.get(Events::INVALID_VA), 1);
+    assert_eq!(ws.nacked.get(Events::INVALID_VA), 1);
+    assert_eq!(ws.stale, 1);
+    assert!(ws.timeouts >= 1);
+    assert_all_delivered(&n, FRAME, FRAMES);
+}
+
+#[test]
+fn an_invalid_rkey_stops_the_worker_with_the_cause() {
+    let mut n = setup(15);
+    let hits = tamper(
+        &mut n,
+        WRITE_FIRST,
+        5,
+        Some(|b| b[20] ^= 0x80), // the R_Key's top byte
+    );
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    assert_eq!(n.server.stats().nacked.get(Events::INVALID_RKEY), 1);
+    let WorkerState::Failed(e) = n.worker.state() else {
+        panic!("{:?}", n.worker.state());
+    };
+    let Error::Refused { va, causes } = e else {
+        panic!("{e}");
+    };
+    assert_eq!(*va, vas(cfg_server().va_offset, FRAME, 6)[5]);
+    assert_eq!(causes, "invalid_rkey");
+    // nothing was written for that frame, and the ring holds no frame past it
+    assert!(n.server.stats().frames_delivered < FRAMES);
+}
+
+#[test]
+fn a_packet_shorter_than_64_bytes_is_nacked_packet_length() {
+    let mut n = setup(16);
+    // stream until the data channel is open, then send a 32-byte WRITE on the worker's
+    // own data QP (as a faulty sender would)
+    for _ in 0..100_000 {
+        n.poll();
+        if n.worker.data_channel().is_some() {
+            break;
+        }
+        n.pair.step_until(n.worker.poll_timeout());
+    }
+    let (qpn, rkey, first) = n.worker.data_channel().unwrap();
+    let src = n.pair.a.register_mr(vec![7u8; 64], 0, Access::NONE);
+    let va = first.wrapping_add(1 << 20); // inside the window, past every frame
+    let wr = SendWr {
+        wr_id: 99,
+        op: SendOp::Write { va, rkey },
+        sge: Sge {
+            lkey: src.lkey,
+            va: 0,
+            len: 32,
+        },
+        signaled: false,
+        solicited: false,
+    };
+    n.pair.a.post_send(qpn, wr).unwrap();
+    n.run(Duration::from_secs(5));
+    let (ss, ws) = (n.server.stats(), n.worker.stats());
+    assert_eq!(ss.nacked.get(Events::PACKET_LENGTH), 1, "{ss:?}");
+    assert_eq!(ss.nacked.total(), 1);
+    assert_eq!(
+        (ws.stale, ws.retransmissions),
+        (1, 0),
+        "no frame of its own"
+    );
+    assert_all_delivered(&n, FRAME, FRAMES);
+}
