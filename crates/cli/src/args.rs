@@ -159,6 +159,42 @@ pub(crate) fn record_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A size in bytes: a number with an optional binary suffix (K, M, G, T; `KiB`… and `KB`…
+/// mean the same), at least 1.
+pub(crate) fn bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 4096, 64K, 1M, 10G)"))?;
+    let shift = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("{s:?}: unknown unit (K, M, G or T)")),
+    };
+    n.checked_mul(1 << shift)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("{s}: a size from 1 byte to 16 EiB"))
+}
+
+/// A 64-bit number, hex with `0x` or decimal.
+pub(crate) fn u64_num(s: &str) -> Result<u64, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|_| format!("{s:?} is not a 64-bit number (decimal, or hex with 0x)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +231,20 @@ mod tests {
             let _ = mtu(&s);
             let _ = sensor(&s);
         }
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes_and_refuse_the_rest() {
+        assert_eq!(bytes("4096"), Ok(4096));
+        assert_eq!(bytes("64K"), Ok(64 << 10));
+        assert_eq!(bytes("1M"), Ok(1 << 20));
+        assert_eq!(bytes("10GiB"), Ok(10 << 30));
+        assert_eq!(bytes("2gb"), Ok(2 << 30));
+        assert_eq!(bytes(" 3T "), Ok(3 << 40));
+        for bad in ["", "0", "12X", "-1", "1.5G", "99999999999T", "G"] {
+            assert!(bytes(bad).is_err(), "{bad}");
+        }
+        assert_eq!(u64_num("0xffffffffffffffc0"), Ok(0xffff_ffff_ffff_ffc0));
+        assert!(u64_num("0x1_0000_0000_0000_0000").is_err());
     }
 }

@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod decode;
 mod hsb;
+mod ims;
 mod pingpong;
 mod plot;
 mod receive;
@@ -53,6 +54,9 @@ enum Cmd {
     Write(hsb::WriteArgs),
     /// Configure an HSB device and receive its frames, verified.
     Receive(receive::ReceiveArgs),
+    /// The IMS streaming protocol: a buffer unit (serve) and a worker (send).
+    #[command(subcommand)]
+    Ims(ims::ImsCmd),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Cmd::Write(a) => hsb::write(&a),
         Cmd::Receive(a) => receive::receive(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
+        Cmd::Ims(c) => ims::run(&c),
     };
     match result {
         Ok(code) => code,

@@ -27,6 +27,7 @@
 //!   the NACK causes exist on the wire ([`rocelink_wire::ims::Events`]) for other senders.
 #![warn(missing_docs)]
 
+pub mod consumer;
 mod mailbox;
 pub mod nack;
 pub mod ring;
@@ -35,8 +36,9 @@ pub mod server;
 pub mod source;
 pub mod worker;
 
+pub use consumer::{Consumer, RateConsumer, RecordConsumer};
 pub use nack::{NackCounts, events_for};
-pub use server::{Consumer, Frame, RateConsumer, Server, ServerConfig, ServerStats};
+pub use server::{Frame, Server, ServerConfig, ServerStats};
 pub use source::{FrameSource, ImageSource, PatternSource, Verify};
 pub use worker::{Worker, WorkerConfig, WorkerState, WorkerStats};
 

@@ -2,6 +2,7 @@
 //! answers every frame with an ACK or a NACK, and hands consecutively delivered frames to a
 //! [`Consumer`], whose pace moves the write window.
 
+pub use crate::consumer::Consumer;
 use crate::mailbox::{Mailbox, ready};
 use crate::nack::{NackCounts, events_for};
 use crate::ring::{Delivery, RingBook};
@@ -14,7 +15,7 @@ use rocelink_transport::{
 use rocelink_wire::ims::{AckRepr, AckType, Events, Method, StatusRepr, ack, status};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// How a buffer unit is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,62 +61,6 @@ pub struct Frame<'a> {
     pub bytes: &'a [u8],
     /// It passed [`ServerConfig::verify`].
     pub intact: bool,
-}
-
-/// Takes delivered frames in order. While it is not ready, frames wait in the ring and the
-/// write window stays where it is (the worker is held back with outside-window NACKs).
-pub trait Consumer {
-    /// Whether it takes a frame now.
-    fn ready(&self, _now: Instant) -> bool {
-        true
-    }
-    /// Take `f`; its space in the ring may be written again afterwards.
-    fn consume(&mut self, now: Instant, f: &Frame<'_>);
-    /// When to ask [`Consumer::ready`] again after it said no.
-    fn wake(&self) -> Option<Instant> {
-        None
-    }
-}
-
-impl<F: FnMut(&Frame<'_>)> Consumer for F {
-    fn consume(&mut self, _now: Instant, f: &Frame<'_>) {
-        self(f)
-    }
-}
-
-/// Consumes frames at a fixed rate (a stand-in for the exposure that reads the buffer).
-#[derive(Debug, Clone, Copy)]
-pub struct RateConsumer {
-    bytes_per_sec: f64,
-    next: Option<Instant>,
-}
-
-impl RateConsumer {
-    /// At `gbps` Gbit/s.
-    pub fn new(gbps: f64) -> RateConsumer {
-        RateConsumer {
-            bytes_per_sec: gbps * 1e9 / 8.0,
-            next: None,
-        }
-    }
-}
-
-impl Consumer for RateConsumer {
-    fn ready(&self, now: Instant) -> bool {
-        self.next.is_none_or(|t| t <= now)
-    }
-    fn consume(&mut self, now: Instant, f: &Frame<'_>) {
-        let took = Duration::from_secs_f64(f.bytes.len() as f64 / self.bytes_per_sec);
-        // no credit piles up while idle
-        let from = match self.next {
-            Some(t) if t + Duration::from_millis(1) > now => t,
-            _ => now,
-        };
-        self.next = Some(from + took);
-    }
-    fn wake(&self) -> Option<Instant> {
-        self.next
-    }
 }
 
 /// Counters of a buffer unit.

@@ -1,0 +1,484 @@
+//! `rocelink ims serve` and `rocelink ims send`: the two roles of the IMS streaming
+//! protocol (`rocelink_ims`), with a progress line and one JSON summary.
+
+use crate::args;
+use crate::stop::StopFlag;
+use anyhow::{Context, Result, bail};
+use rocelink_bench::pingpong::bind_roce;
+use rocelink_ims::run::{self, RunOpts};
+use rocelink_ims::source::FileSource;
+use rocelink_ims::{
+    Consumer, FrameSource, ImageSource, PatternSource, RateConsumer, RecordConsumer, Server,
+    ServerConfig, Verify, Worker, WorkerConfig, WorkerState,
+};
+use rocelink_runtime::Driver;
+use rocelink_transport::{Endpoint, EndpointConfig};
+use rocelink_wire::ims::{ImageGeometry, PixelDepth};
+use serde_json::json;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum ImsCmd {
+    /// The buffer unit: a ring buffer per worker, every frame ACKed or NACKed, frames
+    /// consumed in order (at a rate, to a recording, or as fast as they come).
+    Serve(ServeArgs),
+    /// A worker: stream frames to a buffer unit, sending again what it NACKs or never
+    /// answers.
+    Send(SendArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct Common {
+    /// Status QPN of the buffer unit.
+    #[arg(long, default_value = "0x10", value_parser = args::u24_num)]
+    status_qpn: u32,
+    /// Status Q_Key.
+    #[arg(long, default_value = "0x494d5300", value_parser = args::u32_num)]
+    status_qkey: u32,
+    /// Stop after this many seconds.
+    #[arg(long, value_parser = args::secs)]
+    seconds: Option<Duration>,
+    /// Print one JSON object at the end (and nothing else on stdout).
+    #[arg(long)]
+    json: bool,
+    /// No progress line or summary text (errors still go to stderr).
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Address to serve on (UDP port 4791 of it).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// RoCE UDP port.
+    #[arg(long, default_value_t = 4791)]
+    port: u16,
+    /// Ring buffer per data channel (a multiple of 64, at least 4 KiB).
+    #[arg(long, default_value = "1G", value_parser = args::bytes)]
+    ring: u64,
+    /// First VA workers write (VA_OFFS; 64-byte aligned).
+    #[arg(long, default_value = "0", value_parser = args::u64_num)]
+    va_offset: u64,
+    /// Consume frames at this many Gbit/s (default: as fast as they arrive).
+    #[arg(long, value_parser = args::rate, conflicts_with = "record")]
+    rate: Option<f64>,
+    /// Record every frame to this directory (new or empty).
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// What to check of each frame: `header` (the §4 CRC-32C and VA) or `none`.
+    #[arg(long, default_value = "header", value_parser = ["header", "none"])]
+    verify: String,
+    /// Stop once this many frames were consumed.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    frames: Option<u64>,
+    /// Most data channels (workers streaming) at once.
+    #[arg(long, default_value = "4", value_parser = args::usize_in(1, 1024))]
+    max_workers: usize,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct SendArgs {
+    /// The buffer unit: IP[:port].
+    server: String,
+    /// Local address (default: 127.0.0.1 for a loopback server, else the unspecified one).
+    #[arg(long)]
+    bind: Option<IpAddr>,
+    /// Frame size (pattern and file frames).
+    #[arg(long, default_value = "1M", value_parser = args::bytes)]
+    frame: u64,
+    /// Payload bytes per packet: 64 to 4096 in steps of 64.
+    #[arg(long, default_value_t = 4096)]
+    packet: usize,
+    /// Frames to send (default: endless, or the whole file).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    frames: Option<u64>,
+    /// Bytes to send, as whole frames (e.g. 10G).
+    #[arg(long, value_parser = args::bytes, conflicts_with = "frames")]
+    bytes: Option<u64>,
+    /// Frames sent and not yet answered.
+    #[arg(long, default_value = "16", value_parser = args::usize_in(1, 4096))]
+    in_flight: usize,
+    /// Send a frame again when it has no answer after this many seconds.
+    #[arg(long, default_value = "20", value_parser = args::secs)]
+    timeout: Duration,
+    /// After an outside-window NACK, wait this many seconds before sending again.
+    #[arg(long, default_value = "0.001", value_parser = args::secs)]
+    wait: Duration,
+    /// Send 4-bit §4 images (columns × rows, 256 × 256 by default).
+    #[arg(long, conflicts_with_all = ["image6", "file"])]
+    image4: bool,
+    /// Send 6-bit §4 images.
+    #[arg(long, conflicts_with = "file")]
+    image6: bool,
+    /// Image columns.
+    #[arg(long, default_value = "256", value_parser = args::usize_in(1, 1 << 16))]
+    columns: usize,
+    /// Image rows (pixels per column).
+    #[arg(long, default_value = "256", value_parser = args::usize_in(1, 1 << 16))]
+    rows: usize,
+    /// Send the bytes of this file, --frame bytes per frame.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Start the file again at its end.
+    #[arg(long, requires = "file")]
+    repeat: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub(crate) fn run(c: &ImsCmd) -> Result<ExitCode> {
+    match c {
+        ImsCmd::Serve(a) => serve(a),
+        ImsCmd::Send(a) => send(a),
+    }
+}
+
+/// A progress line on stderr (hidden for --json/--quiet or when stderr is no terminal).
+fn progress_bar(common: &Common) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    if common.json || common.quiet {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    pb
+}
+
+fn gbps(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
+}
+
+fn nacked_json(n: &rocelink_ims::NackCounts) -> serde_json::Value {
+    let m: serde_json::Map<String, serde_json::Value> =
+        n.named().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    serde_json::Value::Object(m)
+}
+
+fn serve(a: &ServeArgs) -> Result<ExitCode> {
+    let ring = usize::try_from(a.ring).context("--ring is larger than memory")?;
+    if let Some(d) = &a.record {
+        args::record_dir(d, false)?;
+    }
+    let cfg = ServerConfig {
+        status_qpn: a.common.status_qpn,
+        status_qkey: a.common.status_qkey,
+        ring_bytes: ring,
+        va_offset: a.va_offset,
+        max_channels: a.max_workers,
+        verify: if a.verify == "none" {
+            Verify::None
+        } else {
+            Verify::Header
+        },
+        ..ServerConfig::default()
+    };
+    let (sock, ip) = bind_roce(a.bind, a.port, true)?;
+    let local = SocketAddr::new(ip, a.port);
+    let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
+    let mut server = Server::new(&mut ep, cfg)?;
+    let mut drv = Driver::new(sock);
+    let stop = StopFlag::install()?;
+    let flag = stop.arc();
+    if !a.common.json && !a.common.quiet {
+        eprintln!(
+            "rocelink ims serve: buffer unit on {local}, status QPN {:#x}, Q_Key {:#x}, ring {} bytes per worker",
+            cfg.status_qpn, cfg.status_qkey, cfg.ring_bytes
+        );
+    }
+    let mut rec = a
+        .record
+        .as_ref()
+        .map(|d| RecordConsumer::new(d.clone(), None));
+    let mut rate = a.rate.map(RateConsumer::new);
+    let mut nothing = |_: &rocelink_ims::Frame<'_>| {};
+    let inner: &mut dyn Consumer = match (rec.as_mut(), rate.as_mut()) {
+        (Some(r), _) => r,
+        (None, Some(r)) => r,
+        (None, None) => &mut nothing,
+    };
+    let pb = progress_bar(&a.common);
+    let t0 = Instant::now();
+    let deadline = a.common.seconds.map(|s| t0 + s);
+    let want = a.frames;
+    // stop at the frame count: a consumer wrapper sets the flag
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut counted = Counted {
+        inner,
+        left: want,
+        reached: reached.clone(),
+    };
+    let mut reached_at: Option<Instant> = None;
+    run::serve(
+        &mut drv,
+        &mut ep,
+        &mut server,
+        &mut counted,
+        RunOpts {
+            stop: &flag,
+            deadline,
+            every: Duration::from_millis(50),
+        },
+        &mut |s| {
+            // --frames: done once they were consumed and their worker left (or 2 s on)
+            if reached.load(std::sync::atomic::Ordering::Relaxed) {
+                let at = *reached_at.get_or_insert_with(Instant::now);
+                if s.workers() == 0 || at.elapsed() > Duration::from_secs(2) {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            let st = s.stats();
+            pb.set_message(format!(
+                "{} workers | {} frames {:.2} Gbit/s | {} NACKs | {} duplicates | {} CRC failures",
+                s.workers(),
+                st.frames_delivered,
+                gbps(st.bytes, t0.elapsed().as_secs_f64()),
+                st.nacked.total(),
+                st.duplicates,
+                st.image_crc_failures
+            ));
+            pb.tick();
+        },
+    )?;
+    pb.finish_and_clear();
+    let secs = t0.elapsed().as_secs_f64();
+    let st = server.stats();
+    drop(counted);
+    let mut recorded = serde_json::Value::Null;
+    if let Some(r) = rec.as_mut() {
+        if let Some(e) = r.error() {
+            bail!("--record {e}");
+        }
+        if let Some(s) = r.finish().context("--record")? {
+            recorded = json!({"frames": s.frames, "bytes": s.bytes, "dropped": s.dropped, "stopped": s.stopped});
+        }
+    }
+    let retransmissions = (st.acked + st.nacked.total()).saturating_sub(st.frames_delivered);
+    let (frames, bytes) = (st.frames_delivered, st.bytes);
+    if a.common.json {
+        println!(
+            "{}",
+            json!({"frames": frames, "bytes": bytes, "frames_delivered": frames, "frames_consumed": st.frames_consumed,
+                   "acked": st.acked, "nacked": nacked_json(&st.nacked), "nacked_total": st.nacked.total(),
+                   "retransmissions": retransmissions, "timeouts": null, "window_stalls": st.out_of_window,
+                   "corrupt": st.image_crc_failures, "image_crc_failures": st.image_crc_failures,
+                   "out_of_window": st.out_of_window, "duplicates": st.duplicates,
+                   "icrc_errors": ep.stats().icrc_errors, "status_packets": st.status_packets,
+                   "status_ignored": st.status_ignored, "recorded": recorded,
+                   "gbps": gbps(bytes, secs), "seconds": secs})
+        );
+    } else if !a.common.quiet {
+        println!(
+            "{frames} frames ({bytes} bytes) delivered in {secs:.2} s = {:.2} Gbit/s; {} ACKs, {} NACKs, {} duplicates, {} outside the window, {} CRC failures",
+            gbps(bytes, secs),
+            st.acked,
+            st.nacked.total(),
+            st.duplicates,
+            st.out_of_window,
+            st.image_crc_failures
+        );
+    }
+    Ok(if st.image_crc_failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Passes frames on; sets `reached` once `left` reaches 0 (and takes no more).
+struct Counted<'a> {
+    inner: &'a mut dyn Consumer,
+    left: Option<u64>,
+    reached: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Consumer for Counted<'_> {
+    fn ready(&self, now: Instant) -> bool {
+        self.left != Some(0) && self.inner.ready(now)
+    }
+    fn consume(&mut self, now: Instant, f: &rocelink_ims::Frame<'_>) {
+        self.inner.consume(now, f);
+        if let Some(n) = self.left.as_mut() {
+            *n -= 1;
+            if *n == 0 {
+                self.reached
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+    fn wake(&self) -> Option<Instant> {
+        self.inner.wake()
+    }
+}
+
+fn server_addr(s: &str) -> Result<SocketAddr> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    match s.parse::<IpAddr>() {
+        Ok(ip) => Ok(SocketAddr::new(ip, 4791)),
+        Err(_) => bail!("{s:?} is not an IP address or IP:port of a buffer unit"),
+    }
+}
+
+fn source(a: &SendArgs) -> Result<Box<dyn FrameSource>> {
+    let geom = ImageGeometry {
+        columns: a.columns,
+        rows: a.rows,
+    };
+    let frame = usize::try_from(a.frame).context("--frame is larger than memory")?;
+    let len_of = |len: usize| a.bytes.map(|b| b.div_ceil(len as u64)).or(a.frames);
+    Ok(match (a.image4, a.image6, &a.file) {
+        (true, _, _) => {
+            let len = geom.encoded_len(PixelDepth::Four);
+            Box::new(ImageSource::new(geom, PixelDepth::Four, len_of(len)))
+        }
+        (_, true, _) => {
+            let len = geom.encoded_len(PixelDepth::Six);
+            Box::new(ImageSource::new(geom, PixelDepth::Six, len_of(len)))
+        }
+        (_, _, Some(p)) => {
+            let s = FileSource::open(p, frame, a.repeat)
+                .with_context(|| format!("--file {}", p.display()))?;
+            match len_of(frame) {
+                Some(n) => Box::new(Limited(s, n)),
+                None => Box::new(s),
+            }
+        }
+        _ => Box::new(
+            PatternSource::new(frame, len_of(frame))
+                .with_context(|| format!("--frame {frame}: at least 64 bytes"))?,
+        ),
+    })
+}
+
+/// A source cut after `.1` frames.
+struct Limited<S>(S, u64);
+
+impl<S: FrameSource> FrameSource for Limited<S> {
+    fn frame_len(&self) -> usize {
+        self.0.frame_len()
+    }
+    fn fill(&mut self, index: u64, va: u64, out: &mut [u8]) -> std::io::Result<bool> {
+        if index >= self.1 {
+            return Ok(false);
+        }
+        self.0.fill(index, va, out)
+    }
+}
+
+fn send(a: &SendArgs) -> Result<ExitCode> {
+    let server = server_addr(&a.server)?;
+    let mut src = source(a)?;
+    let frame_len = src.frame_len();
+    let cfg = WorkerConfig {
+        status_qpn: a.common.status_qpn,
+        status_qkey: a.common.status_qkey,
+        packet_bytes: a.packet,
+        in_flight: a.in_flight,
+        timeout: a.timeout,
+        wait: a.wait,
+        ..WorkerConfig::new(server)
+    };
+    cfg.check(frame_len)?;
+    let bind = a.bind.unwrap_or(if server.ip().is_loopback() {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    });
+    // any free port: the buffer unit answers to where requests came from
+    let (sock, ip) = bind_roce(bind, 0, true)?;
+    let port = rocelink_io::backend::Backend::local_addr(&sock).port();
+    let mut ep = Endpoint::new(EndpointConfig::new(SocketAddr::new(ip, port)).random_keys());
+    let mut worker = Worker::new(&mut ep, cfg, frame_len)?;
+    let mut drv = Driver::new(sock);
+    let stop = StopFlag::install()?;
+    let flag = stop.arc();
+    let pb = progress_bar(&a.common);
+    let t0 = Instant::now();
+    let sent = run::send(
+        &mut drv,
+        &mut ep,
+        &mut worker,
+        src.as_mut(),
+        RunOpts {
+            stop: &flag,
+            deadline: a.common.seconds.map(|s| t0 + s),
+            every: Duration::from_millis(250),
+        },
+        &mut |w| {
+            let st = w.stats();
+            pb.set_message(format!(
+                "{:?} | {} frames {:.2} Gbit/s | {} in flight | {} NACKs | {} retransmissions | {} timeouts",
+                w.state(),
+                st.frames,
+                gbps(st.bytes, t0.elapsed().as_secs_f64()),
+                w.in_flight(),
+                st.nacked.total(),
+                st.retransmissions,
+                st.timeouts
+            ));
+            pb.tick();
+        },
+    );
+    if let Err(e) = sent {
+        pb.finish_and_clear();
+        if e.raw_os_error() == Some(libc_emsgsize()) {
+            bail!(
+                "{e}: packets of {} payload bytes do not fit the path MTU to {server} (with 1500-byte Ethernet frames use --packet 1408)",
+                a.packet
+            );
+        }
+        return Err(e.into());
+    }
+    pb.finish_and_clear();
+    let secs = t0.elapsed().as_secs_f64();
+    let st = worker.stats();
+    let failed = match worker.state() {
+        WorkerState::Failed(e) => Some(e.to_string()),
+        WorkerState::Done => None,
+        s if a.common.seconds.is_some() => {
+            (!matches!(s, WorkerState::Streaming)).then(|| format!("stopped while {s:?}"))
+        }
+        s => Some(format!("stopped while {s:?}")),
+    };
+    if a.common.json {
+        println!(
+            "{}",
+            json!({"frames": st.frames, "bytes": st.bytes, "acked": st.acked, "nacked": nacked_json(&st.nacked),
+                   "nacked_total": st.nacked.total(), "retransmissions": st.retransmissions, "timeouts": st.timeouts,
+                   "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale,
+                   "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed})
+        );
+    } else if !a.common.quiet {
+        println!(
+            "{} frames ({} bytes) ACKed in {secs:.2} s = {:.2} Gbit/s; {} NACKs, {} retransmissions, {} timeouts, {} window stalls",
+            st.frames,
+            st.bytes,
+            gbps(st.bytes, secs),
+            st.nacked.total(),
+            st.retransmissions,
+            st.timeouts,
+            st.window_stalls
+        );
+    }
+    match failed {
+        Some(e) => {
+            eprintln!("rocelink: error: {e}");
+            Ok(ExitCode::from(2))
+        }
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// EMSGSIZE: a datagram larger than the path MTU.
+fn libc_emsgsize() -> i32 {
+    90
+}

@@ -1,0 +1,128 @@
+//! What takes a buffer unit's delivered frames: an application callback, a fixed rate (a
+//! stand-in for the exposure reading the buffer), or the recorder.
+
+use crate::server::Frame;
+use rocelink_record::{FrameMeta, RecordConfig, Recorder, Summary, format::Header};
+use std::io;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Takes delivered frames in order. While it is not ready, frames wait in the ring and the
+/// write window stays where it is (the worker is held back with outside-window NACKs).
+pub trait Consumer {
+    /// Whether it takes a frame now.
+    fn ready(&self, _now: Instant) -> bool {
+        true
+    }
+    /// Take `f`; its space in the ring may be written again afterwards.
+    fn consume(&mut self, now: Instant, f: &Frame<'_>);
+    /// When to ask [`Consumer::ready`] again after it said no.
+    fn wake(&self) -> Option<Instant> {
+        None
+    }
+}
+
+impl<F: FnMut(&Frame<'_>)> Consumer for F {
+    fn consume(&mut self, _now: Instant, f: &Frame<'_>) {
+        self(f)
+    }
+}
+
+/// Consumes frames at a fixed rate (a stand-in for the exposure that reads the buffer).
+#[derive(Debug, Clone, Copy)]
+pub struct RateConsumer {
+    bytes_per_sec: f64,
+    next: Option<Instant>,
+}
+
+impl RateConsumer {
+    /// At `gbps` Gbit/s.
+    pub fn new(gbps: f64) -> RateConsumer {
+        RateConsumer {
+            bytes_per_sec: gbps * 1e9 / 8.0,
+            next: None,
+        }
+    }
+}
+
+impl Consumer for RateConsumer {
+    fn ready(&self, now: Instant) -> bool {
+        self.next.is_none_or(|t| t <= now)
+    }
+    fn consume(&mut self, now: Instant, f: &Frame<'_>) {
+        let took = Duration::from_secs_f64(f.bytes.len() as f64 / self.bytes_per_sec);
+        // no credit piles up while idle
+        let from = match self.next {
+            Some(t) if t + Duration::from_millis(1) > now => t,
+            _ => now,
+        };
+        self.next = Some(from + took);
+    }
+    fn wake(&self) -> Option<Instant> {
+        self.next
+    }
+}
+
+/// Every frame to a recording (`rocelink inspect`/`export` read it): started at the first
+/// frame, whose size sizes the recorder's buffers. A frame the disk cannot keep up with is
+/// dropped and counted by the recorder, never stalling the buffer unit.
+#[derive(Debug)]
+pub struct RecordConsumer {
+    dir: PathBuf,
+    max_bytes: Option<u64>,
+    rec: Option<Recorder>,
+    frames: u64,
+    error: Option<String>,
+}
+
+impl RecordConsumer {
+    /// Record to `dir` (checked by the caller: new or empty), at most `max_bytes`.
+    pub fn new(dir: PathBuf, max_bytes: Option<u64>) -> RecordConsumer {
+        RecordConsumer {
+            dir,
+            max_bytes,
+            rec: None,
+            frames: 0,
+            error: None,
+        }
+    }
+
+    /// Why recording stopped early, if it did.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Finish the recording (durable, index written).
+    pub fn finish(&mut self) -> io::Result<Option<Summary>> {
+        self.rec.take().map(Recorder::finish).transpose()
+    }
+}
+
+impl Consumer for RecordConsumer {
+    fn consume(&mut self, _now: Instant, f: &Frame<'_>) {
+        if self.rec.is_none() && self.error.is_none() {
+            let header = Header {
+                sensor: "ims".into(),
+                frame_size: f.bytes.len() as u64,
+                layout: "bytes".into(),
+                ..Header::default()
+            };
+            let mut cfg = RecordConfig::new(self.dir.clone(), header);
+            cfg.max_bytes = self.max_bytes;
+            match Recorder::start(cfg) {
+                Ok(r) => self.rec = Some(r),
+                Err(e) => self.error = Some(format!("{}: {e}", self.dir.display())),
+            }
+        }
+        if let Some(r) = self.rec.as_mut() {
+            let meta = FrameMeta {
+                frame_number: self.frames,
+                good: f.intact,
+                complete: true,
+                ..FrameMeta::default()
+            };
+            r.offer(&meta, f.bytes);
+        }
+        self.frames += 1;
+    }
+}
