@@ -101,9 +101,9 @@ pub(crate) struct SendArgs {
     /// Bytes to send, as whole frames (e.g. 10G).
     #[arg(long, value_parser = args::bytes, conflicts_with = "frames")]
     bytes: Option<u64>,
-    /// Frames sent and not yet answered.
-    #[arg(long, default_value = "16", value_parser = args::usize_in(1, 4096))]
-    in_flight: usize,
+    /// Frames sent and not yet answered (default: 4 MiB worth, 1 to 64).
+    #[arg(long, value_parser = args::usize_in(1, 4096))]
+    in_flight: Option<usize>,
     /// Send a frame again when it has no answer after this many seconds.
     #[arg(long, default_value = "20", value_parser = args::secs)]
     timeout: Duration,
@@ -382,7 +382,9 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
         status_qpn: a.common.status_qpn,
         status_qkey: a.common.status_qkey,
         packet_bytes: a.packet,
-        in_flight: a.in_flight,
+        in_flight: a
+            .in_flight
+            .unwrap_or_else(|| WorkerConfig::in_flight_for(frame_len)),
         timeout: a.timeout,
         wait: a.wait,
         ..WorkerConfig::new(server)

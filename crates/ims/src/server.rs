@@ -350,7 +350,7 @@ impl Channel {
     ) -> Result<Channel, Error> {
         let ring = ep
             .register_ring_mr(
-                AlignedBuf::zeroed(cfg.ring_bytes),
+                AlignedBuf::lazy_zeroed(cfg.ring_bytes),
                 Access::REMOTE_WRITE | Access::LOCAL_WRITE,
                 cfg.va_offset,
                 cfg.ring_bytes as u64,

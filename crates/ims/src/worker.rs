@@ -41,21 +41,29 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
-    /// Defaults of the specification for a buffer unit at `server`: 4096-byte packets, 16
-    /// frames in flight, 20 s timeout, 1 ms outside-window wait.
+    /// Defaults for a buffer unit at `server`: 4096-byte packets, 4 frames in flight (what
+    /// a receiver's socket buffer holds of 1 MiB frames), the specification's 20 s timeout,
+    /// 1 ms outside-window wait.
     pub fn new(server: SocketAddr) -> WorkerConfig {
         WorkerConfig {
             server,
             status_qpn: STATUS_QPN,
             status_qkey: STATUS_QKEY,
             packet_bytes: MAX_PACKET,
-            in_flight: 16,
+            in_flight: 4,
             timeout: Duration::from_secs(20),
             wait: Duration::from_millis(1),
             retry: Duration::from_millis(250),
             setup_timeout: Duration::from_secs(5),
             major: VERSION.0,
         }
+    }
+
+    /// Frames in flight for frames of `frame_len` bytes when none is chosen: as many as
+    /// make 4 MiB (what a receiver's socket buffer typically holds; more are lost in it
+    /// and cost retransmissions), 1 to 64.
+    pub fn in_flight_for(frame_len: usize) -> usize {
+        ((4 << 20) / frame_len.max(1)).clamp(1, 64)
     }
 
     /// Why frames of `frame_len` bytes cannot be sent with this configuration, if so.

@@ -13,6 +13,8 @@ pub struct AlignedBuf {
     ptr: NonNull<u8>,
     cap: usize,
     len: usize,
+    /// From `mmap` (large buffers), not the allocator.
+    mapped: bool,
 }
 
 // SAFETY: the buffer owns its allocation exclusively; moving it between threads moves
@@ -29,7 +31,12 @@ impl AlignedBuf {
         let Some(ptr) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout)
         };
-        AlignedBuf { ptr, cap, len: 0 }
+        AlignedBuf {
+            ptr,
+            cap,
+            len: 0,
+            mapped: false,
+        }
     }
 
     /// A buffer of `len` zero bytes (capacity rounded up to 4096), in use: memory for a
@@ -40,6 +47,35 @@ impl AlignedBuf {
         let mut b = AlignedBuf::new(len);
         b.len = len;
         b
+    }
+
+    /// As [`AlignedBuf::zeroed`], but an anonymous mapping whose pages are zero when first
+    /// touched: a large ring costs nothing until it is written (the allocator's aligned
+    /// zeroed path writes every byte up front, about a second per GiB here). Falls back to
+    /// [`AlignedBuf::zeroed`] if the mapping fails.
+    pub fn lazy_zeroed(len: usize) -> AlignedBuf {
+        let cap = len.max(1).next_multiple_of(ALIGN);
+        // SAFETY: a fresh private anonymous mapping of `cap` bytes; no existing memory is
+        // touched. The result is checked before use.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                cap,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        match NonNull::new(raw.cast::<u8>()) {
+            Some(ptr) if raw != libc::MAP_FAILED => AlignedBuf {
+                ptr,
+                cap,
+                len,
+                mapped: true,
+            },
+            _ => AlignedBuf::zeroed(len),
+        }
     }
 
     /// Capacity (a multiple of 4096).
@@ -107,6 +143,13 @@ impl AsMut<[u8]> for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.mapped {
+            // SAFETY: mapped in `new` with exactly this length; no reference outlives self.
+            unsafe {
+                libc::munmap(self.ptr.as_ptr().cast(), self.cap);
+            }
+            return;
+        }
         // SAFETY: allocated in `new` with exactly this layout.
         unsafe {
             dealloc(
@@ -131,6 +174,18 @@ mod tests {
         assert_eq!(b.padded().len(), 8192);
         assert!(b.padded()[4097..].iter().all(|&x| x == 0));
         assert!(!b.fill_from(&[0u8; 9000]));
+    }
+
+    #[test]
+    fn lazy_buffers_are_mapped_zeroed_and_writable() {
+        let mut b = AlignedBuf::lazy_zeroed(3 << 20);
+        assert!(b.mapped);
+        assert_eq!((b.len(), b.capacity()), (3 << 20, 3 << 20));
+        assert_eq!(b.as_ref().as_ptr() as usize % ALIGN, 0);
+        assert!(b.as_ref().iter().step_by(4096).all(|&x| x == 0));
+        b.as_mut()[(3 << 20) - 1] = 9;
+        assert_eq!(b.as_ref()[(3 << 20) - 1], 9);
+        assert!(!AlignedBuf::zeroed(3 << 20).mapped);
     }
 
     #[test]
