@@ -300,7 +300,7 @@ struct Counted<'a> {
 }
 
 impl Consumer for Counted<'_> {
-    fn ready(&self, now: Instant) -> bool {
+    fn ready(&mut self, now: Instant) -> bool {
         self.left != Some(0) && self.inner.ready(now)
     }
     fn consume(&mut self, now: Instant, f: &rocelink_ims::Frame<'_>) {

@@ -325,3 +325,59 @@ fn bad_input_is_refused_before_anything_starts() {
     assert!(common::sh(&["kill", "-INT", &first.id().to_string()]));
     let _ = first.wait_with_output();
 }
+
+#[test]
+fn serve_records_every_frame_it_consumes() {
+    let dir = common::tmpdir("ims_record");
+    let rec = dir.join("rec");
+    let rec_s = rec.to_str().unwrap();
+    let serve = spawn(
+        &[],
+        &[
+            "ims",
+            "serve",
+            "--bind",
+            "127.0.0.65",
+            "--ring",
+            "8M",
+            "--record",
+            rec_s,
+            "--frames",
+            "50",
+            "--seconds",
+            "60",
+            "--json",
+        ],
+    );
+    let send = spawn(
+        &[],
+        &[
+            "ims",
+            "send",
+            "127.0.0.65",
+            "--image4",
+            "--frames",
+            "50",
+            "--timeout",
+            "0.05",
+            "--json",
+        ],
+    );
+    let (wc, w, we) = json_of(send);
+    let (sc, s, se) = json_of(serve);
+    assert_eq!((wc, sc), (Some(0), Some(0)), "{w} {we} {s} {se}");
+    assert_eq!(s["recorded"]["frames"], 50, "{s}");
+    let out = rocelink()
+        .args(["inspect", rec_s, "--json", "--verify"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["frames"], 50, "{v}");
+    assert_eq!(v["good"], 50, "{v}");
+    assert_eq!(v["frame_size"], 64 + 256 * 128, "{v}");
+}

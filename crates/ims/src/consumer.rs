@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 /// write window stays where it is (the worker is held back with outside-window NACKs).
 pub trait Consumer {
     /// Whether it takes a frame now.
-    fn ready(&self, _now: Instant) -> bool {
+    fn ready(&mut self, _now: Instant) -> bool {
         true
     }
     /// Take `f`; its space in the ring may be written again afterwards.
@@ -46,7 +46,7 @@ impl RateConsumer {
 }
 
 impl Consumer for RateConsumer {
-    fn ready(&self, now: Instant) -> bool {
+    fn ready(&mut self, now: Instant) -> bool {
         self.next.is_none_or(|t| t <= now)
     }
     fn consume(&mut self, now: Instant, f: &Frame<'_>) {
@@ -73,6 +73,8 @@ pub struct RecordConsumer {
     rec: Option<Recorder>,
     frames: u64,
     error: Option<String>,
+    /// What the last [`Consumer::ready`] found.
+    room: bool,
 }
 
 impl RecordConsumer {
@@ -84,6 +86,7 @@ impl RecordConsumer {
             rec: None,
             frames: 0,
             error: None,
+            room: true,
         }
     }
 
@@ -99,6 +102,18 @@ impl RecordConsumer {
 }
 
 impl Consumer for RecordConsumer {
+    /// Waits while the recorder has no free buffer: the frame stays in the ring and the
+    /// worker is held back (nothing is dropped, unlike a receiver that cannot wait).
+    fn ready(&mut self, _now: Instant) -> bool {
+        self.room = match self.rec.as_mut() {
+            Some(r) => r.has_room(),
+            None => true,
+        };
+        self.room
+    }
+    fn wake(&self) -> Option<Instant> {
+        (!self.room).then(|| Instant::now() + Duration::from_millis(1))
+    }
     fn consume(&mut self, _now: Instant, f: &Frame<'_>) {
         if self.rec.is_none() && self.error.is_none() {
             let header = Header {
@@ -115,10 +130,14 @@ impl Consumer for RecordConsumer {
             }
         }
         if let Some(r) = self.rec.as_mut() {
+            // the recording's own check (`inspect --verify`, the numpy reader): JAMCRC
             let meta = FrameMeta {
                 frame_number: self.frames,
                 good: f.intact,
                 complete: true,
+                crc: rocelink_record::format::jamcrc(f.bytes),
+                crc_ok: f.intact,
+                crc_present: true,
                 ..FrameMeta::default()
             };
             r.offer(&meta, f.bytes);

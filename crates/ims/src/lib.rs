@@ -13,6 +13,40 @@
 //! (`poll_timeout`). [`run`] drives them over UDP with `rocelink-runtime`; the transport's
 //! simulator drives them in tests.
 //!
+//! # Example
+//!
+//! A worker streams ten frames to a buffer unit over the transport's simulated link; the
+//! application's consumer sees each frame once, in order, checked:
+//!
+//! ```
+//! use rocelink_ims::{Frame, PatternSource, Server, ServerConfig, Worker, WorkerConfig};
+//! use rocelink_transport::sim::{LinkConfig, Pair};
+//! use rocelink_transport::{Endpoint, EndpointConfig};
+//! use std::time::{Duration, Instant};
+//!
+//! let server_addr = "10.0.0.2:4791".parse().unwrap();
+//! let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
+//! let mut b = Endpoint::new(EndpointConfig::new(server_addr));
+//! let cfg = ServerConfig { ring_bytes: 1 << 20, ..ServerConfig::default() };
+//! let mut server = Server::new(&mut b, cfg).unwrap();
+//! let wcfg = WorkerConfig { timeout: Duration::from_millis(50), ..WorkerConfig::new(server_addr) };
+//! let mut worker = Worker::new(&mut a, wcfg, 64 * 1024).unwrap();
+//! let mut source = PatternSource::new(64 * 1024, Some(10)).unwrap();
+//! let mut link = Pair::new(a, b, LinkConfig::default(), 1, Instant::now());
+//! let mut seen = Vec::new();
+//! for _ in 0..100_000 {
+//!     let now = link.now;
+//!     server.poll(&mut link.b, now, &mut |f: &Frame<'_>| seen.push((f.va, f.intact)));
+//!     worker.poll(&mut link.a, now, &mut source);
+//!     if worker.finished() || !link.step_until(worker.poll_timeout()) {
+//!         break;
+//!     }
+//! }
+//! assert_eq!(worker.stats().frames, 10);
+//! assert_eq!(seen.len(), 10);
+//! assert!(seen.iter().all(|&(_, intact)| intact));
+//! ```
+//!
 //! # RoCE mapping
 //! * RoCE v2 has no LIDs. The LID field of a status packet carries the sender's IPv4 address
 //!   (big-endian); the buffer unit keys its worker table by (LID, QPN) as the specification

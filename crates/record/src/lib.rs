@@ -111,6 +111,8 @@ pub struct Summary {
 pub struct Recorder {
     tx: Option<SyncSender<Msg>>,
     free: Receiver<AlignedBuf>,
+    /// A free buffer taken by [`Recorder::has_room`], used by the next offer.
+    spare: Option<AlignedBuf>,
     shared: Arc<Shared>,
     pending_drops: u32,
     max_len: usize,
@@ -156,6 +158,7 @@ impl Recorder {
         Ok(Recorder {
             tx: Some(tx),
             free,
+            spare: None,
             shared,
             pending_drops: 0,
             max_len,
@@ -169,7 +172,12 @@ impl Recorder {
         if self.shared.stopped.load(Ordering::Relaxed) || data.len() > self.max_len {
             return self.drop_one();
         }
-        let mut buf = match self.free.try_recv() {
+        let mut buf = match self
+            .spare
+            .take()
+            .map(Ok)
+            .unwrap_or_else(|| self.free.try_recv())
+        {
             Ok(b) => b,
             Err(TryRecvError::Empty | TryRecvError::Disconnected) => return self.drop_one(),
         };
@@ -187,6 +195,19 @@ impl Recorder {
             self.pending_drops = meta.dropped_before;
             self.drop_one()
         }
+    }
+
+    /// True when the next [`Recorder::offer`] will be taken, not dropped (a buffer is
+    /// free and the recording goes on). For producers that can wait rather than drop —
+    /// an IMS buffer unit holds the frame in its ring and the worker back.
+    pub fn has_room(&mut self) -> bool {
+        if self.stopped() {
+            return false;
+        }
+        if self.spare.is_none() {
+            self.spare = self.free.try_recv().ok();
+        }
+        self.spare.is_some()
     }
 
     fn drop_one(&mut self) -> bool {

@@ -185,3 +185,37 @@ fn writes_in_flight_are_indexed_in_arrival_order() {
     }
     assert_eq!(r.entries.len() as u64 + r.inspect().recorder_drops, 400);
 }
+
+#[test]
+fn a_producer_that_waits_for_room_loses_nothing() {
+    // the same slow writer as above, but the producer asks has_room() first and waits
+    // (an IMS buffer unit holds frames in its ring): every frame is written, none dropped
+    let d = dir("rec_room");
+    let len = 20_000;
+    let mut cfg = RecordConfig::new(
+        d.clone(),
+        Header {
+            frame_size: len as u64,
+            ..Header::default()
+        },
+    );
+    cfg.queue = 2;
+    cfg.writer_delay = Some(Duration::from_millis(5));
+    let mut rec = Recorder::start(cfg).unwrap();
+    let mut waited = 0;
+    for n in 0..40 {
+        for _ in 0..10_000 {
+            if rec.has_room() {
+                break;
+            }
+            waited += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(rec.offer(&meta(n), &frame(n, len)), "frame {n} had room");
+    }
+    let s = rec.finish().unwrap();
+    assert!(waited > 0, "a 5 ms writer must make the producer wait");
+    assert_eq!((s.frames, s.dropped), (40, 0));
+    let r = Recording::open(&d).unwrap();
+    assert!((0..40).all(|i| r.frame(i).unwrap() == frame(i as u64, len)));
+}

@@ -132,7 +132,7 @@ impl Net {
 pub struct Both<'a, F: FnMut(&Frame<'_>)>(&'a mut RateConsumer, &'a mut F);
 
 impl<F: FnMut(&Frame<'_>)> rocelink_ims::Consumer for Both<'_, F> {
-    fn ready(&self, now: Instant) -> bool {
+    fn ready(&mut self, now: Instant) -> bool {
         self.0.ready(now)
     }
     fn consume(&mut self, now: Instant, f: &Frame<'_>) {
