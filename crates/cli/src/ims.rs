@@ -432,7 +432,7 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
     );
     if let Err(e) = sent {
         pb.finish_and_clear();
-        if e.raw_os_error() == Some(libc_emsgsize()) {
+        if e.raw_os_error() == Some(libc::EMSGSIZE) {
             bail!(
                 "{e}: packets of {} payload bytes do not fit the path MTU to {server} (with 1500-byte Ethernet frames use --packet 1408)",
                 a.packet
@@ -478,9 +478,4 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
         }
         None => Ok(ExitCode::SUCCESS),
     }
-}
-
-/// EMSGSIZE: a datagram larger than the path MTU.
-fn libc_emsgsize() -> i32 {
-    90
 }

@@ -26,14 +26,64 @@ pub struct RunOpts<'a> {
 /// Longest sleep between looks at `stop` and the progress clock.
 const TICK: Duration = Duration::from_millis(50);
 
-/// Serve until `stop` is set or `deadline` passes.
-pub fn serve(
+/// What the loop needs of a role.
+trait Role {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant);
+    fn wake(&self) -> Option<Instant>;
+    fn finished(&self) -> bool;
+    /// `stop` was set: true to end now (a worker instead finishes what is in flight).
+    fn stop(&mut self) -> bool;
+}
+
+struct Serving<'a> {
+    server: &'a mut Server,
+    consumer: &'a mut dyn Consumer,
+}
+
+impl Role for Serving<'_> {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
+        self.server.poll(ep, now, self.consumer);
+    }
+    fn wake(&self) -> Option<Instant> {
+        self.server.poll_timeout(self.consumer)
+    }
+    fn finished(&self) -> bool {
+        false
+    }
+    fn stop(&mut self) -> bool {
+        true
+    }
+}
+
+struct Sending<'a> {
+    worker: &'a mut Worker,
+    source: &'a mut dyn FrameSource,
+}
+
+impl Role for Sending<'_> {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
+        self.worker.poll(ep, now, self.source);
+    }
+    fn wake(&self) -> Option<Instant> {
+        self.worker.poll_timeout()
+    }
+    fn finished(&self) -> bool {
+        self.worker.finished()
+    }
+    fn stop(&mut self) -> bool {
+        self.worker.stop();
+        false
+    }
+}
+
+/// Poll `role` after every datagram and on its timers until it finishes, `stop` ends it
+/// or the deadline passes; `progress` about every `opts.every`.
+fn drive<R: Role>(
     drv: &mut Driver,
     ep: &mut Endpoint,
-    server: &mut Server,
-    consumer: &mut dyn Consumer,
+    role: &mut R,
     opts: RunOpts<'_>,
-    progress: &mut dyn FnMut(&Server),
+    progress: &mut dyn FnMut(&R),
 ) -> io::Result<()> {
     let RunOpts {
         stop,
@@ -43,29 +93,42 @@ pub fn serve(
     let mut shown = Instant::now();
     loop {
         let now = Instant::now();
-        server.poll(ep, now, consumer);
-        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d) {
+        let ended = stop.load(Ordering::Relaxed) && role.stop();
+        role.poll(ep, now);
+        if ended || role.finished() || deadline.is_some_and(|d| now >= d) {
             // the last answers go out
             drv.run(ep, now + Duration::from_millis(20), |_| false)?;
             return Ok(());
         }
         if now >= shown + every {
-            progress(server);
+            progress(role);
             shown = now;
         }
         let mut wake = now + TICK;
-        if let Some(t) = server.poll_timeout(consumer) {
+        if let Some(t) = role.wake() {
             wake = wake.min(t);
         }
         if let Some(d) = deadline {
             wake = wake.min(d);
         }
         drv.run(ep, wake, |ep| {
-            let now = Instant::now();
-            server.poll(ep, now, consumer);
-            server.poll_timeout(consumer).is_some_and(|t| t < wake)
+            role.poll(ep, Instant::now());
+            role.finished() || role.wake().is_some_and(|t| t < wake)
         })?;
     }
+}
+
+/// Serve until `stop` is set or `deadline` passes.
+pub fn serve(
+    drv: &mut Driver,
+    ep: &mut Endpoint,
+    server: &mut Server,
+    consumer: &mut dyn Consumer,
+    opts: RunOpts<'_>,
+    progress: &mut dyn FnMut(&Server),
+) -> io::Result<()> {
+    let mut role = Serving { server, consumer };
+    drive(drv, ep, &mut role, opts, &mut |r| progress(r.server))
 }
 
 /// Stream from `source` until the worker finishes (every frame ACKed and both channels
@@ -79,36 +142,6 @@ pub fn send(
     opts: RunOpts<'_>,
     progress: &mut dyn FnMut(&Worker),
 ) -> io::Result<()> {
-    let RunOpts {
-        stop,
-        deadline,
-        every,
-    } = opts;
-    let mut shown = Instant::now();
-    loop {
-        let now = Instant::now();
-        if stop.load(Ordering::Relaxed) {
-            worker.stop();
-        }
-        worker.poll(ep, now, source);
-        if worker.finished() || deadline.is_some_and(|d| now >= d) {
-            drv.run(ep, now + Duration::from_millis(20), |_| false)?;
-            return Ok(());
-        }
-        if now >= shown + every {
-            progress(worker);
-            shown = now;
-        }
-        let mut wake = now + TICK;
-        if let Some(t) = worker.poll_timeout() {
-            wake = wake.min(t);
-        }
-        if let Some(d) = deadline {
-            wake = wake.min(d);
-        }
-        drv.run(ep, wake, |ep| {
-            worker.poll(ep, Instant::now(), source);
-            worker.finished() || worker.poll_timeout().is_some_and(|t| t < wake)
-        })?;
-    }
+    let mut role = Sending { worker, source };
+    drive(drv, ep, &mut role, opts, &mut |r| progress(r.worker))
 }

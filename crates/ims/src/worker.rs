@@ -69,7 +69,8 @@ impl WorkerConfig {
     /// Why frames of `frame_len` bytes cannot be sent with this configuration, if so.
     pub fn check(&self, frame_len: usize) -> Result<(), Error> {
         let p = self.packet_bytes;
-        if !(64..=MAX_PACKET).contains(&p) || !p.is_multiple_of(64) {
+        let align = ALIGN as usize;
+        if !(align..=MAX_PACKET).contains(&p) || !p.is_multiple_of(align) {
             return Err(Error::Config(format!(
                 "packet size {p}: must be 64 to 4096 bytes in steps of 64"
             )));
@@ -78,7 +79,7 @@ impl WorkerConfig {
             0 => p,
             r => r,
         };
-        if frame_len < 64 || last < 64 || frame_len > 1 << 31 {
+        if frame_len < align || last < align || frame_len > 1 << 31 {
             return Err(Error::Config(format!(
                 "frame size {frame_len}: must be 64 bytes to 2 GiB, and its last {p}-byte packet at least 64 bytes (it would be {last})"
             )));
@@ -600,5 +601,3 @@ impl Worker {
             .map(|s| s.index)
     }
 }
-
-const _: () = assert!(ALIGN == 64);
