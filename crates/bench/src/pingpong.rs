@@ -266,6 +266,7 @@ impl Pingpong {
                     sge: send_sge,
                     signaled: true,
                     solicited: false,
+                    marks: 0,
                 },
             )?;
             Ok(())

@@ -264,6 +264,7 @@ pub fn write_bw(cfg: &RcConfig) -> io::Result<BwResult> {
                     },
                     signaled: true,
                     solicited: false,
+                    marks: 0,
                 },
             )
             .map_err(io::Error::other)?;
@@ -459,6 +460,7 @@ pub fn write_lat(cfg: &RcConfig) -> io::Result<LatResult> {
                     },
                     signaled: false,
                     solicited: false,
+                    marks: 0,
                 },
             )
             .map_err(io::Error::other)

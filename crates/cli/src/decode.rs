@@ -214,6 +214,7 @@ pub(crate) fn to_json(index: usize, d: &Dissection) -> Map<String, Value> {
         m.insert("becn".into(), json!(b.becn));
         m.insert("dest_qp".into(), json!(b.dest_qp));
         m.insert("ack_req".into(), json!(b.ack_req));
+        m.insert("resv7".into(), json!(b.resv7));
         m.insert("psn".into(), json!(b.psn));
         let ib = &r.ib;
         m.insert(
@@ -438,6 +439,9 @@ pub(crate) fn to_human(index: usize, d: &Dissection) -> String {
             if on {
                 flags.push_str(name);
             }
+        }
+        if b.resv7 != 0 {
+            flags.push_str(&format!(" resv7 {:#x}", b.resv7));
         }
         line(
             depth,

@@ -8,12 +8,12 @@ use rocelink_bench::pingpong::bind_roce;
 use rocelink_ims::run::{self, RunOpts};
 use rocelink_ims::source::FileSource;
 use rocelink_ims::{
-    Consumer, FrameSource, ImageSource, PatternSource, RateConsumer, RecordConsumer, Server,
-    ServerConfig, Verify, Worker, WorkerConfig, WorkerState,
+    Consumer, FrameSource, ImageSource, MarkBad, PatternSource, RateConsumer, RecordConsumer,
+    Server, ServerConfig, Verify, Worker, WorkerConfig, WorkerState,
 };
 use rocelink_runtime::Driver;
 use rocelink_transport::{Endpoint, EndpointConfig};
-use rocelink_wire::ims::{ImageGeometry, PixelDepth};
+use rocelink_wire::ims::{ImageGeometry, PixelDepth, marks};
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -128,8 +128,30 @@ pub(crate) struct SendArgs {
     /// Start the file again at its end.
     #[arg(long, requires = "file")]
     repeat: bool,
+    /// Test a buffer unit's bad-frame handling: send every Nth frame marked EBF or EBP the
+    /// first time (ebf:N, ebp:N); it should be NACKed and is sent again unmarked.
+    #[arg(long, value_name = "ebf|ebp:N", value_parser = mark_bad)]
+    mark_bad: Option<MarkBad>,
     #[command(flatten)]
     common: Common,
+}
+
+/// `ebf:N` or `ebp:N`.
+fn mark_bad(s: &str) -> Result<MarkBad, String> {
+    let (kind, n) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s}: expected ebf:N or ebp:N"))?;
+    let marks = match kind.to_ascii_lowercase().as_str() {
+        "ebf" => marks::EBF,
+        "ebp" => marks::EBP,
+        _ => return Err(format!("{kind}: the mark is ebf or ebp")),
+    };
+    match n.parse::<u64>() {
+        Ok(every) if every > 0 => Ok(MarkBad { every, marks }),
+        _ => Err(format!(
+            "{n}: every Nth frame needs a whole number N of at least 1"
+        )),
+    }
 }
 
 pub(crate) fn run(c: &ImsCmd) -> Result<ExitCode> {
@@ -387,6 +409,7 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
             .unwrap_or_else(|| WorkerConfig::in_flight_for(frame_len)),
         timeout: a.timeout,
         wait: a.wait,
+        mark_bad: a.mark_bad,
         ..WorkerConfig::new(server)
     };
     cfg.check(frame_len)?;
@@ -456,7 +479,7 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
             "{}",
             json!({"frames": st.frames, "bytes": st.bytes, "acked": st.acked, "nacked": nacked_json(&st.nacked),
                    "nacked_total": st.nacked.total(), "retransmissions": st.retransmissions, "timeouts": st.timeouts,
-                   "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale,
+                   "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale, "marked": st.marked,
                    "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed})
         );
     } else if !a.common.quiet {

@@ -131,8 +131,18 @@ fn assert_complete(w: &Value, s: &Value, frames: u64) {
 
 #[test]
 fn loopback_streams_ten_gib_with_every_frame_checked() {
-    let (w, s) = stream(None, "127.0.0.61", "10G", "1M", &["--in-flight", "4"]);
+    // every 1024th frame goes out marked "end of bad frame" the first time
+    let (w, s) = stream(
+        None,
+        "127.0.0.61",
+        "10G",
+        "1M",
+        &["--in-flight", "4", "--mark-bad", "ebf:1024"],
+    );
     assert_complete(&w, &s, 10 * 1024);
+    assert_eq!(w["marked"], 10, "{w}");
+    assert_eq!(s["nacked"]["end_of_bad_frame"], 10, "{s}");
+    assert_eq!(w["nacked"]["end_of_bad_frame"], 10, "{w}");
     eprintln!(
         "ims loopback: {:.2} Gbit/s, {} retransmissions",
         w["gbps"].as_f64().unwrap(),
@@ -291,6 +301,14 @@ fn bad_input_is_refused_before_anything_starts() {
             "not 64-byte aligned",
         ),
         (&["ims", "serve", "--rate", "-1"], "-1"),
+        (
+            &["ims", "send", "127.0.0.63", "--mark-bad", "ecc:5"],
+            "the mark is ebf or ebp",
+        ),
+        (
+            &["ims", "send", "127.0.0.63", "--mark-bad", "ebp:0"],
+            "at least 1",
+        ),
     ];
     for (args, want) in cases {
         let out = rocelink().args(*args).output().unwrap();

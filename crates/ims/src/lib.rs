@@ -57,8 +57,11 @@
 //! * The write window is `[read pointer, read pointer + ring size)`: the transport checks a
 //!   frame's whole range against it when its first packet arrives, so a frame that wraps
 //!   past the ring's end is accepted and continues at the ring's start.
-//! * EBF/EBP: rocelink's worker sends only frames it holds whole, so it never marks one bad;
-//!   the NACK causes exist on the wire ([`rocelink_wire::ims::Events`]) for other senders.
+//! * EBF/EBP: a sender marks a bad frame or packet in the BTH's reserved bits after AckReq
+//!   (bit 0 EBP, bit 1 EBF; [`rocelink_wire::ims::marks`]), which the ICRC covers. The buffer
+//!   unit honours those bits ([`rocelink_transport::WriteRules::marks`]) and NACKs the frame
+//!   with the matching cause. rocelink's worker sends only frames it holds whole, so it marks
+//!   one only when asked to ([`WorkerConfig::mark_bad`], to test a buffer unit).
 #![warn(missing_docs)]
 
 pub mod consumer;
@@ -74,7 +77,7 @@ pub use consumer::{Consumer, RateConsumer, RecordConsumer};
 pub use nack::{NackCounts, events_for};
 pub use server::{Frame, Server, ServerConfig, ServerStats};
 pub use source::{FrameSource, ImageSource, PatternSource, Verify};
-pub use worker::{Worker, WorkerConfig, WorkerState, WorkerStats};
+pub use worker::{MarkBad, Worker, WorkerConfig, WorkerState, WorkerStats};
 
 use std::net::{IpAddr, SocketAddr};
 

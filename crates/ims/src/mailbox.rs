@@ -101,6 +101,7 @@ impl Mailbox {
             },
             signaled: false,
             solicited: false,
+            marks: 0,
         };
         ep.post_send(self.qpn, wr)
     }

@@ -2,7 +2,7 @@
 //! [`MessageOutcome`]), and NACK counters per cause of Table 3.7.
 
 use rocelink_transport::MessageOutcome;
-use rocelink_wire::ims::Events;
+use rocelink_wire::ims::{Events, marks};
 
 /// The Table 3.7 event bits of a NACK for `outcome` (0: ACK).
 ///
@@ -16,6 +16,7 @@ use rocelink_wire::ims::Events;
 /// | VA not 64-byte aligned, outside the region | invalid VA |
 /// | outside the write window | outside window |
 /// | carried an immediate with no receive for it | frame length |
+/// | a packet marked bad by its sender ([`rocelink_wire::ims::marks`]) | end of bad packet / end of bad frame |
 pub fn events_for(outcome: MessageOutcome) -> u32 {
     match outcome {
         MessageOutcome::Delivered => 0,
@@ -25,6 +26,7 @@ pub fn events_for(outcome: MessageOutcome) -> u32 {
         MessageOutcome::UnknownKey | MessageOutcome::Denied => Events::INVALID_RKEY,
         MessageOutcome::Misaligned | MessageOutcome::OutOfBounds => Events::INVALID_VA,
         MessageOutcome::OutsideWindow => Events::OUTSIDE_WINDOW,
+        MessageOutcome::Marked(bits) if marks::events(bits) != 0 => marks::events(bits),
         _ => Events::FRAME_LENGTH,
     }
 }
@@ -75,7 +77,15 @@ mod tests {
     fn each_outcome_asks_the_worker_for_the_table_3_4_action() {
         use MessageOutcome::*;
         assert_eq!(events_for(Delivered), 0);
-        for o in [Sequence, NoStart, Length, FrameLength, Interrupted] {
+        for o in [
+            Sequence,
+            NoStart,
+            Length,
+            FrameLength,
+            Interrupted,
+            Marked(marks::EBP),
+            Marked(marks::EBF),
+        ] {
             assert_eq!(
                 Events(events_for(o)).action(),
                 SenderAction::Retransmit,

@@ -12,7 +12,7 @@ use rocelink_transport::{
     Access, CqId, Endpoint, Event, MessageOutcome, MrKeys, Mtu, QpInit, QpType, SendOp, UdDest,
     WriteRules,
 };
-use rocelink_wire::ims::{AckRepr, AckType, Events, Method, StatusRepr, ack, status};
+use rocelink_wire::ims::{AckRepr, AckType, Events, Method, StatusRepr, ack, marks, status};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -363,6 +363,7 @@ impl Channel {
                 min_packet: crate::ALIGN as u32,
                 va_align: crate::ALIGN,
                 variable_packets: true,
+                marks: marks::ALL,
             },
             send_cq: cq,
             recv_cq: cq,

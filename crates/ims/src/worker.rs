@@ -10,7 +10,9 @@ use crate::{ALIGN, Error, MAX_PACKET, STATUS_QKEY, STATUS_QPN, VERSION, align_up
 use rocelink_transport::{
     Access, CqId, Endpoint, MrKeys, Mtu, QpInit, QpType, SendOp, SendWr, Sge, UdDest, WcStatus,
 };
-use rocelink_wire::ims::{AckRepr, AckType, Events, Method, SenderAction, StatusRepr, status};
+use rocelink_wire::ims::{
+    AckRepr, AckType, Events, Method, SenderAction, StatusRepr, marks, status,
+};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -38,6 +40,21 @@ pub struct WorkerConfig {
     /// The protocol major version this worker speaks (a buffer unit announcing another is
     /// refused).
     pub major: u8,
+    /// Mark frames bad on their first transmission, to exercise a buffer unit's EBF/EBP
+    /// handling (none by default: this worker only sends frames it holds whole).
+    pub mark_bad: Option<MarkBad>,
+}
+
+/// Which frames a worker marks bad ([`WorkerConfig::mark_bad`]): every `every`-th frame
+/// (frames `every - 1`, `2 * every - 1`, …) goes out the first time with `marks`
+/// ([`rocelink_wire::ims::marks`]) on its last packet; the buffer unit NACKs it and the
+/// worker sends it again unmarked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkBad {
+    /// 1 marks every frame, 100 every hundredth.
+    pub every: u64,
+    /// [`marks::EBF`] and/or [`marks::EBP`].
+    pub marks: u8,
 }
 
 impl WorkerConfig {
@@ -56,6 +73,7 @@ impl WorkerConfig {
             retry: Duration::from_millis(250),
             setup_timeout: Duration::from_secs(5),
             major: VERSION.0,
+            mark_bad: None,
         }
     }
 
@@ -86,6 +104,14 @@ impl WorkerConfig {
         }
         if self.in_flight == 0 {
             return Err(Error::Config("frames in flight: at least 1".into()));
+        }
+        if let Some(m) = self.mark_bad
+            && (m.every == 0 || m.marks & !marks::ALL != 0 || m.marks == 0)
+        {
+            return Err(Error::Config(format!(
+                "marking every {} frame(s) with {:#x}: at least every frame, and EBF (0x2) and/or EBP (0x1)",
+                m.every, m.marks
+            )));
         }
         Ok(())
     }
@@ -130,6 +156,8 @@ pub struct WorkerStats {
     pub window_stalls: u64,
     /// Answers for no frame in flight (a late answer to a frame already ACKed).
     pub stale: u64,
+    /// Frames sent marked bad ([`WorkerConfig::mark_bad`]).
+    pub marked: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -447,6 +475,17 @@ impl Worker {
 
     /// Post slot `i`'s frame.
     fn transmit(&mut self, ep: &mut Endpoint, now: Instant, i: usize) -> Result<(), Error> {
+        self.transmit_marked(ep, now, i, 0)
+    }
+
+    /// Post slot `i`'s frame with `marks` on its last packet.
+    fn transmit_marked(
+        &mut self,
+        ep: &mut Endpoint,
+        now: Instant,
+        i: usize,
+        marks: u8,
+    ) -> Result<(), Error> {
         let s = &mut self.slots[i];
         let wr = SendWr {
             wr_id: i as u64,
@@ -461,8 +500,10 @@ impl Worker {
             },
             signaled: true,
             solicited: false,
+            marks,
         };
         ep.post_send(self.data_qpn, wr)?;
+        self.stats.marked += u64::from(marks != 0);
         s.queued += 1;
         self.seq += 1;
         s.state = SlotState::Sent {
@@ -521,7 +562,11 @@ impl Worker {
             };
             self.next_index += 1;
             self.next_va = align_up(va.wrapping_add(self.frame_len as u64));
-            self.transmit(ep, now, i)?;
+            let marks = match self.cfg.mark_bad {
+                Some(m) if (index + 1).is_multiple_of(m.every) => m.marks,
+                _ => 0,
+            };
+            self.transmit_marked(ep, now, i, marks)?;
         }
         Ok(())
     }

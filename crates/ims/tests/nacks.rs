@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
-use rocelink_ims::{Error, WorkerState};
+use rocelink_ims::{Error, MarkBad, WorkerConfig, WorkerState};
 use rocelink_transport::sim::LinkConfig;
 use rocelink_transport::{Access, SendOp, SendWr, Sge};
-use rocelink_wire::ims::Events;
+use rocelink_wire::ims::{Events, marks};
 use std::time::Duration;
 
 const FRAME: usize = 10_000; // ten packets of 1024: FIRST, 8 MIDDLE, LAST
@@ -59,6 +59,62 @@ fn a_lost_first_packet_is_nacked_no_start_of_frame_with_va_0() {
     // the VA-0 NACK named no frame: the worker sent the oldest unanswered one again, and
     // no answer went unmatched
     assert_eq!(n.worker.stats().stale, 0);
+}
+
+#[test]
+fn a_packet_its_sender_marked_bad_is_nacked_end_of_bad_packet() {
+    let mut n = setup(17);
+    // EBP in the BTH's reserved bits of one MIDDLE packet (the ICRC recomputed, as the
+    // sender computes it over the marked header)
+    let hits = tamper(&mut n, WRITE_MIDDLE, 30, Some(|b| b[8] |= marks::EBP));
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    assert_recovered(&n, Events::END_OF_BAD_PACKET);
+}
+
+#[test]
+fn a_frame_its_sender_marked_bad_is_nacked_end_of_bad_frame() {
+    let mut n = setup(18);
+    // EBF on the LAST packet of the fifth frame
+    let hits = tamper(&mut n, WRITE_LAST, 4, Some(|b| b[8] |= marks::EBF));
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    assert_recovered(&n, Events::END_OF_BAD_FRAME);
+}
+
+#[test]
+fn frames_the_worker_marks_bad_are_nacked_and_sent_again_clean() {
+    // the worker's own marking (WorkerConfig::mark_bad → SendWr::marks → the BTH)
+    for (marks, cause, seed) in [
+        (marks::EBF, Events::END_OF_BAD_FRAME, 19),
+        (marks::EBP, Events::END_OF_BAD_PACKET, 20),
+    ] {
+        let w = WorkerConfig {
+            mark_bad: Some(MarkBad { every: 8, marks }),
+            ..cfg_worker()
+        };
+        let mut n = net(w, cfg_server(), FRAME, FRAMES, LinkConfig::default(), seed);
+        n.run(Duration::from_secs(5));
+        let (ss, ws) = (n.server.stats(), n.worker.stats());
+        // frames 7, 15, 23, 31, 39 were marked the first time they went out
+        assert_eq!(ws.marked, FRAMES / 8);
+        assert_eq!(ss.nacked.get(cause), FRAMES / 8, "{ss:?}");
+        assert_eq!(ss.nacked.total(), FRAMES / 8);
+        assert_eq!(ws.nacked.get(cause), FRAMES / 8);
+        assert_eq!(ws.retransmissions, FRAMES / 8);
+        assert_all_delivered(&n, FRAME, FRAMES);
+    }
+    // a marking that could never end, or names no mark, is refused up front
+    for bad in [(0, marks::EBF), (1, 0), (1, 0x40)] {
+        let w = WorkerConfig {
+            mark_bad: Some(MarkBad {
+                every: bad.0,
+                marks: bad.1,
+            }),
+            ..cfg_worker()
+        };
+        assert!(matches!(w.check(FRAME), Err(Error::Config(_))), "{bad:?}");
+    }
 }
 
 #[test]
@@ -153,6 +209,7 @@ fn a_packet_shorter_than_64_bytes_is_nacked_packet_length() {
         },
         signaled: false,
         solicited: false,
+        marks: 0,
     };
     n.pair.a.post_send(qpn, wr).unwrap();
     n.run(Duration::from_secs(5));

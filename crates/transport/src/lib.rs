@@ -41,6 +41,7 @@
 //!     sge: Sge { lkey: src.lkey, va: 0x1000, len: 4096 },
 //!     signaled: true,
 //!     solicited: false,
+//!     marks: 0,
 //! };
 //! a.post_send(qa, wr).unwrap();
 //! let mut pair = sim::Pair::new(a, b, sim::LinkConfig::default(), 1, now);

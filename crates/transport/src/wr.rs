@@ -78,6 +78,10 @@ pub struct SendWr {
     pub signaled: bool,
     /// Set the solicited-event bit on the last packet.
     pub solicited: bool,
+    /// Reserved BTH bits (`resv7`, low 7 bits) set on the last packet: how a sender marks
+    /// a message bad for a responder that honours marks ([`crate::WriteRules::marks`]),
+    /// e.g. IMS's end of bad frame/packet ([`rocelink_wire::ims::marks`]). 0 for none.
+    pub marks: u8,
 }
 
 /// Most scatter entries in one receive WR.

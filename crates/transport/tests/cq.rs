@@ -67,6 +67,7 @@ fn write_imm(t: &mut Two, k: usize, va: u64, imm: u32) {
         },
         signaled: true,
         solicited: false,
+        marks: 0,
     };
     t.pair.a.post_send(t.qa[k], wr).unwrap();
 }
@@ -227,6 +228,7 @@ fn regions_over_caller_memory() {
             },
             signaled: true,
             solicited: false,
+            marks: 0,
         };
         pair.a.post_send(qa, wr).unwrap();
         pair.run_until(Duration::from_secs(1), |p| p.a.peek_completion().is_some());

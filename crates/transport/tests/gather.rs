@@ -77,6 +77,7 @@ fn gathered_datagrams_equal_staged_ones() {
                     },
                     signaled: true,
                     solicited: false,
+                    marks: 0,
                 },
             )
             .unwrap();

@@ -107,6 +107,7 @@ fn next_psn(h: &mut Harness) -> u32 {
                 sge,
                 signaled: true,
                 solicited: false,
+                marks: 0,
             },
         )
         .unwrap();

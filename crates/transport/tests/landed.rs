@@ -121,6 +121,7 @@ impl Twins {
             },
             signaled: false,
             solicited: false,
+            marks: 0,
         };
         self.a.post_send(self.qa, wr).unwrap();
         let mut out = Vec::new();
@@ -345,6 +346,7 @@ fn landed_payloads_are_never_read_outside_their_region() {
         },
         signaled: false,
         solicited: false,
+        marks: 0,
     };
     w.a.post_send(w.qa, wr).unwrap();
     let mut buf = Vec::new();

@@ -222,3 +222,50 @@ fn write_rules_refuse_short_packets_and_misaligned_messages() {
         [(BASE + 8192, k, 256, MessageOutcome::Delivered)]
     );
 }
+
+#[test]
+fn marked_messages_are_refused_only_where_the_marks_are_honoured() {
+    // a sender marks a message bad in the reserved BTH bits of its last packet
+    // (SendWr::marks); a responder honouring those bits refuses the message, and one that
+    // does not ignores them as InfiniBand says
+    let rules = WriteRules {
+        marks: 0x03,
+        ..WriteRules::NONE
+    };
+    let mut s = RingPair::with_rules(0x5A, BASE, 32 * 1024, Mtu::M1024, rules, 9);
+    let k = s.ring.rkey;
+    s.write_marked(BASE + 2048, k, 1100, 0x02);
+    assert_eq!(
+        reports(&mut s),
+        [(BASE + 2048, k, 1100, MessageOutcome::Marked(0x02))]
+    );
+    // the FIRST was placed (UC places what it accepts); the marked LAST placed nothing
+    assert!(s.ring_bytes()[2048..3072].iter().all(|&b| b == 0x5A));
+    assert!(s.ring_bytes()[3072..3148].iter().all(|&b| b == 0));
+    // a bit the QP does not honour is ignored
+    s.write_marked(BASE, k, 1100, 0x40);
+    assert_eq!(
+        reports(&mut s),
+        [(BASE, k, 1100, MessageOutcome::Delivered)]
+    );
+    // both honoured bits at once, on a single-packet message
+    s.write_marked(BASE + 8192, k, 64, 0x43);
+    assert_eq!(
+        reports(&mut s),
+        [(BASE + 8192, k, 64, MessageOutcome::Marked(0x03))]
+    );
+    // the QP goes on
+    assert_eq!(
+        write(&mut s, BASE + 4096, k, 2000),
+        [(BASE + 4096, k, 2000, MessageOutcome::Delivered)]
+    );
+
+    // without the rule every mark is ignored
+    let mut plain = setup(true);
+    let k = plain.ring.rkey;
+    plain.write_marked(BASE, k, 1100, 0x03);
+    assert_eq!(
+        reports(&mut plain),
+        [(BASE, k, 1100, MessageOutcome::Delivered)]
+    );
+}

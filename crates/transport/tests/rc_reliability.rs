@@ -101,6 +101,7 @@ fn run_on(link: LinkConfig, n: usize, mtu: Mtu, seed: u64) -> (u64, u64) {
                     sge,
                     signaled: true,
                     solicited: false,
+                    marks: 0,
                 },
             )
             .unwrap();

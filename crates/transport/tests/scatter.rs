@@ -22,6 +22,7 @@ fn send(h: &mut Harness, wr_id: u64, op: SendOp, off: usize, len: usize) {
                 sge,
                 signaled: true,
                 solicited: false,
+                marks: 0,
             },
         )
         .unwrap();

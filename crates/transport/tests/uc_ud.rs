@@ -40,6 +40,7 @@ fn uc_loss_and_corruption_never_complete_damaged_data() {
                     sge,
                     signaled: true,
                     solicited: false,
+                    marks: 0,
                 },
             )
             .unwrap();
@@ -108,6 +109,7 @@ fn uc_send_into_posted_buffers() {
                 sge,
                 signaled: true,
                 solicited: false,
+                marks: 0,
             },
         )
         .unwrap();
@@ -130,6 +132,7 @@ fn uc_send_into_posted_buffers() {
                 sge,
                 signaled: true,
                 solicited: false,
+                marks: 0,
             },
         )
         .unwrap();
@@ -167,6 +170,7 @@ fn ud_send_has_grh_slot_and_source_qp() {
                 sge,
                 signaled: true,
                 solicited: false,
+                marks: 0,
             },
         )
         .unwrap();
@@ -220,6 +224,7 @@ fn ud_ipv6_slot_is_the_whole_header() {
                 sge,
                 signaled: false,
                 solicited: false,
+                marks: 0,
             },
         )
         .unwrap();
@@ -253,6 +258,7 @@ fn ud_qkey_rules() {
                     sge,
                     signaled: false,
                     solicited: false,
+                    marks: 0,
                 },
             )
             .unwrap();
@@ -277,6 +283,7 @@ fn ud_qkey_rules() {
             sge: big,
             signaled: true,
             solicited: false,
+            marks: 0,
         },
     );
     assert_eq!(r, Err(QpError::TooLong));
@@ -302,6 +309,7 @@ fn ud_qkey_rules() {
                 sge: sge2,
                 signaled: false,
                 solicited: false,
+                marks: 0,
             },
         )
         .unwrap();

@@ -33,20 +33,24 @@ fn bth() -> impl Strategy<Value = BthRepr> {
         any::<u16>(),
         0u32..1 << 24,
         0u32..1 << 24,
+        0u8..0x80,
     )
-        .prop_map(|(opcode, f, pad_count, pkey, dest_qp, psn)| BthRepr {
-            opcode,
-            solicited: f[0],
-            migreq: f[1],
-            pad_count,
-            tver: 0,
-            pkey,
-            fecn: f[2],
-            becn: f[3],
-            dest_qp,
-            ack_req: f[4],
-            psn,
-        })
+        .prop_map(
+            |(opcode, f, pad_count, pkey, dest_qp, psn, resv7)| BthRepr {
+                opcode,
+                solicited: f[0],
+                migreq: f[1],
+                pad_count,
+                tver: 0,
+                pkey,
+                fecn: f[2],
+                becn: f[3],
+                dest_qp,
+                ack_req: f[4],
+                resv7,
+                psn,
+            },
+        )
 }
 
 /// An IbRepr whose optional headers are exactly those of its opcode.

@@ -95,6 +95,9 @@ case("ud_send_only_v6", 6, dict(), dict(opcode=0x64, dqpn=0x1, psn=0xABCDEF, pke
      deth(0x80010000, 0x1), p, {"deth": {"qkey": 0x80010000, "src_qp": 1}})
 p = payload(2048)
 case("uc_send_first_v6", 6, dict(tc=0x02, hlim=64), dict(opcode=0x20, dqpn=0x77, psn=0xFFFFFE), b"", p, {})
+p = payload(192)
+# IMS: a UC WRITE LAST carrying the sender's "end of bad frame" mark in the BTH's resv7
+case("uc_write_last_ims_ebf", 4, dict(flags="DF", id=0), dict(opcode=0x28, dqpn=0x11, psn=7, resv7=0x02), b"", p, {})
 case("rc_ack_v6", 6, dict(hlim=1), dict(opcode=0x11, dqpn=0x44, psn=0x10), None, b"",
      {"aeth": {"syndrome": 0x0A, "msn": 1}}, layer=AETH(syndrome=0x0A, msn=1))
 
@@ -152,6 +155,7 @@ def expected(index, frame, ext_fields, payload_len):
         "becn": bool(bth.becn),
         "dest_qp": bth.dqpn,
         "ack_req": bool(bth.ackreq),
+        "resv7": bth.resv7,
         "psn": bth.psn,
         # scapy shows the trailer read big-endian; the ICRC value is the byte-swapped number
         "icrc": struct.unpack("<I", struct.pack(">I", bth.icrc))[0],
@@ -216,6 +220,11 @@ def main():
         else:
             c[37] ^= 0x01  # IPv6 source address
         add(bytes(c), ext_exp, len(pl), name + "/corrupt-ip")
+        if bthkw.get("resv7"):
+            # the mark removed in transit: the ICRC covers resv7, so this must fail
+            c = bytearray(f)
+            c[14 + 20 + 8 + 8] &= 0x80
+            add(bytes(c), ext_exp, len(pl), name + "/mark-removed")
 
     # CNP built by scapy
     f = raw(Ether(src=MAC_A, dst=MAC_B) / IP(src=SRC4, dst=DST4, tos=1) / UDP(sport=0xC001, dport=4791) / cnp(0x123))

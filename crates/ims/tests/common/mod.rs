@@ -174,6 +174,7 @@ pub fn assert_all_delivered(n: &Net, frame: usize, frames: u64) {
 /// UC WRITE opcodes.
 pub const WRITE_FIRST: u8 = 0x26;
 pub const WRITE_MIDDLE: u8 = 0x27;
+pub const WRITE_LAST: u8 = 0x28;
 
 /// Rewrite the `nth` (0-based) data packet from the worker with `opcode` through `edit`
 /// (bytes from the BTH on, ICRC recomputed afterwards), or drop it when `edit` is `None`.

@@ -143,8 +143,9 @@ impl QpInit {
 
 /// What a responder requires of incoming RDMA WRITEs beyond the InfiniBand rules — the
 /// limits of a device's DMA engine, e.g. the IMS buffer unit's (payloads of at least 64
-/// bytes, messages starting 64-byte aligned). A WRITE that breaks one is refused whole and
-/// reported ([`crate::MessageOutcome::Length`], [`crate::MessageOutcome::Misaligned`]).
+/// bytes, messages starting 64-byte aligned) and the marks its senders set on bad data. A
+/// WRITE that breaks one is refused whole and reported ([`crate::MessageOutcome::Length`],
+/// [`crate::MessageOutcome::Misaligned`], [`crate::MessageOutcome::Marked`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WriteRules {
     /// Fewest payload bytes in any packet of a WRITE (0: no limit).
@@ -154,6 +155,10 @@ pub struct WriteRules {
     /// FIRST and MIDDLE packets may carry any length up to the MTU (at least
     /// `min_packet`), not exactly the MTU: the sender's packet size need not be agreed.
     pub variable_packets: bool,
+    /// Reserved BTH bits (`resv7`) that mark a packet bad ([`crate::SendWr::marks`]): a WRITE
+    /// packet carrying any of them is refused with its message. Other reserved bits are
+    /// ignored, as InfiniBand requires (0: honour none).
+    pub marks: u8,
 }
 
 impl WriteRules {
@@ -162,6 +167,7 @@ impl WriteRules {
         min_packet: 0,
         va_align: 0,
         variable_packets: false,
+        marks: 0,
     };
 
     /// True when `va` starts a WRITE as required.

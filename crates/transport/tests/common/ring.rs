@@ -77,6 +77,11 @@ impl RingPair {
     /// Post a UC WRITE of `len` bytes from A's source to `va` with `rkey`, and run the link
     /// for 20 ms of simulated time.
     pub(crate) fn write(&mut self, va: u64, rkey: u32, len: u32) {
+        self.write_marked(va, rkey, len, 0);
+    }
+
+    /// [`RingPair::write`] with `marks` in the reserved BTH bits of its last packet.
+    pub(crate) fn write_marked(&mut self, va: u64, rkey: u32, len: u32, marks: u8) {
         let wr = SendWr {
             wr_id: va,
             op: SendOp::Write { va, rkey },
@@ -87,6 +92,7 @@ impl RingPair {
             },
             signaled: false,
             solicited: false,
+            marks,
         };
         self.pair.a.post_send(self.qa, wr).unwrap();
         self.pair.run_until(Duration::from_millis(20), |_| false);

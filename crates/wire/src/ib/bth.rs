@@ -141,6 +141,10 @@ pub struct BthRepr {
     pub dest_qp: u32,
     /// Acknowledge request.
     pub ack_req: bool,
+    /// The 7 reserved bits after AckReq (zero on the wire per InfiniBand, ignored by
+    /// receivers; covered by the ICRC). IMS carries its sender's bad-frame/bad-packet
+    /// marks here ([`crate::ims::marks`]).
+    pub resv7: u8,
     /// PSN (24 bits).
     pub psn: u32,
 }
@@ -158,13 +162,14 @@ impl Default for BthRepr {
             becn: false,
             dest_qp: 0,
             ack_req: false,
+            resv7: 0,
             psn: 0,
         }
     }
 }
 
 impl BthRepr {
-    /// Read every field of a checked view (reserved bits are dropped).
+    /// Read every field of a checked view (reserved bits are dropped, except `resv7`).
     pub fn parse<T: AsRef<[u8]>>(b: &Bth<T>) -> BthRepr {
         BthRepr {
             opcode: b.opcode(),
@@ -177,6 +182,7 @@ impl BthRepr {
             becn: b.becn(),
             dest_qp: b.dest_qp(),
             ack_req: b.ack_req(),
+            resv7: b.resv7(),
             psn: b.psn(),
         }
     }
@@ -186,7 +192,8 @@ impl BthRepr {
         HEADER_LEN
     }
 
-    /// Write 12 bytes; reserved bits are zero, 24-bit fields are masked.
+    /// Write 12 bytes; reserved bits other than `resv7` are zero, fields are masked to
+    /// their widths.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, b: &mut Bth<T>) {
         let m = &mut b.buffer.as_mut()[..HEADER_LEN];
         m[field::OPCODE] = self.opcode.0;
@@ -197,7 +204,7 @@ impl BthRepr {
         set_be_u16(&mut m[field::PKEY], self.pkey);
         m[field::FB] = (u8::from(self.fecn) << 7) | (u8::from(self.becn) << 6);
         set_be_u24(&mut m[field::DEST_QP], self.dest_qp);
-        m[field::ACK] = u8::from(self.ack_req) << 7;
+        m[field::ACK] = (u8::from(self.ack_req) << 7) | (self.resv7 & 0x7F);
         set_be_u24(&mut m[field::PSN], self.psn);
     }
 }
@@ -230,9 +237,29 @@ mod tests {
         assert_eq!((f.dest_qp(), f.psn()), (0x123456, 0xFFFFFF));
     }
 
+    // An IMS UC RDMA WRITE LAST marked "end of bad frame" (resv7 = 0x02), PSN 7.
+    static MARKED: [u8; 12] = [
+        0x28, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x11, 0x02, 0x00, 0x00, 0x07,
+    ];
+
+    #[test]
+    fn reserved_bits_after_ack_req_are_kept() {
+        let b = Bth::new_checked(&MARKED[..]).unwrap();
+        let r = BthRepr::parse(&b);
+        assert_eq!((r.resv7, r.ack_req, r.psn), (0x02, false, 7));
+        assert_eq!(
+            BthRepr::parse(&Bth::new_checked(&FLAGS[..]).unwrap()).resv7,
+            0
+        );
+        // an out-of-range value cannot reach AckReq
+        let mut out = [0u8; 12];
+        BthRepr { resv7: 0xFF, ..r }.emit(&mut Bth::new_unchecked(&mut out[..]));
+        assert_eq!(out[8], 0x7F);
+    }
+
     #[test]
     fn construct() {
-        for bytes in [HSB_BTH, FLAGS] {
+        for bytes in [HSB_BTH, FLAGS, MARKED] {
             let repr = BthRepr::parse(&Bth::new_checked(&bytes[..]).unwrap());
             let mut out = [0xA5u8; 12];
             repr.emit(&mut Bth::new_unchecked(&mut out[..]));

@@ -111,6 +111,7 @@ impl Qp {
                 if last {
                     ib.immdt = imm;
                     ib.bth.solicited = w.wr.solicited;
+                    ib.bth.resv7 = w.wr.marks & 0x7F;
                 }
                 self.req.since_ackreq += 1;
                 if self.qp_type == QpType::Rc

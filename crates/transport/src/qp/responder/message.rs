@@ -153,8 +153,15 @@ impl Qp {
                 }
             }
         };
-        let remaining = m.dma_len - m.offset;
         let rules = self.write_rules;
+        let marked = ib.bth.resv7 & rules.marks;
+        if marked != 0 {
+            // the sender says this packet or its message is bad: nothing of it is placed
+            self.resp.msg = None;
+            self.note_refusal(MsgId::from(&m), MessageOutcome::Marked(marked));
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let remaining = m.dma_len - m.offset;
         let len_ok = if op.is_first() || op.is_middle() {
             (plen == mtu || rules.variable_packets && plen <= mtu) && remaining > plen
         } else {

@@ -38,6 +38,9 @@ pub enum MessageOutcome {
     Interrupted,
     /// It carried an immediate and no receive was posted for it.
     NoReceive,
+    /// Its sender marked a packet of it bad: the reserved BTH bits of that packet that the
+    /// QP honours ([`crate::WriteRules::marks`]).
+    Marked(u8),
 }
 
 impl From<AccessError> for MessageOutcome {
