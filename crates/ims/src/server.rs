@@ -363,6 +363,7 @@ impl Channel {
                 min_packet: crate::ALIGN as u32,
                 va_align: crate::ALIGN,
                 variable_packets: true,
+                packet_step: crate::ALIGN as u32,
                 marks: marks::ALL,
             },
             send_cq: cq,

@@ -185,6 +185,24 @@ fn an_invalid_rkey_stops_the_worker_with_the_cause() {
 }
 
 #[test]
+fn a_first_packet_not_in_steps_of_64_is_nacked_packet_length() {
+    let mut n = setup(21);
+    // 24 bytes cut from a FIRST's 1024-byte payload (after BTH and RETH, bytes 28..): 1000
+    // is no multiple of 64. Without the step rule the frame would fail on its length.
+    let hits = tamper(
+        &mut n,
+        WRITE_FIRST,
+        6,
+        Some(|b| {
+            b.drain(28..52);
+        }),
+    );
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    assert_recovered(&n, Events::PACKET_LENGTH);
+}
+
+#[test]
 fn a_packet_shorter_than_64_bytes_is_nacked_packet_length() {
     let mut n = setup(16);
     // stream until the data channel is open, then send a 32-byte WRITE on the worker's

@@ -182,7 +182,7 @@ pub fn tamper(
     n: &mut Net,
     opcode: u8,
     nth: usize,
-    edit: Option<fn(&mut [u8])>,
+    edit: Option<fn(&mut Vec<u8>)>,
 ) -> Rc<RefCell<usize>> {
     let seen = Rc::new(RefCell::new(0usize));
     let hits = Rc::new(RefCell::new(0usize));

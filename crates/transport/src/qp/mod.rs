@@ -155,6 +155,9 @@ pub struct WriteRules {
     /// FIRST and MIDDLE packets may carry any length up to the MTU (at least
     /// `min_packet`), not exactly the MTU: the sender's packet size need not be agreed.
     pub variable_packets: bool,
+    /// FIRST and MIDDLE payloads must be a multiple of this (0 or 1: any) — e.g. IMS's
+    /// packets of 64 to 4096 bytes in steps of 64; the LAST is any length the rest allow.
+    pub packet_step: u32,
     /// Reserved BTH bits (`resv7`) that mark a packet bad ([`crate::SendWr::marks`]): a WRITE
     /// packet carrying any of them is refused with its message. Other reserved bits are
     /// ignored, as InfiniBand requires (0: honour none).
@@ -167,8 +170,14 @@ impl WriteRules {
         min_packet: 0,
         va_align: 0,
         variable_packets: false,
+        packet_step: 0,
         marks: 0,
     };
+
+    /// True when a FIRST or MIDDLE payload of `len` bytes is a whole number of steps.
+    pub(crate) fn stepped(&self, len: u64) -> bool {
+        self.packet_step <= 1 || len.is_multiple_of(u64::from(self.packet_step))
+    }
 
     /// True when `va` starts a WRITE as required.
     pub(crate) fn aligned(&self, va: u64) -> bool {

@@ -163,7 +163,9 @@ impl Qp {
         }
         let remaining = m.dma_len - m.offset;
         let len_ok = if op.is_first() || op.is_middle() {
-            (plen == mtu || rules.variable_packets && plen <= mtu) && remaining > plen
+            (plen == mtu || rules.variable_packets && plen <= mtu)
+                && rules.stepped(plen)
+                && remaining > plen
         } else {
             plen == remaining && plen <= mtu
         };
@@ -171,7 +173,8 @@ impl Qp {
             self.resp.msg = None;
             // a packet that fits the MTU but not what is left of the message: the message
             // is longer or shorter than its RETH says
-            let frame = plen <= mtu && plen >= u64::from(rules.min_packet);
+            let frame =
+                plen <= mtu && plen >= u64::from(rules.min_packet) && (end || rules.stepped(plen));
             let why = if frame {
                 MessageOutcome::FrameLength
             } else {

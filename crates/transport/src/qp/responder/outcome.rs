@@ -18,8 +18,8 @@ pub enum MessageOutcome {
     /// seen (lost, or the responder was reset in between).
     NoStart,
     /// A packet's length did not fit its opcode (a FIRST or MIDDLE shorter than the MTU,
-    /// any packet longer than the MTU) or was shorter than the QP's
-    /// [`crate::WriteRules::min_packet`].
+    /// any packet longer than the MTU) or broke the QP's [`crate::WriteRules`] (shorter than
+    /// `min_packet`, a FIRST or MIDDLE not a multiple of `packet_step`).
     Length,
     /// The packets did not add up to the message's DMA length (a LAST that does not end
     /// it, a FIRST or MIDDLE that reaches its end), or the DMA length is over 2³¹.
