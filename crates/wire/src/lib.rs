@@ -52,6 +52,7 @@ pub mod pfc;
 pub mod pixel;
 pub mod roce;
 pub mod udp;
+pub mod ultrasound;
 
 use core::fmt;
 
