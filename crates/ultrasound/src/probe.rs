@@ -269,7 +269,11 @@ impl Probe {
             self.stats.bytes += len as u64;
             if let Some(r) = self.cfg.rate_gbps {
                 let gap = Duration::from_secs_f64(len as f64 * 8.0 / (r * 1e9));
-                self.next_send = Some(self.next_send.map_or(now, |t| t.max(now - gap)) + gap);
+                self.next_send = Some(
+                    self.next_send
+                        .map_or(now, |t| t.max(now.checked_sub(gap).unwrap_or(now)))
+                        + gap,
+                );
             }
             self.sending = if last {
                 self.stats.shots += 1;
