@@ -3,7 +3,7 @@
 //! [`Consumer`], whose pace moves the write window.
 
 pub use crate::consumer::Consumer;
-use crate::mailbox::{Mailbox, ready};
+use crate::mailbox::Mailbox;
 use crate::nack::{NackCounts, events_for};
 use crate::ring::{Delivery, RingBook};
 use crate::{Error, STATUS_QKEY, STATUS_QPN, VERSION, source::Verify};
@@ -146,7 +146,7 @@ impl Server {
             ..QpInit::new(QpType::Ud)
         };
         let qpn = ep.create_qp_numbered(cfg.status_qpn, init)?;
-        ready(ep, qpn, cfg.status_qkey, None, 0, Mtu::M4096)?;
+        ep.ready_qp(qpn, cfg.status_qkey, None, 0, Mtu::M4096)?;
         let status = Mailbox::new(ep, qpn, cq, 256, 2048 + 256, true)?;
         Ok(Server {
             cfg,
@@ -371,7 +371,7 @@ impl Channel {
             ..QpInit::new(QpType::Uc)
         };
         let qpn = ep.create_qp(init)?;
-        ready(ep, qpn, 0, Some(remote), remote_qpn, Mtu::M4096)?;
+        ep.ready_qp(qpn, 0, Some(remote), remote_qpn, Mtu::M4096)?;
         // answers only: no receive slots
         let acks = Mailbox::new(ep, qpn, cq, 0, 2048 + 256, false)?;
         Ok(Channel {

@@ -3,7 +3,7 @@
 //! answer as Table 3.4 says — done on ACK, again on a receive-error NACK, again after a
 //! wait on an outside-window NACK, stop on an invalid R_Key or VA, again on a timeout.
 
-use crate::mailbox::{Mailbox, connect, ready};
+use crate::mailbox::Mailbox;
 use crate::nack::NackCounts;
 use crate::source::FrameSource;
 use crate::{ALIGN, Error, MAX_PACKET, STATUS_QKEY, STATUS_QPN, VERSION, align_up, lid_of};
@@ -222,7 +222,7 @@ impl Worker {
             recv_cq: scq,
             ..QpInit::new(QpType::Ud)
         })?;
-        ready(ep, status_qpn, cfg.status_qkey, None, 0, Mtu::M4096)?;
+        ep.ready_qp(status_qpn, cfg.status_qkey, None, 0, Mtu::M4096)?;
         let status = Mailbox::new(ep, status_qpn, scq, 16, 64 + 256, true)?;
         let (rcq, send_cq) = (ep.create_cq(), ep.create_cq());
         let data_qpn = ep.create_qp(QpInit {
@@ -453,7 +453,7 @@ impl Worker {
             (WorkerState::Connecting, Method::DataRes) => {
                 let mtu = Mtu::from_bytes(self.cfg.packet_bytes)
                     .unwrap_or(Mtu::Jumbo(self.cfg.packet_bytes as u16));
-                connect(ep, self.data_qpn, Some(src), p.qkey_or_qpnd, mtu)?;
+                ep.connect_qp(self.data_qpn, Some(src), p.qkey_or_qpnd, mtu)?;
                 self.rkey = p.rkey;
                 self.next_va = align_up(p.va);
                 self.first_va = self.next_va;

@@ -52,7 +52,7 @@ pub use host::{Host, HostConfig, HostStats, ShotReport};
 pub use probe::{Probe, ProbeConfig, ProbeStats};
 pub use shot::Geometry;
 
-use rocelink_transport::{Endpoint, Modify, Mtu, QpError};
+use rocelink_transport::{Endpoint, Mtu, QpError};
 
 /// What can go wrong.
 #[derive(Debug, thiserror::Error)]
@@ -68,24 +68,5 @@ pub enum Error {
 
 /// Bring UD QP `qpn` to RTS with Q_Key `qkey` (4096-byte messages).
 fn ud_ready(ep: &mut Endpoint, qpn: u32, qkey: u32) -> Result<(), QpError> {
-    ep.modify_qp(qpn, Modify::Init { qkey })?;
-    ep.modify_qp(
-        qpn,
-        Modify::Rtr {
-            remote: None,
-            dest_qpn: 0,
-            rq_psn: 0,
-            mtu: Mtu::M4096,
-            min_rnr_timer: 1,
-        },
-    )?;
-    ep.modify_qp(
-        qpn,
-        Modify::Rts {
-            sq_psn: 0,
-            timeout: std::time::Duration::from_millis(100),
-            retry_cnt: 0,
-            rnr_retry: 0,
-        },
-    )
+    ep.ready_qp(qpn, qkey, None, 0, Mtu::M4096)
 }

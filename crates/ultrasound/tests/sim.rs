@@ -10,15 +10,86 @@ use rocelink_ultrasound::shot::Echoes;
 use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig, ShotReport};
 use rocelink_wire::ultrasound::{Command, TriggerRepr};
 use std::cell::RefCell;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 const PROBE: &str = "10.0.0.1:4791";
 const HOST: &str = "10.0.0.2:4791";
 
-struct Run {
+/// A probe and a host over a simulated link.
+struct Net {
     pair: Pair,
+    probe: Probe,
+    host: Host,
+    host_ip: IpAddr,
+    qkey: u32,
+}
+
+impl Net {
+    fn new(addrs: (&str, &str), link: LinkConfig, seed: u64, p: ProbeConfig, h: HostConfig) -> Net {
+        let (pa, ha): (SocketAddr, SocketAddr) =
+            (addrs.0.parse().unwrap(), addrs.1.parse().unwrap());
+        let mut pair = Pair::new(
+            Endpoint::new(EndpointConfig::new(pa)),
+            Endpoint::new(EndpointConfig::new(ha)),
+            link,
+            seed,
+            Instant::now(),
+        );
+        let probe = Probe::new(&mut pair.a, p).unwrap();
+        let host = Host::new(&mut pair.b, h).unwrap();
+        Net {
+            pair,
+            probe,
+            host,
+            host_ip: ha.ip(),
+            qkey: h.qkey,
+        }
+    }
+
+    /// Periodic triggers: `count` shots at `millihertz`, the first numbered `first`.
+    fn start(&mut self, millihertz: u32, count: u64, first: u64) {
+        let start = TriggerRepr {
+            command: Command::Start { millihertz, count },
+            number: first,
+            host_ns: 0,
+            qpn: self.host.qpn(),
+            qkey: self.qkey,
+            port: 4791,
+            samples: 0,
+            channels: 0,
+        };
+        self.probe
+            .handle_trigger(self.pair.now, &start, self.host_ip);
+    }
+
+    /// Poll both roles and step the link until `done` holds or nothing is left to happen;
+    /// `sink` takes every shot handed on. `done` may act on the link (inject).
+    fn drive(
+        &mut self,
+        sink: &mut dyn FnMut(&ShotReport, Option<&[u8]>),
+        mut done: impl FnMut(&mut Pair, &Probe, &Host) -> bool,
+    ) {
+        for _ in 0..2_000_000 {
+            let now = self.pair.now;
+            self.probe.poll(&mut self.pair.a, now).unwrap();
+            self.host.poll(&mut self.pair.b, now, sink).unwrap();
+            if done(&mut self.pair, &self.probe, &self.host) {
+                return;
+            }
+            let wake = [self.probe.poll_timeout(), self.host.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            if !self.pair.step_until(wake) {
+                return;
+            }
+        }
+    }
+}
+
+struct Run {
     probe: Probe,
     host: Host,
     reports: Vec<ShotReport>,
@@ -34,13 +105,11 @@ fn run(
     seed: u64,
     cfg: impl Fn(&mut HostConfig),
 ) -> Run {
-    run_at(PROBE, HOST, g, shots, hz, link, seed, cfg)
+    run_at((PROBE, HOST), g, shots, hz, link, seed, cfg)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_at(
-    probe: &str,
-    host: &str,
+    addrs: (&str, &str),
     g: Geometry,
     shots: u64,
     hz: u32,
@@ -48,68 +117,31 @@ fn run_at(
     seed: u64,
     cfg: impl Fn(&mut HostConfig),
 ) -> Run {
-    let (pa, ha): (SocketAddr, SocketAddr) = (probe.parse().unwrap(), host.parse().unwrap());
-    let mut pair = Pair::new(
-        Endpoint::new(EndpointConfig::new(pa)),
-        Endpoint::new(EndpointConfig::new(ha)),
-        link,
-        seed,
-        Instant::now(),
-    );
-    let probe = Probe::new(&mut pair.a, ProbeConfig::new(g)).unwrap();
     let mut hc = HostConfig::new(g);
     cfg(&mut hc);
-    let host = Host::new(&mut pair.b, hc).unwrap();
-    let mut r = Run {
-        pair,
-        probe,
-        host,
-        reports: Vec::new(),
-        wrong: Vec::new(),
-    };
-    let start = TriggerRepr {
-        command: Command::Start {
-            millihertz: hz * 1000,
-            count: shots,
-        },
-        number: hc.first_shot,
-        host_ns: 0,
-        qpn: r.host.qpn(),
-        qkey: hc.qkey,
-        port: 4791,
-        samples: 0,
-        channels: 0,
-    };
-    r.probe.handle_trigger(r.pair.now, &start, ha.ip());
+    let mut n = Net::new(addrs, link, seed, ProbeConfig::new(g), hc);
+    n.start(hz * 1000, shots, hc.first_shot);
     let echoes = Echoes::new(1);
-    let end = r.pair.now + Duration::from_secs(5);
-    for _ in 0..2_000_000 {
-        let now = r.pair.now;
-        r.probe.poll(&mut r.pair.a, now).unwrap();
-        let (reports, wrong) = (&mut r.reports, &mut r.wrong);
-        r.host
-            .poll(&mut r.pair.b, now, &mut |rep, bytes| {
-                reports.push(*rep);
-                if let Some(b) = bytes {
-                    assert!(rep.complete);
-                    if let Some(at) = echoes.first_difference(&g, rep.shot, b) {
-                        wrong.push((rep.shot, at));
-                    }
+    let end = n.pair.now + Duration::from_secs(5);
+    let (mut reports, mut wrong) = (Vec::new(), Vec::new());
+    n.drive(
+        &mut |rep, bytes| {
+            reports.push(*rep);
+            if let Some(b) = bytes {
+                assert!(rep.complete);
+                if let Some(at) = echoes.first_difference(&g, rep.shot, b) {
+                    wrong.push((rep.shot, at));
                 }
-            })
-            .unwrap();
-        if r.reports.len() as u64 >= shots || now > end {
-            break;
-        }
-        let wake = [r.probe.poll_timeout(), r.host.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        if !r.pair.step_until(wake) {
-            break;
-        }
+            }
+        },
+        |pair, _, host| host.stats().shots >= shots || pair.now > end,
+    );
+    Run {
+        probe: n.probe,
+        host: n.host,
+        reports,
+        wrong,
     }
-    r
 }
 
 #[test]
@@ -137,16 +169,8 @@ fn over_ipv6_the_whole_40_byte_header_is_discarded_too() {
     // the GRH slot holds the IPv6 header itself (IPv4: 20 zero bytes and the header); the
     // discard segment drops either way and the shot bytes stay exact
     let g = Geometry::new(333, 6); // 2997 bytes: one short message
-    let r = run_at(
-        "[fd00::1]:4791",
-        "[fd00::2]:4791",
-        g,
-        5,
-        1000,
-        LinkConfig::default(),
-        2,
-        |_| {},
-    );
+    let v6 = ("[fd00::1]:4791", "[fd00::2]:4791");
+    let r = run_at(v6, g, 5, 1000, LinkConfig::default(), 2, |_| {});
     assert_eq!(r.reports.len(), 5);
     assert!(r.wrong.is_empty() && r.reports.iter().all(|x| x.complete && x.moved == 0));
 }
@@ -188,68 +212,42 @@ fn loss_duplication_reordering_and_corruption_never_hand_on_a_wrong_byte() {
 /// (`duplicate` false) or delivered twice; the reports, and the messages copied.
 fn one_glitch(duplicate: bool) -> (Vec<ShotReport>, u64) {
     let g = Geometry::new(1000, 96);
-    let (pa, ha): (SocketAddr, SocketAddr) = (PROBE.parse().unwrap(), HOST.parse().unwrap());
-    let mut pair = Pair::new(
-        Endpoint::new(EndpointConfig::new(pa)),
-        Endpoint::new(EndpointConfig::new(ha)),
+    let mut n = Net::new(
+        (PROBE, HOST),
         LinkConfig::default(),
         3,
-        Instant::now(),
+        ProbeConfig::new(g),
+        HostConfig::new(g),
     );
     let kept = Rc::new(RefCell::new(None));
     let k = kept.clone();
-    let mut n = 0;
-    pair.set_filter(move |d, bytes| {
-        n += usize::from(d == Dir::AtoB);
-        if d == Dir::AtoB && n == 10 {
+    let mut seen = 0;
+    n.pair.set_filter(move |d, bytes| {
+        seen += usize::from(d == Dir::AtoB);
+        if d == Dir::AtoB && seen == 10 {
             *k.borrow_mut() = Some(bytes.clone());
             return duplicate;
         }
         true
     });
-    let mut probe = Probe::new(&mut pair.a, ProbeConfig::new(g)).unwrap();
-    let mut host = Host::new(&mut pair.b, HostConfig::new(g)).unwrap();
-    let start = TriggerRepr {
-        command: Command::Start {
-            millihertz: 1_000_000,
-            count: 10,
-        },
-        number: 0,
-        host_ns: 0,
-        qpn: host.qpn(),
-        qkey: HostConfig::new(g).qkey,
-        port: 4791,
-        samples: 0,
-        channels: 0,
-    };
-    probe.handle_trigger(pair.now, &start, ha.ip());
+    n.start(1_000_000, 10, 0);
     let echoes = Echoes::new(1);
     let mut reports = Vec::new();
-    for _ in 0..1_000_000 {
-        let now = pair.now;
-        probe.poll(&mut pair.a, now).unwrap();
-        host.poll(&mut pair.b, now, &mut |rep, bytes| {
+    n.drive(
+        &mut |rep, bytes| {
             reports.push(*rep);
             if let Some(b) = bytes {
                 assert_eq!(echoes.first_difference(&g, rep.shot, b), None, "{rep:?}");
             }
-        })
-        .unwrap();
-        if let Some(b) = kept.borrow_mut().take().filter(|_| duplicate) {
-            pair.inject(Dir::AtoB, b); // the copy, right behind the original
-        }
-        if reports.len() >= 10 {
-            break;
-        }
-        let wake = [probe.poll_timeout(), host.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        if !pair.step_until(wake) {
-            break;
-        }
-    }
-    (reports, host.stats().moved)
+        },
+        |pair, _, host| {
+            if let Some(b) = kept.borrow_mut().take().filter(|_| duplicate) {
+                pair.inject(Dir::AtoB, b); // the copy, right behind the original
+            }
+            host.stats().shots >= 10
+        },
+    );
+    (reports, n.host.stats().moved)
 }
 
 #[test]
@@ -282,54 +280,25 @@ fn triggers_faster_than_the_link_miss_every_other_shot() {
     // still sending when every second one comes (the paper's "one trigger event every two
     // is missed"), and the host gets every shot that was taken, whole
     let g = Geometry::new(500, 96);
-    let (pa, ha): (SocketAddr, SocketAddr) = (PROBE.parse().unwrap(), HOST.parse().unwrap());
-    let mut pair = Pair::new(
-        Endpoint::new(EndpointConfig::new(pa)),
-        Endpoint::new(EndpointConfig::new(ha)),
-        LinkConfig::default(),
-        5,
-        Instant::now(),
-    );
     let cfg = ProbeConfig {
         rate_gbps: Some(1.0),
         ..ProbeConfig::new(g)
     };
-    let mut probe = Probe::new(&mut pair.a, cfg).unwrap();
-    let mut host = Host::new(&mut pair.b, HostConfig::new(g)).unwrap();
-    let start = TriggerRepr {
-        command: Command::Start {
-            millihertz: 2_500_000,
-            count: 20,
-        },
-        number: 0,
-        host_ns: 0,
-        qpn: host.qpn(),
-        qkey: HostConfig::new(g).qkey,
-        port: 4791,
-        samples: 0,
-        channels: 0,
-    };
-    probe.handle_trigger(pair.now, &start, ha.ip());
+    let mut n = Net::new(
+        (PROBE, HOST),
+        LinkConfig::default(),
+        5,
+        cfg,
+        HostConfig::new(g),
+    );
+    n.start(2_500_000, 20, 0);
     let mut complete = 0;
-    let t0 = pair.now;
-    for _ in 0..1_000_000 {
-        let now = pair.now;
-        probe.poll(&mut pair.a, now).unwrap();
-        host.poll(&mut pair.b, now, &mut |r, b| {
-            complete += usize::from(r.complete && b.is_some())
-        })
-        .unwrap();
-        if !probe.busy() && now > t0 + Duration::from_millis(20) {
-            break;
-        }
-        let wake = [probe.poll_timeout(), host.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        if !pair.step_until(wake) {
-            break;
-        }
-    }
+    let t0 = n.pair.now;
+    n.drive(
+        &mut |r, b| complete += usize::from(r.complete && b.is_some()),
+        |pair, probe, _| !probe.busy() && pair.now > t0 + Duration::from_millis(20),
+    );
+    let (probe, host) = (&n.probe, &n.host);
     let s = *probe.stats();
     assert_eq!(s.triggers, 20);
     assert_eq!(s.shots + s.missed, 20);

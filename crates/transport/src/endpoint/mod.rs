@@ -14,7 +14,7 @@ use crate::{AccessError, CqId, Event, QpError};
 use rocelink_wire::ib::psn;
 use rocelink_wire::icrc;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How received ICRCs are checked when the IP header is not available.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -353,6 +353,50 @@ impl Endpoint {
         qps.get_mut(&qpn)
             .ok_or(QpError::NoQp(qpn))?
             .modify(m, sinks)
+    }
+
+    /// Bring QP `qpn` from RESET to RTS in one call, both directions from PSN 0: Q_Key
+    /// `qkey` (UD), then as [`Endpoint::connect_qp`].
+    pub fn ready_qp(
+        &mut self,
+        qpn: u32,
+        qkey: u32,
+        remote: Option<SocketAddr>,
+        dest_qpn: u32,
+        mtu: crate::Mtu,
+    ) -> Result<(), QpError> {
+        self.modify_qp(qpn, Modify::Init { qkey })?;
+        self.connect_qp(qpn, remote, dest_qpn, mtu)
+    }
+
+    /// Bring QP `qpn` from INIT to RTS: peer `remote` and `dest_qpn` (RC/UC; `None` and 0
+    /// for UD), `mtu`, both directions from PSN 0, a 100 ms timeout and unlimited retries.
+    pub fn connect_qp(
+        &mut self,
+        qpn: u32,
+        remote: Option<SocketAddr>,
+        dest_qpn: u32,
+        mtu: crate::Mtu,
+    ) -> Result<(), QpError> {
+        self.modify_qp(
+            qpn,
+            Modify::Rtr {
+                remote,
+                dest_qpn,
+                rq_psn: 0,
+                mtu,
+                min_rnr_timer: 1,
+            },
+        )?;
+        self.modify_qp(
+            qpn,
+            Modify::Rts {
+                sq_psn: 0,
+                timeout: Duration::from_millis(100),
+                retry_cnt: 7,
+                rnr_retry: 7,
+            },
+        )
     }
 
     /// A QP's state.
