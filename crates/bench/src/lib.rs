@@ -14,12 +14,14 @@
 //!
 //! Each receiver thread's CPU time comes from `getrusage(RUSAGE_THREAD)`.
 //!
-//! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`).
+//! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`), [`shots`]
+//! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP).
 #![warn(missing_docs)]
 
 pub mod pingpong;
 pub mod rc;
 pub mod record;
+pub mod shots;
 
 use rocelink_hsb::device::VpStream;
 use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};

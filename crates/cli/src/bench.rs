@@ -20,6 +20,9 @@ pub(crate) enum BenchCmd {
     /// RC RDMA WRITE ping-pong latency over loopback (ib_write_lat's columns), against a
     /// bare UDP ping-pong measured in the same run.
     WriteLat(RcArgs),
+    /// Ultrasound shots: frame rate and bandwidth against trigger frequency per shot size,
+    /// RoCE UD against plain UDP in the same run (the paper's Table I, Fig. 5 and 6).
+    Shots(crate::bench_shots::ShotsArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -360,6 +363,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         BenchCmd::Record(a) => return record(a),
         BenchCmd::WriteBw(a) => return write_bw(a),
         BenchCmd::WriteLat(a) => return write_lat(a),
+        BenchCmd::Shots(a) => return crate::bench_shots::run(a),
     };
     let cfg = StreamConfig {
         payload: a.payload,

@@ -2,6 +2,7 @@
 //! protocol (`rocelink_ims`), with a progress line and one JSON summary.
 
 use crate::args;
+use crate::out::{gbps, progress_bar};
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
 use rocelink_bench::pingpong::bind_roce;
@@ -161,23 +162,6 @@ pub(crate) fn run(c: &ImsCmd) -> Result<ExitCode> {
     }
 }
 
-/// A progress line on stderr (hidden for --json/--quiet or when stderr is no terminal).
-fn progress_bar(common: &Common) -> indicatif::ProgressBar {
-    let pb = indicatif::ProgressBar::new_spinner();
-    pb.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-    );
-    if common.json || common.quiet {
-        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    pb
-}
-
-fn gbps(bytes: u64, secs: f64) -> f64 {
-    bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
-}
-
 fn nacked_json(n: &rocelink_ims::NackCounts) -> serde_json::Value {
     let m: serde_json::Map<String, serde_json::Value> =
         n.named().map(|(k, v)| (k.to_string(), json!(v))).collect();
@@ -226,7 +210,7 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
         (None, Some(r)) => r,
         (None, None) => &mut nothing,
     };
-    let pb = progress_bar(&a.common);
+    let pb = progress_bar(a.common.json || a.common.quiet);
     let t0 = Instant::now();
     let deadline = a.common.seconds.map(|s| t0 + s);
     let want = a.frames;
@@ -426,7 +410,7 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
     let mut drv = Driver::new(sock);
     let stop = StopFlag::install()?;
     let flag = stop.arc();
-    let pb = progress_bar(&a.common);
+    let pb = progress_bar(a.common.json || a.common.quiet);
     let t0 = Instant::now();
     let sent = run::send(
         &mut drv,

@@ -5,15 +5,19 @@ use std::process::ExitCode;
 
 mod args;
 mod bench;
+mod bench_shots;
 mod decode;
 mod hsb;
 mod ims;
+mod out;
 mod pingpong;
 mod plot;
 mod receive;
 mod record;
+mod shots;
 mod sinks;
 mod stop;
+mod trigger;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -57,6 +61,14 @@ enum Cmd {
     /// The IMS streaming protocol: a buffer unit (serve) and a worker (send).
     #[command(subcommand)]
     Ims(ims::ImsCmd),
+    /// Emulate an ultrasound probe: shots of 12-bit samples as UD SENDs, on trigger
+    /// commands or its own periodic trigger.
+    Probe(shots::ProbeArgs),
+    /// Receive ultrasound shots (contiguous, verified, recorded or dropped whole), triggering
+    /// the probe.
+    Shots(shots::ShotsArgs),
+    /// Trigger-to-shot round trip per shot size: min/median/p99/max and a histogram.
+    Trigger(trigger::TriggerArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +87,9 @@ fn main() -> ExitCode {
         Cmd::Receive(a) => receive::receive(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
         Cmd::Ims(c) => ims::run(&c),
+        Cmd::Probe(a) => shots::probe(&a),
+        Cmd::Shots(a) => shots::shots(&a),
+        Cmd::Trigger(a) => trigger::trigger(&a),
     };
     match result {
         Ok(code) => code,

@@ -117,6 +117,29 @@ pub(crate) fn lines(
     ylabel: &str,
     series: &[Series],
 ) -> Result<()> {
+    let s = lines_svg(title, xlabel, ylabel, series);
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Line charts stacked in one SVG, each (title, x label, y label, series).
+pub(crate) fn panels(path: &Path, charts: &[(&str, &str, &str, Vec<Series>)]) -> Result<()> {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" viewBox="0 0 {W} {}">"#,
+        H * charts.len() as f64,
+        H * charts.len() as f64
+    );
+    for (i, (title, x, y, series)) in charts.iter().enumerate() {
+        let inner = lines_svg(title, x, y, series);
+        s.push_str(&inner.replacen("<svg ", &format!(r#"<svg y="{}" "#, H * i as f64), 1));
+    }
+    s.push_str("</svg>\n");
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+/// [`lines`] as SVG text. Series named "UDP…" are drawn dashed.
+fn lines_svg(title: &str, xlabel: &str, ylabel: &str, series: &[Series]) -> String {
     let pts = series.iter().flat_map(|(_, p)| p.iter());
     let (mut xmin, mut xmax, mut ymax) = (f64::MAX, f64::MIN, 0.0f64);
     for &(x, y) in pts {
@@ -149,9 +172,14 @@ pub(crate) fn lines(
             .iter()
             .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
             .collect();
+        let dash = if series[i].0.starts_with("UDP") {
+            r#" stroke-dasharray="6,4""#
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
-            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"{dash}/>"#,
             d.join(" ")
         );
         for &(x, y) in p {
@@ -166,7 +194,7 @@ pub(crate) fn lines(
     let names: Vec<&str> = series.iter().map(|(n, _)| n.as_str()).collect();
     legend(&mut s, &names);
     s.push_str("</svg>\n");
-    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+    s
 }
 
 fn fmt_size(b: f64) -> String {
@@ -181,7 +209,12 @@ fn fmt_size(b: f64) -> String {
 }
 
 /// Overlaid histograms of samples (µs), 60 bins up to the 99.9th percentile of all.
-pub(crate) fn histogram(path: &Path, title: &str, series: &[(String, &[f64])]) -> Result<()> {
+pub(crate) fn histogram(
+    path: &Path,
+    title: &str,
+    xlabel: &str,
+    series: &[(String, &[f64])],
+) -> Result<()> {
     let mut all: Vec<f64> = series.iter().flat_map(|(_, v)| v.iter().copied()).collect();
     all.sort_by(f64::total_cmp);
     let lo = all.first().copied().unwrap_or(0.0);
@@ -207,7 +240,7 @@ pub(crate) fn histogram(path: &Path, title: &str, series: &[(String, &[f64])]) -
         .collect();
     let ymax = nice(counts.iter().flatten().fold(0.0f64, |a, &b| a.max(b)) * 1.05);
     let mut s = header(title);
-    axes(&mut s, "one-way latency [µs]", "samples [%]", ymax);
+    axes(&mut s, xlabel, "samples [%]", ymax);
     let px = |x: f64| L + (x - lo) / (hi - lo) * (W - L - R);
     let py = |y: f64| H - B - y / ymax * (H - B - T);
     for i in 0..=5 {
@@ -264,6 +297,7 @@ pub(crate) fn latency(path: &Path, bytes: usize, rc: &[f64], udp: &[f64]) -> Res
     histogram(
         path,
         &format!("{bytes}-byte ping-pong latency over loopback (half round trip)"),
+        "one-way latency [µs]",
         &[("RC WRITE".into(), rc), ("bare UDP".into(), udp)],
     )
 }

@@ -1,39 +1,15 @@
-//! Both roles over UDP: an endpoint driven by `rocelink-runtime`'s [`Driver`], the role
-//! polled after every datagram and on its timers, until it finishes, `stop` is set, or
-//! the deadline passes. `progress` is called about every `every`.
+//! Both roles over UDP, in `rocelink-runtime`'s loop ([`drive`]): an endpoint driven by a
+//! [`Driver`], the role polled after every datagram and on its timers, until it finishes,
+//! `stop` is set, or the deadline passes. `progress` is called about every `every`.
 
 use crate::server::{Consumer, Server};
 use crate::source::FrameSource;
 use crate::worker::Worker;
-use rocelink_runtime::Driver;
+pub use rocelink_runtime::RunOpts;
+use rocelink_runtime::{Driver, Role, drive};
 use rocelink_transport::Endpoint;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
-/// When a run ends and how often it reports.
-#[derive(Debug, Clone, Copy)]
-pub struct RunOpts<'a> {
-    /// Set (e.g. by Ctrl-C) to end the run: a server stops, a worker finishes the frames
-    /// in flight and closes its channels.
-    pub stop: &'a AtomicBool,
-    /// End at this time at the latest.
-    pub deadline: Option<Instant>,
-    /// Call `progress` about this often.
-    pub every: Duration,
-}
-
-/// Longest sleep between looks at `stop` and the progress clock.
-const TICK: Duration = Duration::from_millis(50);
-
-/// What the loop needs of a role.
-trait Role {
-    fn poll(&mut self, ep: &mut Endpoint, now: Instant);
-    fn wake(&self) -> Option<Instant>;
-    fn finished(&self) -> bool;
-    /// `stop` was set: true to end now (a worker instead finishes what is in flight).
-    fn stop(&mut self) -> bool;
-}
+use std::time::Instant;
 
 struct Serving<'a> {
     server: &'a mut Server,
@@ -41,8 +17,9 @@ struct Serving<'a> {
 }
 
 impl Role for Serving<'_> {
-    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<()> {
         self.server.poll(ep, now, self.consumer);
+        Ok(())
     }
     fn wake(&self) -> Option<Instant> {
         self.server.poll_timeout(self.consumer)
@@ -61,8 +38,9 @@ struct Sending<'a> {
 }
 
 impl Role for Sending<'_> {
-    fn poll(&mut self, ep: &mut Endpoint, now: Instant) {
+    fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<()> {
         self.worker.poll(ep, now, self.source);
+        Ok(())
     }
     fn wake(&self) -> Option<Instant> {
         self.worker.poll_timeout()
@@ -73,48 +51,6 @@ impl Role for Sending<'_> {
     fn stop(&mut self) -> bool {
         self.worker.stop();
         false
-    }
-}
-
-/// Poll `role` after every datagram and on its timers until it finishes, `stop` ends it
-/// or the deadline passes; `progress` about every `opts.every`.
-fn drive<R: Role>(
-    drv: &mut Driver,
-    ep: &mut Endpoint,
-    role: &mut R,
-    opts: RunOpts<'_>,
-    progress: &mut dyn FnMut(&R),
-) -> io::Result<()> {
-    let RunOpts {
-        stop,
-        deadline,
-        every,
-    } = opts;
-    let mut shown = Instant::now();
-    loop {
-        let now = Instant::now();
-        let ended = stop.load(Ordering::Relaxed) && role.stop();
-        role.poll(ep, now);
-        if ended || role.finished() || deadline.is_some_and(|d| now >= d) {
-            // the last answers go out
-            drv.run(ep, now + Duration::from_millis(20), |_| false)?;
-            return Ok(());
-        }
-        if now >= shown + every {
-            progress(role);
-            shown = now;
-        }
-        let mut wake = now + TICK;
-        if let Some(t) = role.wake() {
-            wake = wake.min(t);
-        }
-        if let Some(d) = deadline {
-            wake = wake.min(d);
-        }
-        drv.run(ep, wake, |ep| {
-            role.poll(ep, Instant::now());
-            role.finished() || role.wake().is_some_and(|t| t < wake)
-        })?;
     }
 }
 

@@ -176,6 +176,13 @@ impl<B: Backend> Driver<B> {
         Ok(sent)
     }
 
+    /// Run the endpoint's timers and send what it has, without receiving or waiting. True
+    /// when everything went out (false: the backend is full, the rest waits).
+    pub fn transmit(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<bool> {
+        ep.handle_timeout(now);
+        self.flush(ep, now)
+    }
+
     /// Send runs of equal-sized datagrams segmented (UDP GSO; on by default).
     pub fn set_gso(&mut self, on: bool) {
         self.tx.set_segmenting(on);

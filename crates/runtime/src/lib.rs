@@ -7,5 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod driver;
+pub mod run;
 
 pub use driver::{Driver, DriverStats};
+pub use run::{Role, RunOpts, drive};

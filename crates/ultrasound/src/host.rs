@@ -244,6 +244,16 @@ impl Host {
         self.qpn
     }
 
+    /// Its settings.
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    /// The shots' shape.
+    pub fn geometry(&self) -> Geometry {
+        self.cfg.geometry
+    }
+
     /// Counters.
     pub fn stats(&self) -> &HostStats {
         &self.stats

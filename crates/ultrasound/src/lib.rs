@@ -46,11 +46,14 @@
 
 pub mod host;
 pub mod probe;
+pub mod run;
 pub mod shot;
+pub mod sink;
 
 pub use host::{Host, HostConfig, HostStats, ShotReport};
 pub use probe::{Probe, ProbeConfig, ProbeStats};
 pub use shot::Geometry;
+pub use sink::{Outcome, ShotSink, SinkStats};
 
 use rocelink_transport::{Endpoint, Mtu, QpError};
 

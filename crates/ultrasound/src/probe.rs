@@ -2,7 +2,8 @@
 //! ([`Echoes`]) — and sends it to the host as UD SEND ONLY WITH IMMEDIATE messages, the
 //! immediate numbering shot and message ([`imm`]), paced to a link rate if one is set.
 //!
-//! A trigger that comes while a shot is still being sent is missed (counted), as on the
+//! A trigger that comes while a shot is still being sent is missed (counted; periodic shots
+//! are numbered as taken, so the stream has no hole), as on the
 //! paper's probe when the trigger frequency outruns the link.
 
 use crate::shot::{Echoes, Geometry};
@@ -25,6 +26,9 @@ pub struct ProbeConfig {
     pub qkey: u32,
     /// Link rate to pace messages to, Gbit/s of payload (`None`: as fast as they go).
     pub rate_gbps: Option<f64>,
+    /// The probe's own trigger frequency in mHz, used by a start command that names none
+    /// (`None`: such a command is refused).
+    pub trigger_mhz: Option<u32>,
 }
 
 impl ProbeConfig {
@@ -35,6 +39,7 @@ impl ProbeConfig {
             seed: 1,
             qkey: 0x5553_0002,
             rate_gbps: None,
+            trigger_mhz: None,
         }
     }
 }
@@ -52,7 +57,8 @@ pub struct ProbeStats {
     pub messages: u64,
     /// Payload bytes sent.
     pub bytes: u64,
-    /// Trigger commands refused (bad geometry).
+    /// Trigger commands refused (bad geometry, or a start at the probe's own frequency when
+    /// it has none).
     pub refused: u64,
 }
 
@@ -90,6 +96,8 @@ pub struct Probe {
     sending: Option<Sending>,
     periodic: Option<Periodic>,
     next_send: Option<Instant>,
+    /// When it was last polled.
+    polled: Option<Instant>,
     stats: ProbeStats,
 }
 
@@ -97,6 +105,9 @@ pub struct Probe {
 const SLOTS: usize = 512;
 /// Every this many messages one is signaled (its completion frees the slots before it).
 const SIGNAL_EVERY: usize = 64;
+/// Paced messages may catch up this many gaps after a late poll (a software clock wakes
+/// tens of microseconds late; the average rate holds).
+const BURST: u32 = 32;
 
 impl Probe {
     /// A UD QP with Q_Key `cfg.qkey` and its send buffers.
@@ -130,6 +141,7 @@ impl Probe {
             sending: None,
             periodic: None,
             next_send: None,
+            polled: None,
             stats: ProbeStats::default(),
         })
     }
@@ -175,8 +187,17 @@ impl Probe {
             qkey: t.qkey,
         };
         match t.command {
-            Command::Shot => self.fire(t.number, geometry, dest),
+            Command::Shot => {
+                self.fire(t.number, geometry, dest);
+            }
             Command::Start { millihertz, count } => {
+                let Some(millihertz) = Some(millihertz)
+                    .filter(|&m| m > 0)
+                    .or(self.cfg.trigger_mhz.filter(|&m| m > 0))
+                else {
+                    self.stats.refused += 1;
+                    return;
+                };
                 self.periodic = Some(Periodic {
                     period: Duration::from_secs_f64(1000.0 / f64::from(millihertz)),
                     next: now,
@@ -190,11 +211,12 @@ impl Probe {
         }
     }
 
-    fn fire(&mut self, shot: u64, geometry: Geometry, dest: UdDest) {
+    /// A trigger: take shot `shot` unless one is still being sent. True when taken.
+    fn fire(&mut self, shot: u64, geometry: Geometry, dest: UdDest) -> bool {
         self.stats.triggers += 1;
         if self.sending.is_some() {
             self.stats.missed += 1;
-            return;
+            return false;
         }
         self.sending = Some(Sending {
             shot,
@@ -202,10 +224,12 @@ impl Probe {
             dest,
             next: 0,
         });
+        true
     }
 
     /// Run the periodic triggers that are due and send what pacing and the send slots allow.
     pub fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> Result<(), Error> {
+        self.polled = Some(now);
         while let Some(wc) = ep.poll_cq(self.cq) {
             if wc.status == WcStatus::Success {
                 self.outstanding -= (wc.wr_id as usize).min(self.outstanding);
@@ -214,11 +238,13 @@ impl Probe {
             }
         }
         while let Some(p) = self.periodic.filter(|p| p.next <= now) {
-            self.fire(p.number, p.geometry, p.dest);
+            // periodic shots are numbered as taken: a missed trigger leaves no hole in the
+            // stream (the probe counts it), so the host's receives stay aligned
+            let taken = self.fire(p.number, p.geometry, p.dest);
             let left = p.left.map(|n| n - 1);
             self.periodic = (left != Some(0)).then_some(Periodic {
                 next: p.next + p.period,
-                number: p.number + 1,
+                number: p.number + u64::from(taken),
                 left,
                 ..p
             });
@@ -269,11 +295,12 @@ impl Probe {
             self.stats.bytes += len as u64;
             if let Some(r) = self.cfg.rate_gbps {
                 let gap = Duration::from_secs_f64(len as f64 * 8.0 / (r * 1e9));
-                self.next_send = Some(
-                    self.next_send
-                        .map_or(now, |t| t.max(now.checked_sub(gap).unwrap_or(now)))
-                        + gap,
-                );
+                // a shot starts at the link rate: no credit from the idle time before it
+                let base = match self.next_send {
+                    Some(t) if s.next > 0 => t.max(now.checked_sub(gap * BURST).unwrap_or(now)),
+                    _ => now,
+                };
+                self.next_send = Some(base + gap);
             }
             self.sending = if last {
                 self.stats.shots += 1;
@@ -288,10 +315,11 @@ impl Probe {
         Ok(())
     }
 
-    /// When [`Probe::poll`] has something to do next without a datagram or a trigger.
+    /// When [`Probe::poll`] has something to do next without a datagram or a trigger (the
+    /// last poll's time: at once, while a shot is being sent unpaced).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let periodic = self.periodic.map(|p| p.next);
-        let paced = self.sending.and(self.next_send);
+        let paced = self.sending.and_then(|_| self.next_send.max(self.polled));
         match (periodic, paced) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

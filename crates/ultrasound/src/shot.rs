@@ -90,76 +90,145 @@ impl Geometry {
 /// Synthetic echoes, deterministic from a seed and the shot number, so a receiver can
 /// check every byte: per channel, a pulse (a windowed sine, 2048 ± 1500) returning at a
 /// delay that grows with the channel's distance from the array's centre and moves with the
-/// shot, over a baseline of 2048 with a few counts of hashed noise.
+/// shot, over a baseline of 2048 with a few counts of noise.
+///
+/// The noise of a row is a run of a per-seed table starting where a hash of (shot, row)
+/// says, kept packed as well, so a row without a pulse is one copy and a probe generates
+/// far faster than a link carries.
 #[derive(Debug, Clone)]
 pub struct Echoes {
     seed: u64,
     pulse: Vec<i16>,
+    /// Noise, one value 0..16 per sample.
+    noise: Vec<u8>,
+    /// The same samples (2040 + noise), packed RAW12.
+    packed: Vec<u8>,
+}
+
+/// Where a row's noise may start in the table (pairs of samples).
+const NOISE_STARTS: usize = 4096;
+/// The most pairs in a row (65 534 channels).
+const MAX_PAIRS: usize = 1 << 15;
+/// Length of the pulse in samples.
+const PULSE_LEN: u32 = 64;
+
+fn pack(a: u16, z: u16, b: &mut [u8]) {
+    b[0] = (a >> 4) as u8;
+    b[1] = (z >> 4) as u8;
+    b[2] = (a & 0xF) as u8 | ((z & 0xF) << 4) as u8;
 }
 
 impl Echoes {
     /// The generator for `seed`.
     pub fn new(seed: u64) -> Echoes {
-        let n = 64;
+        let n = PULSE_LEN;
         let pulse = (0..n)
             .map(|i| {
-                let x = i as f64 / n as f64;
+                let x = f64::from(i) / f64::from(n);
                 let window = (std::f64::consts::PI * x).sin().powi(2);
                 (1500.0 * window * (2.0 * std::f64::consts::PI * 6.0 * x).sin()).round() as i16
             })
             .collect();
-        Echoes { seed, pulse }
+        let pairs = NOISE_STARTS + MAX_PAIRS;
+        let noise: Vec<u8> = (0..2 * pairs)
+            .map(|i| {
+                let h = mix(seed ^ 0x6E6F_6973_6500_0000 ^ (i as u64 / 16));
+                ((h >> (4 * (i % 16))) & 15) as u8
+            })
+            .collect();
+        let mut packed = vec![0u8; 3 * pairs];
+        for (p, b) in packed.chunks_exact_mut(3).enumerate() {
+            let (a, z) = (noise[2 * p], noise[2 * p + 1]);
+            pack(2040 + u16::from(a), 2040 + u16::from(z), b);
+        }
+        Echoes {
+            seed,
+            pulse,
+            noise,
+            packed,
+        }
     }
 
     /// Sample value of channel `c` at time `t` of shot `shot` (12 bits).
     pub fn sample(&self, shot: u64, t: u32, c: u16, channels: u16) -> u16 {
-        let mut v = 2048 + self.noise(shot, t, c);
+        let n = self.noise[2 * self.row_start(shot, t) + usize::from(c)];
+        let v = 2040 + i32::from(n);
         let d = self.delay(shot, c, channels);
-        if let Some(&p) = t.checked_sub(d).and_then(|i| self.pulse.get(i as usize)) {
-            v += i32::from(p);
-        }
-        v.clamp(0, 4095) as u16
+        self.with_pulse(t, d, v)
+    }
+
+    fn with_pulse(&self, t: u32, d: u32, v: i32) -> u16 {
+        let p = t
+            .checked_sub(d)
+            .and_then(|i| self.pulse.get(i as usize))
+            .map_or(0, |&p| i32::from(p));
+        (v + p).clamp(0, 4095) as u16
+    }
+
+    fn depth(&self, shot: u64) -> u32 {
+        // a reflector at a depth that wanders with the shot
+        200 + (mix(self.seed ^ shot) % 400) as u32
     }
 
     fn delay(&self, shot: u64, c: u16, channels: u16) -> u32 {
-        let mid = i64::from(channels / 2);
-        let off = (i64::from(c) - mid).unsigned_abs();
-        // a reflector at a depth that wanders with the shot; the hyperbola's curvature
-        let depth = 200 + (mix(self.seed ^ shot) % 400) as u32;
-        depth + (off * off / 64) as u32
+        self.depth(shot) + curve(c, channels)
     }
 
-    fn noise(&self, shot: u64, t: u32, c: u16) -> i32 {
-        let h = mix(self.seed ^ shot.rotate_left(17) ^ (u64::from(t) << 16) ^ u64::from(c));
-        (h & 15) as i32 - 8
+    /// The pair of the noise table row `t` of shot `shot` starts at.
+    fn row_start(&self, shot: u64, t: u32) -> usize {
+        let h = mix(self.seed ^ shot.rotate_left(17) ^ (u64::from(t) << 16));
+        (h % NOISE_STARTS as u64) as usize
+    }
+
+    /// Every channel's echo delay in shot `shot`, and the rows any pulse touches.
+    fn delays(&self, g: &Geometry, shot: u64) -> (Vec<u32>, core::ops::Range<u32>) {
+        let depth = self.depth(shot);
+        let d: Vec<u32> = (0..g.channels)
+            .map(|c| depth + curve(c, g.channels))
+            .collect();
+        let last = d.iter().copied().max().unwrap_or(depth);
+        (d, depth..last + PULSE_LEN)
     }
 
     /// Write the bytes `range` of shot `shot` into `out` (`range.len()` bytes).
     pub fn fill(&self, g: &Geometry, shot: u64, range: core::ops::Range<usize>, out: &mut [u8]) {
         let row = g.row_bytes();
+        let delays = self.delays(g, shot);
         let mut at = range.start;
         let mut o = 0;
         let mut buf = vec![0u8; row];
         while at < range.end {
             let t = (at / row) as u32;
-            self.row(g, shot, t, &mut buf);
             let from = at % row;
             let n = (row - from).min(range.end - at);
-            out[o..o + n].copy_from_slice(&buf[from..from + n]);
+            if from == 0 && n == row {
+                self.row(shot, t, &delays, &mut out[o..o + n]);
+            } else {
+                self.row(shot, t, &delays, &mut buf);
+                out[o..o + n].copy_from_slice(&buf[from..from + n]);
+            }
             at += n;
             o += n;
         }
     }
 
-    /// Row `t` of shot `shot`, packed RAW12.
-    fn row(&self, g: &Geometry, shot: u64, t: u32, out: &mut [u8]) {
+    /// Row `t` of shot `shot`, packed RAW12: the noise copied, the pulses added.
+    fn row(&self, shot: u64, t: u32, delays: &(Vec<u32>, core::ops::Range<u32>), out: &mut [u8]) {
+        let start = self.row_start(shot, t);
+        out.copy_from_slice(&self.packed[3 * start..3 * start + out.len()]);
+        if !delays.1.contains(&t) {
+            return;
+        }
+        let noise = &self.noise[2 * start..];
         for (pair, b) in out.chunks_exact_mut(3).enumerate() {
-            let c = pair as u16 * 2;
-            let a = self.sample(shot, t, c, g.channels);
-            let z = self.sample(shot, t, c + 1, g.channels);
-            b[0] = (a >> 4) as u8;
-            b[1] = (z >> 4) as u8;
-            b[2] = (a & 0xF) as u8 | ((z & 0xF) << 4) as u8;
+            let c = pair * 2;
+            let (da, dz) = (delays.0[c], delays.0[c + 1]);
+            if t.wrapping_sub(da) >= PULSE_LEN && t.wrapping_sub(dz) >= PULSE_LEN {
+                continue;
+            }
+            let a = self.with_pulse(t, da, 2040 + i32::from(noise[c]));
+            let z = self.with_pulse(t, dz, 2040 + i32::from(noise[c + 1]));
+            pack(a, z, b);
         }
     }
 
@@ -174,9 +243,10 @@ impl Echoes {
     /// `data` differs at its end).
     pub fn first_difference(&self, g: &Geometry, shot: u64, data: &[u8]) -> Option<usize> {
         let row = g.row_bytes();
+        let delays = self.delays(g, shot);
         let mut buf = vec![0u8; row];
         for t in 0..g.samples {
-            self.row(g, shot, t, &mut buf);
+            self.row(shot, t, &delays, &mut buf);
             let at = t as usize * row;
             let got = data.get(at..at + row);
             if got != Some(&buf[..]) {
@@ -187,6 +257,12 @@ impl Echoes {
         }
         (data.len() != g.bytes()).then_some(g.bytes().min(data.len()))
     }
+}
+
+/// The hyperbola's curvature: extra delay of channel `c` off the array's centre.
+fn curve(c: u16, channels: u16) -> u32 {
+    let off = (i64::from(c) - i64::from(channels / 2)).unsigned_abs();
+    (off * off / 64) as u32
 }
 
 /// splitmix64's finaliser.

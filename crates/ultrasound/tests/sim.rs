@@ -4,10 +4,12 @@
 //! missing, in order and once.
 #![allow(clippy::unwrap_used)]
 
+use rocelink_record::read::Recording;
 use rocelink_transport::sim::{Dir, LinkConfig, Pair};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::shot::Echoes;
-use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig, ShotReport};
+use rocelink_ultrasound::sink::record_config;
+use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig, ShotReport, ShotSink};
 use rocelink_wire::ultrasound::{Command, TriggerRepr};
 use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
@@ -303,8 +305,69 @@ fn triggers_faster_than_the_link_miss_every_other_shot() {
     assert_eq!(s.triggers, 20);
     assert_eq!(s.shots + s.missed, 20);
     assert_eq!((s.shots, s.missed), (10, 10), "{s:?}");
-    // shots are numbered by trigger: the host sees every other number and reports the
-    // untaken ones as wholly missing
+    // periodic shots are numbered as taken: the host sees ten shots in a row, every one
+    // landing in place, none missing
     assert_eq!(complete, 10);
-    assert_eq!(host.stats().complete, 10);
+    let h = host.stats();
+    assert_eq!(
+        (h.shots, h.complete, h.missing, h.moved),
+        (10, 10, 0, 0),
+        "{h:?}"
+    );
+}
+
+#[test]
+fn a_slow_recorder_drops_whole_shots_and_counts_them() {
+    // the writer sleeps 1 s per shot and holds two: of 40 shots arriving at 2 kHz most
+    // are dropped whole; every one recorded reads back byte-exact under its own number,
+    // and recorded + dropped = every complete shot
+    let g = Geometry::new(500, 96);
+    let dir = std::env::temp_dir().join(format!("rocelink-us-slow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut rc = record_config(dir.clone(), &g);
+    rc.writer_delay = Some(Duration::from_secs(1));
+    rc.queue = 2;
+    let mut sink = ShotSink::new(g, Some(1), Some(rc)).unwrap();
+    let mut n = Net::new(
+        (PROBE, HOST),
+        LinkConfig::default(),
+        9,
+        ProbeConfig::new(g),
+        HostConfig::new(g),
+    );
+    n.start(2_000_000, 40, 0);
+    n.drive(
+        &mut |r, b| {
+            sink.take(r, b);
+        },
+        |_, probe, host| !probe.busy() && host.stats().shots == 40,
+    );
+    let s = *sink.stats();
+    let summary = sink.finish().unwrap().unwrap();
+    assert_eq!(
+        (s.shots, s.complete, s.verified, s.corrupt),
+        (40, 40, 40, 0)
+    );
+    assert_eq!(s.recorded + s.dropped, 40, "{s:?}");
+    assert!(s.dropped >= 20 && s.recorded >= 1, "{s:?}");
+    assert_eq!((summary.frames, summary.dropped), (s.recorded, s.dropped));
+    let rec = Recording::open(&dir).unwrap();
+    assert_eq!(rec.header.layout, "csi-raw12");
+    assert_eq!((rec.header.width, rec.header.height), (96, 500));
+    assert_eq!(rec.len() as u64, s.recorded);
+    let echoes = Echoes::new(1);
+    for (i, e) in rec.entries.iter().enumerate() {
+        let bytes = rec.frame(i).unwrap();
+        assert_eq!(bytes.len(), g.bytes());
+        assert_eq!(echoes.first_difference(&g, e.frame_number, &bytes), None);
+        assert_eq!(rec.verify(i).unwrap(), Some(true));
+    }
+    // the drops are in the index too, as counts before each record or a final marker
+    let noted: u64 = rec
+        .entries
+        .iter()
+        .map(|e| u64::from(e.dropped_before))
+        .sum();
+    assert_eq!(noted + rec.marker_drops, s.dropped);
+    let _ = std::fs::remove_dir_all(&dir);
 }

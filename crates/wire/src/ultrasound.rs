@@ -17,7 +17,7 @@
 //!   | 28..32 | Q_Key of the host's UD QP |
 //!   | 32..34 | host's RoCE UDP port (0: 4791) |
 //!   | 34..36 | reserved (0) |
-//!   | 36..40 | start: trigger frequency in mHz |
+//!   | 36..40 | start: trigger frequency in mHz (0: the probe's own frequency) |
 //!   | 40..48 | start: shots to take (0: until stop) |
 //!   | 48..52 | samples per channel N_s (0: the probe's own setting) |
 //!   | 52..54 | channels (0: the probe's own setting) |
@@ -46,7 +46,7 @@ pub enum Command {
     Shot,
     /// Take shots periodically from now on.
     Start {
-        /// Trigger frequency in mHz (1000 = 1 Hz).
+        /// Trigger frequency in mHz (1000 = 1 Hz; 0: the probe's own trigger frequency).
         millihertz: u32,
         /// Shots to take (0: until [`Command::Stop`]).
         count: u64,
@@ -116,7 +116,7 @@ impl TriggerRepr {
         let (mhz, count) = (be_u32(&b[field::MHZ..]), be_u64(&b[field::COUNT..]));
         let command = match b[field::COMMAND] {
             1 => Command::Shot,
-            2 if mhz > 0 => Command::Start {
+            2 => Command::Start {
                 millihertz: mhz,
                 count,
             },
@@ -251,8 +251,14 @@ mod tests {
         assert_eq!(edit(24, 1), Err(Error::Malformed)); // QPN over 24 bits
         assert_eq!(edit(5, 1), Err(Error::Malformed)); // a one-shot with a rate
         let mut b = START;
-        b[36..40].fill(0);
-        assert_eq!(TriggerRepr::parse(&b), Err(Error::Malformed)); // start at 0 Hz
+        b[36..40].fill(0); // start at the probe's own frequency
+        assert!(matches!(
+            TriggerRepr::parse(&b),
+            Ok(TriggerRepr {
+                command: Command::Start { millihertz: 0, .. },
+                ..
+            })
+        ));
     }
 
     #[test]

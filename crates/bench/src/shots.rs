@@ -1,0 +1,349 @@
+//! `rocelink bench shots`: ultrasound shots at a trigger frequency, over RoCE v2 UD SEND
+//! (the probe and host of `rocelink_ultrasound`, in two threads over loopback) and over
+//! plain UDP (the same shots, generated the same way, in datagrams of a 8-byte header and
+//! the same payload, placed into a shot buffer by a `recvmmsg`/GRO receiver), in one run.
+//!
+//! Per point: frame rate (complete shots per second), bandwidth (their bytes), the triggers
+//! the sender missed because it was still sending, and the shots that arrived incomplete —
+//! the paper's Fig. 5 and 6 and its Table I.
+
+use rocelink_io::backend::{Outgoing, Transmitter};
+use rocelink_io::net::pin_current_thread;
+use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
+use rocelink_runtime::{Driver, RunOpts};
+use rocelink_transport::{Endpoint, EndpointConfig};
+use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
+use rocelink_ultrasound::shot::Echoes;
+use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Which way the shots travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    /// RoCE v2 UD SEND with immediate, shots landing contiguous.
+    Roce,
+    /// Plain UDP datagrams.
+    Udp,
+}
+
+impl Proto {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Roce => "RoCE UD",
+            Proto::Udp => "UDP",
+        }
+    }
+}
+
+/// One measured point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// How.
+    pub proto: Proto,
+    /// Shot shape.
+    pub geometry: Geometry,
+    /// Trigger frequency, Hz.
+    pub trigger_hz: f64,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Triggers.
+    pub triggers: u64,
+    /// Triggers missed by the sender (still sending).
+    pub missed: u64,
+    /// Complete shots received.
+    pub complete: u64,
+    /// Shots that arrived incomplete.
+    pub incomplete: u64,
+}
+
+impl Point {
+    /// Complete shots per second.
+    pub fn frame_rate(&self) -> f64 {
+        self.complete as f64 / self.seconds
+    }
+    /// Gbit/s of complete shots.
+    pub fn gbps(&self) -> f64 {
+        self.complete as f64 * self.geometry.bytes() as f64 * 8.0 / self.seconds / 1e9
+    }
+}
+
+/// Where the two ends run.
+#[derive(Debug, Clone, Copy)]
+pub struct Ends {
+    /// The probe's (sender's) loopback address.
+    pub probe: IpAddr,
+    /// The host's.
+    pub host: IpAddr,
+    /// Pin the sender to CPU 0 and the receiver to CPU 1.
+    pub pin: bool,
+}
+
+/// Shots of `g` over RoCE at `hz` for `secs`.
+pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
+    let stop = AtomicBool::new(false);
+    let sock = UdpSocket::bind(SocketAddr::new(ends.probe, 0), &UdpConfig::default())?;
+    let paddr = sock.local_addr();
+    let trig = std::net::UdpSocket::bind(SocketAddr::new(ends.probe, 0))?;
+    let taddr = trig.local_addr()?;
+    let mut pep = Endpoint::new(EndpointConfig::new(paddr));
+    let mut probe = Probe::new(&mut pep, ProbeConfig::new(g)).map_err(io::Error::other)?;
+    let hsock = UdpSocket::bind(SocketAddr::new(ends.host, 0), &UdpConfig::default())?;
+    let haddr = hsock.local_addr();
+    let mut hep = Endpoint::new(EndpointConfig::new(haddr));
+    let cfg = HostConfig::new(g);
+    let mut host = Host::new(&mut hep, cfg).map_err(io::Error::other)?;
+    std::thread::scope(|s| {
+        let sender = s.spawn(|| -> io::Result<_> {
+            if ends.pin {
+                let _ = pin_current_thread(0);
+            }
+            let mut drv = Driver::new(sock);
+            let opts = RunOpts {
+                stop: &stop,
+                deadline: None,
+                every: Duration::from_secs(3600),
+            };
+            run::probe(&mut drv, &mut pep, &mut probe, &trig, opts, &mut |_| {})?;
+            Ok(*probe.stats())
+        });
+        if ends.pin {
+            let _ = pin_current_thread(1);
+        }
+        let mut drv = Driver::new(hsock);
+        let (mut complete, mut incomplete) = (0u64, 0u64);
+        let mut first: Option<Instant> = None;
+        let t0 = Instant::now();
+        // count what arrives from the first shot on for `secs`
+        let mut each = |r: &rocelink_ultrasound::ShotReport, b: Option<&[u8]>| {
+            let at = r.last.unwrap_or(t0);
+            let start = *first.get_or_insert(at);
+            if at <= start + Duration::from_secs_f64(secs) {
+                if r.complete && b.is_some() {
+                    complete += 1;
+                } else {
+                    incomplete += 1;
+                }
+            }
+        };
+        let run = run::host(
+            &mut drv,
+            &mut hep,
+            &mut host,
+            Triggering::Periodic {
+                probe: taddr,
+                millihertz: (hz * 1000.0).round() as u32,
+                count: 0,
+            },
+            TriggerTarget {
+                port: haddr.port(),
+                qkey: cfg.qkey,
+            },
+            None,
+            &mut each,
+            RunOpts {
+                stop: &AtomicBool::new(false),
+                deadline: Some(t0 + Duration::from_secs_f64(secs + 0.2)),
+                every: Duration::from_secs(3600),
+            },
+            &mut |_| {},
+        );
+        stop.store(true, Ordering::Relaxed);
+        let p = sender
+            .join()
+            .map_err(|_| io::Error::other("probe thread panicked"))??;
+        run?;
+        // the triggers of the measured window, in proportion
+        let (triggers, missed) = scale(p.triggers, p.missed, hz, secs);
+        Ok(Point {
+            proto: Proto::Roce,
+            geometry: g,
+            trigger_hz: hz,
+            seconds: secs,
+            triggers,
+            missed,
+            complete,
+            incomplete,
+        })
+    })
+}
+
+/// Triggers and missed ones over `secs` at `hz`, from totals over a slightly longer run.
+fn scale(triggers: u64, missed: u64, hz: f64, secs: f64) -> (u64, u64) {
+    let want = (hz * secs).round() as u64;
+    if triggers == 0 {
+        return (want, 0);
+    }
+    let m = (missed as f64 * want as f64 / triggers as f64).round() as u64;
+    (want, m.min(want))
+}
+
+/// Header of a plain-UDP shot datagram: shot number, message index (big-endian u32s).
+const UDP_HEADER: usize = 8;
+
+/// The same shots over plain UDP at `hz` for `secs`.
+pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
+    let rx = UdpSocket::bind(SocketAddr::new(ends.host, 0), &UdpConfig::default())?;
+    let dst = rx.local_addr();
+    let tx = UdpSocket::bind(SocketAddr::new(ends.probe, 0), &UdpConfig::default())?;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop_ref = &stop;
+        let sender = s.spawn(move || -> io::Result<(u64, u64)> {
+            if ends.pin {
+                let _ = pin_current_thread(0);
+            }
+            send_udp(&tx, dst, g, hz, stop_ref)
+        });
+        if ends.pin {
+            let _ = pin_current_thread(1);
+        }
+        let got = recv_udp(&rx, g, secs);
+        stop.store(true, Ordering::Relaxed);
+        let (triggers, missed) = sender
+            .join()
+            .map_err(|_| io::Error::other("sender thread panicked"))??;
+        let (complete, incomplete) = got?;
+        let (triggers, missed) = scale(triggers, missed, hz, secs);
+        Ok(Point {
+            proto: Proto::Udp,
+            geometry: g,
+            trigger_hz: hz,
+            seconds: secs,
+            triggers,
+            missed,
+            complete,
+            incomplete,
+        })
+    })
+}
+
+/// Periodic shots until `stop`; (triggers, missed).
+fn send_udp(
+    tx: &UdpSocket,
+    dst: SocketAddr,
+    g: Geometry,
+    hz: f64,
+    stop: &AtomicBool,
+) -> io::Result<(u64, u64)> {
+    let echoes = Echoes::new(1);
+    let period = Duration::from_secs_f64(1.0 / hz);
+    let m = g.messages();
+    let mb = g.message_bytes as usize;
+    let batch = 64usize;
+    let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; UDP_HEADER + mb]).collect();
+    let mut t = Transmitter::new(true);
+    let (mut triggers, mut missed, mut shot) = (0u64, 0u64, 0u64);
+    let mut next = Instant::now();
+    // the shot being sent and its next message
+    let mut sending: Option<u32> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        while now >= next {
+            triggers += 1;
+            if sending.is_some() {
+                missed += 1;
+            } else {
+                sending = Some(0);
+            }
+            next += period;
+        }
+        let Some(from) = sending else {
+            let wait = next.saturating_duration_since(Instant::now());
+            if wait > Duration::from_micros(100) {
+                std::thread::sleep(wait - Duration::from_micros(60));
+            } else {
+                std::hint::spin_loop();
+            }
+            continue;
+        };
+        let n = (m - from).min(batch as u32);
+        for (k, b) in bufs.iter_mut().enumerate().take(n as usize) {
+            let i = from + k as u32;
+            let r = g.message_range(i);
+            b.truncate(UDP_HEADER + r.len());
+            b[..4].copy_from_slice(&(shot as u32).to_be_bytes());
+            b[4..8].copy_from_slice(&i.to_be_bytes());
+            echoes.fill(&g, shot, r, &mut b[UDP_HEADER..]);
+        }
+        let out: Vec<Outgoing<'_>> = bufs[..n as usize]
+            .iter()
+            .map(|b| Outgoing::whole(dst, b))
+            .collect();
+        let mut sent = 0;
+        while sent < out.len() {
+            let k = t.send(tx, &out[sent..])?;
+            if k == 0 {
+                tx.wait_writable(Some(Duration::from_millis(1)))?;
+            }
+            sent += k;
+        }
+        for b in &mut bufs {
+            b.resize(UDP_HEADER + mb, 0);
+        }
+        let to = from + n;
+        sending = if to == m {
+            shot += 1;
+            None
+        } else {
+            Some(to)
+        };
+    }
+    Ok((triggers, missed))
+}
+
+/// Receive for `secs` from the first datagram: shots placed into a ring of buffers by
+/// message index; (complete, incomplete) — a shot still missing messages when one two
+/// later arrives is incomplete.
+fn recv_udp(rx: &UdpSocket, g: Geometry, secs: f64) -> io::Result<(u64, u64)> {
+    const RING: usize = 8;
+    let m = g.messages();
+    let stride = g.stride();
+    let mut ring = vec![0u8; RING * stride];
+    let mut count = [0u32; RING];
+    let mut owner = [u64::MAX; RING];
+    let mut batch = RecvBatch::new(64, if rx.gro() { 65_536 } else { 9_216 });
+    let (mut complete, mut incomplete) = (0u64, 0u64);
+    let mut end: Option<Instant> = None;
+    let limit = Instant::now() + Duration::from_secs_f64(secs + 5.0);
+    loop {
+        let now = Instant::now();
+        if end.is_some_and(|e| now >= e) || now >= limit {
+            break;
+        }
+        let n = rx.recv_batch_wait(&mut batch, Duration::from_millis(10))?;
+        if n == 0 {
+            continue;
+        }
+        end.get_or_insert(now + Duration::from_secs_f64(secs));
+        for (_, seg) in batch.segments() {
+            if seg.len() < UDP_HEADER {
+                continue;
+            }
+            let shot = u64::from(u32::from_be_bytes([seg[0], seg[1], seg[2], seg[3]]));
+            let i = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
+            let body = &seg[UDP_HEADER..];
+            if i >= m || body.len() != g.message_range(i).len() {
+                continue;
+            }
+            let b = (shot % RING as u64) as usize;
+            if owner[b] != shot {
+                if owner[b] != u64::MAX && count[b] < m {
+                    incomplete += 1;
+                }
+                owner[b] = shot;
+                count[b] = 0;
+            }
+            let at = b * stride + i as usize * g.message_bytes as usize;
+            ring[at..at + body.len()].copy_from_slice(body);
+            count[b] += 1;
+            if count[b] == m {
+                complete += 1;
+            }
+        }
+    }
+    Ok((complete, incomplete))
+}

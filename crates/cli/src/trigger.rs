@@ -1,0 +1,236 @@
+//! `rocelink trigger`: the round trip from a trigger command leaving the host to the last
+//! message of its shot taken, one shot at a time, per shot size, as the paper measures it.
+
+use crate::args;
+use crate::stop::StopFlag;
+use anyhow::{Context, Result, bail};
+use rocelink_bench::pingpong::bind_roce;
+use rocelink_runtime::{Driver, RunOpts};
+use rocelink_transport::{Endpoint, EndpointConfig};
+use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
+use rocelink_ultrasound::{Geometry, Host, HostConfig, ShotReport, shot::Echoes};
+use serde_json::json;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct TriggerArgs {
+    /// The probe's trigger address (port 4792 unless given).
+    #[arg(long, default_value = "127.0.0.1:4792", value_parser = crate::shots::trigger_addr)]
+    probe: SocketAddr,
+    /// Address to receive shots on (default 127.0.0.1, or the next free loopback address).
+    #[arg(long)]
+    bind: Option<IpAddr>,
+    /// RoCE UDP port.
+    #[arg(long, default_value_t = 4791)]
+    port: u16,
+    /// Shot sizes: samples per channel, comma-separated (1 is a single 3-byte message per
+    /// 2 channels: about the trigger alone).
+    #[arg(long, value_delimiter = ',', default_value = "1,500,1000,2000,4000",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    samples: Vec<u32>,
+    /// Channels.
+    #[arg(long, default_value = "96", value_parser = clap::value_parser!(u16).range(2..))]
+    channels: u16,
+    /// Round trips measured per size.
+    #[arg(short = 'n', long, default_value = "1000", value_parser = args::usize_in(1, 10_000_000))]
+    count: usize,
+    /// Round trips first taken and not counted.
+    #[arg(long, default_value = "20", value_parser = args::usize_in(0, 1_000_000))]
+    warmup: usize,
+    /// Longest wait for one shot.
+    #[arg(long, default_value = "1", value_parser = args::secs)]
+    timeout: Duration,
+    /// Check every shot byte for byte against the generator of this seed.
+    #[arg(long, value_parser = args::u64_num)]
+    verify: Option<u64>,
+    /// Draw the round-trip histograms (SVG).
+    #[arg(long, value_parser = args::out_file)]
+    plot: Option<PathBuf>,
+    /// One JSON object per size.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The round trips of one size, µs.
+struct Row {
+    g: Geometry,
+    rtt: Vec<f64>,
+    lost: u64,
+    corrupt: u64,
+}
+
+/// The `p` quantile of sorted `v` (NaN when empty; printed as "-").
+fn pct(v: &[f64], p: f64) -> f64 {
+    v.get(((v.len() as f64 - 1.0) * p).round() as usize)
+        .copied()
+        .unwrap_or(f64::NAN)
+}
+
+pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
+    let geos: Vec<Geometry> = a
+        .samples
+        .iter()
+        .map(|&s| {
+            let g = Geometry::new(s, a.channels);
+            g.check().map(|()| g)
+        })
+        .collect::<Result<_, _>>()?;
+    let stop = StopFlag::install()?;
+    let flag = stop.arc();
+    let chosen = a.bind.is_some();
+    let ip = a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    if !a.json {
+        println!(
+            "{:>8} {:>10} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "samples",
+            "bytes",
+            "msgs",
+            "shots",
+            "lost",
+            "min[us]",
+            "median",
+            "p99",
+            "max",
+            "Gbit/s"
+        );
+    }
+    let mut rows = Vec::new();
+    for g in geos {
+        if flag.load(Ordering::Relaxed) {
+            break;
+        }
+        let (sock, ip) = bind_roce(ip, a.port, chosen)?;
+        let local = SocketAddr::new(ip, a.port);
+        let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
+        let cfg = HostConfig::new(g);
+        let mut host = Host::new(&mut ep, cfg)?;
+        let mut drv = Driver::new(sock);
+        let echoes = a.verify.map(Echoes::new);
+        let mut row = Row {
+            g,
+            rtt: Vec::new(),
+            lost: 0,
+            corrupt: 0,
+        };
+        let warm = a.warmup as u64;
+        let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
+            if r.shot < warm {
+                return;
+            }
+            match (r.trigger, r.last, bytes.filter(|_| r.complete)) {
+                (Some(t), Some(l), Some(b)) => {
+                    if echoes
+                        .as_ref()
+                        .is_some_and(|e| e.first_difference(&g, r.shot, b).is_some())
+                    {
+                        row.corrupt += 1;
+                    }
+                    row.rtt.push((l - t).as_secs_f64() * 1e6);
+                }
+                _ => row.lost += 1,
+            }
+        };
+        let count = (a.count + a.warmup) as u64;
+        let t = run::host(
+            &mut drv,
+            &mut ep,
+            &mut host,
+            Triggering::OneByOne {
+                probe: a.probe,
+                count,
+                timeout: a.timeout,
+            },
+            TriggerTarget {
+                port: a.port,
+                qkey: cfg.qkey,
+            },
+            None,
+            &mut each,
+            RunOpts {
+                stop: &flag,
+                deadline: None,
+                every: Duration::from_secs(1),
+            },
+            &mut |_| {},
+        )
+        .with_context(|| format!("shots of {} samples", g.samples))?;
+        // shots never answered at all were never handed on
+        let seen = row.rtt.len() as u64 + row.lost;
+        row.lost += (count.saturating_sub(warm))
+            .saturating_sub(seen)
+            .min(t.unanswered);
+        if row.rtt.is_empty() && !flag.load(Ordering::Relaxed) {
+            bail!(
+                "no shot of {} samples came back from the probe at {} within {:?}: is `rocelink probe` running there?",
+                g.samples,
+                a.probe,
+                a.timeout
+            );
+        }
+        row.rtt.sort_by(f64::total_cmp);
+        print_row(a.json, &row);
+        rows.push(row);
+    }
+    if let Some(p) = &a.plot {
+        let series: Vec<(String, &[f64])> = rows
+            .iter()
+            .map(|r| (format!("N_s = {}", r.g.samples), r.rtt.as_slice()))
+            .collect();
+        crate::plot::histogram(
+            p,
+            "Trigger to complete shot, round trip (rocelink, software)",
+            "round trip [µs]",
+            &series,
+        )?;
+        if !a.json {
+            println!("plot: {}", p.display());
+        }
+    }
+    let corrupt: u64 = rows.iter().map(|r| r.corrupt).sum();
+    Ok(if corrupt > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_row(json: bool, r: &Row) {
+    let v = &r.rtt;
+    let median = pct(v, 0.5);
+    // the shot's bytes over the median round trip
+    let rate = r.g.bytes() as f64 * 8.0 / (median * 1e3);
+    if json {
+        println!(
+            "{}",
+            json!({"samples": r.g.samples, "channels": r.g.channels, "bytes": r.g.bytes(),
+                   "messages": r.g.messages(), "shots": v.len(), "lost": r.lost, "corrupt": r.corrupt,
+                   "min_us": pct(v, 0.0), "median_us": median, "p99_us": pct(v, 0.99),
+                   "max_us": pct(v, 1.0), "gbps_at_median": rate})
+        );
+    } else {
+        let f = |x: f64, d: usize| {
+            if x.is_finite() {
+                format!("{x:.d$}")
+            } else {
+                "-".into()
+            }
+        };
+        println!(
+            "{:>8} {:>10} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            r.g.samples,
+            r.g.bytes(),
+            r.g.messages(),
+            v.len(),
+            r.lost,
+            f(pct(v, 0.0), 1),
+            f(median, 1),
+            f(pct(v, 0.99), 1),
+            f(pct(v, 1.0), 1),
+            f(rate, 2)
+        );
+    }
+}

@@ -1,0 +1,457 @@
+//! `rocelink probe`, `rocelink shots` and `rocelink trigger` as processes: trigger → shot
+//! over loopback (recorded and read back byte-exact), two links, the round trip, across two
+//! network namespaces, and bad input refused up front.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use rocelink_record::read::Recording;
+use rocelink_ultrasound::Geometry;
+use rocelink_ultrasound::shot::Echoes;
+use serde_json::Value;
+use std::process::{Child, Command, Output, Stdio};
+
+fn rocelink(prefix: &[&str]) -> Command {
+    match prefix.split_first() {
+        Some((p, rest)) => {
+            let mut c = Command::new(p);
+            c.args(rest).arg(env!("CARGO_BIN_EXE_rocelink"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_rocelink")),
+    }
+}
+
+/// A probe that runs until killed (or 120 s).
+struct ProbeProc(Child);
+
+impl ProbeProc {
+    fn start(prefix: &[&str], args: &[&str]) -> ProbeProc {
+        let c = rocelink(prefix)
+            .arg("probe")
+            .args(["--seconds", "120", "--json"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // it binds before it reads anything; a trigger sent before would be refused by the
+        // kernel, and the host's first trigger would go unanswered
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        ProbeProc(c)
+    }
+
+    /// Stop it as Ctrl-C would; its JSON summary.
+    fn stop(mut self) -> Value {
+        let pid = self.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let out = std::mem::replace(&mut self.0, Command::new("true").spawn().unwrap())
+            .wait_with_output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+impl Drop for ProbeProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn run(prefix: &[&str], args: &[&str]) -> Output {
+    rocelink(prefix).args(args).output().unwrap()
+}
+
+/// Every JSON line of stdout.
+fn lines(o: &Output) -> Vec<Value> {
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| {
+                panic!("{e}: {l:?}; stderr {}", String::from_utf8_lossy(&o.stderr))
+            })
+        })
+        .collect()
+}
+
+/// The per-shot lines and the summary of `rocelink shots --json`, checked for shape.
+fn shots_of(o: &Output) -> (Vec<Value>, Value) {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut all = lines(o);
+    let summary = all.pop().unwrap();
+    assert_eq!(summary["summary"], true);
+    (all, summary)
+}
+
+#[test]
+fn trigger_to_shot_over_loopback_recorded_byte_exact() {
+    let probe = ProbeProc::start(&[], &["--bind", "127.0.0.81", "--samples", "10"]);
+    let dir = std::env::temp_dir().join(format!("rocelink-shots-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // the host asks for its own shape: 500 samples x 96 channels, 200 shots at 2 kHz
+    let o = run(
+        &[],
+        &[
+            "shots",
+            "--bind",
+            "127.0.0.82",
+            "--probe",
+            "127.0.0.81",
+            "--samples",
+            "500",
+            "--shots",
+            "200",
+            "--trigger-hz",
+            "2000",
+            "--verify",
+            "--json",
+            "--record",
+            dir.to_str().unwrap(),
+            "--seconds",
+            "60",
+        ],
+    );
+    let (shots, sum) = shots_of(&o);
+    // a trigger that comes while the probe still sends is missed (a busy machine), and
+    // periodic shots are numbered as taken: up to 200, numbered from 0 without a hole
+    let p = probe.stop();
+    assert_eq!(p["triggers"], 200, "{p}");
+    assert_eq!(
+        p["shots"].as_u64().unwrap() + p["missed"].as_u64().unwrap(),
+        200
+    );
+    assert!(shots.len() >= 190 && shots.len() as u64 <= p["shots"].as_u64().unwrap());
+    for (i, s) in shots.iter().enumerate() {
+        assert_eq!(s["shot"], i as u64);
+        assert_eq!(s["bytes"], 72_000);
+        for key in [
+            "link", "messages", "missing", "complete", "recorded", "dropped",
+        ] {
+            assert!(!s[key].is_null(), "{key} in {s}");
+        }
+        assert!(s["t_trigger_ns"].is_null()); // periodic: the probe's own clock triggers
+        if s["complete"] == true {
+            assert_eq!(s["messages"], 18);
+            assert_eq!(s["verified"], true, "{s}");
+            assert!(s["t_complete_ns"].as_u64().unwrap() > 0);
+        }
+    }
+    assert_eq!(sum["corrupt"], 0);
+    let complete = sum["complete"].as_u64().unwrap();
+    // loopback loses a datagram only when a socket buffer overflows: nearly all arrive
+    assert!(complete >= 185, "{sum}");
+    let recorded = sum["recorded"].as_u64().unwrap();
+    assert_eq!(recorded + sum["dropped"].as_u64().unwrap(), complete);
+    // the recording holds whole shots, each the generator's under its own number
+    let rec = Recording::open(&dir).unwrap();
+    assert_eq!(rec.len() as u64, recorded);
+    let (g, e) = (Geometry::new(500, 96), Echoes::new(1));
+    for (i, entry) in rec.entries.iter().enumerate() {
+        let b = rec.frame(i).unwrap();
+        assert_eq!(e.first_difference(&g, entry.frame_number, &b), None);
+    }
+    // and exports as a samples x channels array
+    let npy = dir.join("shot.npy");
+    let first = rec.entries[0].frame_number.to_string();
+    let o = run(
+        &[],
+        &[
+            "export",
+            dir.to_str().unwrap(),
+            "--frame",
+            &first,
+            "--format",
+            "npy",
+            "-o",
+            npy.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let head = std::fs::read(&npy).unwrap();
+    assert!(String::from_utf8_lossy(&head[..128]).contains("(500, 96)"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_links_each_carry_half_the_channels() {
+    let probe = ProbeProc::start(&[], &["--bind", "127.0.0.83", "--links", "2"]);
+    let o = run(
+        &[],
+        &[
+            "shots",
+            "--bind",
+            "127.0.0.85,127.0.0.86",
+            "--links",
+            "2",
+            "--probe",
+            "127.0.0.83,127.0.0.84",
+            "--samples",
+            "1000",
+            "--shots",
+            "100",
+            "--trigger-hz",
+            "1000",
+            "--verify",
+            "--json",
+            "--seconds",
+            "60",
+        ],
+    );
+    let (shots, sum) = shots_of(&o);
+    assert_eq!(sum["links"], 2);
+    assert_eq!(sum["channels_per_link"], 48);
+    assert_eq!(sum["shot_bytes"], 72_000);
+    for link in 0..2 {
+        let mine: Vec<_> = shots.iter().filter(|s| s["link"] == link).collect();
+        assert!(
+            (95..=100).contains(&mine.len()),
+            "link {link}: {}",
+            mine.len()
+        );
+        assert!(mine.iter().filter(|s| s["verified"] == true).count() >= 95);
+    }
+    assert_eq!(sum["corrupt"], 0);
+    let p = probe.stop();
+    assert_eq!(p["links"], 2);
+}
+
+#[test]
+fn trigger_round_trip_per_size() {
+    let probe = ProbeProc::start(&[], &["--bind", "127.0.0.87"]);
+    let svg = std::env::temp_dir().join(format!("rocelink-rtt-{}.svg", std::process::id()));
+    let o = run(
+        &[],
+        &[
+            "trigger",
+            "--bind",
+            "127.0.0.88",
+            "--probe",
+            "127.0.0.87:4792",
+            "--samples",
+            "1,500",
+            "-n",
+            "50",
+            "--warmup",
+            "5",
+            "--verify",
+            "1",
+            "--json",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = lines(&o);
+    assert_eq!(rows.len(), 2);
+    for (r, samples) in rows.iter().zip([1, 500]) {
+        assert_eq!(r["samples"], samples);
+        assert_eq!(r["shots"], 50);
+        assert_eq!(
+            (r["lost"].as_u64(), r["corrupt"].as_u64()),
+            (Some(0), Some(0))
+        );
+        let q: Vec<f64> = ["min_us", "median_us", "p99_us", "max_us"]
+            .iter()
+            .map(|k| r[k].as_f64().unwrap())
+            .collect();
+        assert!(q[0] > 0.0 && q.windows(2).all(|w| w[0] <= w[1]), "{r}");
+    }
+    // 18 messages take longer than one
+    assert!(rows[1]["median_us"].as_f64() > rows[0]["median_us"].as_f64());
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg_text.contains("<svg") && svg_text.contains("N_s = 500"));
+    let _ = std::fs::remove_file(&svg);
+    probe.stop();
+}
+
+#[test]
+fn no_probe_and_bad_input_are_clear_errors() {
+    // nobody listens: three unanswered triggers end it with a message naming the probe
+    let o = run(
+        &[],
+        &[
+            "trigger",
+            "--bind",
+            "127.0.0.89",
+            "--probe",
+            "127.0.0.90",
+            "--samples",
+            "1",
+            "--timeout",
+            "0.2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("127.0.0.90:4792") && err.contains("rocelink probe"),
+        "{err}"
+    );
+    for (args, says) in [
+        (vec!["shots", "--channels", "95"], "even"),
+        (
+            vec!["shots", "--links", "2", "--channels", "98"],
+            "even number of channels",
+        ),
+        (
+            vec!["shots", "--bind", "127.0.0.1,127.0.0.2", "--links", "3"],
+            "--links is 3",
+        ),
+        (vec!["shots", "--links", "2"], "one per link"),
+        (vec!["shots", "--samples", "0"], "samples"),
+        (vec!["probe", "--trigger-hz", "0"], "trigger-hz"),
+        (
+            vec!["shots", "--samples", "1000000", "--channels", "1000"],
+            "at most 65536",
+        ),
+    ] {
+        let o = run(&[], &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn namespaces_trigger_and_shots_across_a_veth() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") {
+        return;
+    }
+    let p = common::VethPair::new("us", &["10.203.0.1/24"], &["10.203.0.2/24"]);
+    let (a, b) = (common::VethPair::exec(&p.a), common::VethPair::exec(&p.b));
+    // 4096-byte UD messages travel whole: at the default MTU of 1500 the probe says so
+    let at_1500 = rocelink(&a)
+        .args(["probe", "--bind", "10.203.0.1", "--seconds", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = run(
+        &b,
+        &[
+            "trigger",
+            "--bind",
+            "10.203.0.2",
+            "--probe",
+            "10.203.0.1",
+            "--samples",
+            "100",
+            "-n",
+            "1",
+            "--warmup",
+            "0",
+            "--timeout",
+            "0.2",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let out = at_1500.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("path MTU") && err.contains("jumbo"), "{err}");
+    for (ns, dev) in [(&p.a, &p.va), (&p.b, &p.vb)] {
+        assert!(common::sh(&[
+            "ip", "-n", ns, "link", "set", dev, "mtu", "9000"
+        ]));
+    }
+    let probe = ProbeProc::start(&a, &["--bind", "10.203.0.1"]);
+    let o = run(
+        &b,
+        &[
+            "shots",
+            "--bind",
+            "10.203.0.2",
+            "--probe",
+            "10.203.0.1",
+            "--samples",
+            "2000",
+            "--shots",
+            "100",
+            "--trigger-hz",
+            "500",
+            "--verify",
+            "--json",
+            "--seconds",
+            "60",
+        ],
+    );
+    let (shots, sum) = shots_of(&o);
+    assert!((95..=100).contains(&shots.len()), "{sum}");
+    assert_eq!(sum["corrupt"], 0);
+    assert!(sum["complete"].as_u64().unwrap() >= 95, "{sum}");
+    let o = run(
+        &b,
+        &[
+            "trigger",
+            "--bind",
+            "10.203.0.2",
+            "--probe",
+            "10.203.0.1",
+            "--samples",
+            "1000",
+            "-n",
+            "30",
+            "--warmup",
+            "2",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let row = &lines(&o)[0];
+    assert_eq!(row["shots"], 30);
+    probe.stop();
+}
+
+#[test]
+fn bench_shots_measures_roce_against_udp_and_plots() {
+    let svg = std::env::temp_dir().join(format!("rocelink-bench-shots-{}.svg", std::process::id()));
+    let o = run(
+        &[],
+        &[
+            "bench",
+            "shots",
+            "--samples",
+            "500",
+            "--khz",
+            "1,4",
+            "--seconds",
+            "0.2",
+            "--no-pin",
+            "--json",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let all = lines(&o);
+    let points: Vec<_> = all.iter().filter(|v| v["table"].is_null()).collect();
+    let table: Vec<_> = all.iter().filter(|v| v["table"] == true).collect();
+    assert_eq!(points.len(), 4);
+    for p in &points {
+        // at 1 and 4 kHz a 72 kB shot is far below what loopback carries: every trigger
+        // becomes a complete shot, give or take the edges of the window
+        let want = p["trigger_hz"].as_f64().unwrap() * 0.2;
+        let got = p["complete"].as_f64().unwrap();
+        assert!(got >= want * 0.8 && got <= want * 1.05 + 2.0, "{p}");
+        assert!(p["gbps"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(table.len(), 2);
+    assert_eq!(table[0]["proto"], "RoCE UD");
+    assert_eq!(table[1]["proto"], "UDP");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("Frame rate against trigger frequency") && text.contains("UDP N_s=500"));
+    let _ = std::fs::remove_file(&svg);
+}
