@@ -61,6 +61,33 @@ pub struct Point {
 }
 
 impl Point {
+    /// A point from the sender's totals over a slightly longer run (scaled to the `secs`
+    /// measured) and the receiver's counts.
+    fn new(
+        proto: Proto,
+        geometry: Geometry,
+        (hz, secs): (f64, f64),
+        (triggers, missed): (u64, u64),
+        (complete, incomplete): (u64, u64),
+    ) -> Point {
+        let want = (hz * secs).round() as u64;
+        let missed = if triggers == 0 {
+            0
+        } else {
+            ((missed as f64 * want as f64 / triggers as f64).round() as u64).min(want)
+        };
+        Point {
+            proto,
+            geometry,
+            trigger_hz: hz,
+            seconds: secs,
+            triggers: want,
+            missed,
+            complete,
+            incomplete,
+        }
+    }
+
     /// Complete shots per second.
     pub fn frame_rate(&self) -> f64 {
         self.complete as f64 / self.seconds
@@ -156,29 +183,14 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
             .join()
             .map_err(|_| io::Error::other("probe thread panicked"))??;
         run?;
-        // the triggers of the measured window, in proportion
-        let (triggers, missed) = scale(p.triggers, p.missed, hz, secs);
-        Ok(Point {
-            proto: Proto::Roce,
-            geometry: g,
-            trigger_hz: hz,
-            seconds: secs,
-            triggers,
-            missed,
-            complete,
-            incomplete,
-        })
+        Ok(Point::new(
+            Proto::Roce,
+            g,
+            (hz, secs),
+            (p.triggers, p.missed),
+            (complete, incomplete),
+        ))
     })
-}
-
-/// Triggers and missed ones over `secs` at `hz`, from totals over a slightly longer run.
-fn scale(triggers: u64, missed: u64, hz: f64, secs: f64) -> (u64, u64) {
-    let want = (hz * secs).round() as u64;
-    if triggers == 0 {
-        return (want, 0);
-    }
-    let m = (missed as f64 * want as f64 / triggers as f64).round() as u64;
-    (want, m.min(want))
 }
 
 /// Header of a plain-UDP shot datagram: shot number, message index (big-endian u32s).
@@ -203,21 +215,10 @@ pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
         }
         let got = recv_udp(&rx, g, secs);
         stop.store(true, Ordering::Relaxed);
-        let (triggers, missed) = sender
+        let sent = sender
             .join()
             .map_err(|_| io::Error::other("sender thread panicked"))??;
-        let (complete, incomplete) = got?;
-        let (triggers, missed) = scale(triggers, missed, hz, secs);
-        Ok(Point {
-            proto: Proto::Udp,
-            geometry: g,
-            trigger_hz: hz,
-            seconds: secs,
-            triggers,
-            missed,
-            complete,
-            incomplete,
-        })
+        Ok(Point::new(Proto::Udp, g, (hz, secs), sent, got?))
     })
 }
 

@@ -40,14 +40,7 @@ pub(crate) struct ShotsArgs {
 }
 
 pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
-    let geos: Vec<Geometry> = a
-        .samples
-        .iter()
-        .map(|&s| {
-            let g = Geometry::new(s, a.channels);
-            g.check().map(|()| g)
-        })
-        .collect::<Result<_, _>>()?;
+    let geos = crate::shots::geometries(&a.samples, a.channels)?;
     let ends = Ends {
         probe: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
         host: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),

@@ -59,8 +59,7 @@ impl Links {
                     bail!("--links {n} with one IPv6 --bind: give one address per link")
                 }
             },
-            (k, 1) => Ok((self.bind.clone(), chosen)).map(|(v, c)| (v[..k].to_vec(), c)),
-            (k, n) if k == n => Ok((self.bind.clone(), chosen)),
+            (k, n) if n == 1 || k == n => Ok((self.bind.clone(), chosen)),
             (k, n) => bail!("--bind names {k} addresses but --links is {n}"),
         }
     }
@@ -88,9 +87,7 @@ impl Shape {
                 "--channels {c} over {links} link(s): each link needs an even number of channels"
             );
         }
-        let g = Geometry::new(self.samples, (c / links) as u16);
-        g.check()?;
-        Ok(g)
+        Ok(Geometry::checked(self.samples, (c / links) as u16)?)
     }
 }
 
@@ -118,11 +115,6 @@ pub(crate) struct ProbeArgs {
     /// No progress line or summary text.
     #[arg(long)]
     quiet: bool,
-}
-
-/// `EMSGSIZE`: a datagram larger than the path MTU with fragmentation off.
-const fn libc_emsgsize() -> i32 {
-    90
 }
 
 /// Bind link `i`'s RoCE socket; an endpoint on it.
@@ -199,7 +191,7 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
                             },
                         )
                         .map_err(|e| {
-                            if e.raw_os_error() == Some(libc_emsgsize()) {
+                            if e.raw_os_error() == Some(libc::EMSGSIZE) {
                                 anyhow::anyhow!(
                                     "link {i}: a {}-byte message does not fit the path MTU ({e}): UD messages travel whole, so the interfaces need an MTU of at least {} (jumbo frames)",
                                     g.message_bytes,
@@ -294,6 +286,14 @@ pub(crate) struct ShotsArgs {
     /// No progress line or summary text.
     #[arg(long)]
     quiet: bool,
+}
+
+/// One geometry per shot size, each checked.
+pub(crate) fn geometries(samples: &[u32], channels: u16) -> Result<Vec<Geometry>> {
+    Ok(samples
+        .iter()
+        .map(|&s| Geometry::checked(s, channels))
+        .collect::<Result<_, _>>()?)
 }
 
 /// `IP` or `IP:PORT` (port 4792 by default).

@@ -71,14 +71,7 @@ fn pct(v: &[f64], p: f64) -> f64 {
 }
 
 pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
-    let geos: Vec<Geometry> = a
-        .samples
-        .iter()
-        .map(|&s| {
-            let g = Geometry::new(s, a.channels);
-            g.check().map(|()| g)
-        })
-        .collect::<Result<_, _>>()?;
+    let geos = crate::shots::geometries(&a.samples, a.channels)?;
     let stop = StopFlag::install()?;
     let flag = stop.arc();
     let chosen = a.bind.is_some();

@@ -30,6 +30,12 @@ impl Geometry {
         }
     }
 
+    /// `samples` × `channels` in 4096-byte messages, if such a shot can be sent.
+    pub fn checked(samples: u32, channels: u16) -> Result<Geometry, Error> {
+        let g = Geometry::new(samples, channels);
+        g.check().map(|()| g)
+    }
+
     /// Why this geometry cannot be sent, if so.
     pub fn check(&self) -> Result<(), Error> {
         if self.samples == 0 || self.channels == 0 || !self.channels.is_multiple_of(2) {
