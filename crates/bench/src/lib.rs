@@ -18,6 +18,7 @@
 //! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP).
 #![warn(missing_docs)]
 
+pub mod perf;
 pub mod pingpong;
 pub mod rc;
 pub mod record;

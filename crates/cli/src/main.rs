@@ -10,6 +10,7 @@ mod decode;
 mod hsb;
 mod ims;
 mod out;
+mod perf;
 mod pingpong;
 mod plot;
 mod receive;
@@ -36,6 +37,9 @@ enum Cmd {
     Decode(decode::Args),
     /// A counterpart of rdma-core's ibv_{rc,uc,ud}_pingpong over rocelink's user-space RoCE.
     Pingpong(pingpong::Args),
+    /// perftest's ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat, ib_read_lat, ib_send_lat
+    /// (server without SERVER, client with it); either side may be perftest itself.
+    Perf(perf::Args),
     /// Summarise a recording (frames, drops, CRC failures, rate over time).
     Inspect(record::InspectArgs),
     /// Export one recorded frame as raw, npy, pgm or png.
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         Cmd::Write(a) => hsb::write(&a),
         Cmd::Receive(a) => receive::receive(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
+        Cmd::Perf(a) => stop::StopFlag::install().and_then(|s| perf::run(&a, &s)),
         Cmd::Ims(c) => ims::run(&c),
         Cmd::Probe(a) => shots::probe(&a),
         Cmd::Shots(a) => shots::shots(&a),

@@ -20,6 +20,7 @@ pub mod file;
 pub mod net;
 pub mod oob;
 pub mod pcap;
+pub mod perftest;
 pub mod scatter;
 mod sys;
 pub mod tap;

@@ -65,8 +65,8 @@ mod wr;
 
 pub use cq::CqId;
 pub use endpoint::{
-    Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, Landing, SrcPort,
-    Transmit,
+    Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, Landing, Placement,
+    SrcPort, Transmit,
 };
 pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
 pub use qp::{MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
@@ -85,8 +85,9 @@ pub enum Event {
         /// Which QP.
         qpn: u32,
     },
-    /// A WRITE packet's payload was placed (only for QPs created with
-    /// [`QpInit::report_writes`]): `len` bytes at `va` of the region with `rkey`.
+    /// A WRITE packet's payload was placed from a datagram (only for QPs created with
+    /// [`QpInit::report_writes`]; [`Endpoint::handle_landed`] returns its [`Placement`]
+    /// instead): `len` bytes at `va` of the region with `rkey`.
     Placed {
         /// Which QP.
         qpn: u32,
@@ -135,6 +136,18 @@ pub enum Event {
 }
 
 impl Event {
+    /// QP `qpn` placed `p`.
+    pub(crate) fn placed(qpn: u32, p: Placement) -> Event {
+        Event::Placed {
+            qpn,
+            psn: p.psn,
+            rkey: p.rkey,
+            va: p.va,
+            len: p.len,
+            crc: p.crc,
+        }
+    }
+
     /// The QP the event is about.
     pub fn qpn(&self) -> u32 {
         match *self {

@@ -440,7 +440,7 @@ impl MrTable {
         len: u64,
         src_lkey: u32,
         src_offset: usize,
-    ) -> Result<crate::Landing, AccessError> {
+    ) -> Result<bool, AccessError> {
         let oob = AccessError::OutOfBounds { va, len };
         let n = len as usize;
         let from = src_offset..src_offset.checked_add(n).ok_or(oob)?;
@@ -455,19 +455,19 @@ impl MrTable {
                 {
                     let bytes = r.mem.bytes().get(from).ok_or(oob)?.to_vec();
                     r.write_remote(va, &bytes)?;
-                    return Ok(crate::Landing::Copied);
+                    return Ok(false);
                 }
                 Err(e) => return Err(e),
             };
             if from.start == to {
-                return Ok(crate::Landing::InPlace);
+                return Ok(true);
             }
             let mem = r.mem.bytes_mut();
             if to + n > mem.len() || from.end > mem.len() {
                 return Err(oob);
             }
             mem.copy_within(from, to);
-            return Ok(crate::Landing::Copied);
+            return Ok(false);
         }
         self.get(rkey)?.check_remote_write(va, len)?;
         let src = self.get(src_lkey)?;
@@ -477,7 +477,7 @@ impl MrTable {
         // two regions: a copy out first (this is not the in-place path)
         let bytes = src.mem.bytes()[from].to_vec();
         self.get_mut(rkey)?.write_remote(va, &bytes)?;
-        Ok(crate::Landing::Copied)
+        Ok(false)
     }
 
     /// Region `lkey`'s bytes for a backend to put received payloads into (LOCAL_WRITE).

@@ -48,6 +48,7 @@ pub mod ims;
 pub mod ipv4;
 pub mod ipv6;
 pub mod oob;
+pub mod perftest;
 pub mod pfc;
 pub mod pixel;
 pub mod roce;

@@ -447,8 +447,12 @@ impl Receiver {
                     };
                     let l = ep.handle_landed(now, landed);
                     fast.landed(&a, l);
-                    // a write without immediate completes nothing: its events wait for the
-                    // next drain, which takes them in order before any completion
+                    // accounted as handed over (the transport returns the placement rather
+                    // than queueing it), so before any completion a later drain takes
+                    if let Some(p) = l.placement() {
+                        t.placed(p.psn, p.va, p.len, p.crc);
+                        fast.note_placed(p.va, p.len);
+                    }
                     if completes {
                         t.drain(ep, Some(fast));
                         undrained = false;

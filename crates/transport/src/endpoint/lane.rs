@@ -62,7 +62,7 @@ impl Endpoint {
         stats.rx_datagrams += 1;
         *last_icrc = Some(status);
         sinks.landing = None;
-        q.uc_write_only_placed(psn, rkey, va, d.len, pcrc, sinks);
-        Some(Landing::InPlace)
+        let p = q.uc_write_only_placed(psn, rkey, va, d.len, pcrc, sinks);
+        Some(Landing::InPlace(Some(p)))
     }
 }

@@ -89,13 +89,43 @@ impl Datagram<'_> {
 #[must_use]
 #[non_exhaustive]
 pub enum Landing {
-    /// Verified and accepted where it landed: it was already where its RETH says.
-    InPlace,
+    /// Verified and accepted where it landed: it was already where its RETH says. Its
+    /// placement (`None` for a write of no bytes).
+    InPlace(Option<Placement>),
     /// Verified, accepted, and copied to where its RETH says.
-    Copied,
+    Copied(Placement),
     /// Not accepted (counted under the reason: ICRC, QP, P_Key, PSN, R_Key, access, bounds,
     /// malformed). The bytes where it landed are not data.
     Refused,
+}
+
+impl Landing {
+    /// What was placed, if anything.
+    pub fn placement(&self) -> Option<&Placement> {
+        match self {
+            Landing::InPlace(p) => p.as_ref(),
+            Landing::Copied(p) => Some(p),
+            Landing::Refused => None,
+        }
+    }
+}
+
+/// Where an accepted [`Landed`] payload now is: what [`crate::Event::Placed`] reports for a
+/// datagram, returned by [`Endpoint::handle_landed`] instead of queued (a receiver that lands
+/// payloads accounts for each as it hands it over, without a trip through the event queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Placement {
+    /// The packet's PSN.
+    pub psn: u32,
+    /// Region key.
+    pub rkey: u32,
+    /// Where.
+    pub va: u64,
+    /// How many bytes.
+    pub len: u32,
+    /// CRC-32 (IEEE) of those bytes, from the same pass that checked the ICRC.
+    pub crc: u32,
 }
 
 impl Endpoint {

@@ -110,8 +110,10 @@ pub struct QpInit {
     pub max_recv_wr: usize,
     /// Partition key (default 0xFFFF).
     pub pkey: u16,
-    /// Emit [`crate::Event::Placed`] for every WRITE payload placed (for receivers that
-    /// check data as it lands, e.g. a frame CRC).
+    /// Emit [`crate::Event::Placed`] for every WRITE payload placed from a datagram (for
+    /// receivers that check data as it lands, e.g. a frame CRC). A payload handed over
+    /// with [`crate::Endpoint::handle_landed`] is never queued: its [`crate::Placement`]
+    /// is returned, whatever this says.
     pub report_writes: bool,
     /// Emit [`crate::Event::WriteMessage`] for every WRITE message that ends here,
     /// delivered or not (for protocols that acknowledge messages themselves, e.g. IMS).

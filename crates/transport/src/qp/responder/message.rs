@@ -200,29 +200,34 @@ impl Qp {
         if plen > 0 {
             // checked against the whole message at its first packet; re-checked here in case
             // the region was deregistered in between
+            let va = m.va.wrapping_add(m.offset);
             let placed = match payload {
                 Payload::Bytes(b) => mrs
                     .get_mut(m.rkey)
-                    .and_then(|r| r.write_remote(m.va.wrapping_add(m.offset), b))
-                    .map(|()| crate::Landing::Copied),
+                    .and_then(|r| r.write_remote(va, b))
+                    .map(|()| false),
                 Payload::Landed { lkey, offset, .. } => {
-                    mrs.place_landed(m.rkey, m.va.wrapping_add(m.offset), plen, lkey, offset)
+                    mrs.place_landed(m.rkey, va, plen, lkey, offset)
                 }
             };
             match placed {
-                Ok(how) => {
+                Ok(in_place) => {
+                    let p = crate::Placement {
+                        psn: ib.bth.psn,
+                        rkey: m.rkey,
+                        va,
+                        len: plen as u32,
+                        crc: self.rx_payload_crc,
+                    };
                     if let Payload::Landed { .. } = payload {
-                        sinks.landing = Some(how);
-                    }
-                    if self.report_writes {
-                        sinks.events.push_back(Event::Placed {
-                            qpn: self.qpn,
-                            psn: ib.bth.psn,
-                            rkey: m.rkey,
-                            va: m.va.wrapping_add(m.offset),
-                            len: plen as u32,
-                            crc: self.rx_payload_crc,
+                        // returned by `handle_landed`, not queued
+                        sinks.landing = Some(if in_place {
+                            crate::Landing::InPlace(Some(p))
+                        } else {
+                            crate::Landing::Copied(p)
                         });
+                    } else if self.report_writes {
+                        sinks.events.push_back(Event::placed(self.qpn, p));
                     }
                 }
                 Err(e) => {
@@ -237,7 +242,7 @@ impl Qp {
             }
         }
         if plen == 0 && matches!(payload, Payload::Landed { .. }) {
-            sinks.landing = Some(crate::Landing::InPlace);
+            sinks.landing = Some(crate::Landing::InPlace(None));
         }
         m.offset += plen;
         if end {

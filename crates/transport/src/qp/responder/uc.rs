@@ -123,19 +123,9 @@ impl Qp {
         len: usize,
         payload_crc: u32,
         sinks: &mut Sinks,
-    ) {
+    ) -> crate::Placement {
         self.stats.rx_packets += 1;
         self.rx_payload_crc = payload_crc;
-        if self.report_writes {
-            sinks.events.push_back(Event::Placed {
-                qpn: self.qpn,
-                psn,
-                rkey,
-                va,
-                len: len as u32,
-                crc: payload_crc,
-            });
-        }
         self.resp.msn = psn::add(self.resp.msn, 1);
         self.resp.epsn = psn::add(psn, 1);
         self.stats.rx_bytes += len as u64;
@@ -146,5 +136,12 @@ impl Qp {
             len: len as u32,
         };
         self.report_message(sinks, id, MessageOutcome::Delivered);
+        crate::Placement {
+            psn,
+            rkey,
+            va,
+            len: len as u32,
+            crc: payload_crc,
+        }
     }
 }

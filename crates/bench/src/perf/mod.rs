@@ -1,0 +1,394 @@
+//! perftest's six tests — `ib_write_bw`, `ib_read_bw`, `ib_send_bw`, `ib_write_lat`,
+//! `ib_read_lat`, `ib_send_lat` — between two processes, each of which may be rocelink or
+//! perftest itself (over Linux rxe or a NIC): perftest's out-of-band exchange over TCP
+//! ([`rocelink_io::perftest::Oob`], in the order each test makes it, `docs/perf.md`), its
+//! QP attributes and buffer layout, and its measurements.
+//!
+//! [`Perf::new`] makes the endpoint, region and QP; [`Perf::run`] exchanges, connects and
+//! runs the test as the client (a server name given) or the server.
+
+mod run;
+mod stats;
+
+pub use stats::{BwRow, LatRow, bw_row, lat_row};
+
+use rocelink_io::perftest::Oob;
+use rocelink_io::udp::UdpSocket;
+use rocelink_runtime::Driver;
+use rocelink_transport::sim::Rng;
+use rocelink_transport::*;
+use rocelink_wire::oob::{gid_of, ip_of_gid};
+use rocelink_wire::perftest::{self as pt, KeyMsg};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// Which operation a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// SEND.
+    Send,
+}
+
+/// Bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `*_bw`.
+    Bw,
+    /// `*_lat`.
+    Lat,
+}
+
+/// One of the six tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Test {
+    /// The operation.
+    pub verb: Verb,
+    /// Bandwidth or latency.
+    pub kind: Kind,
+}
+
+impl Test {
+    /// perftest's name (`write_bw`, …).
+    pub fn name(&self) -> &'static str {
+        match (self.verb, self.kind) {
+            (Verb::Write, Kind::Bw) => "write_bw",
+            (Verb::Read, Kind::Bw) => "read_bw",
+            (Verb::Send, Kind::Bw) => "send_bw",
+            (Verb::Write, Kind::Lat) => "write_lat",
+            (Verb::Read, Kind::Lat) => "read_lat",
+            (Verb::Send, Kind::Lat) => "send_lat",
+        }
+    }
+
+    /// Parse perftest's name.
+    pub fn parse(s: &str) -> Option<Test> {
+        let (verb, kind) = s.split_once('_')?;
+        let verb = match verb {
+            "write" => Verb::Write,
+            "read" => Verb::Read,
+            "send" => Verb::Send,
+            _ => return None,
+        };
+        let kind = match kind {
+            "bw" => Kind::Bw,
+            "lat" => Kind::Lat,
+            _ => return None,
+        };
+        Some(Test { verb, kind })
+    }
+
+    /// The title perftest prints ("RDMA_Write BW Test").
+    pub fn title(&self) -> String {
+        let v = match self.verb {
+            Verb::Write => "RDMA_Write",
+            Verb::Read => "RDMA_Read",
+            Verb::Send => "Send",
+        };
+        let k = match self.kind {
+            Kind::Bw => "BW",
+            Kind::Lat => "Latency",
+        };
+        format!("{v} {k} Test")
+    }
+}
+
+/// How a test runs (perftest's options).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PerfConfig {
+    /// The test.
+    pub test: Test,
+    /// RC or UC (UC: WRITE and SEND only, as in perftest).
+    pub conn: QpType,
+    /// Message sizes: one (`-s`), or every power of two 2..2^23 (`-a`).
+    pub sizes: Vec<usize>,
+    /// Iterations per size (`-n`).
+    pub iters: u64,
+    /// Run each size this long instead (`-D`); iterations are what completed.
+    pub duration: Option<Duration>,
+    /// Send queue depth (`-t`).
+    pub tx_depth: usize,
+    /// Receive queue depth (`-r`, SEND tests).
+    pub rx_depth: usize,
+    /// Path MTU (`-m`); the smaller of both sides wins.
+    pub mtu: Mtu,
+    /// Outstanding READs this side accepts (`-o`).
+    pub out_reads: u16,
+    /// Give up on a silent peer after this long.
+    pub timeout: Duration,
+}
+
+impl PerfConfig {
+    /// perftest's defaults for `test`: 65536 bytes (BW) or 2 (LAT), 5000 iterations for
+    /// WRITE BW and 1000 otherwise, TX depth 128 (BW) or 1, RX depth 512, MTU 4096, 16
+    /// outstanding READs.
+    pub fn new(test: Test) -> PerfConfig {
+        let bw = test.kind == Kind::Bw;
+        PerfConfig {
+            test,
+            conn: QpType::Rc,
+            sizes: vec![if bw { 65_536 } else { 2 }],
+            iters: if bw && test.verb == Verb::Write {
+                5000
+            } else {
+                1000
+            },
+            duration: None,
+            tx_depth: if bw { 128 } else { 1 },
+            rx_depth: 512,
+            mtu: Mtu::M4096,
+            out_reads: 16,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Every size perftest's `-a` runs: 2, 4, … 2^23.
+    pub fn all_sizes() -> Vec<usize> {
+        (1..24).map(|i| 1usize << i).collect()
+    }
+
+    /// Refuse what perftest refuses, before anything is bound.
+    pub fn check(&self) -> Result<(), String> {
+        if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
+            return Err("message size must be in 1..=1 GiB".into());
+        }
+        if self.conn == QpType::Ud {
+            return Err("-c UD is not supported yet (RC and UC are)".into());
+        }
+        if self.conn == QpType::Uc && self.test.verb == Verb::Read {
+            return Err("READ needs RC (perftest refuses -c UC for read tests too)".into());
+        }
+        if self.iters == 0 && self.duration.is_none() {
+            return Err("iterations must be at least 1".into());
+        }
+        if self.test.kind == Kind::Lat && self.test.verb == Verb::Write && self.sizes.contains(&1) {
+            return Err("write_lat needs messages of at least 2 bytes".into());
+        }
+        if !(1..=8192).contains(&self.tx_depth) || !(1..=8192).contains(&self.rx_depth) {
+            return Err("tx and rx depth must be in 1..=8192".into());
+        }
+        Ok(())
+    }
+
+    fn max_size(&self) -> usize {
+        self.sizes.iter().copied().max().unwrap_or(1)
+    }
+}
+
+/// perftest's cycle buffer (a page) and cache line.
+const CYCLE_BUFFER: usize = 4096;
+const CACHE_LINE: usize = 64;
+
+/// One side of a test: the RoCE socket's endpoint, one QP and its buffer — two halves of
+/// `BUFF_SIZE` as perftest lays them out: the first sends from (and READs into), the second
+/// is where the peer WRITEs (its address goes in the key string) and SENDs land.
+pub struct Perf {
+    cfg: PerfConfig,
+    ep: Endpoint,
+    drv: Driver,
+    qpn: u32,
+    cq: CqId,
+    mr: MrKeys,
+    half: usize,
+    base: u64,
+    psn: u32,
+    ip: IpAddr,
+}
+
+/// What a finished run measured: one row per size (this side's), and the peer's
+/// bandwidth report where perftest exchanges one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Bandwidth rows (a WRITE/READ server's are the client's, as perftest prints them).
+    Bw(Vec<BwRow>),
+    /// Latency rows (the client's; a passive READ server has none).
+    Lat(Vec<LatRow>),
+}
+
+impl std::fmt::Debug for Perf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Perf")
+            .field("test", &self.cfg.test)
+            .field("qpn", &self.qpn)
+            .field("ip", &self.ip)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Perf {
+    /// The endpoint on `sock` (whose address goes in the key string's GID), one QP and the
+    /// buffer for the largest size.
+    pub fn new(cfg: PerfConfig, sock: UdpSocket) -> io::Result<Perf> {
+        cfg.check()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let local = sock.local_addr();
+        let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
+        let half = cfg.max_size().max(CYCLE_BUFFER);
+        let base = 0x5_0000_0000u64;
+        let mr = ep.register_mr(
+            vec![0u8; 2 * half].into_boxed_slice(),
+            base,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        );
+        let cq = ep.create_cq();
+        let qpn = ep
+            .create_qp(QpInit {
+                max_send_wr: cfg.tx_depth.max(16),
+                max_recv_wr: cfg.rx_depth.max(16),
+                send_cq: cq,
+                recv_cq: cq,
+                ..QpInit::new(cfg.conn)
+            })
+            .map_err(io::Error::other)?;
+        ep.modify_qp(qpn, Modify::Init { qkey: pt::UD_QKEY })
+            .map_err(io::Error::other)?;
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let psn = (Rng::new(seed ^ u64::from(qpn)).next_u64() & 0xFF_FFFF) as u32;
+        let mut drv = Driver::new(sock);
+        drv.set_gso(true);
+        Ok(Perf {
+            cfg,
+            ep,
+            drv,
+            qpn,
+            cq,
+            mr,
+            half,
+            base,
+            psn,
+            ip: local.ip(),
+        })
+    }
+
+    /// This side's key string.
+    pub fn key(&self) -> KeyMsg {
+        KeyMsg {
+            lid: 0,
+            out_reads: self.cfg.out_reads,
+            qpn: self.qpn,
+            psn: self.psn,
+            rkey: self.mr.rkey,
+            vaddr: self.base + self.half as u64,
+            gid: Some(gid_of(self.ip)),
+            srqn: 0,
+        }
+    }
+
+    /// The endpoint (counters).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.ep
+    }
+
+    /// The QP.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// Bring the QP to RTS towards `rem` at the negotiated MTU, with perftest's attributes
+    /// (ACK timeout 14 ≈ 67 ms, 7 retries, RNR timer 12).
+    fn connect(&mut self, rem: &KeyMsg, mtu: Mtu) -> io::Result<()> {
+        let ip = rem.gid.and_then(ip_of_gid).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the peer's key string has no GID (an InfiniBand peer): RoCE needs one",
+            )
+        })?;
+        self.ep
+            .modify_qp(
+                self.qpn,
+                Modify::Rtr {
+                    remote: Some(SocketAddr::new(ip, rocelink_wire::ROCE_V2_PORT)),
+                    dest_qpn: rem.qpn,
+                    rq_psn: rem.psn,
+                    mtu,
+                    min_rnr_timer: 12,
+                },
+            )
+            .map_err(io::Error::other)?;
+        self.ep
+            .modify_qp(
+                self.qpn,
+                Modify::Rts {
+                    sq_psn: self.psn,
+                    timeout: Duration::from_micros(67_109),
+                    retry_cnt: 7,
+                    rnr_retry: 7,
+                },
+            )
+            .map_err(io::Error::other)
+    }
+
+    /// Exchange with the peer over `oob` (connected, or accepted: that decides who is the
+    /// client), connect, and run the test; `show` gets the address lines once they are
+    /// known; `stop` (Ctrl-C) ends the test early.
+    pub fn run(
+        &mut self,
+        mut oob: Oob,
+        stop: &AtomicBool,
+        show: &mut dyn FnMut(&Addresses),
+    ) -> io::Result<Outcome> {
+        oob.versions()?;
+        oob.sys_data(CYCLE_BUFFER as i32, CACHE_LINE as i32)?;
+        let mine = mtu_enum(self.cfg.mtu);
+        let mtu = mtu_of(oob.mtu(mine)?);
+        let me = self.key();
+        let test = self.cfg.test;
+        // the key strings: write_lat and read_lat make one hand-shake more first
+        if test.kind == Kind::Lat && test.verb != Verb::Send {
+            oob.hand_shake(&me)?;
+        }
+        let rem = oob.hand_shake(&me)?;
+        self.connect(&rem, mtu)?;
+        // send tests hand-shake once after RTR, then print; the others print, then make
+        // their "remote address" hand-shake and one after RTR
+        if test.verb == Verb::Send {
+            oob.hand_shake(&me)?;
+        }
+        let rem = oob.hand_shake(&me)?;
+        show(&Addresses {
+            local: me,
+            remote: rem,
+            mtu,
+            peer_version: oob.peer_version_str.clone(),
+        });
+        if test.verb != Verb::Send {
+            oob.hand_shake(&me)?;
+        }
+        run::test(self, &mut oob, &me, &rem, stop)
+    }
+}
+
+/// What both sides learnt in the exchange, for perftest's address lines.
+#[derive(Debug, Clone)]
+pub struct Addresses {
+    /// This side's key string.
+    pub local: KeyMsg,
+    /// The peer's.
+    pub remote: KeyMsg,
+    /// The MTU both use.
+    pub mtu: Mtu,
+    /// The peer's perftest version string.
+    pub peer_version: String,
+}
+
+fn mtu_enum(m: Mtu) -> u8 {
+    pt::mtu_enum(m.bytes()).unwrap_or(5)
+}
+
+fn mtu_of(e: u8) -> Mtu {
+    match e {
+        1 => Mtu::M256,
+        2 => Mtu::M512,
+        3 => Mtu::M1024,
+        4 => Mtu::M2048,
+        _ => Mtu::M4096,
+    }
+}
