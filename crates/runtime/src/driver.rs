@@ -262,13 +262,15 @@ impl<B: Backend> Driver<B> {
         loop {
             let now = Instant::now();
             ep.handle_timeout(now);
-            let all_sent = self.flush(ep, now)?;
+            self.flush(ep, now)?;
             if done(ep) {
                 return Ok(true);
             }
             if now >= deadline {
                 return Ok(false);
             }
+            // what `done` posted goes out before any sleep
+            let all_sent = self.flush(ep, now)?;
             // with everything sent, sleep in the receive call itself until a datagram, the
             // next timer or the deadline (one system call); otherwise look without sleeping
             // and then wait briefly for room or data
