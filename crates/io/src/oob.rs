@@ -27,14 +27,14 @@ fn read_msg(s: &mut TcpStream) -> io::Result<PingpongDest> {
     PingpongDest::decode(&b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// The client side: connect to `server` (from `bind`, if given), then `make_local` (given
-/// this side's IP on the connection) builds the address to send.
-pub fn client(
+/// A TCP connection to `server` (from `bind`, if given) within `timeout`, reads waiting up to
+/// `timeout`; errors name the address (`what` goes before it: "the perftest server at ").
+pub(crate) fn connect(
     server: SocketAddr,
     bind: Option<IpAddr>,
     timeout: Duration,
-    make_local: impl FnOnce(IpAddr) -> io::Result<PingpongDest>,
-) -> io::Result<Exchanged> {
+    what: &str,
+) -> io::Result<TcpStream> {
     let sock = socket2::Socket::new(
         socket2::Domain::for_address(server),
         socket2::Type::STREAM,
@@ -45,9 +45,21 @@ pub fn client(
             .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {ip}: {e}")))?;
     }
     sock.connect_timeout(&server.into(), timeout)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {server}: {e}")))?;
-    let mut s: TcpStream = sock.into();
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {what}{server}: {e}")))?;
+    let s: TcpStream = sock.into();
     s.set_read_timeout(Some(timeout))?;
+    Ok(s)
+}
+
+/// The client side: connect to `server` (from `bind`, if given), then `make_local` (given
+/// this side's IP on the connection) builds the address to send.
+pub fn client(
+    server: SocketAddr,
+    bind: Option<IpAddr>,
+    timeout: Duration,
+    make_local: impl FnOnce(IpAddr) -> io::Result<PingpongDest>,
+) -> io::Result<Exchanged> {
+    let mut s = connect(server, bind, timeout, "")?;
     let local_ip = s.local_addr()?.ip();
     let me = make_local(local_ip)?;
     s.write_all(&me.encode())?;

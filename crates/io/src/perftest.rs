@@ -32,23 +32,7 @@ impl Oob {
     /// Connect to a server at `server` (from `bind`, if given), waiting up to `timeout` for
     /// the connection and for each message.
     pub fn connect(server: SocketAddr, bind: Option<IpAddr>, timeout: Duration) -> io::Result<Oob> {
-        let sock = socket2::Socket::new(
-            socket2::Domain::for_address(server),
-            socket2::Type::STREAM,
-            None,
-        )?;
-        if let Some(ip) = bind {
-            sock.bind(&SocketAddr::new(ip, 0).into())
-                .map_err(|e| io::Error::new(e.kind(), format!("cannot bind {ip}: {e}")))?;
-        }
-        sock.connect_timeout(&server.into(), timeout).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot connect to the perftest server at {server}: {e}"),
-            )
-        })?;
-        let s: TcpStream = sock.into();
-        s.set_read_timeout(Some(timeout))?;
+        let s = crate::oob::connect(server, bind, timeout, "the perftest server at ")?;
         s.set_nodelay(true)?;
         Ok(Oob {
             s,

@@ -384,11 +384,7 @@ fn mtu_enum(m: Mtu) -> u8 {
 }
 
 fn mtu_of(e: u8) -> Mtu {
-    match e {
-        1 => Mtu::M256,
-        2 => Mtu::M512,
-        3 => Mtu::M1024,
-        4 => Mtu::M2048,
-        _ => Mtu::M4096,
-    }
+    pt::mtu_bytes(e)
+        .and_then(Mtu::from_bytes)
+        .unwrap_or(Mtu::M4096)
 }

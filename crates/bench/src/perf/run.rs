@@ -24,6 +24,26 @@ fn failed(what: &str, wc: &WorkCompletion) -> io::Error {
     ))
 }
 
+/// How a latency loop ended: its error, Ctrl-C, or not done by its deadline (`unfinished`
+/// says how far it got) — or fine.
+fn ended(
+    err: Option<io::Error>,
+    stop: &AtomicBool,
+    done: bool,
+    unfinished: impl FnOnce() -> String,
+) -> io::Result<()> {
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if stop.load(Ordering::Relaxed) {
+        return Err(stopped());
+    }
+    if !done {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, unfinished()));
+    }
+    Ok(())
+}
+
 fn stopped() -> io::Error {
     io::Error::new(io::ErrorKind::Interrupted, "stopped (Ctrl-C)")
 }
@@ -133,6 +153,11 @@ impl Perf {
             va: self.base + off as u64,
             len: size as u32,
         }
+    }
+
+    /// A latency run's limit: the exchange timeout, at least a minute.
+    fn lat_deadline(&self) -> Instant {
+        Instant::now() + self.cfg.timeout.max(Duration::from_secs(60))
     }
 
     fn deadline(&self) -> Instant {
@@ -318,7 +343,7 @@ impl Perf {
         let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
         let mut posted = Vec::with_capacity(iters as usize);
         let mut err = None;
-        let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_secs(60));
+        let deadline = self.lat_deadline();
         let Perf { ep, drv, .. } = self;
         // the server writes first
         let mut waiting = client;
@@ -355,18 +380,9 @@ impl Perf {
             waiting = rcnt < iters;
             scnt >= iters && rcnt >= iters && ccnt >= iters
         })?;
-        if let Some(e) = err {
-            return Err(e);
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(stopped());
-        }
-        if !done {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("write_lat: {rcnt} of {iters} answers came"),
-            ));
-        }
+        ended(err, stop, done, || {
+            format!("write_lat: {rcnt} of {iters} answers came")
+        })?;
         Ok(lat_row(size, &posted, Instant::now(), 2.0))
     }
 
@@ -393,7 +409,7 @@ impl Perf {
         let mut posted = Vec::with_capacity(iters as usize);
         let mut ccnt = 0u64;
         let mut err = None;
-        let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_secs(60));
+        let deadline = self.lat_deadline();
         let Perf { ep, drv, .. } = self;
         let mut end = Instant::now();
         let done = drv.run(ep, deadline, |ep| {
@@ -417,18 +433,7 @@ impl Perf {
             }
             false
         })?;
-        if let Some(e) = err {
-            return Err(e);
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(stopped());
-        }
-        if !done {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "read_lat did not finish",
-            ));
-        }
+        ended(err, stop, done, || "read_lat did not finish".into())?;
         Ok(lat_row(size, &posted, end, 1.0))
     }
 
@@ -460,7 +465,7 @@ impl Perf {
         let mut posted = Vec::with_capacity(iters as usize);
         let mut err = None;
         let mut turn = client;
-        let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_secs(60));
+        let deadline = self.lat_deadline();
         let Perf { ep, drv, .. } = self;
         let done = drv.run(ep, deadline, |ep| {
             while let Some(wc) = ep.poll_cq(cq) {
@@ -495,18 +500,9 @@ impl Perf {
             }
             scnt >= iters && rcnt >= iters
         })?;
-        if let Some(e) = err {
-            return Err(e);
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Err(stopped());
-        }
-        if !done {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("send_lat: {rcnt} of {iters} messages came"),
-            ));
-        }
+        ended(err, stop, done, || {
+            format!("send_lat: {rcnt} of {iters} messages came")
+        })?;
         Ok(lat_row(size, &posted, Instant::now(), 2.0))
     }
 }
