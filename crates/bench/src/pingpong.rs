@@ -350,6 +350,7 @@ impl Pingpong {
         let elapsed = start.elapsed();
         let linger = Instant::now() + Duration::from_millis(if reliable { 200 } else { 20 });
         self.drv.run(ep, linger, |_| false)?;
+        self.drv.publish(ep);
         if !client && rcnt < iters {
             lost = iters - rcnt;
         }

@@ -17,6 +17,7 @@ mod receive;
 mod record;
 mod shots;
 mod sinks;
+mod stats;
 mod stop;
 mod trigger;
 
@@ -73,6 +74,9 @@ enum Cmd {
     Shots(shots::ShotsArgs),
     /// Trigger-to-shot round trip per shot size: min/median/p99/max and a histogram.
     Trigger(trigger::TriggerArgs),
+    /// Network counters of a running rocelink process (its control socket), as the table
+    /// printed at exit, JSON or Prometheus text.
+    Stats(stats::StatsArgs),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
         Cmd::Probe(a) => shots::probe(&a),
         Cmd::Shots(a) => shots::shots(&a),
         Cmd::Trigger(a) => trigger::trigger(&a),
+        Cmd::Stats(a) => stop::StopFlag::install().and_then(|s| stats::stats(&a, &s)),
     };
     match result {
         Ok(code) => code,

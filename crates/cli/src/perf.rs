@@ -2,6 +2,7 @@
 //! `ib_write_lat`, `ib_read_lat` and `ib_send_lat` on rocelink's transport, with perftest's
 //! options, exchange (TCP 18515) and output, so either side may be perftest itself.
 
+use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
 use rocelink_bench::perf::{Addresses, Kind, Outcome, Perf, PerfConfig, Test};
 use rocelink_bench::pingpong::bind_roce;
@@ -46,9 +47,11 @@ pub(crate) struct Args {
     /// Run each size for this many seconds instead of a number of iterations (bandwidth).
     #[arg(short = 'D', long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     duration: Option<u64>,
-    /// Path MTU (256..4096; the smaller of both sides is used).
-    #[arg(short = 'm', long, default_value_t = 4096)]
-    mtu: usize,
+    /// Path MTU (256..4096; the smaller of both sides is used). Default: the port's active
+    /// MTU as Linux rxe derives it from the interface's (1024 at 1500, 4096 at 9000 and on
+    /// loopback).
+    #[arg(short = 'm', long)]
+    mtu: Option<usize>,
     /// Send queue depth (default 128 for bandwidth, 1 for latency).
     #[arg(short = 't', long, value_parser = clap::value_parser!(u64).range(1..=8192))]
     tx_depth: Option<u64>,
@@ -92,6 +95,8 @@ pub(crate) struct Args {
     /// Print each result row (and the counters) as one JSON line instead of perftest's text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    counters: CounterArgs,
 }
 
 fn parse_test(s: &str) -> Result<Test, String> {
@@ -124,9 +129,11 @@ fn config(a: &Args) -> Result<PerfConfig> {
         }
         c.duration = Some(Duration::from_secs(d));
     }
-    c.mtu = Mtu::from_bytes(a.mtu)
-        .filter(|m| m.bytes() <= 4096)
-        .ok_or_else(|| anyhow!("MTU must be 256, 512, 1024, 2048 or 4096"))?;
+    if let Some(m) = a.mtu {
+        c.mtu = Mtu::from_bytes(m)
+            .filter(|m| m.bytes() <= 4096)
+            .ok_or_else(|| anyhow!("MTU must be 256, 512, 1024, 2048 or 4096"))?;
+    }
     if let Some(t) = a.tx_depth {
         c.tx_depth = t as usize;
     }
@@ -141,7 +148,8 @@ fn config(a: &Args) -> Result<PerfConfig> {
 }
 
 pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
-    let cfg = config(a)?;
+    let mut cfg = config(a)?;
+    let counters = Counters::start(&format!("perf {}", cfg.test.name()), &a.counters)?;
     let oob = if let Some(server) = &a.server {
         let addr = (server.as_str(), a.port)
             .to_socket_addrs()
@@ -163,8 +171,14 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         Oob::accept(&l, Some(cfg.timeout)).context("waiting for the client")?
     };
     let local_ip = a.bind.unwrap_or(oob.addrs()?.0.ip());
+    if a.mtu.is_none() {
+        // as perftest takes the port's active MTU: rxe's rule over the interface's MTU
+        let link = rocelink_io::net::mtu_for_ip(local_ip).unwrap_or(1500);
+        cfg.mtu = Mtu::for_link(link);
+    }
     let (sock, _) = bind_roce(local_ip, a.roce_port, a.bind.is_some())?;
     let mut p = Perf::new(cfg.clone(), sock)?;
+    p.publish_to(counters.board.clone());
     let json = a.json;
     let gbits = a.report_gbits;
     let mut show = |x: &Addresses| {
@@ -172,11 +186,18 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
             header(&cfg, x);
         }
     };
-    let out = p
-        .run(oob, &stop.arc(), &mut show)
-        .context(format!("perf {}", cfg.test.name()))?;
+    let out = p.run(oob, &stop.arc(), &mut show);
+    // the counters also when the test failed: they say why (retransmissions, refusals)
+    counters.board.set_link(p.link());
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => {
+            counters.print(false, false);
+            return Err(e).context(format!("perf {}", cfg.test.name()));
+        }
+    };
     print_rows(&out, gbits, json);
-    print_counters(&p, json);
+    counters.print(json, false);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -316,42 +337,5 @@ fn print_rows(out: &Outcome, gbits: bool, json: bool) {
     }
     if !json {
         println!("{LINE}");
-    }
-}
-
-fn print_counters(p: &Perf, json: bool) {
-    let e = p.endpoint().stats();
-    let q = p.endpoint().qp_stats(p.qpn()).unwrap_or_default();
-    if json {
-        println!(
-            "{{\"counters\":{{\"rx_datagrams\":{},\"icrc_errors\":{},\"unknown_qp\":{},\"tx_packets\":{},\"rx_packets\":{},\"retransmissions\":{},\"naks_sent\":{},\"naks_received\":{},\"psn_gaps\":{},\"duplicates\":{},\"access_violations\":{},\"drops\":{}}}}}",
-            e.rx_datagrams,
-            e.icrc_errors,
-            e.unknown_qp,
-            q.tx_packets,
-            q.rx_packets,
-            q.retransmissions,
-            q.naks_sent,
-            q.naks_received,
-            q.psn_gaps,
-            q.duplicates,
-            q.access_violations,
-            q.drops
-        );
-    } else {
-        eprintln!(
-            "rocelink: QP {:#x}: {} packets sent, {} received; retransmissions {}, NAKs sent {}/received {}, PSN gaps {}, duplicates {}, R_Key/bounds refusals {}, drops {}; ICRC errors {}",
-            p.qpn(),
-            q.tx_packets,
-            q.rx_packets,
-            q.retransmissions,
-            q.naks_sent,
-            q.naks_received,
-            q.psn_gaps,
-            q.duplicates,
-            q.access_violations,
-            q.drops,
-            e.icrc_errors
-        );
     }
 }

@@ -8,6 +8,7 @@
 //! are counted as lost instead of hanging (the real tools hang); `--check` stamps and
 //! verifies every payload; a last line reports losses and ICRC verification.
 
+use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
 use rocelink_bench::pingpong::{Pingpong, PingpongConfig, bind_roce};
 use rocelink_io::oob;
@@ -74,6 +75,11 @@ pub(crate) struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value = "120", value_parser = crate::args::secs)]
     time_limit: Duration,
+    /// Do not print the counters table at exit.
+    #[arg(long)]
+    quiet: bool,
+    #[command(flatten)]
+    counters: CounterArgs,
 }
 
 /// Exchange QP addresses (rdma-core's TCP exchange, `rocelink_io::oob`).
@@ -133,6 +139,10 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     if args.kind == Kind::Ud && cfg.size > mtu.bytes() {
         bail!("Requested size larger than port MTU ({})", mtu.bytes());
     }
+    let counters = Counters::start(
+        &format!("pingpong {:?}", args.kind).to_lowercase(),
+        &args.counters,
+    )?;
     let mut rng = Rng::new(
         std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ seed_time(),
     );
@@ -187,6 +197,8 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         pp.driver_mut()
             .set_tap(Tap::new(Box::new(std::io::BufWriter::new(f)))?);
     }
+    pp.driver_mut()
+        .publish_to(counters.board.clone(), "pingpong");
     let remote_ip = ip_of_gid(peer.gid).unwrap_or(tcp_peer);
     let remote = SocketAddr::new(remote_ip, args.roce_port);
     if args.server.is_some() {
@@ -224,6 +236,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         qs.naks_received,
         qs.drops
     );
+    counters.print(false, args.quiet);
     if r.corrupt > 0 {
         return Ok(ExitCode::from(1));
     }

@@ -26,6 +26,10 @@ impl StopFlag {
     pub(crate) fn never() -> StopFlag {
         StopFlag(Arc::new(AtomicBool::new(false)))
     }
+    /// Whether a signal came.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
     /// The shared flag, for threads that poll it.
     pub(crate) fn arc(&self) -> Arc<AtomicBool> {
         self.0.clone()

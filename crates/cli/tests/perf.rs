@@ -101,11 +101,12 @@ fn all_six_tests_run_between_two_processes() {
         );
         assert!(server.contains(" GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:96"));
         // the counters: every message went once, nothing was refused
-        let c = &rows[1]["counters"];
+        let c = &rows[1]["counters"]["links"][0]["net"];
         assert_eq!(c["retransmissions"], 0, "{test}: {c}");
         assert_eq!(c["icrc_errors"], 0, "{test}: {c}");
         assert_eq!(c["access_violations"], 0, "{test}: {c}");
-        assert!(c["tx_packets"].as_u64().unwrap() >= 300, "{test}: {c}");
+        assert!(c["ibv_tx"].as_u64().unwrap() >= 300, "{test}: {c}");
+        assert_eq!(c["roce_rx"], c["rx_packets"], "{test}: {c}");
     }
 }
 

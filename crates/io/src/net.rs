@@ -1,11 +1,45 @@
-//! Interface facts the HSB host needs: the MAC address that owns a local IP.
+//! Interface facts: the MAC address and the MTU of the interface that owns a local IP.
 
 use rocelink_wire::bytes::Mac;
 use std::ffi::CStr;
 use std::net::IpAddr;
 
+/// The MTU of the interface that has `ip` (`SIOCGIFMTU`), if any has it.
+pub fn mtu_for_ip(ip: IpAddr) -> Option<usize> {
+    let (name, _) = interface_of(ip)?;
+    let mut req: libc::ifreq = zeroed_ifreq();
+    if name.len() >= req.ifr_name.len() {
+        return None;
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(&name) {
+        *d = *s as libc::c_char;
+    }
+    let sock = std::net::UdpSocket::bind(("0.0.0.0", 0)).ok()?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: SIOCGIFMTU reads the NUL-terminated name in `req` (zeroed past it) and
+    // writes the MTU into its union; `req` lives across the call.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFMTU, &mut req) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: after a successful SIOCGIFMTU the union holds `ifru_mtu`.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    usize::try_from(mtu).ok()
+}
+
+fn zeroed_ifreq() -> libc::ifreq {
+    // SAFETY: `ifreq` is plain C data (a name array and a union of integers and
+    // sockaddrs) for which all-zero bytes are a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
 /// The MAC of the interface that has `ip`, if any (loopback: all zeros).
 pub fn mac_for_ip(ip: IpAddr) -> Option<Mac> {
+    interface_of(ip).map(|(_, mac)| mac)
+}
+
+/// The name of the interface that has `ip` and its MAC (loopback: all zeros).
+fn interface_of(ip: IpAddr) -> Option<(Vec<u8>, Mac)> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
@@ -50,11 +84,11 @@ pub fn mac_for_ip(ip: IpAddr) -> Option<Mac> {
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
     let name = name_of_ip?;
-    Some(
-        macs.into_iter()
-            .find(|(n, _)| *n == name)
-            .map_or(Mac([0; 6]), |(_, m)| m),
-    )
+    let mac = macs
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map_or(Mac([0; 6]), |(_, m)| m);
+    Some((name, mac))
 }
 
 /// Pin the calling thread to `cpu`.
@@ -144,5 +178,21 @@ mod tests {
     fn loopback_has_a_zero_mac_and_unknown_ips_none() {
         assert_eq!(mac_for_ip("127.0.0.1".parse().unwrap()), Some(Mac([0; 6])));
         assert_eq!(mac_for_ip("192.0.2.77".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn loopback_mtu_is_the_kernels() {
+        // the kernel's own figure for lo, read the other way
+        let sys: usize = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .map(|s| s.trim().parse().unwrap_or(0))
+            .unwrap_or(0);
+        let got = mtu_for_ip("127.0.0.1".parse().unwrap_or(IpAddr::from([127, 0, 0, 1])));
+        if sys > 0 {
+            assert_eq!(got, Some(sys));
+        } else {
+            assert!(got.is_some_and(|m| m >= 1280));
+        }
+        // an address no interface has
+        assert_eq!(mtu_for_ip(IpAddr::from([192, 0, 2, 77])), None);
     }
 }

@@ -3,6 +3,7 @@
 //! runs, batches), receives in batches (GRO super-datagrams split in place), runs its
 //! timers, and optionally records every datagram to a pcap.
 
+use crate::counters::{Board, Link};
 use rocelink_io::backend::{Backend, Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpSocket};
@@ -85,7 +86,12 @@ pub struct Driver<B: Backend = UdpSocket> {
     tx: Transmitter,
     /// Counters.
     pub stats: DriverStats,
+    /// Where the counters go, under which link name, and when next.
+    publish: Option<(Board, String, Instant)>,
 }
+
+/// How often a driver publishes its counters while it runs.
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 impl Driver<UdpSocket> {
     /// Wrap a bound socket (64 receive buffers; 64 KiB each with GRO).
@@ -107,6 +113,36 @@ impl<B: Backend> Driver<B> {
             resume: 0,
             tx: Transmitter::new(true),
             stats: DriverStats::default(),
+            publish: None,
+        }
+    }
+
+    /// Publish the counters of the endpoint it runs (and its own) to `board` as link
+    /// `name`, about every [`PUBLISH_EVERY`] while it runs and on [`Driver::publish`].
+    pub fn publish_to(&mut self, board: Board, name: &str) {
+        self.publish = Some((board, name.to_owned(), Instant::now()));
+    }
+
+    /// The counters of `ep` over this driver, as link `name`.
+    pub fn link(&self, name: &str, ep: &Endpoint) -> Link {
+        let mut l = Link::of(name, ep, self.stats.rx_segments, self.stats.tx_datagrams);
+        l.set("tx_stalls", self.stats.tx_stalls);
+        l
+    }
+
+    /// Publish now (to the board of [`Driver::publish_to`], if any).
+    pub fn publish(&mut self, ep: &Endpoint) {
+        if let Some((board, name, _)) = &self.publish {
+            board.set_link(self.link(name, ep));
+        }
+        if let Some(p) = self.publish.as_mut() {
+            p.2 = Instant::now() + PUBLISH_EVERY;
+        }
+    }
+
+    fn publish_due(&mut self, ep: &Endpoint, now: Instant) {
+        if matches!(&self.publish, Some((_, _, next)) if now >= *next) {
+            self.publish(ep);
         }
     }
 
@@ -263,6 +299,7 @@ impl<B: Backend> Driver<B> {
             let now = Instant::now();
             ep.handle_timeout(now);
             self.flush(ep, now)?;
+            self.publish_due(ep, now);
             if done(ep) {
                 return Ok(true);
             }

@@ -6,6 +6,8 @@
 //! `rocelink-io` stays free of the transport; this crate is where the two meet.
 #![warn(missing_docs)]
 
+pub mod control;
+pub mod counters;
 pub mod driver;
 pub mod run;
 

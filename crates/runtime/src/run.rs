@@ -69,6 +69,7 @@ pub fn drive<B: Backend, R: Role>(
         role.poll(ep, now)?;
         if ended || role.finished() || deadline.is_some_and(|d| now >= d) {
             drv.run(ep, now + Duration::from_millis(20), |_| false)?;
+            drv.publish(ep);
             return Ok(());
         }
         if now >= shown + every {

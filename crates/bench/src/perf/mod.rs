@@ -15,6 +15,7 @@ pub use stats::{BwRow, LatRow, bw_row, lat_row};
 use rocelink_io::perftest::Oob;
 use rocelink_io::udp::UdpSocket;
 use rocelink_runtime::Driver;
+use rocelink_runtime::counters::{Board, Link};
 use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
 use rocelink_wire::oob::{gid_of, ip_of_gid};
@@ -285,6 +286,16 @@ impl Perf {
     /// The endpoint (counters).
     pub fn endpoint(&self) -> &Endpoint {
         &self.ep
+    }
+
+    /// Publish the counters to `board` (link "perf") while the test runs.
+    pub fn publish_to(&mut self, board: Board) {
+        self.drv.publish_to(board, "perf");
+    }
+
+    /// The counters now.
+    pub fn link(&self) -> Link {
+        self.drv.link("perf", &self.ep)
     }
 
     /// The QP.

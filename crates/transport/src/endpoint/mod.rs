@@ -404,6 +404,11 @@ impl Endpoint {
         self.qps.get(&qpn).map(|q| q.state)
     }
 
+    /// The QPs, in creation order.
+    pub fn qp_numbers(&self) -> &[u32] {
+        &self.order
+    }
+
     /// A QP's counters.
     pub fn qp_stats(&self, qpn: u32) -> Option<QpStats> {
         self.qps.get(&qpn).map(|q| q.stats)

@@ -86,6 +86,26 @@ impl Mtu {
             _ => return None,
         })
     }
+    /// The active MTU Linux rxe gives a port over a link of `link_mtu` bytes: the largest
+    /// InfiniBand MTU that fits once 80 bytes of headers (rxe's `RXE_MAX_HDR_LENGTH`) are
+    /// taken off, 256 at the least — 1024 at 1500, 4096 at 9000 and on loopback.
+    ///
+    /// ```
+    /// use rocelink_transport::Mtu;
+    /// assert_eq!(Mtu::for_link(1500), Mtu::M1024);
+    /// assert_eq!(Mtu::for_link(2127), Mtu::M1024);
+    /// assert_eq!(Mtu::for_link(2128), Mtu::M2048);
+    /// assert_eq!(Mtu::for_link(9000), Mtu::M4096);
+    /// assert_eq!(Mtu::for_link(65_536), Mtu::M4096);
+    /// assert_eq!(Mtu::for_link(576), Mtu::M256);
+    /// ```
+    pub fn for_link(link_mtu: usize) -> Mtu {
+        let room = link_mtu.saturating_sub(80);
+        [Mtu::M4096, Mtu::M2048, Mtu::M1024, Mtu::M512]
+            .into_iter()
+            .find(|m| m.bytes() <= room)
+            .unwrap_or(Mtu::M256)
+    }
     /// The IB enum value 1..=5 (perftest's `MTU_SIZE(i) = 1 << (7 + i)`); 5 for `Jumbo`.
     pub fn ib_enum(self) -> u8 {
         match self {

@@ -1,0 +1,165 @@
+//! Network counters of the commands that move packets: the options every such command
+//! takes (`--metrics`, `--no-control`), the table printed at exit, and `rocelink stats`,
+//! which reads a running process's counters from its control socket.
+
+use anyhow::{Context, Result, bail};
+use rocelink_runtime::control::{self, Control, Metrics};
+use rocelink_runtime::counters::{Board, Snapshot};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of every command that moves packets.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct CounterArgs {
+    /// Serve the network counters in Prometheus' text format at ADDR (HTTP, GET /metrics),
+    /// e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Do not open the control socket `rocelink stats PID` reads.
+    #[arg(long)]
+    no_control: bool,
+}
+
+/// A command's counters while it runs: the board its drivers publish to, and the control
+/// socket and metrics endpoint serving it (both go with it).
+#[derive(Debug)]
+pub(crate) struct Counters {
+    /// Where drivers publish.
+    pub(crate) board: Board,
+    _control: Option<Control>,
+    _metrics: Option<Metrics>,
+}
+
+impl Counters {
+    /// Start serving the counters of `command`. A metrics address that cannot be bound is
+    /// an error (before anything else happens); a control socket that cannot be made is a
+    /// note.
+    pub(crate) fn start(command: &str, a: &CounterArgs) -> Result<Counters> {
+        let board = Board::new(command);
+        let metrics = match a.metrics {
+            Some(addr) => Some(Metrics::serve(board.clone(), addr)?),
+            None => None,
+        };
+        let control = if a.no_control {
+            None
+        } else {
+            match Control::serve(board.clone(), &control::socket_path(std::process::id())) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!("rocelink: note: no control socket (rocelink stats): {e}");
+                    None
+                }
+            }
+        };
+        Ok(Counters {
+            board,
+            _control: control,
+            _metrics: metrics,
+        })
+    }
+
+    /// A board nobody serves (tests, library-style callers).
+    #[allow(dead_code)]
+    pub(crate) fn unserved(command: &str) -> Counters {
+        Counters {
+            board: Board::new(command),
+            _control: None,
+            _metrics: None,
+        }
+    }
+
+    /// Print the counters at exit: the table on stderr, or one JSON line on stdout with
+    /// `json`; nothing when `quiet`.
+    pub(crate) fn print(&self, json: bool, quiet: bool) {
+        print_snapshot(&self.board.snapshot(), json, quiet);
+    }
+}
+
+/// The counters on stderr as Coyote's table, or as a `{"counters": …}` JSON line on stdout.
+pub(crate) fn print_snapshot(s: &Snapshot, json: bool, quiet: bool) {
+    if json {
+        println!("{}", serde_json::json!({ "counters": s }));
+    } else if !quiet {
+        eprint!("{}", s.table());
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct StatsArgs {
+    /// A process id, or the path of a control socket; without it, every rocelink process
+    /// of this user.
+    target: Option<String>,
+    /// Print JSON (one object per process).
+    #[arg(long, conflicts_with = "prometheus")]
+    json: bool,
+    /// Print Prometheus' text format.
+    #[arg(long)]
+    prometheus: bool,
+    /// Print again every SECS seconds until Ctrl-C.
+    #[arg(long, value_name = "SECS", value_parser = crate::args::secs)]
+    watch: Option<Duration>,
+}
+
+/// `rocelink stats [PID|SOCKET]`.
+pub(crate) fn stats(a: &StatsArgs, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
+    let targets: Vec<PathBuf> = match &a.target {
+        Some(t) => match t.parse::<u32>() {
+            Ok(pid) => {
+                let p = control::socket_path(pid);
+                if !p.exists() {
+                    bail!(
+                        "process {pid} has no control socket at {} (not a rocelink command that moves packets, started with --no-control, or gone)",
+                        p.display()
+                    );
+                }
+                vec![p]
+            }
+            Err(_) => vec![PathBuf::from(t)],
+        },
+        None => {
+            let mut live = Vec::new();
+            for (pid, p) in control::list() {
+                if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    live.push(p);
+                } else {
+                    // left by a process killed before it could remove it
+                    let _ = std::fs::remove_file(&p);
+                }
+            }
+            if live.is_empty() {
+                bail!(
+                    "no running rocelink process has a control socket in {}",
+                    control::socket_dir().display()
+                );
+            }
+            live
+        }
+    };
+    loop {
+        for p in &targets {
+            let s = control::query(p).with_context(|| "cannot read the counters")?;
+            if a.json {
+                println!("{}", serde_json::to_string(&s)?);
+            } else if a.prometheus {
+                print!("{}", s.prometheus());
+            } else {
+                print!("{}", s.table());
+            }
+        }
+        let Some(every) = a.watch else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        let until = std::time::Instant::now() + every;
+        while std::time::Instant::now() < until {
+            if stop.is_set() {
+                return Ok(ExitCode::SUCCESS);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !a.json && !a.prometheus {
+            println!();
+        }
+    }
+}

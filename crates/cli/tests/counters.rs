@@ -1,0 +1,349 @@
+//! Network counters, provoked: packets with a bad ICRC, a wrong R_Key, an address outside
+//! the region and an unknown QP sent at a running `rocelink perf` server are each counted,
+//! read from the running process with `rocelink stats PID` and printed at its exit; random
+//! loss on a veth pair shows as PSN drops on the responder and retransmissions on the
+//! requester.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use rocelink_wire::ib::{BthRepr, IbRepr, Opcode, RethRepr};
+use rocelink_wire::roce::{IpParams, RoceRepr};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn rocelink() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rocelink"))
+}
+
+/// A hex field of perftest's address line (`QPN 0x…`).
+fn field(line: &str, name: &str) -> u64 {
+    let v = line
+        .split_whitespace()
+        .skip_while(|w| *w != name)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {name} in {line:?}"));
+    u64::from_str_radix(v.trim_start_matches("0x"), 16).unwrap()
+}
+
+/// `rocelink stats PID --json`, retried while the process has not yet published.
+fn stats_of(pid: u32) -> Value {
+    let out = rocelink()
+        .args(["stats", &pid.to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "rocelink stats {pid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Read `child`'s stdout lines until one contains `what`; all of them.
+fn until(out: &mut impl BufRead, what: &str) -> String {
+    let mut text = String::new();
+    while !text.contains(what) {
+        assert!(
+            out.read_line(&mut text).unwrap() > 0,
+            "ended before {what:?}: {text}"
+        );
+    }
+    text
+}
+
+fn finish(mut c: Child) -> (String, String) {
+    let st = c.wait().unwrap();
+    let (mut o, mut e) = (String::new(), String::new());
+    if let Some(mut so) = c.stdout.take() {
+        so.read_to_string(&mut o).unwrap();
+    }
+    c.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    assert!(st.success(), "exit {st}: {o}\n{e}");
+    (o, e)
+}
+
+/// One UC WRITE ONLY of 64 bytes to `qpn` at `va` with `rkey`, as UDP payload (the ICRC
+/// as a sender with IPv4 ID 0 computes it), optionally with the ICRC broken.
+fn write_only(
+    src: SocketAddr,
+    dst: Ipv4Addr,
+    qpn: u32,
+    rkey: u32,
+    va: u64,
+    bad_icrc: bool,
+) -> Vec<u8> {
+    let SocketAddr::V4(src) = src else {
+        panic!("IPv4 only")
+    };
+    let repr = RoceRepr {
+        ip: IpParams::v4(*src.ip(), dst),
+        // the ICRC covers the UDP source port
+        src_port: src.port(),
+        dst_port: 4791,
+        ib: IbRepr {
+            bth: BthRepr {
+                opcode: Opcode::UC_RDMA_WRITE_ONLY,
+                dest_qp: qpn,
+                psn: 7,
+                ..Default::default()
+            },
+            reth: Some(RethRepr {
+                va,
+                rkey,
+                dma_len: 64,
+            }),
+            payload_len: 64,
+            ..Default::default()
+        },
+    };
+    let mut buf = vec![0; repr.buffer_len()];
+    repr.emit(&mut buf, &[0xA5; 64]).unwrap();
+    if bad_icrc {
+        let n = buf.len();
+        buf[n - 1] ^= 0x5A;
+    }
+    buf.split_off(28) // past IPv4 and UDP headers: what a UDP socket sends
+}
+
+#[test]
+fn refusals_are_counted_and_readable_while_running() {
+    let (sip, cip) = ("127.0.0.100", "127.0.0.101");
+    let mut srv = rocelink()
+        .args(["perf", "write_bw", "-c", "UC", "--bind", sip, "-p", "19130"])
+        .args(["-D", "3", "--timeout", "20", "-s", "1024"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    until(&mut out, "Waiting for client");
+    let cli = rocelink()
+        .args([
+            "perf", "write_bw", "-c", "UC", sip, "--bind", cip, "-p", "19130",
+        ])
+        .args([
+            "-D",
+            "3",
+            "--timeout",
+            "20",
+            "-s",
+            "1024",
+            "--json",
+            "--no-control",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let head = until(&mut out, "remote address");
+    let local = head.lines().find(|l| l.contains("local address")).unwrap();
+    let (qpn, rkey, va) = (
+        field(local, "QPN") as u32,
+        field(local, "RKey") as u32,
+        field(local, "VAddr"),
+    );
+    // the QP is ready once the server has printed its addresses and connected
+    std::thread::sleep(Duration::from_millis(300));
+    let before = stats_of(srv.id());
+    assert_eq!(before["command"], "perf write_bw");
+    assert_eq!(before["pid"], srv.id());
+    let net0 = &before["links"][0]["net"];
+
+    // from the client's address (a UC responder does not check the source), DF set: IPv4 ID 0
+    let sock = rocelink_io::udp::UdpSocket::bind(
+        SocketAddr::new(cip.parse().unwrap(), 0),
+        &rocelink_io::udp::UdpConfig::default(),
+    )
+    .unwrap()
+    .into_std()
+    .unwrap();
+    let to: SocketAddr = format!("{sip}:4791").parse().unwrap();
+    let (s4, d4) = (sock.local_addr().unwrap(), sip.parse().unwrap());
+    let kinds: [(&str, Vec<u8>, u64); 4] = [
+        ("icrc_errors", write_only(s4, d4, qpn, rkey, va, true), 5),
+        (
+            "access_violations",
+            write_only(s4, d4, qpn, rkey ^ 0x8000_0001, va, false),
+            6,
+        ),
+        (
+            "unknown_qp",
+            write_only(s4, d4, qpn ^ 0x00FF_0000, rkey, va, false),
+            7,
+        ),
+        // inside the key's reach, outside the region: a bounds refusal, counted with R_Key
+        (
+            "access_violations",
+            write_only(s4, d4, qpn, rkey, va + (1 << 30), false),
+            3,
+        ),
+    ];
+    for (_, pkt, n) in &kinds {
+        for _ in 0..*n {
+            sock.send_to(pkt, to).unwrap();
+        }
+    }
+    // read back while it runs: the published counters (every 100 ms) show each refusal
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let want = |net: &Value, k: &str| net[k].as_u64().unwrap() - net0[k].as_u64().unwrap();
+    let mid = loop {
+        let s = stats_of(srv.id());
+        let net = s["links"][0]["net"].clone();
+        if (
+            want(&net, "icrc_errors"),
+            want(&net, "access_violations"),
+            want(&net, "unknown_qp"),
+        ) == (5, 9, 7)
+            || Instant::now() > deadline
+        {
+            break net;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(want(&mid, "icrc_errors"), 5, "{mid}");
+    assert_eq!(want(&mid, "access_violations"), 9, "{mid}");
+    assert_eq!(want(&mid, "unknown_qp"), 7, "{mid}");
+    // the table form of the same, over the same socket
+    let table = rocelink()
+        .args(["stats", &srv.id().to_string()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        table.contains(" -- NET STATS perf (perf write_bw, pid"),
+        "{table}"
+    );
+    assert!(table.contains("\nICRC errors: 5\n"), "{table}");
+
+    let pid = srv.id();
+    let (_, serr) = finish(srv);
+    let (cout, _) = finish(cli);
+    // at exit: the table on stderr, the control socket gone
+    assert!(serr.contains("\nICRC errors: 5\n"), "{serr}");
+    assert!(serr.contains("\nUnknown QP: 7\n"), "{serr}");
+    let gone = rocelink()
+        .args(["stats", &pid.to_string()])
+        .output()
+        .unwrap();
+    assert!(!gone.status.success());
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("no control socket"),
+        "{gone:?}"
+    );
+    // the client (--json, --no-control) saw none of it
+    let last: Value = serde_json::from_str(cout.lines().last().unwrap()).unwrap();
+    let c = &last["counters"]["links"][0]["net"];
+    assert_eq!(c["icrc_errors"], 0, "{c}");
+    assert!(c["tx_packets"].as_u64().unwrap() > 0, "{c}");
+}
+
+/// Two namespaces, 10.202.1.1 and .2, `loss`% of UDP/4791 dropped at random both ways on B.
+fn lossy(loss: u32) -> common::VethPair {
+    let p = common::VethPair::new("ct", &["10.202.1.1/24"], &["10.202.1.2/24"]);
+    let vb = &p.vb;
+    p.nft(
+        &p.b,
+        &format!(
+            "table netdev rocelink_loss {{\n chain in {{ type filter hook ingress device \"{vb}\" priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 numgen random mod 100 < {loss} drop; }}\n}}\n"
+        ),
+    );
+    p
+}
+
+#[test]
+fn loss_shows_as_psn_drops_and_retransmissions() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
+        return;
+    }
+    let ns = lossy(3);
+    let run = |ns: &str, args: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(env!("CARGO_BIN_EXE_rocelink"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let common_args = ["-n", "3000", "-s", "4096", "--timeout", "30", "--json"];
+    let srv = run(
+        &ns.b,
+        &[
+            &["perf", "write_bw", "--bind", "10.202.1.2", "-p", "19131"][..],
+            &common_args,
+        ]
+        .concat(),
+    );
+    // the server listens before the client connects; give it the moment it needs
+    let t0 = Instant::now();
+    while !common::sh(&[
+        "sh",
+        "-c",
+        &format!("ip netns exec {} ss -ltn | grep -q 19131", ns.b),
+    ]) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "server not listening"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cli = run(
+        &ns.a,
+        &[
+            &[
+                "perf",
+                "write_bw",
+                "10.202.1.2",
+                "--bind",
+                "10.202.1.1",
+                "-p",
+                "19131",
+            ][..],
+            &common_args,
+        ]
+        .concat(),
+    );
+    // `ip netns exec` execs: the server's pid is rocelink's, and its control socket is in
+    // the shared file system
+    let mut mid = Value::Null;
+    while mid.is_null() && t0.elapsed() < Duration::from_secs(10) {
+        let o = rocelink()
+            .args(["stats", &srv.id().to_string(), "--json"])
+            .output()
+            .unwrap();
+        if o.status.success() {
+            mid = serde_json::from_slice(&o.stdout).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(mid["command"], "perf write_bw", "{mid}");
+    let (sout, serr) = finish(srv);
+    let (cout, cerr) = finish(cli);
+    let counters = |out: &str| -> Value {
+        out.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v.get("counters").is_some())
+            .unwrap_or_else(|| panic!("no counters in {out}"))["counters"]["links"][0]["net"]
+            .clone()
+    };
+    let (s, c) = (counters(&sout), counters(&cout));
+    let _ = (serr, cerr);
+    // the responder saw packets out of sequence and said so; the requester resent
+    assert!(s["psn_drops"].as_u64().unwrap() > 0, "server: {s}");
+    assert!(s["naks_sent"].as_u64().unwrap() > 0, "server: {s}");
+    assert!(c["retransmissions"].as_u64().unwrap() > 0, "client: {c}");
+    // and nothing was refused or corrupt
+    for v in [&s, &c] {
+        assert_eq!(v["icrc_errors"], 0, "{v}");
+        assert_eq!(v["access_violations"], 0, "{v}");
+    }
+    // every message arrived: the client's row reports all iterations
+    let row: Value = serde_json::from_str(cout.lines().next().unwrap()).unwrap();
+    assert_eq!(row["iterations"], 3000, "{row}");
+}

@@ -1,0 +1,541 @@
+//! A process's network counters, in the shape of Coyote's `nstats` table: per link (one
+//! endpoint over one backend) the packets the backend moved, the RoCE packets the endpoint
+//! saw, the verbs-level packets of its QPs, PSN drops, retransmissions and every kind of
+//! refusal; then the same per QP.
+//!
+//! A [`Snapshot`] renders as that table ([`Snapshot::table`]), as JSON (serde) and in
+//! Prometheus' text format ([`Snapshot::prometheus`]). A [`Board`] holds the latest snapshot
+//! of a running process: drivers publish to it ([`crate::Driver::publish_to`]) and the
+//! control socket and metrics endpoint ([`crate::control`]) read it.
+//!
+//! ```
+//! use rocelink_runtime::counters::{Board, Link};
+//! use rocelink_transport::{Endpoint, EndpointConfig};
+//! let ep = Endpoint::new(EndpointConfig::new("127.0.0.1:4791".parse().unwrap()));
+//! let board = Board::new("example");
+//! board.set_link(Link::of("data", &ep, 10, 4));
+//! let snap = board.snapshot();
+//! assert_eq!(snap.links[0].net["rx_packets"], 10);
+//! assert!(snap.table().contains("RX pkgs: 10"));
+//! assert!(snap.prometheus().contains("rocelink_rx_packets_total{link=\"data\""));
+//! ```
+
+use rocelink_transport::{Endpoint, QpStats};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What a counter is: its key (JSON and Prometheus), its line in the table, its help text.
+#[derive(Debug, Clone, Copy)]
+pub struct Desc {
+    /// Key in JSON; Prometheus metric `rocelink_<key>_total` (QP ones `rocelink_qp_…`).
+    pub key: &'static str,
+    /// The table's label (Coyote's where Coyote has one).
+    pub label: &'static str,
+    /// One line of help.
+    pub help: &'static str,
+}
+
+const fn d(key: &'static str, label: &'static str, help: &'static str) -> Desc {
+    Desc { key, label, help }
+}
+
+/// Link counters, in table order.
+pub const LINK: &[Desc] = &[
+    d(
+        "rx_packets",
+        "RX pkgs",
+        "datagrams or frames the backend received",
+    ),
+    d(
+        "tx_packets",
+        "TX pkgs",
+        "datagrams or frames the backend sent",
+    ),
+    d(
+        "arp_rx",
+        "ARP RX pkgs",
+        "ARP packets received (raw backends only)",
+    ),
+    d(
+        "arp_tx",
+        "ARP TX pkgs",
+        "ARP packets sent (raw backends only)",
+    ),
+    d(
+        "icmp_rx",
+        "ICMP RX pkgs",
+        "ICMP packets received (raw backends only)",
+    ),
+    d(
+        "icmp_tx",
+        "ICMP TX pkgs",
+        "ICMP packets sent (raw backends only)",
+    ),
+    d(
+        "roce_rx",
+        "ROCE RX pkgs",
+        "RoCE v2 packets handed to the endpoint",
+    ),
+    d(
+        "roce_tx",
+        "ROCE TX pkgs",
+        "RoCE v2 packets the endpoint sent",
+    ),
+    d("ibv_rx", "IBV RX pkgs", "packets that reached a QP"),
+    d(
+        "ibv_tx",
+        "IBV TX pkgs",
+        "packets QPs sent, retransmissions included",
+    ),
+    d(
+        "psn_drops",
+        "PSN drop cnt",
+        "packets out of PSN sequence or duplicated",
+    ),
+    d("retransmissions", "Retrans cnt", "packets retransmitted"),
+    d("timeouts", "Retrans timeouts", "retransmit timer expiries"),
+    d(
+        "icrc_errors",
+        "ICRC errors",
+        "packets whose ICRC did not match (dropped)",
+    ),
+    d(
+        "icrc_unverified",
+        "ICRC unverified",
+        "IPv4 packets whose ICRC could only be checked with a recovered IP ID",
+    ),
+    d(
+        "malformed",
+        "Malformed",
+        "datagrams that are not valid RoCE v2 (dropped)",
+    ),
+    d(
+        "unknown_qp",
+        "Unknown QP",
+        "packets for a QP that does not exist or is not ready",
+    ),
+    d(
+        "pkey_errors",
+        "P_Key errors",
+        "packets with a foreign P_Key",
+    ),
+    d(
+        "access_violations",
+        "R_Key/bounds refusals",
+        "packets refused for their R_Key, access rights or bounds",
+    ),
+    d("naks_sent", "NAKs sent", "NAKs sent"),
+    d("naks_received", "NAKs received", "NAKs received"),
+    d(
+        "rnr_naks_received",
+        "RNR NAKs received",
+        "receiver-not-ready NAKs received",
+    ),
+    d(
+        "qp_drops",
+        "QP drops",
+        "packets a QP dropped (opcode sequence, UC drop state, no receive posted)",
+    ),
+    d(
+        "damaged_messages",
+        "Damaged messages",
+        "UC messages discarded because of a gap",
+    ),
+    d("tx_stalls", "TX stalls", "times the backend was full"),
+];
+
+/// QP counters, in table order.
+pub const QP: &[Desc] = &[
+    d(
+        "rx_packets",
+        "RX pkgs",
+        "packets received for the QP, before any check",
+    ),
+    d("rx_bytes", "RX bytes", "payload bytes accepted"),
+    d(
+        "tx_packets",
+        "TX pkgs",
+        "packets sent, retransmissions included",
+    ),
+    d("tx_bytes", "TX bytes", "payload bytes sent"),
+    d(
+        "psn_gaps",
+        "PSN out of sequence",
+        "PSN gaps seen (RC: out of sequence; UC: lost)",
+    ),
+    d(
+        "duplicates",
+        "PSN duplicates",
+        "packets whose PSN was behind the expected one",
+    ),
+    d("retransmissions", "Retrans cnt", "packets retransmitted"),
+    d("timeouts", "Retrans timeouts", "retransmit timer expiries"),
+    d("acks_sent", "ACKs sent", "ACKs sent"),
+    d("naks_sent", "NAKs sent", "NAKs sent"),
+    d(
+        "naks_received",
+        "NAKs received",
+        "NAKs received (RNR included)",
+    ),
+    d(
+        "rnr_naks_received",
+        "RNR NAKs received",
+        "receiver-not-ready NAKs received",
+    ),
+    d(
+        "access_violations",
+        "R_Key/bounds refusals",
+        "R_Key, access or bounds violations by the peer",
+    ),
+    d("drops", "QP drops", "packets dropped by the QP"),
+    d(
+        "damaged_messages",
+        "Damaged messages",
+        "UC messages discarded because of a gap",
+    ),
+];
+
+/// One QP's counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct QpCounters {
+    /// The QP number.
+    pub qpn: u32,
+    /// Counters by key ([`QP`]).
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl QpCounters {
+    /// A QP's counters.
+    pub fn of(qpn: u32, s: &QpStats) -> QpCounters {
+        let pairs = [
+            ("rx_packets", s.rx_packets),
+            ("rx_bytes", s.rx_bytes),
+            ("tx_packets", s.tx_packets),
+            ("tx_bytes", s.tx_bytes),
+            ("psn_gaps", s.psn_gaps),
+            ("duplicates", s.duplicates),
+            ("retransmissions", s.retransmissions),
+            ("timeouts", s.timeouts),
+            ("acks_sent", s.acks_sent),
+            ("naks_sent", s.naks_sent),
+            ("naks_received", s.naks_received),
+            ("rnr_naks_received", s.rnr_naks_received),
+            ("access_violations", s.access_violations),
+            ("drops", s.drops),
+            ("damaged_messages", s.damaged_messages),
+        ];
+        QpCounters {
+            qpn,
+            counters: pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
+        }
+    }
+}
+
+/// One link: an endpoint over one backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Link {
+    /// What the link is for ("data", "status", "perf", …).
+    pub name: String,
+    /// Its local address.
+    pub local: String,
+    /// Counters by key ([`LINK`]); ARP and ICMP only where the backend sees them.
+    pub net: BTreeMap<String, u64>,
+    /// Per QP.
+    pub qps: Vec<QpCounters>,
+}
+
+impl Link {
+    /// The counters of `ep`, with the backend's received and sent packet counts.
+    pub fn of(name: &str, ep: &Endpoint, rx_packets: u64, tx_packets: u64) -> Link {
+        let qps: Vec<QpCounters> = ep
+            .qp_numbers()
+            .iter()
+            .filter_map(|&q| ep.qp_stats(q).map(|s| QpCounters::of(q, &s)))
+            .collect();
+        let sum = |k: &str| -> u64 {
+            qps.iter()
+                .map(|q| q.counters.get(k).copied().unwrap_or(0))
+                .sum()
+        };
+        let e = ep.stats();
+        let pairs = [
+            ("rx_packets", rx_packets),
+            ("tx_packets", tx_packets),
+            ("roce_rx", e.rx_datagrams),
+            ("roce_tx", e.tx_datagrams),
+            ("ibv_rx", sum("rx_packets")),
+            ("ibv_tx", sum("tx_packets")),
+            ("psn_drops", sum("psn_gaps") + sum("duplicates")),
+            ("retransmissions", sum("retransmissions")),
+            ("timeouts", sum("timeouts")),
+            ("icrc_errors", e.icrc_errors),
+            ("icrc_unverified", e.icrc_unverified),
+            ("malformed", e.malformed),
+            ("unknown_qp", e.unknown_qp),
+            ("pkey_errors", e.pkey_errors),
+            ("access_violations", sum("access_violations")),
+            ("naks_sent", sum("naks_sent")),
+            ("naks_received", sum("naks_received")),
+            ("rnr_naks_received", sum("rnr_naks_received")),
+            ("qp_drops", sum("drops")),
+            ("damaged_messages", sum("damaged_messages")),
+        ];
+        Link {
+            name: name.to_owned(),
+            local: ep.config().local.to_string(),
+            net: pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
+            qps,
+        }
+    }
+
+    /// Set (or add) one link counter, e.g. `tx_stalls` or a raw backend's `arp_rx`.
+    pub fn set(&mut self, key: &str, value: u64) {
+        self.net.insert(key.to_owned(), value);
+    }
+
+    /// A link counter (0 when absent).
+    pub fn get(&self, key: &str) -> u64 {
+        self.net.get(key).copied().unwrap_or(0)
+    }
+}
+
+/// A process's counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// The command ("perf write_bw", "receive", …).
+    pub command: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Per link.
+    pub links: Vec<Link>,
+}
+
+impl Snapshot {
+    /// An empty snapshot of this process.
+    pub fn new(command: &str) -> Snapshot {
+        Snapshot {
+            command: command.to_owned(),
+            pid: std::process::id(),
+            links: Vec::new(),
+        }
+    }
+
+    /// A counter summed over every link (the per-process figure).
+    pub fn total(&self, key: &str) -> u64 {
+        self.links.iter().map(|l| l.get(key)).sum()
+    }
+
+    /// Coyote's table: per link, then per QP. Counters a backend cannot see (ARP and ICMP
+    /// over a UDP socket, answered by the kernel) read `-`.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        for l in &self.links {
+            let _ = writeln!(
+                s,
+                " -- NET STATS {} ({}, pid {}) {}",
+                l.name, self.command, self.pid, l.local
+            );
+            for d in LINK {
+                match l.net.get(d.key) {
+                    Some(v) => {
+                        let _ = writeln!(s, "{}: {v}", d.label);
+                    }
+                    None => {
+                        let _ = writeln!(s, "{}: -", d.label);
+                    }
+                }
+            }
+            for q in &l.qps {
+                let _ = writeln!(s, " -- QP {:#08x}", q.qpn);
+                for d in QP {
+                    let _ = writeln!(
+                        s,
+                        "{}: {}",
+                        d.label,
+                        q.counters.get(d.key).copied().unwrap_or(0)
+                    );
+                }
+            }
+        }
+        if self.links.is_empty() {
+            let _ = writeln!(
+                s,
+                " -- NET STATS ({}, pid {}): no link yet",
+                self.command, self.pid
+            );
+        }
+        s
+    }
+
+    /// One line: the link counters that are not zero, summed over links.
+    pub fn line(&self) -> String {
+        let parts: Vec<String> = LINK
+            .iter()
+            .filter(|d| self.total(d.key) != 0)
+            .map(|d| format!("{} {}", d.label, self.total(d.key)))
+            .collect();
+        if parts.is_empty() {
+            "no packets".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    /// Prometheus' text exposition format (version 0.0.4): every counter as
+    /// `rocelink_<key>_total{link,local}` and `rocelink_qp_<key>_total{link,local,qpn}`.
+    pub fn prometheus(&self) -> String {
+        let mut s = String::new();
+        let pid = self.pid;
+        let cmd = escape(&self.command);
+        for d in LINK {
+            let have: Vec<&Link> = self
+                .links
+                .iter()
+                .filter(|l| l.net.contains_key(d.key))
+                .collect();
+            if have.is_empty() {
+                continue;
+            }
+            let _ = writeln!(s, "# HELP rocelink_{}_total {}", d.key, d.help);
+            let _ = writeln!(s, "# TYPE rocelink_{}_total counter", d.key);
+            for l in have {
+                let _ = writeln!(
+                    s,
+                    "rocelink_{}_total{{link=\"{}\",local=\"{}\",command=\"{cmd}\",pid=\"{pid}\"}} {}",
+                    d.key,
+                    escape(&l.name),
+                    escape(&l.local),
+                    l.get(d.key)
+                );
+            }
+        }
+        for d in QP {
+            if self.links.iter().all(|l| l.qps.is_empty()) {
+                break;
+            }
+            let _ = writeln!(s, "# HELP rocelink_qp_{}_total {}", d.key, d.help);
+            let _ = writeln!(s, "# TYPE rocelink_qp_{}_total counter", d.key);
+            for l in &self.links {
+                for q in &l.qps {
+                    let _ = writeln!(
+                        s,
+                        "rocelink_qp_{}_total{{link=\"{}\",local=\"{}\",qpn=\"{:#x}\",command=\"{cmd}\",pid=\"{pid}\"}} {}",
+                        d.key,
+                        escape(&l.name),
+                        escape(&l.local),
+                        q.qpn,
+                        q.counters.get(d.key).copied().unwrap_or(0)
+                    );
+                }
+            }
+        }
+        s
+    }
+}
+
+/// A Prometheus label value: backslash, quote and newline escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The latest counters of a running process, shared between the loops that publish them
+/// and the threads that serve them. Cloning shares the board.
+#[derive(Debug, Clone)]
+pub struct Board {
+    inner: Arc<Mutex<Snapshot>>,
+}
+
+impl Board {
+    /// An empty board for `command`.
+    pub fn new(command: &str) -> Board {
+        Board {
+            inner: Arc::new(Mutex::new(Snapshot::new(command))),
+        }
+    }
+
+    /// Publish a link's counters (replacing the link of the same name).
+    pub fn set_link(&self, link: Link) {
+        let mut s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        match s.links.iter_mut().find(|l| l.name == link.name) {
+            Some(l) => *l = link,
+            None => s.links.push(link),
+        }
+    }
+
+    /// The latest counters.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocelink_transport::EndpointConfig;
+
+    fn link(name: &str, rx: u64) -> Link {
+        let ep = Endpoint::new(EndpointConfig::new("127.0.0.1:4791".parse().unwrap()));
+        Link::of(name, &ep, rx, 0)
+    }
+
+    #[test]
+    fn links_replace_by_name_and_sum() {
+        let b = Board::new("t");
+        b.set_link(link("a", 3));
+        b.set_link(link("b", 4));
+        b.set_link(link("a", 5));
+        let s = b.snapshot();
+        assert_eq!(s.links.len(), 2);
+        assert_eq!(s.total("rx_packets"), 9);
+        assert_eq!(s.line(), "RX pkgs 9");
+    }
+
+    #[test]
+    fn table_marks_what_the_backend_cannot_see() {
+        let mut l = link("a", 1);
+        l.set("tx_stalls", 2);
+        let mut s = Snapshot::new("t");
+        s.links.push(l);
+        let t = s.table();
+        assert!(t.contains("\nARP RX pkgs: -\n"), "{t}");
+        assert!(t.contains("\nTX stalls: 2\n"), "{t}");
+        assert!(t.contains("\nRX pkgs: 1\n"), "{t}");
+    }
+
+    #[test]
+    fn prometheus_lines_are_well_formed() {
+        let mut s = Snapshot::new("perf \"x\"");
+        s.links.push(link("a", 7));
+        let p = s.prometheus();
+        for line in p.lines().filter(|l| !l.starts_with('#')) {
+            let (name, value) = line.rsplit_once(' ').unwrap();
+            assert!(value.parse::<u64>().is_ok(), "{line}");
+            assert!(
+                name.starts_with("rocelink_") && name.ends_with('}'),
+                "{line}"
+            );
+        }
+        assert!(p.contains("command=\"perf \\\"x\\\"\""), "{p}");
+        assert!(p.contains("# TYPE rocelink_rx_packets_total counter"));
+        assert!(!p.contains("arp_rx"), "no ARP counter over UDP: {p}");
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let mut s = Snapshot::new("t");
+        s.links.push(link("a", 7));
+        let j = serde_json::to_string(&s).unwrap();
+        let back: Snapshot = serde_json::from_str(&j).unwrap();
+        assert_eq!(back, s);
+    }
+}
