@@ -92,6 +92,9 @@ pub(crate) struct Args {
     /// Seconds to wait for the peer at each exchange step.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
+    /// Send packet by packet (sendmmsg) instead of segmented runs (UDP GSO).
+    #[arg(long)]
+    no_gso: bool,
     /// Print each result row (and the counters) as one JSON line instead of perftest's text.
     #[arg(long)]
     json: bool,
@@ -140,6 +143,7 @@ fn config(a: &Args) -> Result<PerfConfig> {
     c.rx_depth = a.rx_depth as usize;
     c.out_reads = a.outs;
     c.timeout = Duration::from_secs(a.timeout);
+    c.gso = !a.no_gso;
     if a.qp != 1 {
         bail!("-q {}: only one QP per test so far", a.qp);
     }
@@ -181,9 +185,10 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     p.publish_to(counters.board.clone());
     let json = a.json;
     let gbits = a.report_gbits;
+    let gid_index = a.gid_index;
     let mut show = |x: &Addresses| {
         if !json {
-            header(&cfg, x);
+            header(&cfg, x, gid_index);
         }
     };
     let out = p.run(oob, &stop.arc(), &mut show);
@@ -210,7 +215,7 @@ fn alt_hex(v: u64, width: usize) -> String {
     }
 }
 
-fn header(cfg: &PerfConfig, x: &Addresses) {
+fn header(cfg: &PerfConfig, x: &Addresses, gid_index: Option<i32>) {
     let t = cfg.test;
     println!("{LINE}");
     println!("                    {}", t.title());
@@ -225,7 +230,7 @@ fn header(cfg: &PerfConfig, x: &Addresses) {
     }
     println!(" Mtu             : {}[B]", x.mtu.bytes());
     println!(" Link type       : Ethernet");
-    println!(" GID index       : 0");
+    println!(" GID index       : {}", gid_index.unwrap_or(0));
     println!(" Max inline data : 0[B]");
     println!(" rdma_cm QPs\t : OFF");
     println!(

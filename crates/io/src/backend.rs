@@ -160,6 +160,10 @@ impl Backend for UdpSocket {
 #[derive(Debug, Clone, Copy)]
 pub struct Transmitter {
     segment: bool,
+    /// Segment only towards this host's own addresses (see [`Transmitter::set_any_path`]).
+    local_only: bool,
+    /// The last destination looked at, and whether a run to it may be segmented.
+    path: Option<(std::net::IpAddr, bool)>,
     max_run: usize,
     max_bytes: usize,
     /// Segmented sends made.
@@ -173,6 +177,8 @@ impl Transmitter {
     pub fn new(segment: bool) -> Transmitter {
         Transmitter {
             segment,
+            local_only: true,
+            path: None,
             max_run: 64,
             max_bytes: 64_000,
             segmented_sends: 0,
@@ -194,6 +200,35 @@ impl Transmitter {
     /// Turn segmented runs on or off.
     pub fn set_segmenting(&mut self, on: bool) {
         self.segment = on;
+    }
+
+    /// Segment runs to any destination (`true`), not only to this host's own addresses.
+    ///
+    /// The RoCE ICRC covers the IPv4 Identification. A super-datagram sent over loopback
+    /// reaches the receiving socket whole, and every segment keeps ID 0; one that leaves
+    /// through a device is split in software or by the NIC, which numbers the segments'
+    /// IDs 0, 1, 2… — and every segment after the first then fails the peer's ICRC check
+    /// (Linux rxe drops them silently). So by default only runs to a local address are
+    /// segmented; turn this on only where the path is known to deliver super-datagrams
+    /// unsegmented (a veth pair straight into the peer's socket).
+    pub fn set_any_path(&mut self, on: bool) {
+        self.local_only = !on;
+        self.path = None;
+    }
+
+    /// Whether a run to `ip` may be segmented.
+    fn path_allows(&mut self, ip: std::net::IpAddr) -> bool {
+        if !self.local_only {
+            return true;
+        }
+        match self.path {
+            Some((p, ok)) if p == ip => ok,
+            _ => {
+                let ok = ip.is_loopback() || crate::net::mac_for_ip(ip).is_some();
+                self.path = Some((ip, ok));
+                ok
+            }
+        }
     }
 
     /// How many datagrams at the head of `out` go as one segmented send: same peer, same
@@ -228,7 +263,7 @@ impl Transmitter {
     pub fn send<B: Backend + ?Sized>(&mut self, b: &B, out: &[Outgoing<'_>]) -> io::Result<usize> {
         let mut done = 0;
         while done < out.len() {
-            let run = if self.segment {
+            let run = if self.segment && self.path_allows(out[done].dst.ip()) {
                 self.run_len(&out[done..])
             } else {
                 1
@@ -247,7 +282,11 @@ impl Transmitter {
             }
             // the datagrams up to the next segmentable run, batched
             let mut end = done + 1;
-            while end < out.len() && (!self.segment || self.run_len(&out[end..]) < 2) {
+            while end < out.len()
+                && (!self.segment
+                    || !self.path_allows(out[end].dst.ip())
+                    || self.run_len(&out[end..]) < 2)
+            {
                 end += 1;
             }
             let want = end - done;
@@ -316,6 +355,26 @@ mod tests {
 
     fn addr(p: u16) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], p))
+    }
+
+    #[test]
+    fn runs_leaving_the_host_are_not_segmented_unless_asked() {
+        let big = [1u8; 1000];
+        // TEST-NET-1: no interface of this host has it
+        let far = SocketAddr::from(([192, 0, 2, 9], 4791));
+        let out: Vec<Outgoing<'_>> = (0..3).map(|_| Outgoing::whole(far, &big)).collect();
+        let fake = Fake {
+            segments: true,
+            room: RefCell::new(100),
+            ..Fake::default()
+        };
+        let mut tx = Transmitter::new(true);
+        assert_eq!(tx.send(&fake, &out).unwrap(), 3);
+        assert_eq!(*fake.log.borrow(), ["one 1000", "one 1000", "one 1000"]);
+        fake.log.borrow_mut().clear();
+        tx.set_any_path(true);
+        assert_eq!(tx.send(&fake, &out).unwrap(), 3);
+        assert_eq!(*fake.log.borrow(), ["run 1000,1000,1000"]);
     }
 
     #[test]

@@ -172,6 +172,11 @@ pub const QP: &[Desc] = &[
     ),
     d("retransmissions", "Retrans cnt", "packets retransmitted"),
     d("timeouts", "Retrans timeouts", "retransmit timer expiries"),
+    d(
+        "window_cuts",
+        "Window cuts",
+        "times the RC congestion window was cut",
+    ),
     d("acks_sent", "ACKs sent", "ACKs sent"),
     d("naks_sent", "NAKs sent", "NAKs sent"),
     d(
@@ -219,6 +224,7 @@ impl QpCounters {
             ("duplicates", s.duplicates),
             ("retransmissions", s.retransmissions),
             ("timeouts", s.timeouts),
+            ("window_cuts", s.window_cuts),
             ("acks_sent", s.acks_sent),
             ("naks_sent", s.naks_sent),
             ("naks_received", s.naks_received),
@@ -272,6 +278,7 @@ impl Link {
             ("psn_drops", sum("psn_gaps") + sum("duplicates")),
             ("retransmissions", sum("retransmissions")),
             ("timeouts", sum("timeouts")),
+            ("window_cuts", sum("window_cuts")),
             ("icrc_errors", e.icrc_errors),
             ("icrc_unverified", e.icrc_unverified),
             ("malformed", e.malformed),

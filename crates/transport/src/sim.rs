@@ -54,6 +54,12 @@ pub struct LinkConfig {
     pub delay: Duration,
     /// Uniform extra delay in [0, jitter).
     pub jitter: Duration,
+    /// A bottleneck: datagrams per second each direction forwards (0: unlimited). Those
+    /// that find `queue` already waiting are dropped, as a slow receiver or a switch
+    /// queue drops a burst.
+    pub rate: f64,
+    /// Datagrams that may wait at the bottleneck.
+    pub queue: usize,
 }
 
 impl Default for LinkConfig {
@@ -65,6 +71,8 @@ impl Default for LinkConfig {
             corrupt: 0.0,
             delay: Duration::from_micros(20),
             jitter: Duration::ZERO,
+            rate: 0.0,
+            queue: 64,
         }
     }
 }
@@ -117,6 +125,8 @@ pub struct LinkStats {
     pub corrupted: u64,
     /// Addressed to nobody.
     pub misrouted: u64,
+    /// Dropped at a full bottleneck queue.
+    pub overflowed: u64,
 }
 
 type Filter = Box<dyn FnMut(Dir, &mut Vec<u8>) -> bool>;
@@ -138,6 +148,8 @@ pub struct Pair {
     queue: BinaryHeap<InFlight>,
     buf: Vec<u8>,
     filter: Option<Filter>,
+    /// Per direction: when each datagram waiting at the bottleneck leaves it.
+    bottleneck: [std::collections::VecDeque<Instant>; 2],
 }
 
 impl std::fmt::Debug for Pair {
@@ -163,6 +175,7 @@ impl Pair {
             queue: BinaryHeap::new(),
             buf: Vec::new(),
             filter: None,
+            bottleneck: Default::default(),
         }
     }
 
@@ -201,6 +214,20 @@ impl Pair {
             self.stats.lost += 1;
             return;
         }
+        let mut leave = self.now;
+        if self.link.rate > 0.0 {
+            let q = &mut self.bottleneck[dir as usize];
+            while q.front().is_some_and(|&t| t <= self.now) {
+                q.pop_front();
+            }
+            if q.len() >= self.link.queue {
+                self.stats.overflowed += 1;
+                return;
+            }
+            let start = q.back().copied().unwrap_or(self.now).max(self.now);
+            leave = start + Duration::from_secs_f64(1.0 / self.link.rate);
+            q.push_back(leave);
+        }
         if self.rng.chance(self.link.corrupt) && !bytes.is_empty() {
             let bit = self.rng.below(bytes.len() as u64 * 8);
             bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
@@ -213,7 +240,7 @@ impl Pair {
             1
         };
         for _ in 0..copies {
-            let mut at = self.now + self.link.delay;
+            let mut at = leave + self.link.delay;
             if !self.link.jitter.is_zero() {
                 at += Duration::from_nanos(self.rng.below(self.link.jitter.as_nanos() as u64));
             }

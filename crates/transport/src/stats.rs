@@ -19,6 +19,9 @@ pub struct QpStats {
     pub retransmissions: u64,
     /// Retransmit timer expiries.
     pub timeouts: u64,
+    /// Times the RC congestion window was cut (once per loss event: a sequence NAK or a
+    /// timeout).
+    pub window_cuts: u64,
     /// NAKs sent.
     pub naks_sent: u64,
     /// NAKs received (including RNR NAKs).

@@ -250,3 +250,63 @@ fn later_read_response_does_not_skip_an_unfinished_read() {
     };
     run_on(link, 40, Mtu::M4096, 307427);
 }
+
+/// A receiver that forwards only 20 000 packets a second and holds 32 (Linux rxe on a slow
+/// CPU): go-back-N with a fixed 1024-packet window resends most of the window after every
+/// sequence NAK, for ever; the congestion window cuts once per loss event instead, so the
+/// transfer completes, intact, with few retransmissions.
+#[test]
+fn a_slow_receiver_gets_no_retransmission_storm() {
+    let link = LinkConfig {
+        rate: 20_000.0,
+        queue: 32,
+        delay: Duration::from_micros(50),
+        ..LinkConfig::default()
+    };
+    let mut h = Harness::new(QpType::Rc, Mtu::M1024, link, 7);
+    let (n, len) = (60, 16 * 1024);
+    for i in 0..n {
+        h.fill_a(i * len, len, 500 + i as u64);
+        let sge = h.sge_a(i * len, len);
+        let va = h.b_mem.va + (i * len) as u64;
+        let rkey = h.b_mem.rkey;
+        h.pair
+            .a
+            .post_send(
+                h.qa,
+                SendWr {
+                    wr_id: i as u64,
+                    op: SendOp::Write { va, rkey },
+                    sge,
+                    signaled: true,
+                    solicited: false,
+                    marks: 0,
+                },
+            )
+            .unwrap();
+    }
+    let mut wcs = Vec::new();
+    let ok = h.pair.run_until(Duration::from_secs(600), |p| {
+        wcs.extend(drain(&mut p.a));
+        wcs.len() == n
+    });
+    let s = h.pair.a.qp_stats(h.qa).unwrap();
+    assert!(ok, "only {} of {n} completed: {s:?}", wcs.len());
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    for i in 0..n {
+        assert_eq!(
+            h.b_bytes(i * len, len),
+            pattern(len, 500 + i as u64),
+            "WRITE {i}"
+        );
+    }
+    let packets = (n * len / 1024) as u64;
+    // the bottleneck did drop bursts, and the window reacted
+    assert!(h.pair.stats.overflowed > 0, "{:?}", h.pair.stats);
+    assert!(s.window_cuts > 0, "{s:?}");
+    assert!(
+        s.retransmissions < packets / 2,
+        "{} retransmissions for {packets} packets: {s:?}",
+        s.retransmissions
+    );
+}

@@ -87,6 +87,9 @@ impl Qp {
                     }
                     self.req.retries_left -= 1;
                 }
+                if self.req.on_loss(false) {
+                    self.stats.window_cuts += 1;
+                }
                 self.req.go_back(p);
                 self.req.rearm(now);
             }
@@ -195,9 +198,7 @@ impl Qp {
         } else {
             psn::add(p, 1)
         };
-        if psn::diff(una, self.req.una) > 0 {
-            self.req.una = una;
-        }
+        self.req.advance_una(una);
         self.retire(sinks);
         self.req.progress(now);
     }
@@ -216,6 +217,9 @@ impl Qp {
                     return;
                 }
                 self.req.retries_left -= 1;
+            }
+            if self.req.on_loss(true) {
+                self.stats.window_cuts += 1;
             }
             let una = self.req.una;
             self.req.go_back(una);

@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+mod window;
+
 /// Payloads from this size on are left in their region by `poll_transmit_gather`.
 const GATHER_MIN: usize = 512;
 
@@ -63,6 +65,8 @@ pub(crate) struct Requester {
     /// Set AckReq at least every this many packets.
     pub(crate) ack_every: u32,
     since_ackreq: u32,
+    /// The congestion window below `window`.
+    pub(crate) cc: window::Cwnd,
 }
 
 impl Default for Requester {
@@ -81,6 +85,7 @@ impl Default for Requester {
             window: 1024,
             ack_every: 64,
             since_ackreq: 0,
+            cc: window::Cwnd::default(),
         }
     }
 }
@@ -95,6 +100,7 @@ impl Requester {
     ) {
         self.next_psn = sq_psn;
         self.una = sq_psn;
+        self.cc = window::Cwnd::default();
         self.timeout = timeout.max(Duration::from_micros(100));
         self.retry_cnt = retry_cnt.min(7);
         self.rnr_retry = rnr_retry.min(7);
@@ -183,9 +189,29 @@ impl Requester {
                 break;
             }
         }
-        if psn::diff(una, self.una) > 0 {
+        self.advance_una(una);
+    }
+
+    /// Everything before `una` is acknowledged (nothing when it is not ahead): the window
+    /// grows by what was.
+    fn advance_una(&mut self, una: u32) {
+        let n = psn::diff(una, self.una);
+        if n > 0 {
             self.una = una;
+            self.cc.on_ack(n as u32, una, self.window);
         }
+    }
+
+    /// Packets that may be in flight now.
+    fn allowed(&self) -> u32 {
+        self.window.min(self.cc.cwnd)
+    }
+
+    /// A loss was seen (a sequence NAK, or a timeout): cut the window once per event.
+    /// Returns whether it was cut.
+    fn on_loss(&mut self, timeout: bool) -> bool {
+        let end = self.sent_end();
+        self.cc.on_loss(timeout, end)
     }
 
     /// One past the last PSN sent so far.

@@ -17,7 +17,7 @@ impl Qp {
             return None;
         }
         let (idx, p) = self.req.cursor()?;
-        if self.qp_type == QpType::Rc && psn::diff(p, self.req.una) >= self.req.window as i32 {
+        if self.qp_type == QpType::Rc && psn::diff(p, self.req.una) >= self.req.allowed() as i32 {
             return None;
         }
         let mtu = self.mtu.bytes();
@@ -114,8 +114,11 @@ impl Qp {
                     ib.bth.resv7 = w.wr.marks & 0x7F;
                 }
                 self.req.since_ackreq += 1;
+                // the packet that fills the window asks too: nothing more goes out until
+                // an ACK comes, and none would come before the timer otherwise
+                let fills = psn::diff(psn::add(p, 1), self.req.una) >= self.req.allowed() as i32;
                 if self.qp_type == QpType::Rc
-                    && (last || self.req.since_ackreq >= self.req.ack_every)
+                    && (last || fills || self.req.since_ackreq >= self.req.ack_every)
                 {
                     ib.bth.ack_req = true;
                     self.req.since_ackreq = 0;
