@@ -546,7 +546,7 @@ pub fn write_lat(cfg: &RcConfig) -> io::Result<LatResult> {
 }
 
 /// Bare UDP ping-pong of `len`-byte datagrams on blocking sockets: one-way µs samples.
-fn udp_pingpong(len: usize, iters: usize, pin: bool) -> io::Result<Vec<f64>> {
+pub fn udp_pingpong(len: usize, iters: usize, pin: bool) -> io::Result<Vec<f64>> {
     let len = len.min(65_000);
     let a = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let b = std::net::UdpSocket::bind("127.0.0.1:0")?;

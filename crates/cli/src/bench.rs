@@ -20,6 +20,9 @@ pub(crate) enum BenchCmd {
     /// RC RDMA WRITE ping-pong latency over loopback (ib_write_lat's columns), against a
     /// bare UDP ping-pong measured in the same run.
     WriteLat(RcArgs),
+    /// perftest's six tests with both ends over loopback, each next to the UDP figure
+    /// bounding it, measured in the same run (medians of --runs).
+    Perf(crate::bench_perf::PerfBenchArgs),
     /// Ultrasound shots: frame rate and bandwidth against trigger frequency per shot size,
     /// RoCE UD against plain UDP in the same run (the paper's Table I, Fig. 5 and 6).
     Shots(crate::bench_shots::ShotsArgs),
@@ -362,6 +365,9 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         BenchCmd::Stream(a) => a,
         BenchCmd::Record(a) => return record(a),
         BenchCmd::WriteBw(a) => return write_bw(a),
+        BenchCmd::Perf(a) => {
+            return crate::stop::StopFlag::install().and_then(|s| crate::bench_perf::run(a, &s));
+        }
         BenchCmd::WriteLat(a) => return write_lat(a),
         BenchCmd::Shots(a) => return crate::bench_shots::run(a),
     };

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 mod args;
 mod bench;
+mod bench_perf;
 mod bench_shots;
 mod decode;
 mod hsb;

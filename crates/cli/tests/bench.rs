@@ -147,3 +147,52 @@ fn bench_write_lat_reports_perftest_columns_for_rc_and_udp() {
     assert_eq!(code, 0);
     assert!(out.contains("t_typical[usec]") && out.contains("99.9% percentile[usec]"));
 }
+
+/// `bench perf`: both ends of a perf test over loopback next to the UDP figure of the same
+/// run, as JSON.
+#[test]
+fn bench_perf_puts_each_test_next_to_udp() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocelink"))
+        .args(["bench", "perf", "write_bw", "send_lat", "--runs", "1"])
+        .args([
+            "--bw-iters",
+            "300",
+            "--lat-iters",
+            "200",
+            "--no-pin",
+            "--json",
+        ])
+        .args(["--server-ip", "127.0.0.123", "--client-ip", "127.0.0.124"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["test"], "write_bw");
+    assert_eq!(rows[0]["unit"], "MB/s");
+    assert!(
+        rows[0]["udp_gso_gro"].as_f64().unwrap() > 0.0,
+        "{}",
+        rows[0]
+    );
+    assert_eq!(rows[1]["test"], "send_lat");
+    assert_eq!(rows[1]["unit"], "µs");
+    assert!(rows[1]["udp_gso_gro"].is_null());
+    for r in &rows {
+        let (m, u, q) = (
+            r["rocelink"].as_f64().unwrap(),
+            r["udp"].as_f64().unwrap(),
+            r["ratio_to_udp"].as_f64().unwrap(),
+        );
+        assert!(m > 0.0 && u > 0.0, "{r}");
+        assert!((q - m / u).abs() < 1e-9, "{r}");
+    }
+}

@@ -7,9 +7,11 @@
 //! [`Perf::new`] makes the endpoint, region and QP; [`Perf::run`] exchanges, connects and
 //! runs the test as the client (a server name given) or the server.
 
+mod loopback;
 mod run;
 mod stats;
 
+pub use loopback::{headline, higher_is_better, loopback};
 pub use stats::{BwRow, LatRow, bw_row, lat_row};
 
 use rocelink_io::perftest::Oob;

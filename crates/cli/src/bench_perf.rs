@@ -1,0 +1,141 @@
+//! `rocelink bench perf`: perftest's six tests with both ends over loopback (the code
+//! `rocelink perf` runs, one thread per end), each next to the UDP figure it is bounded by,
+//! measured in the same run: bandwidth against the UDP ceiling (sendmmsg → recvmmsg, and
+//! GSO → GRO), latency against a bare UDP ping-pong of the same datagram size (one way;
+//! the round trip for read_lat, whose figure perftest does not halve). Ratios are
+//! rocelink over UDP: above 1 is better for bandwidth, worse for latency.
+
+use anyhow::{Context, Result, anyhow};
+use rocelink_bench::perf::{Kind, PerfConfig, Test, Verb, headline, loopback};
+use rocelink_bench::rc::{LatStats, udp_ceiling, udp_pingpong};
+use serde_json::json;
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct PerfBenchArgs {
+    /// Tests to run (default: all six).
+    #[arg(value_parser = parse_test)]
+    tests: Vec<Test>,
+    /// Bandwidth message size.
+    #[arg(long, default_value = "65536", value_parser = crate::args::usize_in(2, 1 << 23))]
+    bw_size: usize,
+    /// Latency message size.
+    #[arg(long, default_value = "2", value_parser = crate::args::usize_in(2, 1 << 23))]
+    lat_size: usize,
+    /// Iterations per bandwidth run.
+    #[arg(long, default_value = "20000", value_parser = crate::args::usize_in(1, 1 << 30))]
+    bw_iters: usize,
+    /// Iterations per latency run.
+    #[arg(long, default_value = "5000", value_parser = crate::args::usize_in(1, 1 << 30))]
+    lat_iters: usize,
+    /// Runs of each (medians reported).
+    #[arg(long, default_value = "3", value_parser = crate::args::usize_in(1, 100))]
+    runs: usize,
+    /// Server and client addresses (RoCE port 4791 on each).
+    #[arg(long, default_value = "127.0.0.121")]
+    server_ip: IpAddr,
+    #[arg(long, default_value = "127.0.0.122")]
+    client_ip: IpAddr,
+    /// Do not pin the two ends to CPUs 0 and 1.
+    #[arg(long)]
+    no_pin: bool,
+    /// One JSON object per test.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_test(s: &str) -> Result<Test, String> {
+    Test::parse(s).ok_or_else(|| format!("unknown test {s:?}: write_bw … send_lat"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
+    let tests: Vec<Test> = if a.tests.is_empty() {
+        [
+            "write_bw",
+            "read_bw",
+            "send_bw",
+            "write_lat",
+            "read_lat",
+            "send_lat",
+        ]
+        .iter()
+        .filter_map(|t| Test::parse(t))
+        .collect()
+    } else {
+        a.tests.clone()
+    };
+    let pin = !a.no_pin;
+    let flag = stop.arc();
+    if !a.json {
+        println!(
+            "{:<10} {:>8} {:>12} {:>14} {:>14} {:>8} {:>10}",
+            "test", "bytes", "rocelink", "UDP", "UDP GSO+GRO", "× UDP", "× GSO+GRO"
+        );
+    }
+    for t in tests {
+        let bw = t.kind == Kind::Bw;
+        let mut cfg = PerfConfig::new(t);
+        cfg.sizes = vec![if bw { a.bw_size } else { a.lat_size }];
+        cfg.iters = (if bw { a.bw_iters } else { a.lat_iters }) as u64;
+        cfg.check().map_err(|e| anyhow!(e))?;
+        let (mut mine, mut base, mut offl) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..a.runs {
+            let (c, _) = loopback(&cfg, (a.server_ip, a.client_ip), pin, &flag)
+                .with_context(|| format!("perf {} over loopback", t.name()))?;
+            let h = headline(&c).ok_or_else(|| anyhow!("{}: no result", t.name()))?;
+            if bw {
+                // MiB/s → MB/s, the unit of the UDP ceiling
+                mine.push(h * (1 << 20) as f64 / 1e6);
+                base.push(udp_ceiling(pin, Duration::from_secs(2), false)?.0);
+                offl.push(udp_ceiling(pin, Duration::from_secs(2), true)?.0);
+            } else {
+                mine.push(h);
+                // the datagram a message makes: BTH (+ RETH) + payload + ICRC
+                let len = a.lat_size + 12 + 16 + 4;
+                let s = udp_pingpong(len, a.lat_iters, pin)?;
+                // perftest halves WRITE and SEND round trips but reports a READ's whole
+                // (one request, one response): hold it against the UDP round trip
+                let k = if t.verb == Verb::Read { 2.0 } else { 1.0 };
+                base.push(k * LatStats::from_samples(s).t_typical);
+            }
+            if stop.is_set() {
+                break;
+            }
+        }
+        let (m, b) = (median(mine), median(base));
+        let o = (!offl.is_empty()).then(|| median(offl));
+        // bandwidth: how much of the ceiling; latency: how many times the UDP round trip
+        let ratio = m / b;
+        let unit = if bw { "MB/s" } else { "µs" };
+        if a.json {
+            println!(
+                "{}",
+                json!({"test": t.name(), "bytes": cfg.sizes[0], "runs": a.runs, "unit": unit,
+                       "rocelink": m, "udp": b, "udp_gso_gro": o, "ratio_to_udp": ratio,
+                       "ratio_to_udp_gso_gro": o.map(|o| m / o)})
+            );
+        } else {
+            println!(
+                "{:<10} {:>8} {:>7.1} {unit:<4} {:>9.1} {unit:<4} {:>9} {unit:<4} {:>7.2} {:>10}",
+                t.name(),
+                cfg.sizes[0],
+                m,
+                b,
+                o.map_or("-".to_owned(), |o| format!("{o:.1}")),
+                ratio,
+                o.map_or("-".to_owned(), |o| format!("{:.2}", m / o)),
+            );
+        }
+        if stop.is_set() {
+            break;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
