@@ -314,7 +314,7 @@ fn print_rows(out: &Outcome, gbits: bool, json: bool) {
                     println!(
                         "{{\"bytes\":{},\"iterations\":{},\"t_min\":{:.2},\"t_max\":{:.2},\"t_typical\":{:.2},\"t_avg\":{:.2},\"t_stdev\":{:.2},\"p99\":{:.2},\"p99_9\":{:.2}}}",
                         r.bytes,
-                        s.iters,
+                        r.iters,
                         s.t_min,
                         s.t_max,
                         s.t_typical,
@@ -327,7 +327,7 @@ fn print_rows(out: &Outcome, gbits: bool, json: bool) {
                     println!(
                         " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
                         r.bytes,
-                        s.iters,
+                        r.iters,
                         s.t_min,
                         s.t_max,
                         s.t_typical,

@@ -121,6 +121,8 @@ pub(crate) struct ReceiveArgs {
     layout: Layout,
     #[command(flatten)]
     tune: RxTuning,
+    #[command(flatten)]
+    counters: crate::stats::CounterArgs,
 }
 
 pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
@@ -166,7 +168,9 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     cfg.qp_rkey = qp_rkey;
     cfg.pcap = a.pcap.clone();
     a.tune.apply(&mut cfg)?;
+    let counters = crate::stats::Counters::start("receive", &a.counters)?;
     let mut rx = Receiver::new(cfg)?;
+    rx.publish_to(counters.board.clone());
     // 3. the sinks, then the device
     let mut out = a.out.open(a.sensor.as_ref(), frame_size)?;
     let mut ctl = None;
@@ -206,7 +210,12 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     }
     let (n, ended) = r?;
     let s = rx.stats;
+    counters.board.set_link(rx.link("data"));
     if !a.out.quiet {
+        eprintln!(
+            "rocelink receive: counters: {}",
+            counters.board.snapshot().line()
+        );
         eprintln!(
             "rocelink receive: {n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} of {} datagrams verified in place{}",
             s.good,

@@ -347,3 +347,73 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
     let row: Value = serde_json::from_str(cout.lines().next().unwrap()).unwrap();
     assert_eq!(row["iterations"], 3000, "{row}");
 }
+
+/// `receive` publishes the counters of its data link while frames arrive (the scatter
+/// receive's datagrams included) and prints them at exit.
+#[test]
+fn receive_publishes_its_counters() {
+    let mut emu = rocelink()
+        .args([
+            "emulate",
+            "--ip",
+            "127.0.51.2",
+            "--bootp-target",
+            "none",
+            "--seconds",
+            "60",
+        ])
+        .args(["--fps", "50"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !rocelink()
+        .args(["read", "--device", "127.0.51.2", "0x80"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "emulator never answered"
+        );
+    }
+    let rx = rocelink()
+        .args(["receive", "--device", "127.0.51.2", "--bind", "127.0.51.1"])
+        .args(["--frame-size", "100000", "--seconds", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // frames flow within the first second; read the counters while they do
+    let mut net = Value::Null;
+    while t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(300));
+        let o = rocelink()
+            .args(["stats", &rx.id().to_string(), "--json"])
+            .output()
+            .unwrap();
+        if !o.status.success() {
+            continue;
+        }
+        let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(s["command"], "receive");
+        assert_eq!(s["links"][0]["name"], "data");
+        net = s["links"][0]["net"].clone();
+        if net["roce_rx"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+    }
+    assert!(net["roce_rx"].as_u64().unwrap() > 0, "{net}");
+    assert_eq!(net["rx_packets"], net["roce_rx"], "{net}");
+    assert_eq!(net["icrc_errors"], 0, "{net}");
+    let (_, err) = finish(rx);
+    let _ = emu.kill();
+    let _ = emu.wait();
+    assert!(
+        err.contains("rocelink receive: counters: RX pkgs "),
+        "{err}"
+    );
+}

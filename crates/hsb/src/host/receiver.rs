@@ -17,6 +17,8 @@ use crate::regs::{self, hif, vp};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_runtime::Driver;
+use rocelink_runtime::counters::{Board, Link};
+use rocelink_runtime::driver::PUBLISH_EVERY;
 use rocelink_transport::{
     Access, Endpoint, EndpointConfig, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit, QpType,
     RecvWr, RegionMemory, Sge,
@@ -107,6 +109,8 @@ pub struct Receiver {
     t: Tracker,
     fast: Option<FastPath>,
     posted: usize,
+    /// Where the network counters go, and when next.
+    publish: Option<(Board, Instant)>,
     /// Counters.
     pub stats: ReceiverStats,
 }
@@ -267,6 +271,7 @@ impl Receiver {
             t,
             fast,
             posted: 0,
+            publish: None,
             stats: ReceiverStats::default(),
         };
         r.replenish()?;
@@ -390,6 +395,15 @@ impl Receiver {
         self.t.stats.datagrams = es.rx_datagrams;
         self.stats = self.t.stats;
         self.replenish()?;
+        if let Some((board, next)) = &self.publish
+            && Instant::now() >= *next
+        {
+            board.set_link(self.link("data"));
+            self.publish = self
+                .publish
+                .take()
+                .map(|(b, _)| (b, Instant::now() + PUBLISH_EVERY));
+        }
         Ok(self.t.ready.pop_front())
     }
 
@@ -525,6 +539,25 @@ impl Receiver {
     pub fn into_memory(mut self) -> Option<Box<dyn RegionMemory>> {
         let _ = self.ep.destroy_qp(self.qpn);
         self.ep.deregister_mr(self.mr.lkey)
+    }
+
+    /// The network counters as link `name`: the backend's datagrams (through the driver or
+    /// the scatter receive), the endpoint's and the QP's.
+    pub fn link(&self, name: &str) -> Link {
+        let mut l = self.drv.link(name, &self.ep);
+        if let Some(f) = &self.fast {
+            let s = f.stats;
+            let rx = l.get("rx_packets") + s.in_place + s.moved + s.slow + s.refused;
+            l.set("rx_packets", rx);
+        }
+        l
+    }
+
+    /// Publish the network counters to `board` (link "data") about every
+    /// [`PUBLISH_EVERY`] while frames are taken.
+    pub fn publish_to(&mut self, board: Board) {
+        board.set_link(self.link("data"));
+        self.publish = Some((board, Instant::now() + PUBLISH_EVERY));
     }
 
     /// Fast-path counters (`None` when every datagram goes through the endpoint).
