@@ -16,7 +16,7 @@ use std::time::Duration;
 #[derive(clap::Args, Debug)]
 pub(crate) struct PerfBenchArgs {
     /// Tests to run (default: all six).
-    #[arg(value_parser = parse_test)]
+    #[arg(value_parser = crate::perf::parse_test)]
     tests: Vec<Test>,
     /// Bandwidth message size.
     #[arg(long, default_value = "65536", value_parser = crate::args::usize_in(2, 1 << 23))]
@@ -46,10 +46,6 @@ pub(crate) struct PerfBenchArgs {
     json: bool,
 }
 
-fn parse_test(s: &str) -> Result<Test, String> {
-    Test::parse(s).ok_or_else(|| format!("unknown test {s:?}: write_bw … send_lat"))
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
@@ -57,17 +53,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     let tests: Vec<Test> = if a.tests.is_empty() {
-        [
-            "write_bw",
-            "read_bw",
-            "send_bw",
-            "write_lat",
-            "read_lat",
-            "send_lat",
-        ]
-        .iter()
-        .filter_map(|t| Test::parse(t))
-        .collect()
+        Test::ALL.to_vec()
     } else {
         a.tests.clone()
     };

@@ -102,7 +102,7 @@ pub(crate) struct Args {
     counters: CounterArgs,
 }
 
-fn parse_test(s: &str) -> Result<Test, String> {
+pub(crate) fn parse_test(s: &str) -> Result<Test, String> {
     Test::parse(s).ok_or_else(|| {
         format!("unknown test {s:?}: write_bw, read_bw, send_bw, write_lat, read_lat or send_lat")
     })
@@ -172,7 +172,15 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         }
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
-        Oob::accept(&l, Some(cfg.timeout)).context("waiting for the client")?
+        match Oob::accept_until(&l, Some(cfg.timeout), &stop.arc()) {
+            Ok(o) => o,
+            // Ctrl-C before anyone came: nothing ran, nothing to report
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                eprintln!("rocelink perf: {e}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(e) => return Err(e).context("waiting for the client"),
+        }
     };
     let local_ip = a.bind.unwrap_or(oob.addrs()?.0.ip());
     if a.mtu.is_none() {

@@ -165,3 +165,44 @@ fn bad_input_is_refused_before_anything_is_bound() {
         "{err}"
     );
 }
+
+/// Ctrl-C while a server waits for its client ends it cleanly: exit 0, its control socket
+/// removed.
+#[test]
+fn ctrl_c_ends_a_waiting_server() {
+    let mut srv = rocelink()
+        .args(["perf", "write_bw", "--bind", "127.0.0.99", "-p", "19128"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.contains("Waiting for client") {
+        assert!(
+            out.read_line(&mut text).unwrap() > 0,
+            "server ended: {text}"
+        );
+    }
+    let sock = std::fs::read_dir(rocelink_runtime::control::socket_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_str().unwrap() == format!("{}.sock", srv.id()))
+        .expect("a control socket while it waits");
+    let t = std::time::Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &srv.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let st = srv.wait().unwrap();
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut srv.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(st.success(), "{st}: {err}");
+    assert!(err.contains("stopped before a client connected"), "{err}");
+    assert!(!sock.exists(), "{} left behind", sock.display());
+}

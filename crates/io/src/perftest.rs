@@ -45,6 +45,39 @@ impl Oob {
     /// Accept one client on `listener`; each message then waits up to `timeout`.
     pub fn accept(listener: &TcpListener, timeout: Option<Duration>) -> io::Result<Oob> {
         let (s, _) = listener.accept()?;
+        Oob::accepted(s, timeout)
+    }
+
+    /// As [`Oob::accept`], but give up with `ErrorKind::Interrupted` once `stop` is set
+    /// (looked at every 50 ms), so Ctrl-C ends a server still waiting for its client.
+    pub fn accept_until(
+        listener: &TcpListener,
+        timeout: Option<Duration>,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> io::Result<Oob> {
+        listener.set_nonblocking(true)?;
+        let got = loop {
+            match listener.accept() {
+                Ok((s, _)) => break Ok(s),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break Err(io::Error::new(
+                            io::ErrorKind::Interrupted,
+                            "stopped before a client connected",
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        listener.set_nonblocking(false)?;
+        let s = got?;
+        s.set_nonblocking(false)?;
+        Oob::accepted(s, timeout)
+    }
+
+    fn accepted(s: TcpStream, timeout: Option<Duration>) -> io::Result<Oob> {
         s.set_read_timeout(timeout)?;
         s.set_nodelay(true)?;
         Ok(Oob {

@@ -132,11 +132,9 @@ impl<B: Backend> Driver<B> {
 
     /// Publish now (to the board of [`Driver::publish_to`], if any).
     pub fn publish(&mut self, ep: &Endpoint) {
-        if let Some((board, name, _)) = &self.publish {
-            board.set_link(self.link(name, ep));
-        }
-        if let Some(p) = self.publish.as_mut() {
-            p.2 = Instant::now() + PUBLISH_EVERY;
+        if let Some((board, name, _)) = self.publish.take() {
+            board.set_link(self.link(&name, ep));
+            self.publish = Some((board, name, Instant::now() + PUBLISH_EVERY));
         }
     }
 

@@ -57,6 +57,34 @@ pub struct Test {
 }
 
 impl Test {
+    /// The six tests, in perftest's usual order.
+    pub const ALL: [Test; 6] = [
+        Test {
+            verb: Verb::Write,
+            kind: Kind::Bw,
+        },
+        Test {
+            verb: Verb::Read,
+            kind: Kind::Bw,
+        },
+        Test {
+            verb: Verb::Send,
+            kind: Kind::Bw,
+        },
+        Test {
+            verb: Verb::Write,
+            kind: Kind::Lat,
+        },
+        Test {
+            verb: Verb::Read,
+            kind: Kind::Lat,
+        },
+        Test {
+            verb: Verb::Send,
+            kind: Kind::Lat,
+        },
+    ];
+
     /// perftest's name (`write_bw`, …).
     pub fn name(&self) -> &'static str {
         match (self.verb, self.kind) {
@@ -407,4 +435,30 @@ fn mtu_of(e: u8) -> Mtu {
     pt::mtu_bytes(e)
         .and_then(Mtu::from_bytes)
         .unwrap_or(Mtu::M4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_test_parses_back_from_its_name() {
+        let names: Vec<&str> = Test::ALL.iter().map(Test::name).collect();
+        assert_eq!(
+            names,
+            [
+                "write_bw",
+                "read_bw",
+                "send_bw",
+                "write_lat",
+                "read_lat",
+                "send_lat"
+            ]
+        );
+        for t in Test::ALL {
+            assert_eq!(Test::parse(t.name()), Some(t));
+        }
+        assert_eq!(Test::parse("write_foo"), None);
+        assert_eq!(Test::parse("atomic_bw"), None);
+    }
 }
