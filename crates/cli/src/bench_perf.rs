@@ -1,5 +1,6 @@
-//! `rocelink bench perf`: perftest's six tests with both ends over loopback (the code
-//! `rocelink perf` runs, one thread per end), each next to the UDP figure it is bounded by,
+//! `rocelink bench perf`: perftest's six tests with both ends over loopback — two
+//! `rocelink perf` processes, server and client, as a user runs them (or, with
+//! `--in-process`, the same code on two threads of this process) — each next to the UDP figure it is bounded by,
 //! measured in the same run: bandwidth against the UDP ceiling (sendmmsg → recvmmsg, and
 //! GSO → GRO), latency against a bare UDP ping-pong of the same datagram size (one way;
 //! the round trip for read_lat, whose figure perftest does not halve). Ratios are
@@ -41,6 +42,12 @@ pub(crate) struct PerfBenchArgs {
     /// Do not pin the two ends to CPUs 0 and 1.
     #[arg(long)]
     no_pin: bool,
+    /// Run both ends as threads of this process instead of two `rocelink perf` processes.
+    #[arg(long)]
+    in_process: bool,
+    /// TCP port of the exchange between the two processes.
+    #[arg(long, default_value_t = 18515)]
+    port: u16,
     /// One JSON object per test.
     #[arg(long)]
     json: bool,
@@ -73,9 +80,14 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
         cfg.check().map_err(|e| anyhow!(e))?;
         let (mut mine, mut base, mut offl) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..a.runs {
-            let (c, _) = loopback(&cfg, (a.server_ip, a.client_ip), pin, &flag)
-                .with_context(|| format!("perf {} over loopback", t.name()))?;
-            let h = headline(&c).ok_or_else(|| anyhow!("{}: no result", t.name()))?;
+            let h = if a.in_process {
+                let (c, _) = loopback(&cfg, (a.server_ip, a.client_ip), pin, &flag)
+                    .with_context(|| format!("perf {} over loopback", t.name()))?;
+                headline(&c).ok_or_else(|| anyhow!("{}: no result", t.name()))?
+            } else {
+                two_processes(a, &cfg, pin)
+                    .with_context(|| format!("perf {} as two processes", t.name()))?
+            };
             if bw {
                 // MiB/s → MB/s, the unit of the UDP ceiling
                 mine.push(h * (1 << 20) as f64 / 1e6);
@@ -124,4 +136,84 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One run of `cfg` between a `rocelink perf` server and client, each its own process
+/// (pinned to CPUs 0 and 1 on request): the client's headline figure (MiB/s average, or
+/// t_typical µs).
+fn two_processes(a: &PerfBenchArgs, cfg: &PerfConfig, pin: bool) -> Result<f64> {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().context("finding this program")?;
+    let t = cfg.test;
+    let common = |c: &mut Command| {
+        c.args(["perf", t.name(), "-p", &a.port.to_string()])
+            .args([
+                "-s",
+                &cfg.sizes[0].to_string(),
+                "-n",
+                &cfg.iters.to_string(),
+            ])
+            .args(["--timeout", "30", "--no-control"]);
+    };
+    let mut sc = Command::new(&exe);
+    common(&mut sc);
+    let mut srv = sc
+        .args(["--bind", &a.server_ip.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the server")?;
+    // the server says when it listens
+    let mut out = std::io::BufReader::new(srv.stdout.take().context("server output")?);
+    let mut text = String::new();
+    while !text.contains("Waiting for client") {
+        if out.read_line(&mut text)? == 0 {
+            let _ = srv.wait();
+            anyhow::bail!("the server ended before it listened: {text}");
+        }
+    }
+    if pin {
+        let _ = rocelink_io::net::pin_process(srv.id(), 0);
+    }
+    let mut cc = Command::new(&exe);
+    common(&mut cc);
+    let cli = cc
+        .args([
+            &a.server_ip.to_string(),
+            "--bind",
+            &a.client_ip.to_string(),
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the client")?;
+    if pin {
+        let _ = rocelink_io::net::pin_process(cli.id(), 1);
+    }
+    let cout = cli.wait_with_output()?;
+    // the server's rest, so it never blocks on a full pipe
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut out, &mut rest);
+    let st = srv.wait()?;
+    if !cout.status.success() {
+        anyhow::bail!("client: {}", String::from_utf8_lossy(&cout.stderr).trim());
+    }
+    if !st.success() {
+        anyhow::bail!("server {st}: {}", rest.trim());
+    }
+    let row: serde_json::Value = String::from_utf8_lossy(&cout.stdout)
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .context("no row from the client")?;
+    let key = if t.kind == Kind::Bw {
+        "bw_average"
+    } else {
+        "t_typical"
+    };
+    row[key]
+        .as_f64()
+        .with_context(|| format!("the client's row has no {key}: {row}"))
 }

@@ -12,6 +12,7 @@ mod hsb;
 mod ims;
 mod out;
 mod perf;
+mod perf_report;
 mod pingpong;
 mod plot;
 mod receive;

@@ -2,18 +2,17 @@
 //! `ib_write_lat`, `ib_read_lat` and `ib_send_lat` on rocelink's transport, with perftest's
 //! options, exchange (TCP 18515) and output, so either side may be perftest itself.
 
+use crate::perf_report::Report;
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_bench::perf::{Addresses, Kind, Outcome, Perf, PerfConfig, Test};
+use rocelink_bench::perf::{Kind, MAX_QPS, Perf, PerfConfig, Progress, Test};
 use rocelink_bench::pingpong::bind_roce;
 use rocelink_io::perftest::Oob;
 use rocelink_transport::{Mtu, QpType};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-
-const LINE: &str =
-    "---------------------------------------------------------------------------------------";
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Conn {
@@ -41,6 +40,15 @@ pub(crate) struct Args {
     /// Every size from 2 to 2^23 bytes.
     #[arg(short = 'a', long = "all")]
     all: bool,
+    /// Coyote's sweep: every power of two from this size (both sides give the same range).
+    #[arg(long, value_parser = parse_pow2, requires = "max_size")]
+    min_size: Option<usize>,
+    /// Coyote's sweep: up to this size (a power of two).
+    #[arg(long, value_parser = parse_pow2, requires = "min_size")]
+    max_size: Option<usize>,
+    /// Plot the rows against the message size (SVG): bandwidth, or latency.
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::args::out_file)]
+    plot: Option<PathBuf>,
     /// Iterations (default 5000 for write_bw, 1000 otherwise).
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     iters: Option<u64>,
@@ -64,9 +72,18 @@ pub(crate) struct Args {
     /// Connection type.
     #[arg(short = 'c', long, value_enum, default_value = "RC")]
     connection: Conn,
-    /// Number of QPs (only 1 so far).
-    #[arg(short = 'q', long, default_value_t = 1)]
-    qp: u32,
+    /// Number of QPs (bandwidth tests): each runs the iterations, posted round robin.
+    #[arg(short = 'q', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_QPS as u64))]
+    qp: u64,
+    /// Run until Ctrl-C, printing a row every -D seconds (default 5; bandwidth tests).
+    #[arg(long = "run_infinitely", alias = "run-infinitely")]
+    run_infinitely: bool,
+    /// Also write the report as perftest's JSON file (see --out_json_file).
+    #[arg(long = "out_json", alias = "out-json")]
+    out_json: bool,
+    /// The file --out_json writes (replaced after each row, as perftest does).
+    #[arg(long = "out_json_file", alias = "out-json-file", default_value = "perftest_out.json", value_parser = crate::args::out_file)]
+    out_json_file: PathBuf,
     /// Bandwidth in Gb/sec instead of MiB/sec.
     #[arg(long = "report_gbits", alias = "report-gbits")]
     report_gbits: bool,
@@ -102,6 +119,13 @@ pub(crate) struct Args {
     counters: CounterArgs,
 }
 
+fn parse_pow2(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(v) if v.is_power_of_two() && v <= 1 << 23 => Ok(v),
+        _ => Err(format!("{s:?} is not a power of two in 1..=8388608")),
+    }
+}
+
 pub(crate) fn parse_test(s: &str) -> Result<Test, String> {
     Test::parse(s).ok_or_else(|| {
         format!("unknown test {s:?}: write_bw, read_bw, send_bw, write_lat, read_lat or send_lat")
@@ -115,13 +139,29 @@ fn config(a: &Args) -> Result<PerfConfig> {
         Conn::Uc => QpType::Uc,
         Conn::Ud => QpType::Ud,
     };
-    if a.all && a.size.is_some() {
-        bail!("-a and -s exclude each other");
+    let sweep = a.min_size.zip(a.max_size);
+    if [a.all, a.size.is_some(), sweep.is_some()]
+        .iter()
+        .filter(|&&x| x)
+        .count()
+        > 1
+    {
+        bail!("-a, -s and --min-size/--max-size exclude each other");
     }
     if a.all {
         c.sizes = PerfConfig::all_sizes();
     } else if let Some(s) = a.size {
         c.sizes = vec![s as usize];
+    } else if let Some((lo, hi)) = sweep {
+        if lo > hi {
+            bail!("--min-size {lo} is larger than --max-size {hi}");
+        }
+        c.sizes = PerfConfig::all_sizes()
+            .into_iter()
+            .chain([1])
+            .filter(|s| (lo..=hi).contains(s))
+            .collect();
+        c.sizes.sort_unstable();
     }
     if let Some(n) = a.iters {
         c.iters = n;
@@ -132,6 +172,11 @@ fn config(a: &Args) -> Result<PerfConfig> {
         }
         c.duration = Some(Duration::from_secs(d));
     }
+    c.infinite = a.run_infinitely;
+    if a.run_infinitely && a.plot.is_some() {
+        bail!("--plot needs a run that ends: not with --run_infinitely");
+    }
+
     if let Some(m) = a.mtu {
         c.mtu = Mtu::from_bytes(m)
             .filter(|m| m.bytes() <= 4096)
@@ -144,9 +189,7 @@ fn config(a: &Args) -> Result<PerfConfig> {
     c.out_reads = a.outs;
     c.timeout = Duration::from_secs(a.timeout);
     c.gso = !a.no_gso;
-    if a.qp != 1 {
-        bail!("-q {}: only one QP per test so far", a.qp);
-    }
+    c.qps = a.qp as usize;
     c.check().map_err(|e| anyhow!(e))?;
     Ok(c)
 }
@@ -191,15 +234,27 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     let (sock, _) = bind_roce(local_ip, a.roce_port, a.bind.is_some())?;
     let mut p = Perf::new(cfg.clone(), sock)?;
     p.publish_to(counters.board.clone());
-    let json = a.json;
-    let gbits = a.report_gbits;
-    let gid_index = a.gid_index;
-    let mut show = |x: &Addresses| {
-        if !json {
-            header(&cfg, x, gid_index);
-        }
+    let report = Report {
+        cfg: cfg.clone(),
+        gbits: a.report_gbits,
+        json: a.json,
+        gid_index: a.gid_index,
+        device: a.ib_dev.clone(),
+        out_json: a.out_json.then(|| a.out_json_file.clone()),
+        client: a.server.is_some(),
     };
-    let out = p.run(oob, &stop.arc(), &mut show);
+    let mut seen = None;
+    let mut progress = |p: Progress<'_>| match p {
+        Progress::Addresses(x) => {
+            if !report.json {
+                report.header(x);
+            }
+            seen = Some(x.clone());
+        }
+        Progress::Row(r) => report.bw_row(r),
+        _ => {}
+    };
+    let out = p.run(oob, &stop.arc(), &mut progress);
     // the counters also when the test failed: they say why (retransmissions, refusals)
     counters.board.set_link(p.link());
     let out = match out {
@@ -209,146 +264,15 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
             return Err(e).context(format!("perf {}", cfg.test.name()));
         }
     };
-    print_rows(&out, gbits, json);
-    counters.print(json, false);
+    report.rows(&out);
+    if let (Some(x), Some(path)) = (&seen, &report.out_json)
+        && let Some(text) = report.perftest_json(x, &out)
+    {
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.plot {
+        report.plot(path, &out)?;
+    }
+    counters.print(a.json, false);
     Ok(ExitCode::SUCCESS)
-}
-
-/// C's `%#0Nx`: zero-padded to `width` with `0x` counted in it, no prefix for zero.
-fn alt_hex(v: u64, width: usize) -> String {
-    if v == 0 {
-        format!("{:0width$}", 0)
-    } else {
-        format!("0x{v:0w$x}", w = width.saturating_sub(2))
-    }
-}
-
-fn header(cfg: &PerfConfig, x: &Addresses, gid_index: Option<i32>) {
-    let t = cfg.test;
-    println!("{LINE}");
-    println!("                    {}", t.title());
-    println!(" Number of qps   : 1\t\tTransport type : IB");
-    println!(
-        " Connection type : {}\t\tUsing SRQ      : OFF",
-        format!("{:?}", cfg.conn).to_uppercase()
-    );
-    println!(" TX depth        : {}", cfg.tx_depth);
-    if t.verb == rocelink_bench::perf::Verb::Send {
-        println!(" RX depth        : {}", cfg.rx_depth);
-    }
-    println!(" Mtu             : {}[B]", x.mtu.bytes());
-    println!(" Link type       : Ethernet");
-    println!(" GID index       : {}", gid_index.unwrap_or(0));
-    println!(" Max inline data : 0[B]");
-    println!(" rdma_cm QPs\t : OFF");
-    println!(
-        " Data ex. method : Ethernet (peer perftest {})",
-        x.peer_version
-    );
-    println!("{LINE}");
-    for (side, k) in [("local", &x.local), ("remote", &x.remote)] {
-        let mut l = format!(
-            " {side} address: LID {} QPN {} PSN {}",
-            alt_hex(u64::from(k.lid), 4),
-            alt_hex(u64::from(k.qpn), 6),
-            alt_hex(u64::from(k.psn), 6)
-        );
-        if t.verb == rocelink_bench::perf::Verb::Read {
-            l += &format!(" OUT {}", alt_hex(u64::from(k.out_reads), 4));
-        }
-        if t.verb != rocelink_bench::perf::Verb::Send {
-            l += &format!(
-                " RKey {} VAddr {}",
-                alt_hex(u64::from(k.rkey), 8),
-                alt_hex(k.vaddr, 16)
-            );
-        }
-        println!("{l}");
-        if let Some(g) = k.gid {
-            let g: Vec<String> = g.iter().map(|b| format!("{b:02}")).collect();
-            println!(" GID: {}", g.join(":"));
-        }
-    }
-    println!("{LINE}");
-    if t.kind == Kind::Bw {
-        println!(
-            " #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]",
-            u = "MiB/sec"
-        );
-    } else {
-        println!(
-            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
-        );
-    }
-}
-
-fn print_rows(out: &Outcome, gbits: bool, json: bool) {
-    let unit = |bps: f64| {
-        if gbits {
-            bps * 8.0 / 1e9
-        } else {
-            bps / 1_048_576.0
-        }
-    };
-    match out {
-        Outcome::Bw(rows) => {
-            for r in rows {
-                if json {
-                    println!(
-                        "{{\"bytes\":{},\"iterations\":{},\"bw_peak\":{:.2},\"bw_average\":{:.2},\"unit\":\"{}\",\"msg_rate_mpps\":{:.6}}}",
-                        r.bytes,
-                        r.iters,
-                        unit(r.peak_bps),
-                        unit(r.avg_bps),
-                        if gbits { "Gb/sec" } else { "MiB/sec" },
-                        r.msg_rate_mpps
-                    );
-                } else {
-                    println!(
-                        " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t     {:<7.6}",
-                        r.bytes,
-                        r.iters,
-                        unit(r.peak_bps),
-                        unit(r.avg_bps),
-                        r.msg_rate_mpps
-                    );
-                }
-            }
-        }
-        Outcome::Lat(rows) => {
-            for r in rows {
-                let s = &r.stats;
-                if json {
-                    println!(
-                        "{{\"bytes\":{},\"iterations\":{},\"t_min\":{:.2},\"t_max\":{:.2},\"t_typical\":{:.2},\"t_avg\":{:.2},\"t_stdev\":{:.2},\"p99\":{:.2},\"p99_9\":{:.2}}}",
-                        r.bytes,
-                        r.iters,
-                        s.t_min,
-                        s.t_max,
-                        s.t_typical,
-                        s.t_avg,
-                        s.t_stdev,
-                        s.p99,
-                        s.p999
-                    );
-                } else {
-                    println!(
-                        " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
-                        r.bytes,
-                        r.iters,
-                        s.t_min,
-                        s.t_max,
-                        s.t_typical,
-                        s.t_avg,
-                        s.t_stdev,
-                        s.p99,
-                        s.p999
-                    );
-                }
-            }
-        }
-    }
-    if !json {
-        println!("{LINE}");
-    }
 }

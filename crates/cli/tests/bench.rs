@@ -163,6 +163,7 @@ fn bench_perf_puts_each_test_next_to_udp() {
             "--json",
         ])
         .args(["--server-ip", "127.0.0.123", "--client-ip", "127.0.0.124"])
+        .args(["--port", "19139"])
         .output()
         .unwrap();
     assert!(
@@ -170,6 +171,28 @@ fn bench_perf_puts_each_test_next_to_udp() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // the same code on two threads of one process
+    let inproc = std::process::Command::new(env!("CARGO_BIN_EXE_rocelink"))
+        .args([
+            "bench",
+            "perf",
+            "read_lat",
+            "--runs",
+            "1",
+            "--lat-iters",
+            "100",
+        ])
+        .args(["--no-pin", "--json", "--in-process"])
+        .args(["--server-ip", "127.0.0.123", "--client-ip", "127.0.0.124"])
+        .output()
+        .unwrap();
+    assert!(
+        inproc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inproc.stderr)
+    );
+    let row: serde_json::Value = serde_json::from_slice(&inproc.stdout).unwrap();
+    assert!(row["rocelink"].as_f64().unwrap() > 0.0, "{row}");
     let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()

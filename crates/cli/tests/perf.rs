@@ -13,6 +13,17 @@ fn rocelink() -> Command {
 /// Run `test` between a server on 127.0.0.`ips.0` and a client on 127.0.0.`ips.1` (TCP
 /// `port`); the client's JSON lines and the server's text.
 fn pair(test: &str, ips: (u8, u8), port: u16, extra: &[&str]) -> (Vec<Value>, String) {
+    pair_with(test, ips, port, extra, &[])
+}
+
+/// [`pair`], with `client` options given to the client alone.
+fn pair_with(
+    test: &str,
+    ips: (u8, u8),
+    port: u16,
+    extra: &[&str],
+    client: &[&str],
+) -> (Vec<Value>, String) {
     let port = port.to_string();
     let (sip, cip) = (format!("127.0.0.{}", ips.0), format!("127.0.0.{}", ips.1));
     let mut srv = rocelink()
@@ -35,6 +46,7 @@ fn pair(test: &str, ips: (u8, u8), port: u16, extra: &[&str]) -> (Vec<Value>, St
         .args(["perf", test, &sip, "--bind", &cip, "-p", &port])
         .args(["--timeout", "20", "--json"])
         .args(extra)
+        .args(client)
         .output()
         .unwrap();
     let mut rest = String::new();
@@ -133,13 +145,53 @@ fn bad_input_is_refused_before_anything_is_bound() {
         (vec!["perf", "write_foo"], "unknown test"),
         (vec!["perf", "read_bw", "-c", "UC"], "READ needs RC"),
         (vec!["perf", "write_bw", "-m", "1500"], "MTU must be"),
-        (vec!["perf", "write_bw", "-q", "2"], "only one QP"),
+        (
+            vec!["perf", "write_lat", "-q", "2"],
+            "only available on bw tests",
+        ),
+        (vec!["perf", "write_bw", "-q", "0"], "-q"),
+        (
+            vec!["perf", "write_bw", "-c", "UD"],
+            "only possible in SEND",
+        ),
+        (
+            vec!["perf", "read_lat", "--run_infinitely"],
+            "only in bw tests",
+        ),
+        (
+            vec!["perf", "write_bw", "--min-size", "3"],
+            "not a power of two",
+        ),
+        (vec!["perf", "write_bw", "--min-size", "64"], "--max-size"),
+        (
+            vec!["perf", "write_bw", "--min-size", "64", "--max-size", "32"],
+            "larger than --max-size",
+        ),
+        (
+            vec![
+                "perf",
+                "write_bw",
+                "-a",
+                "--min-size",
+                "2",
+                "--max-size",
+                "8",
+            ],
+            "exclude each other",
+        ),
+        (
+            vec!["perf", "write_bw", "--plot", "/nonexistent-dir/x.svg"],
+            "no directory",
+        ),
+        (
+            vec!["perf", "write_bw", "--run_infinitely", "--plot", "x.svg"],
+            "needs a run that ends",
+        ),
         (
             vec!["perf", "write_bw", "-a", "-s", "64"],
             "exclude each other",
         ),
         (vec!["perf", "write_lat", "-s", "1"], "at least 2 bytes"),
-        (vec!["perf", "send_bw", "-c", "UD"], "not supported yet"),
     ] {
         let o = rocelink().args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -205,4 +257,197 @@ fn ctrl_c_ends_a_waiting_server() {
     assert!(st.success(), "{st}: {err}");
     assert!(err.contains("stopped before a client connected"), "{err}");
     assert!(!sock.exists(), "{} left behind", sock.display());
+}
+
+/// `-q`: every QP runs the iterations (perftest's `#iterations` is per QP) and each shows
+/// in the counters; a SEND server re-posts only what the rest of a size needs, so `-a`
+/// runs size after size.
+#[test]
+fn several_qps_each_run_the_iterations() {
+    let (rows, server) = pair("write_bw", (102, 103), 19_132, &["-q", "4", "-n", "200"]);
+    assert_eq!(rows[0]["iterations"], 200, "{}", rows[0]);
+    let link = &rows[1]["counters"]["links"][0];
+    let qps = link["qps"].as_array().unwrap();
+    assert_eq!(qps.len(), 4, "{link}");
+    for q in qps {
+        // 200 messages of 65536 bytes at MTU 4096 (loopback), and what was sent again
+        // if loopback dropped under the load of parallel tests
+        let c = &q["counters"];
+        let resent = c["retransmissions"].as_u64().unwrap();
+        let sent = c["tx_packets"].as_u64().unwrap();
+        assert!(sent >= 200 * 16 && (resent > 0 || sent == 200 * 16), "{q}");
+    }
+    assert_eq!(server.matches(" remote address: ").count(), 4, "{server}");
+    assert!(server.contains(" Number of qps   : 4"), "{server}");
+    let (rows, _) = pair(
+        "send_bw",
+        (102, 103),
+        19_133,
+        &[
+            "-q",
+            "2",
+            "-n",
+            "40",
+            "--min-size",
+            "512",
+            "--max-size",
+            "4096",
+        ],
+    );
+    let got: Vec<(u64, u64)> = rows[..4]
+        .iter()
+        .map(|r| {
+            (
+                r["bytes"].as_u64().unwrap(),
+                r["iterations"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [(512, 40), (1024, 40), (2048, 40), (4096, 40)]);
+}
+
+/// `-c UD` (SEND tests, as perftest): a message fits one packet, so a larger size becomes
+/// the MTU and `-a` stops there; receives carry the GRH slot.
+#[test]
+fn ud_sends_fit_one_packet() {
+    let (rows, server) = pair("send_bw", (104, 105), 19_134, &["-c", "UD", "-n", "300"]);
+    // 65536 by default; loopback's MTU is 4096
+    assert_eq!(
+        (rows[0]["bytes"].as_u64(), rows[0]["iterations"].as_u64()),
+        (Some(4096), Some(300))
+    );
+    assert!(server.contains(" Connection type : UD"), "{server}");
+    assert!(
+        server.contains("WARNING: BW peak won't be measured"),
+        "{server}"
+    );
+    let (rows, _) = pair(
+        "send_bw",
+        (104, 105),
+        19_135,
+        &["-c", "UD", "-a", "-n", "30"],
+    );
+    let sizes: Vec<u64> = rows.iter().filter_map(|r| r["bytes"].as_u64()).collect();
+    assert_eq!(sizes, (1..13).map(|i| 1u64 << i).collect::<Vec<_>>());
+    let (rows, _) = pair(
+        "send_lat",
+        (104, 105),
+        19_136,
+        &["-c", "UD", "-n", "200", "-s", "32"],
+    );
+    assert_eq!(rows[0]["iterations"], 200);
+    assert!(rows[0]["t_typical"].as_f64().unwrap() > 0.0);
+}
+
+/// `--out_json` writes perftest's report file; `--min-size/--max-size` sweep the powers of
+/// two between them and `--plot` draws the rows.
+#[test]
+fn out_json_and_a_plotted_sweep() {
+    let dir = std::env::temp_dir().join(format!("rocelink-perf-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, svg) = (dir.join("report.json"), dir.join("sweep.svg"));
+    let (rows, _) = pair_with(
+        "write_lat",
+        (106, 107),
+        19_137,
+        &["-n", "100", "--min-size", "64", "--max-size", "1024"],
+        &[
+            "--out_json",
+            "--out_json_file",
+            json.to_str().unwrap(),
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+    );
+    let sizes: Vec<u64> = rows.iter().filter_map(|r| r["bytes"].as_u64()).collect();
+    assert_eq!(sizes, [64, 128, 256, 512, 1024]);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["test_info"]["test"], "RDMA_Write_Latency_Test", "{v}");
+    assert_eq!(v["test_info"]["Connection_type"], "RC");
+    assert_eq!(v["test_info"]["Mtu"], 4096);
+    // perftest rewrites the file after each size: the last row is in it
+    assert_eq!(v["results"]["MsgSize"], 1024);
+    assert_eq!(v["results"]["n_iterations"], 100);
+    assert_eq!(v["results"]["t_typical"], rows[4]["t_typical"], "{v}");
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        s.starts_with("<svg") && s.contains("t_typical") && s.contains(">1K<"),
+        "{s}"
+    );
+    assert_eq!(
+        s.matches("<circle").count(),
+        3 * 5,
+        "three series of five sizes"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--run_infinitely`: a row per `-D` period until Ctrl-C, which ends the client cleanly;
+/// the server learns the end from the closed exchange.
+#[test]
+fn run_infinitely_until_ctrl_c() {
+    let port = "19138";
+    let mut srv = rocelink()
+        .args(["perf", "write_bw", "--bind", "127.0.0.106", "-p", port])
+        .args(["--run_infinitely", "-D", "1", "--no-control"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sout = BufReader::new(srv.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.contains("Waiting for client") {
+        assert!(
+            sout.read_line(&mut text).unwrap() > 0,
+            "server ended: {text}"
+        );
+    }
+    let mut cli = rocelink()
+        .args([
+            "perf",
+            "write_bw",
+            "127.0.0.106",
+            "--bind",
+            "127.0.0.107",
+            "-p",
+            port,
+        ])
+        .args(["--run_infinitely", "-D", "1", "--json", "--no-control"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut cout = BufReader::new(cli.stdout.take().unwrap());
+    let mut rows = Vec::new();
+    while rows.len() < 2 {
+        let mut l = String::new();
+        assert!(
+            cout.read_line(&mut l).unwrap() > 0,
+            "client ended after {rows:?}"
+        );
+        let v: Value = serde_json::from_str(&l).unwrap();
+        rows.push(v);
+    }
+    for r in &rows {
+        // no peak running infinitely (as perftest); a period's messages and rate
+        assert_eq!(r["bw_peak"], 0.0, "{r}");
+        assert!(r["iterations"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &cli.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let st = cli.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut cli.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(st.success(), "client {st}: {err}");
+    let sst = srv.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
+    assert!(sst.success(), "server {sst}: {text}{rest}");
+    assert!(rest.contains("Client closed connection"), "{rest}");
 }

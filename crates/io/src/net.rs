@@ -83,7 +83,13 @@ fn interface_of(ip: IpAddr) -> Option<(Vec<u8>, Mac)> {
     }
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
-    let name = name_of_ip?;
+    // every address of 127.0.0.0/8 is local, on the loopback device, though only
+    // 127.0.0.1 is listed
+    let name = match (name_of_ip, ip) {
+        (Some(n), _) => n,
+        (None, IpAddr::V4(v4)) if v4.is_loopback() => b"lo".to_vec(),
+        (None, _) => return None,
+    };
     let mac = macs
         .into_iter()
         .find(|(n, _)| *n == name)
@@ -100,6 +106,23 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
         libc::CPU_ZERO(&mut set);
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Pin every thread of process `pid` that exists now (and those it starts later) to `cpu`.
+pub fn pin_process(pid: u32, cpu: usize) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: as in pin_current_thread; sched_setaffinity only reads the set, and an
+    // unknown pid is an error (ESRCH), not undefined behaviour.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             return Err(std::io::Error::last_os_error());
         }
     }
@@ -192,6 +215,8 @@ mod tests {
         } else {
             assert!(got.is_some_and(|m| m >= 1280));
         }
+        // every 127/8 address is lo's, though only 127.0.0.1 is listed
+        assert_eq!(mtu_for_ip(IpAddr::from([127, 0, 0, 93])), got);
         // an address no interface has
         assert_eq!(mtu_for_ip(IpAddr::from([192, 0, 2, 77])), None);
     }

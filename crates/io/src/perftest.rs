@@ -21,11 +21,13 @@ pub struct Oob {
 }
 
 fn ctx(e: io::Error, what: &str) -> io::Error {
-    let kind = match e.kind() {
-        io::ErrorKind::UnexpectedEof => io::ErrorKind::ConnectionAborted,
-        k => k,
-    };
-    io::Error::new(kind, format!("perftest exchange ({what}): {e}"))
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            format!("perftest exchange ({what}): the peer closed the connection"),
+        );
+    }
+    io::Error::new(e.kind(), format!("perftest exchange ({what}): {e}"))
 }
 
 impl Oob {

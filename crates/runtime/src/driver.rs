@@ -305,7 +305,12 @@ impl<B: Backend> Driver<B> {
                 return Ok(false);
             }
             // what `done` posted goes out before any sleep
+            let queued = ep.completions_queued();
             let all_sent = self.flush(ep, now)?;
+            if ep.completions_queued() != queued {
+                // sending completed work (UD/UC sends): the application polls first
+                continue;
+            }
             // with everything sent, sleep in the receive call itself until a datagram, the
             // next timer or the deadline (one system call); otherwise look without sleeping
             // and then wait briefly for room or data

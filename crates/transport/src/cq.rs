@@ -16,11 +16,11 @@ impl CqId {
 
 /// The CQs of an endpoint.
 #[derive(Debug)]
-pub(crate) struct Cqs(Vec<VecDeque<WorkCompletion>>);
+pub(crate) struct Cqs(Vec<VecDeque<WorkCompletion>>, u64);
 
 impl Default for Cqs {
     fn default() -> Cqs {
-        Cqs(vec![VecDeque::new()])
+        Cqs(vec![VecDeque::new()], 0)
     }
 }
 
@@ -36,6 +36,11 @@ impl Cqs {
     pub(crate) fn push(&mut self, id: CqId, wc: WorkCompletion) {
         let i = if self.exists(id) { id.0 as usize } else { 0 };
         self.0[i].push_back(wc);
+        self.1 += 1;
+    }
+    /// Completions queued so far, in all CQs.
+    pub(crate) fn pushed(&self) -> u64 {
+        self.1
     }
     pub(crate) fn get(&self, id: CqId) -> Option<&VecDeque<WorkCompletion>> {
         self.0.get(id.0 as usize)

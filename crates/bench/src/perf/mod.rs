@@ -135,8 +135,12 @@ impl Test {
 pub struct PerfConfig {
     /// The test.
     pub test: Test,
-    /// RC or UC (UC: WRITE and SEND only, as in perftest).
+    /// RC, UC (WRITE and SEND only) or UD (SEND only), as perftest allows.
     pub conn: QpType,
+    /// QPs (`-q`, bandwidth tests): each runs `iters` messages, posted round robin.
+    pub qps: usize,
+    /// Run until stopped, one row per `duration` (`--run_infinitely`, bandwidth tests).
+    pub infinite: bool,
     /// Message sizes: one (`-s`), or every power of two 2..2^23 (`-a`).
     pub sizes: Vec<usize>,
     /// Iterations per size (`-n`).
@@ -166,6 +170,8 @@ impl PerfConfig {
         PerfConfig {
             test,
             conn: QpType::Rc,
+            qps: 1,
+            infinite: false,
             sizes: vec![if bw { 65_536 } else { 2 }],
             iters: if bw && test.verb == Verb::Write {
                 5000
@@ -192,8 +198,17 @@ impl PerfConfig {
         if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
             return Err("message size must be in 1..=1 GiB".into());
         }
-        if self.conn == QpType::Ud {
-            return Err("-c UD is not supported yet (RC and UC are)".into());
+        if self.conn == QpType::Ud && self.test.verb != Verb::Send {
+            return Err("UD connection only possible in SEND tests (as perftest)".into());
+        }
+        if !(1..=MAX_QPS).contains(&self.qps) {
+            return Err(format!("the number of QPs must be in 1..={MAX_QPS}"));
+        }
+        if self.qps > 1 && self.test.kind != Kind::Bw {
+            return Err("multiple QPs only available on bw tests (as perftest)".into());
+        }
+        if self.infinite && self.test.kind != Kind::Bw {
+            return Err("--run_infinitely exists only in bw tests (as perftest)".into());
         }
         if self.conn == QpType::Uc && self.test.verb == Verb::Read {
             return Err("READ needs RC (perftest refuses -c UC for read tests too)".into());
@@ -213,31 +228,70 @@ impl PerfConfig {
     fn max_size(&self) -> usize {
         self.sizes.iter().copied().max().unwrap_or(1)
     }
+
+    /// The sizes a run at path MTU `mtu` makes: UD messages fit in one packet, so (as
+    /// perftest) a larger size becomes the MTU and `-a` stops at it.
+    pub fn sizes_at(&self, mtu: Mtu) -> Vec<usize> {
+        if self.conn != QpType::Ud {
+            return self.sizes.clone();
+        }
+        let m = mtu.bytes();
+        let mut v: Vec<usize> = self.sizes.iter().map(|&s| s.min(m)).collect();
+        v.dedup();
+        v
+    }
+
+    /// The period of a row: `-D`, else perftest's 5 s for `--run_infinitely`.
+    fn period(&self) -> Option<Duration> {
+        match (self.duration, self.infinite) {
+            (Some(d), _) => Some(d),
+            (None, true) => Some(Duration::from_secs(5)),
+            (None, false) => None,
+        }
+    }
 }
+
+/// Most QPs one test makes.
+pub const MAX_QPS: usize = 1024;
+
+/// UD receives start with the 40-byte GRH slot.
+const GRH: usize = 40;
 
 /// perftest's cycle buffer (a page) and cache line.
 const CYCLE_BUFFER: usize = 4096;
 const CACHE_LINE: usize = 64;
 
-/// One side of a test: the RoCE socket's endpoint, one QP and its buffer — two halves of
-/// `BUFF_SIZE` as perftest lays them out: the first sends from (and READs into), the second
-/// is where the peer WRITEs (its address goes in the key string) and SENDs land.
+/// One side of a test: the RoCE socket's endpoint, its QPs (one CQ for all, as perftest)
+/// and a buffer per QP — two halves of `BUFF_SIZE` each as perftest lays them out: the
+/// first sends from (and READs into), the second is where the peer WRITEs (its address goes
+/// in the key string) and SENDs land.
 pub struct Perf {
     cfg: PerfConfig,
     ep: Endpoint,
     drv: Driver,
-    qpn: u32,
+    qps: Vec<Side>,
     cq: CqId,
     mr: MrKeys,
     half: usize,
     base: u64,
-    psn: u32,
     ip: IpAddr,
+}
+
+/// One QP of this side.
+#[derive(Debug, Clone, Copy)]
+struct Side {
+    qpn: u32,
+    psn: u32,
+    /// Where its two halves start in the region.
+    off: usize,
+    /// The peer QP (UD sends name it in every work request).
+    dest: Option<UdDest>,
 }
 
 /// What a finished run measured: one row per size (this side's), and the peer's
 /// bandwidth report where perftest exchanges one.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// Bandwidth rows (a WRITE/READ server's are the client's, as perftest prints them).
     Bw(Vec<BwRow>),
@@ -245,19 +299,29 @@ pub enum Outcome {
     Lat(Vec<LatRow>),
 }
 
+/// What a run reports while it runs.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Progress<'a> {
+    /// The exchange is done: perftest prints its address lines now.
+    Addresses(&'a Addresses),
+    /// One period of `--run_infinitely` passed.
+    Row(&'a BwRow),
+}
+
 impl std::fmt::Debug for Perf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Perf")
             .field("test", &self.cfg.test)
-            .field("qpn", &self.qpn)
+            .field("qps", &self.qps.len())
             .field("ip", &self.ip)
             .finish_non_exhaustive()
     }
 }
 
 impl Perf {
-    /// The endpoint on `sock` (whose address goes in the key string's GID), one QP and the
-    /// buffer for the largest size.
+    /// The endpoint on `sock` (whose address goes in the key string's GID), the QPs and
+    /// the buffer for the largest size.
     pub fn new(cfg: PerfConfig, sock: UdpSocket) -> io::Result<Perf> {
         cfg.check()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -267,57 +331,74 @@ impl Perf {
         // recover them from the ICRC (a weaker check, counted as `icrc_unverified`)
         ecfg.icrc = IcrcPolicy::RecoverIpv4Id;
         let mut ep = Endpoint::new(ecfg);
-        let half = cfg.max_size().max(CYCLE_BUFFER);
+        let grh = if cfg.conn == QpType::Ud { GRH } else { 0 };
+        let half = (cfg.max_size() + grh)
+            .max(CYCLE_BUFFER)
+            .next_multiple_of(CACHE_LINE);
         let base = 0x5_0000_0000u64;
         let mr = ep.register_mr(
-            vec![0u8; 2 * half].into_boxed_slice(),
+            vec![0u8; 2 * half * cfg.qps].into_boxed_slice(),
             base,
             Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
         );
         let cq = ep.create_cq();
-        let qpn = ep
-            .create_qp(QpInit {
-                max_send_wr: cfg.tx_depth.max(16),
-                max_recv_wr: cfg.rx_depth.max(16),
-                send_cq: cq,
-                recv_cq: cq,
-                ..QpInit::new(cfg.conn)
-            })
-            .map_err(io::Error::other)?;
-        ep.modify_qp(qpn, Modify::Init { qkey: pt::UD_QKEY })
-            .map_err(io::Error::other)?;
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);
-        let psn = (Rng::new(seed ^ u64::from(qpn)).next_u64() & 0xFF_FFFF) as u32;
+        let mut rng = Rng::new(seed);
+        let mut qps = Vec::with_capacity(cfg.qps);
+        for i in 0..cfg.qps {
+            let qpn = ep
+                .create_qp(QpInit {
+                    max_send_wr: cfg.tx_depth.max(16),
+                    max_recv_wr: cfg.rx_depth.max(16),
+                    send_cq: cq,
+                    recv_cq: cq,
+                    ..QpInit::new(cfg.conn)
+                })
+                .map_err(io::Error::other)?;
+            ep.modify_qp(qpn, Modify::Init { qkey: pt::UD_QKEY })
+                .map_err(io::Error::other)?;
+            qps.push(Side {
+                qpn,
+                psn: (rng.next_u64() & 0xFF_FFFF) as u32,
+                off: 2 * half * i,
+                dest: None,
+            });
+        }
         let mut drv = Driver::new(sock);
         drv.set_gso(cfg.gso);
         Ok(Perf {
             cfg,
             ep,
             drv,
-            qpn,
+            qps,
             cq,
             mr,
             half,
             base,
-            psn,
             ip: local.ip(),
         })
     }
 
-    /// This side's key string.
-    pub fn key(&self) -> KeyMsg {
+    /// The key string of QP `i`.
+    fn key(&self, i: usize) -> KeyMsg {
+        let q = &self.qps[i];
         KeyMsg {
             lid: 0,
             out_reads: self.cfg.out_reads,
-            qpn: self.qpn,
-            psn: self.psn,
+            qpn: q.qpn,
+            psn: q.psn,
             rkey: self.mr.rkey,
-            vaddr: self.base + self.half as u64,
+            vaddr: self.base + (q.off + self.half) as u64,
             gid: Some(gid_of(self.ip)),
             srqn: 0,
         }
+    }
+
+    /// This side's key strings, one per QP.
+    pub fn keys(&self) -> Vec<KeyMsg> {
+        (0..self.qps.len()).map(|i| self.key(i)).collect()
     }
 
     /// The endpoint (counters).
@@ -335,25 +416,35 @@ impl Perf {
         self.drv.link("perf", &self.ep)
     }
 
-    /// The QP.
-    pub fn qpn(&self) -> u32 {
-        self.qpn
+    /// The QPs.
+    pub fn qp_numbers(&self) -> Vec<u32> {
+        self.qps.iter().map(|q| q.qpn).collect()
     }
 
-    /// Bring the QP to RTS towards `rem` at the negotiated MTU, with perftest's attributes
+    /// Bring QP `i` to RTS towards `rem` at the negotiated MTU, with perftest's attributes
     /// (ACK timeout 14 ≈ 67 ms, 7 retries, RNR timer 12).
-    fn connect(&mut self, rem: &KeyMsg, mtu: Mtu) -> io::Result<()> {
+    fn connect(&mut self, i: usize, rem: &KeyMsg, mtu: Mtu) -> io::Result<()> {
         let ip = rem.gid.and_then(ip_of_gid).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 "the peer's key string has no GID (an InfiniBand peer): RoCE needs one",
             )
         })?;
+        let remote = SocketAddr::new(ip, rocelink_wire::ROCE_V2_PORT);
+        let q = &mut self.qps[i];
+        if self.cfg.conn == QpType::Ud {
+            q.dest = Some(UdDest {
+                addr: remote,
+                qpn: rem.qpn,
+                qkey: pt::UD_QKEY,
+            });
+        }
+        let (qpn, psn) = (q.qpn, q.psn);
         self.ep
             .modify_qp(
-                self.qpn,
+                qpn,
                 Modify::Rtr {
-                    remote: Some(SocketAddr::new(ip, rocelink_wire::ROCE_V2_PORT)),
+                    remote: Some(remote),
                     dest_qpn: rem.qpn,
                     rq_psn: rem.psn,
                     mtu,
@@ -363,9 +454,9 @@ impl Perf {
             .map_err(io::Error::other)?;
         self.ep
             .modify_qp(
-                self.qpn,
+                qpn,
                 Modify::Rts {
-                    sq_psn: self.psn,
+                    sq_psn: psn,
                     timeout: Duration::from_micros(67_109),
                     retry_cnt: 7,
                     rnr_retry: 7,
@@ -375,52 +466,63 @@ impl Perf {
     }
 
     /// Exchange with the peer over `oob` (connected, or accepted: that decides who is the
-    /// client), connect, and run the test; `show` gets the address lines once they are
-    /// known; `stop` (Ctrl-C) ends the test early.
+    /// client), connect, and run the test; `progress` gets the address lines once they are
+    /// known (and, running infinitely, each period's row); `stop` (Ctrl-C) ends the test
+    /// early.
     pub fn run(
         &mut self,
         mut oob: Oob,
         stop: &AtomicBool,
-        show: &mut dyn FnMut(&Addresses),
+        progress: &mut dyn FnMut(Progress<'_>),
     ) -> io::Result<Outcome> {
         oob.versions()?;
         oob.sys_data(CYCLE_BUFFER as i32, CACHE_LINE as i32)?;
         let mine = mtu_enum(self.cfg.mtu);
         let mtu = mtu_of(oob.mtu(mine)?);
-        let me = self.key();
+        let me = self.keys();
+        let n = me.len();
         let test = self.cfg.test;
-        // the key strings: write_lat and read_lat make one hand-shake more first
+        // the key strings, one per QP: write_lat and read_lat make one hand-shake more first
         if test.kind == Kind::Lat && test.verb != Verb::Send {
-            oob.hand_shake(&me)?;
+            oob.hand_shake(&me[0])?;
         }
-        let rem = oob.hand_shake(&me)?;
-        self.connect(&rem, mtu)?;
+        let mut rem = Vec::with_capacity(n);
+        for k in &me {
+            rem.push(oob.hand_shake(k)?);
+        }
+        for (i, r) in rem.iter().enumerate() {
+            self.connect(i, r, mtu)?;
+        }
         // send tests hand-shake once after RTR, then print; the others print, then make
-        // their "remote address" hand-shake and one after RTR
+        // their "remote address" hand-shakes (one per QP) and one after RTR
         if test.verb == Verb::Send {
-            oob.hand_shake(&me)?;
+            oob.hand_shake(&me[0])?;
         }
-        let rem = oob.hand_shake(&me)?;
-        show(&Addresses {
-            local: me,
-            remote: rem,
+        let mut rem = Vec::with_capacity(n);
+        for k in &me {
+            rem.push(oob.hand_shake(k)?);
+        }
+        progress(Progress::Addresses(&Addresses {
+            local: me.clone(),
+            remote: rem.clone(),
             mtu,
             peer_version: oob.peer_version_str.clone(),
-        });
+        }));
         if test.verb != Verb::Send {
-            oob.hand_shake(&me)?;
+            oob.hand_shake(&me[0])?;
         }
-        run::test(self, &mut oob, &me, &rem, stop)
+        let sizes = self.cfg.sizes_at(mtu);
+        run::test(self, &mut oob, &sizes, &rem, stop, progress)
     }
 }
 
 /// What both sides learnt in the exchange, for perftest's address lines.
 #[derive(Debug, Clone)]
 pub struct Addresses {
-    /// This side's key string.
-    pub local: KeyMsg,
+    /// This side's key strings, one per QP.
+    pub local: Vec<KeyMsg>,
     /// The peer's.
-    pub remote: KeyMsg,
+    pub remote: Vec<KeyMsg>,
     /// The MTU both use.
     pub mtu: Mtu,
     /// The peer's perftest version string.

@@ -6,10 +6,12 @@
 //! SEND LAT — receives posted, a hand-shake, both ping-pong (the client sends first), the
 //! close.
 
-use super::{Kind, Outcome, Perf, Verb, bw_row, lat_row};
+use super::{BwRow, Kind, Outcome, Perf, Progress, Verb, bw_row, lat_row};
 use rocelink_io::perftest::Oob;
 use rocelink_transport::*;
 use rocelink_wire::perftest::{BwReport, KeyMsg};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -51,22 +53,31 @@ fn stopped() -> io::Error {
 pub(super) fn test(
     p: &mut Perf,
     oob: &mut Oob,
-    me: &KeyMsg,
-    rem: &KeyMsg,
+    sizes: &[usize],
+    rem: &[KeyMsg],
     stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress<'_>),
 ) -> io::Result<Outcome> {
     let client = oob.is_client();
-    let sizes = p.cfg.sizes.clone();
     let t = p.cfg.test;
+    let infinite = p.cfg.infinite;
     match (t.verb, t.kind) {
         (Verb::Write | Verb::Read, Kind::Bw) => {
             let mut rows = Vec::new();
             if client {
-                for &size in &sizes {
-                    rows.push(p.bw_client(size, rem, stop)?);
+                for &size in sizes {
+                    rows.push(p.bw_client(size, rem, stop, progress)?);
+                }
+                if infinite {
+                    // perftest's client runs until it is killed: no report, no close
+                    return Ok(Outcome::Bw(Vec::new()));
                 }
             }
-            p.shake(oob, me, stop)?;
+            match p.shake(oob, stop) {
+                // running infinitely, the server learns the end from the closed connection
+                Err(e) if infinite && !client && closed(&e) => return Ok(Outcome::Bw(rows)),
+                r => r?,
+            };
             // one report (the last size's) as perftest exchanges it; a server prints the
             // client's
             let mine = rows.last().map_or(BwReport::default(), |r| BwReport {
@@ -86,29 +97,39 @@ pub(super) fn test(
                     msg_rate_mpps: theirs.msg_rate,
                 });
             }
-            close(p, oob, me, stop)?;
+            close(p, oob, stop)?;
             Ok(Outcome::Bw(rows))
         }
         (Verb::Send, Kind::Bw) => {
             let mut rows = Vec::new();
-            for &size in &sizes {
+            let all = sizes.len() > 1;
+            for &size in sizes {
                 if !client {
-                    p.post_recvs(size, p.cfg.rx_depth)?;
+                    for i in 0..p.qps.len() {
+                        p.post_recvs(i, size, p.recv_depth())?;
+                    }
                 }
-                p.shake(oob, me, stop)?;
+                p.shake(oob, stop)?;
                 rows.push(if client {
-                    p.bw_client(size, rem, stop)?
+                    p.bw_client(size, rem, stop, progress)?
                 } else {
-                    p.send_bw_server(size, stop)?
+                    p.send_bw_server(size, oob, stop, progress)?
                 });
+                if infinite {
+                    return Ok(Outcome::Bw(Vec::new()));
+                }
+                // perftest's -a hand-shakes after each size too
+                if all {
+                    p.shake(oob, stop)?;
+                }
             }
-            close(p, oob, me, stop)?;
+            close(p, oob, stop)?;
             Ok(Outcome::Bw(rows))
         }
         (Verb::Write, Kind::Lat) => {
             let mut rows = Vec::new();
-            for &size in &sizes {
-                rows.push(p.write_lat(size, rem, client, stop)?);
+            for &size in sizes {
+                rows.push(p.write_lat(size, &rem[0], client, stop)?);
             }
             // no close in perftest's write_lat: answer the peer's last WRITE, then go
             p.linger()?;
@@ -117,33 +138,64 @@ pub(super) fn test(
         (Verb::Read, Kind::Lat) => {
             let mut rows = Vec::new();
             if client {
-                for &size in &sizes {
-                    rows.push(p.read_lat(size, rem, stop)?);
+                for &size in sizes {
+                    rows.push(p.read_lat(size, &rem[0], stop)?);
                 }
             }
             // perftest's READ LAT server closes at once, serving until the client's close
-            close(p, oob, me, stop)?;
+            close(p, oob, stop)?;
             Ok(Outcome::Lat(rows))
         }
         (Verb::Send, Kind::Lat) => {
             let mut rows = Vec::new();
-            for &size in &sizes {
-                p.post_recvs(size, p.cfg.rx_depth.min(p.cfg.iters.max(1) as usize))?;
-                p.shake(oob, me, stop)?;
+            for &size in sizes {
+                p.post_recvs(0, size, p.cfg.rx_depth.min(p.cfg.iters.max(1) as usize))?;
+                p.shake(oob, stop)?;
                 rows.push(p.send_lat(size, client, stop)?);
             }
-            close(p, oob, me, stop)?;
+            close(p, oob, stop)?;
             Ok(Outcome::Lat(rows))
         }
     }
 }
 
+/// The peer closed the exchange's connection.
+fn closed(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+    )
+}
+
 /// perftest's close: a hand-shake, then `"done"` both ways; then the peer's last packets
 /// answered.
-fn close(p: &mut Perf, oob: &mut Oob, me: &KeyMsg, stop: &AtomicBool) -> io::Result<()> {
-    p.shake(oob, me, stop)?;
+fn close(p: &mut Perf, oob: &mut Oob, stop: &AtomicBool) -> io::Result<()> {
+    p.shake(oob, stop)?;
     oob.done()?;
     p.linger()
+}
+
+/// A `--run_infinitely` period's row: perftest measures no peak then.
+fn period_row(bytes: usize, n: u64, since: Instant, now: Instant) -> BwRow {
+    let t = now.saturating_duration_since(since).as_secs_f64().max(1e-9);
+    BwRow {
+        bytes: bytes as u64,
+        iters: n,
+        peak_bps: 0.0,
+        avg_bps: (bytes as u64 * n) as f64 / t,
+        msg_rate_mpps: n as f64 / t / 1e6,
+    }
+}
+
+/// How many messages a QP has posted and completed, and how many it may have in flight.
+#[derive(Debug, Clone, Copy, Default)]
+struct Flow {
+    posted: u64,
+    done: u64,
+    depth: u64,
 }
 
 impl Perf {
@@ -155,144 +207,289 @@ impl Perf {
         }
     }
 
+    /// The index of the QP a completion names.
+    fn qp_index(&self) -> HashMap<u32, usize> {
+        self.qps
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.qpn, i))
+            .collect()
+    }
+
+    /// A SEND, as the connection type wants it.
+    fn send_op(&self, i: usize) -> SendOp {
+        match self.qps[i].dest {
+            Some(dest) => SendOp::UdSend { dest, imm: None },
+            None => SendOp::Send,
+        }
+    }
+
     /// A latency run's limit: the exchange timeout, at least a minute.
     fn lat_deadline(&self) -> Instant {
         Instant::now() + self.cfg.timeout.max(Duration::from_secs(60))
     }
 
-    fn deadline(&self) -> Instant {
-        Instant::now() + self.cfg.duration.unwrap_or(Duration::from_secs(3600))
-    }
-
     /// Keep `tx_depth` WRITEs, READs (at most the peer's outstanding-READ limit) or SENDs
-    /// of `size` in flight until `iters` completed (or the duration passed).
+    /// of `size` in flight on every QP (posting round robin) until each completed `iters`
+    /// (or the duration passed; running infinitely, a row per period until stopped).
     fn bw_client(
         &mut self,
         size: usize,
-        rem: &KeyMsg,
+        rem: &[KeyMsg],
         stop: &AtomicBool,
-    ) -> io::Result<super::BwRow> {
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> io::Result<BwRow> {
         let verb = self.cfg.test.verb;
-        let depth = match verb {
-            Verb::Read => self.cfg.tx_depth.min(usize::from(rem.out_reads.max(1))),
-            _ => self.cfg.tx_depth,
-        } as u64;
-        let timed = self.cfg.duration.is_some();
-        let iters = if timed { u64::MAX } else { self.cfg.iters };
+        let period = self.cfg.period();
+        let infinite = self.cfg.infinite;
+        let iters = if period.is_some() {
+            u64::MAX
+        } else {
+            self.cfg.iters
+        };
+        let total = iters.saturating_mul(self.qps.len() as u64);
+        let mut flows: Vec<Flow> = rem
+            .iter()
+            .map(|r| Flow {
+                depth: match verb {
+                    Verb::Read => self.cfg.tx_depth.min(usize::from(r.out_reads.max(1))),
+                    _ => self.cfg.tx_depth,
+                } as u64,
+                ..Flow::default()
+            })
+            .collect();
+        let wrs: Vec<(u32, SendWr)> = (0..self.qps.len())
+            .map(|i| {
+                let op = match verb {
+                    Verb::Write => SendOp::Write {
+                        va: rem[i].vaddr,
+                        rkey: rem[i].rkey,
+                    },
+                    Verb::Read => SendOp::Read {
+                        va: rem[i].vaddr,
+                        rkey: rem[i].rkey,
+                    },
+                    Verb::Send => self.send_op(i),
+                };
+                let wr = SendWr {
+                    wr_id: SEND_ID,
+                    op,
+                    sge: self.sge(self.qps[i].off, size),
+                    signaled: true,
+                    solicited: false,
+                    marks: 0,
+                };
+                (self.qps[i].qpn, wr)
+            })
+            .collect();
+        let index = self.qp_index();
+        // running infinitely only counts: the vectors would grow without end
         let (mut posted, mut completed) = (Vec::new(), Vec::new());
-        let mut err = None;
-        let op = match verb {
-            Verb::Write => SendOp::Write {
-                va: rem.vaddr,
-                rkey: rem.rkey,
-            },
-            Verb::Read => SendOp::Read {
-                va: rem.vaddr,
-                rkey: rem.rkey,
-            },
-            Verb::Send => SendOp::Send,
-        };
-        let wr = SendWr {
-            wr_id: SEND_ID,
-            op,
-            sge: self.sge(0, size),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
-        let (qpn, cq) = (self.qpn, self.cq);
-        let deadline = self.deadline();
+        let (ndone, mut since) = (Cell::new(0u64), Instant::now());
+        let err = RefCell::new(None);
+        let cq = self.cq;
         let Perf { ep, drv, .. } = self;
-        let done = drv.run(ep, deadline, |ep| {
+        let mut step = |ep: &mut Endpoint| {
             let now = Instant::now();
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
-                    err = Some(failed("a send", &wc));
+                    *err.borrow_mut() = Some(failed("a send", &wc));
                     return true;
                 }
-                completed.push(now);
+                if let Some(&i) = index.get(&wc.qpn) {
+                    flows[i].done += 1;
+                }
+                ndone.set(ndone.get() + 1);
+                if !infinite {
+                    completed.push(now);
+                }
             }
-            let n = completed.len() as u64;
-            if n >= iters || stop.load(Ordering::Relaxed) {
+            if ndone.get() >= total || stop.load(Ordering::Relaxed) {
                 return true;
             }
-            while (posted.len() as u64) < iters && posted.len() as u64 - n < depth {
-                if let Err(e) = ep.post_send(qpn, wr) {
-                    err = Some(io::Error::other(e));
-                    return true;
+            for (f, &(qpn, wr)) in flows.iter_mut().zip(&wrs) {
+                while f.posted < iters && f.posted - f.done < f.depth {
+                    if let Err(e) = ep.post_send(qpn, wr) {
+                        *err.borrow_mut() = Some(io::Error::other(e));
+                        return true;
+                    }
+                    f.posted += 1;
+                    if !infinite {
+                        posted.push(now);
+                    }
                 }
-                posted.push(now);
             }
             false
-        })?;
-        if let Some(e) = err {
+        };
+        let done = if infinite {
+            let period = period.unwrap_or(Duration::from_secs(5));
+            loop {
+                let end = since + period;
+                drv.run(ep, end, &mut step)?;
+                if err.borrow().is_some() || stop.load(Ordering::Relaxed) {
+                    break true;
+                }
+                let now = Instant::now();
+                let row = period_row(size, ndone.get(), since, now);
+                progress(Progress::Row(&row));
+                ndone.set(0);
+                since = now;
+            }
+        } else {
+            let deadline = Instant::now() + period.unwrap_or(Duration::from_secs(3600));
+            drv.run(ep, deadline, &mut step)?
+        };
+        if let Some(e) = err.into_inner() {
             return Err(e);
         }
-        if !done && !timed {
+        if infinite {
+            return Ok(period_row(size, 0, since, Instant::now()));
+        }
+        if !done && period.is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the test did not finish",
             ));
         }
-        if stop.load(Ordering::Relaxed) && !timed {
+        if stop.load(Ordering::Relaxed) && period.is_none() {
             return Err(stopped());
         }
-        Ok(bw_row(size, &posted, &completed))
+        // perftest's #iterations is per QP
+        let mut row = bw_row(size, &posted, &completed);
+        row.iters /= flows.len() as u64;
+        Ok(row)
     }
 
-    /// Post `n` receives of `size` bytes into the second half.
-    fn post_recvs(&mut self, size: usize, n: usize) -> io::Result<()> {
+    /// Receives a SEND bandwidth server keeps posted per QP: `-r`, at most the
+    /// iterations (perftest's rule) unless the run is timed.
+    fn recv_depth(&self) -> usize {
+        match self.cfg.period() {
+            Some(_) => self.cfg.rx_depth,
+            None => self.cfg.rx_depth.min(self.cfg.iters.max(1) as usize),
+        }
+    }
+
+    /// Post `n` receives of `size` bytes into QP `i`'s second half (after the GRH slot
+    /// for UD).
+    fn post_recvs(&mut self, i: usize, size: usize, n: usize) -> io::Result<()> {
+        let (qpn, wr) = self.recv_wr(i, size);
         for _ in 0..n {
-            let wr = RecvWr::new(RECV_ID, self.sge(self.half, size));
-            self.ep.post_recv(self.qpn, wr).map_err(io::Error::other)?;
+            self.ep.post_recv(qpn, wr).map_err(io::Error::other)?;
         }
         Ok(())
     }
 
-    /// Count `iters` receives (re-posting each), timed from the first to the last.
-    fn send_bw_server(&mut self, size: usize, stop: &AtomicBool) -> io::Result<super::BwRow> {
-        let timed = self.cfg.duration.is_some();
-        let iters = if timed { u64::MAX } else { self.cfg.iters };
-        let (mut first, mut got) = (None, Vec::new());
-        let mut err = None;
-        let (qpn, cq, lkey, va) = (
-            self.qpn,
-            self.cq,
-            self.mr.lkey,
-            self.base + self.half as u64,
-        );
-        let deadline = self.deadline();
+    fn recv_wr(&self, i: usize, size: usize) -> (u32, RecvWr) {
+        let grh = if self.cfg.conn == QpType::Ud {
+            super::GRH
+        } else {
+            0
+        };
+        let q = &self.qps[i];
+        (
+            q.qpn,
+            RecvWr::new(RECV_ID, self.sge(q.off + self.half, size + grh)),
+        )
+    }
+
+    /// Count `iters` receives on every QP (re-posting each), timed from the first to the
+    /// last. UC and UD lose what finds no receive: there the run also ends when nothing
+    /// came for a second (as perftest's check-alive timer, which waits a minute).
+    /// Running infinitely, a row per period until stopped or the client is gone.
+    fn send_bw_server(
+        &mut self,
+        size: usize,
+        oob: &Oob,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> io::Result<BwRow> {
+        let period = self.cfg.period();
+        let infinite = self.cfg.infinite;
+        let iters = if period.is_some() {
+            u64::MAX
+        } else {
+            self.cfg.iters
+        };
+        let total = iters.saturating_mul(self.qps.len() as u64);
+        let lossy = self.cfg.conn != QpType::Rc;
+        let idle = Duration::from_secs(1);
+        let wrs: Vec<(u32, RecvWr)> = (0..self.qps.len()).map(|i| self.recv_wr(i, size)).collect();
+        // as perftest, a QP re-posts only what its remaining messages need: none is left
+        // posted for the next size
+        let depth = self.recv_depth() as u64;
+        let mut per_qp = vec![0u64; wrs.len()];
+        let index = self.qp_index();
+        let (mut first, mut last, mut got) = (None, Instant::now(), Vec::new());
+        let (ndone, mut since) = (Cell::new(0u64), Instant::now());
+        let err = RefCell::new(None);
+        let cq = self.cq;
         let Perf { ep, drv, .. } = self;
-        drv.run(ep, deadline, |ep| {
+        let mut step = |ep: &mut Endpoint| {
             let now = Instant::now();
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
-                    err = Some(failed("a receive", &wc));
+                    *err.borrow_mut() = Some(failed("a receive", &wc));
                     return true;
                 }
                 first.get_or_insert(now);
-                got.push(now);
-                let sge = Sge {
-                    lkey,
-                    va,
-                    len: size as u32,
-                };
-                let _ = ep.post_recv(qpn, RecvWr::new(RECV_ID, sge));
+                last = now;
+                ndone.set(ndone.get() + 1);
+                if !infinite {
+                    got.push(now);
+                }
+                if let Some(&i) = index.get(&wc.qpn) {
+                    per_qp[i] += 1;
+                    if per_qp[i].saturating_add(depth) <= iters {
+                        let (qpn, wr) = wrs[i];
+                        let _ = ep.post_recv(qpn, wr);
+                    }
+                }
             }
-            got.len() as u64 >= iters || stop.load(Ordering::Relaxed)
-        })?;
-        if let Some(e) = err {
+            let silent = lossy && !infinite && first.is_some() && now - last >= idle;
+            ndone.get() >= total || silent || stop.load(Ordering::Relaxed)
+        };
+        if infinite {
+            let period = period.unwrap_or(Duration::from_secs(5));
+            loop {
+                drv.run(ep, since + period, &mut step)?;
+                if err.borrow().is_some() || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let now = Instant::now();
+                let row = period_row(size, ndone.get(), since, now);
+                progress(Progress::Row(&row));
+                ndone.set(0);
+                since = now;
+                // the client runs until it is stopped: its closed connection ends this
+                if oob.readable()? {
+                    break;
+                }
+            }
+        } else {
+            // a lossy run may never see them all: it ends a second after the last
+            let deadline = Instant::now() + period.unwrap_or(Duration::from_secs(3600));
+            drv.run(ep, deadline, &mut step)?;
+        }
+        if let Some(e) = err.into_inner() {
             return Err(e);
         }
+        if infinite {
+            return Ok(period_row(size, 0, since, Instant::now()));
+        }
         let posted = vec![first.unwrap_or_else(Instant::now); got.len()];
-        Ok(bw_row(size, &posted, &got))
+        let mut row = bw_row(size, &posted, &got);
+        row.iters /= wrs.len() as u64;
+        // a receiver knows no post times: perftest measures no peak there
+        row.peak_bps = 0.0;
+        Ok(row)
     }
 
     /// A hand-shake during which the endpoint keeps answering (the peer may still be
     /// waiting for ACKs or READ responses, e.g. a WRITE/READ server all through the test).
-    fn shake(&mut self, oob: &mut Oob, me: &KeyMsg, stop: &AtomicBool) -> io::Result<KeyMsg> {
+    fn shake(&mut self, oob: &mut Oob, stop: &AtomicBool) -> io::Result<KeyMsg> {
+        let me = self.key(0);
         let Perf { ep, drv, .. } = self;
-        oob.hand_shake_waiting(me, &mut || {
+        oob.hand_shake_waiting(&me, &mut || {
             if stop.load(Ordering::Relaxed) {
                 return Err(stopped());
             }
@@ -339,7 +536,7 @@ impl Perf {
             solicited: false,
             marks: 0,
         };
-        let (qpn, cq) = (self.qpn, self.cq);
+        let (qpn, cq) = (self.qps[0].qpn, self.cq);
         let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
         let mut posted = Vec::with_capacity(iters as usize);
         let mut err = None;
@@ -405,7 +602,7 @@ impl Perf {
             solicited: false,
             marks: 0,
         };
-        let (qpn, cq) = (self.qpn, self.cq);
+        let (qpn, cq) = (self.qps[0].qpn, self.cq);
         let mut posted = Vec::with_capacity(iters as usize);
         let mut ccnt = 0u64;
         let mut err = None;
@@ -446,18 +643,14 @@ impl Perf {
         let iters = self.cfg.iters;
         let wr = SendWr {
             wr_id: SEND_ID,
-            op: SendOp::Send,
+            op: self.send_op(0),
             sge: self.sge(0, size),
             signaled: true,
             solicited: false,
             marks: 0,
         };
-        let (qpn, cq, lkey, va) = (
-            self.qpn,
-            self.cq,
-            self.mr.lkey,
-            self.base + self.half as u64,
-        );
+        let cq = self.cq;
+        let (qpn, rwr) = self.recv_wr(0, size);
         let depth = self.cfg.rx_depth.min(iters as usize) as u64;
         let (mut scnt, mut rcnt) = (0u64, 0u64);
         let mut posted = Vec::with_capacity(iters as usize);
@@ -475,12 +668,7 @@ impl Perf {
                     rcnt += 1;
                     turn = true;
                     if rcnt + depth <= iters {
-                        let sge = Sge {
-                            lkey,
-                            va,
-                            len: size as u32,
-                        };
-                        let _ = ep.post_recv(qpn, RecvWr::new(RECV_ID, sge));
+                        let _ = ep.post_recv(qpn, rwr);
                     }
                 }
             }

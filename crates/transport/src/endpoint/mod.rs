@@ -291,6 +291,13 @@ impl Endpoint {
         self.sinks.cqs.get_mut(cq)?.pop_front()
     }
 
+    /// How many completions were queued so far, in all CQs: a driver that sees it grow
+    /// while sending (a UD or UC send completes when it leaves) lets the application poll
+    /// before it sleeps.
+    pub fn completions_queued(&self) -> u64 {
+        self.sinks.cqs.pushed()
+    }
+
     /// Look at the next completion of `cq` without taking it.
     pub fn peek_cq(&self, cq: CqId) -> Option<&WorkCompletion> {
         self.sinks.cqs.get(cq)?.front()
