@@ -18,9 +18,9 @@
 //! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP).
 #![warn(missing_docs)]
 
+pub mod baseline;
 pub mod perf;
 pub mod pingpong;
-pub mod rc;
 pub mod record;
 pub mod shots;
 

@@ -14,11 +14,11 @@ pub(crate) enum BenchCmd {
     /// Recording write rate: rocelink's recorder against `dd oflag=direct conv=fsync` on
     /// the same disk, alternating, medians.
     Record(RecordArgs),
-    /// RC RDMA WRITE bandwidth between two endpoints over loopback (ib_write_bw's
-    /// columns), against the UDP ceiling measured in the same run.
+    /// RC RDMA WRITE bandwidth over loopback against the UDP ceiling of the same run:
+    /// `bench perf write_bw`.
     WriteBw(RcArgs),
-    /// RC RDMA WRITE ping-pong latency over loopback (ib_write_lat's columns), against a
-    /// bare UDP ping-pong measured in the same run.
+    /// RC RDMA WRITE latency over loopback against a bare UDP ping-pong of the same run:
+    /// `bench perf write_lat`.
     WriteLat(RcArgs),
     /// perftest's six tests with both ends over loopback, each next to the UDP figure
     /// bounding it, measured in the same run (medians of --runs).
@@ -31,166 +31,33 @@ pub(crate) enum BenchCmd {
 #[derive(clap::Args, Debug)]
 pub(crate) struct RcArgs {
     /// Message size in bytes (default: 65536 for write-bw, 2 for write-lat).
-    #[arg(short = 's', long, value_parser = crate::args::usize_in(1, 1 << 30))]
+    #[arg(short = 's', long, value_parser = crate::args::usize_in(2, 1 << 23))]
     size: Option<usize>,
-    /// Messages (default: 5000 for write-bw, 10000 for write-lat).
+    /// Messages (default: 20000 for write-bw, 5000 for write-lat).
     #[arg(short = 'n', long, value_parser = crate::args::usize_in(1, 1 << 30))]
     iters: Option<usize>,
     /// WRITEs in flight (write-bw).
-    #[arg(short = 't', long, default_value = "128", value_parser = crate::args::usize_in(1, 65_536))]
+    #[arg(short = 't', long, default_value = "128", value_parser = crate::args::usize_in(1, 8192))]
     tx_depth: usize,
-    /// Do not pin the two threads to CPUs 0 and 1.
+    /// Runs (medians reported).
+    #[arg(long, default_value = "1", value_parser = crate::args::usize_in(1, 100))]
+    runs: usize,
+    /// Do not pin the two ends to CPUs 0 and 1.
     #[arg(long)]
     no_pin: bool,
     /// JSON output.
     #[arg(long)]
     json: bool,
-    /// Also draw an SVG: the latency histogram (write-lat) or bandwidth against message
-    /// size (write-bw, sizes 4 KiB … the chosen size).
-    #[arg(long)]
-    plot: Option<PathBuf>,
 }
 
-const RULE: &str =
-    "---------------------------------------------------------------------------------------";
-
-fn write_bw(a: &RcArgs) -> Result<ExitCode> {
-    let cfg = rocelink_bench::rc::RcConfig {
-        size: a.size.unwrap_or(65_536),
-        iters: a.iters.unwrap_or(5_000),
-        tx_depth: a.tx_depth,
-        pin: !a.no_pin,
-        ..Default::default()
-    };
-    let r = rocelink_bench::rc::write_bw(&cfg)?;
-    let ratio = if r.udp_mb_s > 0.0 {
-        r.avg_mb_s / r.udp_mb_s
-    } else {
-        0.0
-    };
-    if a.json {
-        println!(
-            "{}",
-            json!({"bytes": r.bytes, "iterations": r.iters, "bw_peak_mb_s": r.peak_mb_s, "bw_average_mb_s": r.avg_mb_s,
-                   "msg_rate_mpps": r.msg_rate_mpps, "cpu_percent_requester": r.cpu_percent.0, "cpu_percent_responder": r.cpu_percent.1,
-                   "udp_ceiling_mb_s": r.udp_mb_s, "udp_receiver_cpu_percent": r.udp_cpu_percent, "ratio_rc_to_udp": ratio,
-                   "udp_plain_mb_s": r.udp_plain_mb_s,
-                   "retransmissions": r.retransmits})
-        );
-    } else {
-        println!("{RULE}");
-        println!("                    RDMA_Write BW Test (rocelink RC over loopback, MTU 4096)");
-        println!(" TX depth        : {}", cfg.tx_depth);
-        println!("{RULE}");
-        println!(
-            " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
-        );
-        println!(
-            " {:<10} {:<14} {:<18.2} {:<20.2} {:.6}",
-            r.bytes, r.iters, r.peak_mb_s, r.avg_mb_s, r.msg_rate_mpps
-        );
-        println!("{RULE}");
-        println!(
-            " CPU: requester {:.1}%, responder {:.1}% of a core; {} retransmissions",
-            r.cpu_percent.0, r.cpu_percent.1, r.retransmits
-        );
-        println!(
-            " UDP ceiling, 4112-byte datagrams, GSO send + GRO receive (as rocelink's driver): {:.2} MB/sec payload, receiver CPU {:.1}%",
-            r.udp_mb_s, r.udp_cpu_percent
-        );
-        println!(
-            " UDP plain (sendmmsg -> recvmmsg, no offloads): {:.2} MB/sec payload",
-            r.udp_plain_mb_s
-        );
-        println!(" RC WRITE / UDP ceiling = {ratio:.2}x");
-    }
-    if let Some(p) = &a.plot {
-        let mut pts = Vec::new();
-        let mut size = 4096usize;
-        while size <= cfg.size {
-            let c = rocelink_bench::rc::RcConfig {
-                size,
-                iters: (cfg.iters * cfg.size / size).clamp(500, 50_000),
-                ..cfg.clone()
-            };
-            let x = rocelink_bench::rc::write_bw(&c)?;
-            pts.push((
-                size as f64,
-                x.avg_mb_s * 8.0 / 1000.0,
-                x.udp_mb_s * 8.0 / 1000.0,
-            ));
-            size *= 2;
-        }
-        crate::plot::bandwidth(p, &pts)?;
-        eprintln!("rocelink: wrote {}", p.display());
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn write_lat(a: &RcArgs) -> Result<ExitCode> {
-    let cfg = rocelink_bench::rc::RcConfig {
-        size: a.size.unwrap_or(2),
-        iters: a.iters.unwrap_or(10_000),
-        pin: !a.no_pin,
-        ..Default::default()
-    };
-    let r = rocelink_bench::rc::write_lat(&cfg)?;
-    let ratio = if r.udp.t_typical > 0.0 {
-        r.rc.t_typical / r.udp.t_typical
-    } else {
-        0.0
-    };
-    let row = |s: &rocelink_bench::rc::LatStats| {
-        json!({"iterations": s.iters, "t_min": s.t_min, "t_max": s.t_max, "t_typical": s.t_typical, "t_avg": s.t_avg,
-               "t_stdev": s.t_stdev, "p99": s.p99, "p99_9": s.p999})
-    };
-    if a.json {
-        println!(
-            "{}",
-            json!({"bytes": r.bytes, "rc": row(&r.rc), "udp": row(&r.udp), "ratio_rc_to_udp_typical": ratio})
-        );
-    } else {
-        println!("{RULE}");
-        println!(
-            "                    RDMA_Write Latency Test (rocelink RC over loopback, MTU 4096)"
-        );
-        println!("{RULE}");
-        println!(
-            " {:<9} {:<7} {:<12} {:>11} {:>11} {:>15} {:>11} {:>13} {:>20} {:>22}",
-            "",
-            "#bytes",
-            "#iterations",
-            "t_min[usec]",
-            "t_max[usec]",
-            "t_typical[usec]",
-            "t_avg[usec]",
-            "t_stdev[usec]",
-            "99% percentile[usec]",
-            "99.9% percentile[usec]"
-        );
-        for (name, s) in [("rc-write", &r.rc), ("udp", &r.udp)] {
-            println!(
-                " {:<9} {:<7} {:<12} {:>11.2} {:>11.2} {:>15.2} {:>11.2} {:>13.2} {:>20.2} {:>22.2}",
-                name,
-                r.bytes,
-                s.iters,
-                s.t_min,
-                s.t_max,
-                s.t_typical,
-                s.t_avg,
-                s.t_stdev,
-                s.p99,
-                s.p999
-            );
-        }
-        println!("{RULE}");
-        println!(" RC WRITE / UDP ping-pong (t_typical) = {ratio:.2}x");
-    }
-    if let Some(p) = &a.plot {
-        crate::plot::latency(p, r.bytes, &r.rc_samples, &r.udp_samples)?;
-        eprintln!("rocelink: wrote {}", p.display());
-    }
-    Ok(ExitCode::SUCCESS)
+/// `bench write-bw` / `write-lat`: `bench perf` of that one test.
+fn rc_test(test: &str, a: &RcArgs) -> Result<ExitCode> {
+    let t = crate::perf::parse_test(test).map_err(anyhow::Error::msg)?;
+    let b = crate::bench_perf::PerfBenchArgs::one(
+        t, a.size, a.iters, a.tx_depth, a.runs, !a.no_pin, a.json,
+    );
+    let stop = crate::stop::StopFlag::install()?;
+    crate::bench_perf::run(&b, &stop)
 }
 
 #[derive(clap::Args, Debug)]
@@ -364,11 +231,11 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
     let a = match cmd {
         BenchCmd::Stream(a) => a,
         BenchCmd::Record(a) => return record(a),
-        BenchCmd::WriteBw(a) => return write_bw(a),
+        BenchCmd::WriteBw(a) => return rc_test("write_bw", a),
         BenchCmd::Perf(a) => {
             return crate::stop::StopFlag::install().and_then(|s| crate::bench_perf::run(a, &s));
         }
-        BenchCmd::WriteLat(a) => return write_lat(a),
+        BenchCmd::WriteLat(a) => return rc_test("write_lat", a),
         BenchCmd::Shots(a) => return crate::bench_shots::run(a),
     };
     let cfg = StreamConfig {

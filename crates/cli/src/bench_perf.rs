@@ -7,8 +7,9 @@
 //! rocelink over UDP: above 1 is better for bandwidth, worse for latency.
 
 use anyhow::{Context, Result, anyhow};
+use rocelink_bench::baseline::{udp_ceiling, udp_pingpong};
+use rocelink_bench::perf::LatStats;
 use rocelink_bench::perf::{Kind, PerfConfig, Test, Verb, headline, loopback};
-use rocelink_bench::rc::{LatStats, udp_ceiling, udp_pingpong};
 use serde_json::json;
 use std::net::IpAddr;
 use std::process::ExitCode;
@@ -31,6 +32,9 @@ pub(crate) struct PerfBenchArgs {
     /// Iterations per latency run.
     #[arg(long, default_value = "5000", value_parser = crate::args::usize_in(1, 1 << 30))]
     lat_iters: usize,
+    /// Send queue depth of the bandwidth tests (perf's -t).
+    #[arg(short = 't', long, default_value = "128", value_parser = crate::args::usize_in(1, 8192))]
+    tx_depth: usize,
     /// Runs of each (medians reported).
     #[arg(long, default_value = "3", value_parser = crate::args::usize_in(1, 100))]
     runs: usize,
@@ -51,6 +55,36 @@ pub(crate) struct PerfBenchArgs {
     /// One JSON object per test.
     #[arg(long)]
     json: bool,
+}
+
+impl PerfBenchArgs {
+    /// One test with perf's own defaults for what is not given (`bench write-bw` and
+    /// `bench write-lat`).
+    pub(crate) fn one(
+        test: Test,
+        size: Option<usize>,
+        iters: Option<usize>,
+        tx_depth: usize,
+        runs: usize,
+        pin: bool,
+        json: bool,
+    ) -> PerfBenchArgs {
+        PerfBenchArgs {
+            tests: vec![test],
+            bw_size: size.unwrap_or(65_536),
+            lat_size: size.unwrap_or(2),
+            bw_iters: iters.unwrap_or(20_000),
+            lat_iters: iters.unwrap_or(5_000),
+            tx_depth,
+            runs,
+            server_ip: IpAddr::from([127, 0, 0, 121]),
+            client_ip: IpAddr::from([127, 0, 0, 122]),
+            no_pin: !pin,
+            in_process: false,
+            port: 18515,
+            json,
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -77,6 +111,9 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
         let mut cfg = PerfConfig::new(t);
         cfg.sizes = vec![if bw { a.bw_size } else { a.lat_size }];
         cfg.iters = (if bw { a.bw_iters } else { a.lat_iters }) as u64;
+        if bw {
+            cfg.tx_depth = a.tx_depth;
+        }
         cfg.check().map_err(|e| anyhow!(e))?;
         let (mut mine, mut base, mut offl) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..a.runs {

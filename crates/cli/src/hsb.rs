@@ -98,6 +98,8 @@ pub(crate) struct EmulateArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=4))]
     trailer: u8,
     #[command(flatten)]
+    counters: crate::stats::CounterArgs,
+    #[command(flatten)]
     layout: Layout,
 }
 
@@ -143,7 +145,9 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
 }
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
-    let cfg = emulator_config(a)?;
+    let mut cfg = emulator_config(a)?;
+    let counters = crate::stats::Counters::start("emulate", &a.counters)?;
+    cfg.counters = Some(counters.board.clone());
     let stop = StopFlag::install()?;
     let emu = Emulator::bind(&cfg).context("cannot start the device")?;
     eprintln!(
@@ -153,6 +157,7 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let s = emu
         .run(stop.arc())
         .with_context(|| format!("emulator at {}", cfg.device.ip))?;
+    counters.summary("emulate", false);
     eprintln!(
         "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused); {} enumerations",
         s.frames, s.packets, s.bytes, s.ecb_requests, s.ecb_errors, s.enumerations

@@ -3,6 +3,7 @@
 
 use crate::args;
 use crate::out::{gbps, progress_bar};
+use crate::stats::Counters;
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
 use rocelink_bench::pingpong::bind_roce;
@@ -48,6 +49,8 @@ pub(crate) struct Common {
     /// No progress line or summary text (errors still go to stderr).
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    counters: crate::stats::CounterArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -186,11 +189,13 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
         },
         ..ServerConfig::default()
     };
+    let counters = Counters::start("ims serve", &a.common.counters)?;
     let (sock, ip) = bind_roce(a.bind, a.port, true)?;
     let local = SocketAddr::new(ip, a.port);
     let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
     let mut server = Server::new(&mut ep, cfg)?;
     let mut drv = Driver::new(sock);
+    drv.publish_to(counters.board.clone(), "ims");
     let stop = StopFlag::install()?;
     let flag = stop.arc();
     if !a.common.json && !a.common.quiet {
@@ -268,6 +273,11 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
     }
     let retransmissions = (st.acked + st.nacked.total()).saturating_sub(st.frames_delivered);
     let (frames, bytes) = (st.frames_delivered, st.bytes);
+    let snap = counters.finish(
+        "ims serve",
+        drv.link("ims", &ep),
+        a.common.json || a.common.quiet,
+    );
     if a.common.json {
         println!(
             "{}",
@@ -278,7 +288,7 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
                    "out_of_window": st.out_of_window, "duplicates": st.duplicates,
                    "icrc_errors": ep.stats().icrc_errors, "status_packets": st.status_packets,
                    "status_ignored": st.status_ignored, "recorded": recorded,
-                   "gbps": gbps(bytes, secs), "seconds": secs})
+                   "gbps": gbps(bytes, secs), "seconds": secs, "counters": snap})
         );
     } else if !a.common.quiet {
         println!(
@@ -402,12 +412,14 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
     } else {
         IpAddr::V4(Ipv4Addr::UNSPECIFIED)
     });
+    let counters = Counters::start("ims send", &a.common.counters)?;
     // any free port: the buffer unit answers to where requests came from
     let (sock, ip) = bind_roce(bind, 0, true)?;
     let port = rocelink_io::backend::Backend::local_addr(&sock).port();
     let mut ep = Endpoint::new(EndpointConfig::new(SocketAddr::new(ip, port)).random_keys());
     let mut worker = Worker::new(&mut ep, cfg, frame_len)?;
     let mut drv = Driver::new(sock);
+    drv.publish_to(counters.board.clone(), "ims");
     let stop = StopFlag::install()?;
     let flag = stop.arc();
     let pb = progress_bar(a.common.json || a.common.quiet);
@@ -437,8 +449,13 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
             pb.tick();
         },
     );
+    pb.finish_and_clear();
+    let snap = counters.finish(
+        "ims send",
+        drv.link("ims", &ep),
+        a.common.json || a.common.quiet,
+    );
     if let Err(e) = sent {
-        pb.finish_and_clear();
         if e.raw_os_error() == Some(libc::EMSGSIZE) {
             bail!(
                 "{e}: packets of {} payload bytes do not fit the path MTU to {server} (with 1500-byte Ethernet frames use --packet 1408)",
@@ -447,7 +464,6 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
         }
         return Err(e.into());
     }
-    pb.finish_and_clear();
     let secs = t0.elapsed().as_secs_f64();
     let st = worker.stats();
     let failed = match worker.state() {
@@ -464,7 +480,7 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
             json!({"frames": st.frames, "bytes": st.bytes, "acked": st.acked, "nacked": nacked_json(&st.nacked),
                    "nacked_total": st.nacked.total(), "retransmissions": st.retransmissions, "timeouts": st.timeouts,
                    "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale, "marked": st.marked,
-                   "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed})
+                   "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed, "counters": snap})
         );
     } else if !a.common.quiet {
         println!(

@@ -72,7 +72,8 @@ pub(crate) struct Args {
     /// Connection type.
     #[arg(short = 'c', long, value_enum, default_value = "RC")]
     connection: Conn,
-    /// Number of QPs (bandwidth tests): each runs the iterations, posted round robin.
+    /// Number of QPs (bandwidth tests): each runs the iterations, posted round robin;
+    /// #iterations counts them all.
     #[arg(short = 'q', long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=MAX_QPS as u64))]
     qp: u64,
     /// Run until Ctrl-C, printing a row every -D seconds (default 5; bandwidth tests).

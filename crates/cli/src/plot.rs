@@ -275,33 +275,6 @@ pub(crate) fn histogram(
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
 }
 
-/// RC WRITE bandwidth and the UDP ceiling against message size (Gbit/s).
-pub(crate) fn bandwidth(path: &Path, pts: &[(f64, f64, f64)]) -> Result<()> {
-    lines(
-        path,
-        "RC RDMA WRITE bandwidth over loopback (rocelink)",
-        "message size [bytes]",
-        "Gbit/s",
-        &[
-            ("RC WRITE".into(), pts.iter().map(|p| (p.0, p.1)).collect()),
-            (
-                "UDP ceiling (GSO + GRO)".into(),
-                pts.iter().map(|p| (p.0, p.2)).collect(),
-            ),
-        ],
-    )
-}
-
-/// RC and UDP ping-pong latency histograms.
-pub(crate) fn latency(path: &Path, bytes: usize, rc: &[f64], udp: &[f64]) -> Result<()> {
-    histogram(
-        path,
-        &format!("{bytes}-byte ping-pong latency over loopback (half round trip)"),
-        "one-way latency [µs]",
-        &[("RC WRITE".into(), rc), ("bare UDP".into(), udp)],
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,14 +284,22 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rocelink-plot-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("l.svg");
-        bandwidth(&p, &[(4096.0, 10.0, 12.0), (65536.0, 20.0, 22.0)]).unwrap();
+        let pts = |k: f64| vec![(4096.0, 10.0 * k), (65536.0, 20.0 * k)];
+        let series = [("RC WRITE".into(), pts(1.0)), ("UDP".into(), pts(1.1))];
+        lines(&p, "t", "size", "Gbit/s", &series).unwrap();
         let s = std::fs::read_to_string(&p).unwrap();
         assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
         assert_eq!(s.matches("<polyline").count(), 2);
         assert!(s.contains(">4K<") && s.contains(">64K<"));
         let h = dir.join("h.svg");
         let a: Vec<f64> = (0..100).map(|i| 10.0 + f64::from(i % 7)).collect();
-        latency(&h, 2, &a, &a[..50]).unwrap();
+        histogram(
+            &h,
+            "t",
+            "µs",
+            &[("RC WRITE".into(), &a[..]), ("bare UDP".into(), &a[..50])],
+        )
+        .unwrap();
         let s = std::fs::read_to_string(&h).unwrap();
         assert!(s.contains("RC WRITE") && s.contains("bare UDP"));
         assert!(s.matches("<rect").count() > 3);

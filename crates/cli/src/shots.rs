@@ -3,6 +3,7 @@
 
 use crate::args;
 use crate::out::{gbps, progress_bar};
+use crate::stats::Counters;
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
 use rocelink_bench::pingpong::bind_roce;
@@ -35,6 +36,8 @@ pub(crate) struct Links {
     /// RoCE UDP port.
     #[arg(long, default_value_t = 4791)]
     port: u16,
+    #[command(flatten)]
+    counters: crate::stats::CounterArgs,
 }
 
 impl Links {
@@ -128,9 +131,11 @@ fn bind_link(ip: IpAddr, port: u16, chosen: bool) -> Result<(Driver, Endpoint, S
 pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
     let (ips, chosen) = a.links.addrs()?;
     let g = a.shape.per_link(ips.len())?;
+    let counters = Counters::start("probe", &a.links.counters)?;
     let mut links = Vec::new();
     for (i, ip) in ips.iter().enumerate() {
-        let (drv, mut ep, local) = bind_link(*ip, a.links.port, chosen)?;
+        let (mut drv, mut ep, local) = bind_link(*ip, a.links.port, chosen)?;
+        drv.publish_to(counters.board.clone(), &format!("link{i}"));
         let taddr = SocketAddr::new(local.ip(), a.trigger_port);
         let trig = UdpSocket::bind(taddr)
             .with_context(|| format!("cannot bind the trigger socket {taddr}"))?;
@@ -166,6 +171,7 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
                 .map(|(i, (mut drv, mut ep, mut probe, trig))| {
                     let flag = &flag;
                     let pb = &pb;
+                    let board = &counters.board;
                     s.spawn(move || -> Result<_> {
                         let t = run::probe(
                             &mut drv,
@@ -201,6 +207,7 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
                                 anyhow::Error::from(e).context(format!("link {i}"))
                             }
                         })?;
+                        board.set_link(drv.link(&format!("link{i}"), &ep));
                         Ok((*probe.stats(), t))
                     })
                 })
@@ -230,12 +237,14 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         sum(&|p| p.refused),
     );
     let malformed: u64 = per.iter().map(|(_, t)| t.malformed).sum();
+    let snap = counters.summary("probe", a.json || a.quiet);
     if a.json {
         println!(
             "{}",
             json!({"links": per.len(), "triggers": triggers, "shots": shots, "missed": missed,
                    "messages": sum(&|p| p.messages), "bytes": bytes, "refused": refused,
-                   "malformed_commands": malformed, "gbps": gbps(bytes, secs), "seconds": secs})
+                   "malformed_commands": malformed, "gbps": gbps(bytes, secs), "seconds": secs,
+                   "counters": snap})
         );
     } else if !a.quiet {
         println!(
@@ -327,9 +336,11 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
     if let Some(d) = &a.record {
         args::record_dir(d, false)?;
     }
+    let counters = Counters::start("shots", &a.links.counters)?;
     let mut links = Vec::new();
     for (i, ip) in ips.iter().enumerate() {
-        let (drv, mut ep, local) = bind_link(*ip, a.links.port, chosen)?;
+        let (mut drv, mut ep, local) = bind_link(*ip, a.links.port, chosen)?;
+        drv.publish_to(counters.board.clone(), &format!("link{i}"));
         let cfg = HostConfig {
             buffers: a.buffers,
             timeout: a.timeout,
@@ -375,6 +386,7 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
             .enumerate()
             .map(|(i, (mut drv, mut ep, mut host, mut sink, local, qkey))| {
                 let (flag, pb, out, ns) = (&flag, &pb, &out, &ns);
+                let board = &counters.board;
                 let plan = if a.passive {
                     Triggering::None
                 } else {
@@ -425,6 +437,7 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
                         },
                     )?;
                     let recorded = sink.finish().context("--record")?;
+                    board.set_link(drv.link(&format!("link{i}"), &ep));
                     Ok(LinkEnd {
                         local,
                         sink: *sink.stats(),
@@ -448,10 +461,17 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
     for r in results {
         ends.push(r?);
     }
-    summarize(a, &ends, secs, g)
+    let snap = counters.summary("shots", a.json || a.quiet);
+    summarize(a, &ends, secs, g, &snap)
 }
 
-fn summarize(a: &ShotsArgs, ends: &[LinkEnd], secs: f64, g: Geometry) -> Result<ExitCode> {
+fn summarize(
+    a: &ShotsArgs,
+    ends: &[LinkEnd],
+    secs: f64,
+    g: Geometry,
+    counters: &rocelink_runtime::counters::Snapshot,
+) -> Result<ExitCode> {
     let sum = |f: &dyn Fn(&LinkEnd) -> u64| -> u64 { ends.iter().map(f).sum() };
     let shots = sum(&|e| e.sink.shots);
     let complete = sum(&|e| e.sink.complete);
@@ -485,7 +505,8 @@ fn summarize(a: &ShotsArgs, ends: &[LinkEnd], secs: f64, g: Geometry) -> Result<
                    "incomplete": shots - complete, "missing_messages": sum(&|e| e.host.missing),
                    "bytes": bytes, "verified": sum(&|e| e.sink.verified), "corrupt": corrupt,
                    "recorded": recorded, "dropped": dropped,
-                   "frame_rate_hz": fr, "gbps": gbps(bytes, span), "seconds": secs, "per_link": per_link})
+                   "frame_rate_hz": fr, "gbps": gbps(bytes, span), "seconds": secs, "per_link": per_link,
+                   "counters": counters})
         );
     } else if !a.quiet {
         println!(

@@ -70,6 +70,27 @@ impl Counters {
         }
     }
 
+    /// At exit: `link`'s final counters on the board, one line of those that moved on
+    /// stderr (unless `quiet`), and the snapshot for a JSON summary.
+    pub(crate) fn finish(
+        &self,
+        command: &str,
+        link: rocelink_runtime::counters::Link,
+        quiet: bool,
+    ) -> Snapshot {
+        self.board.set_link(link);
+        self.summary(command, quiet)
+    }
+
+    /// At exit, once every link was set: [`Counters::finish`] without a link.
+    pub(crate) fn summary(&self, command: &str, quiet: bool) -> Snapshot {
+        let s = self.board.snapshot();
+        if !quiet {
+            eprintln!("rocelink {command}: counters: {}", s.line());
+        }
+        s
+    }
+
     /// Print the counters at exit: the table on stderr, or one JSON line on stdout with
     /// `json`; nothing when `quiet`.
     pub(crate) fn print(&self, json: bool, quiet: bool) {

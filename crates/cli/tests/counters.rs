@@ -352,7 +352,7 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
 /// receive's datagrams included) and prints them at exit.
 #[test]
 fn receive_publishes_its_counters() {
-    let mut emu = rocelink()
+    let emu = rocelink()
         .args([
             "emulate",
             "--ip",
@@ -364,7 +364,7 @@ fn receive_publishes_its_counters() {
         ])
         .args(["--fps", "50"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let t = Instant::now();
@@ -410,10 +410,38 @@ fn receive_publishes_its_counters() {
     assert_eq!(net["rx_packets"], net["roce_rx"], "{net}");
     assert_eq!(net["icrc_errors"], 0, "{net}");
     let (_, err) = finish(rx);
-    let _ = emu.kill();
-    let _ = emu.wait();
     assert!(
         err.contains("rocelink receive: counters: RX pkgs "),
+        "{err}"
+    );
+    // the emulated device publishes too: ECB requests in, data packets out
+    let o = rocelink()
+        .args(["stats", &emu.id().to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["command"], "emulate");
+    let dev = &s["links"][0];
+    assert_eq!(dev["name"], "device", "{s}");
+    assert_eq!(dev["local"], "127.0.51.2", "{s}");
+    // the receiver saw no more data packets than the device sent
+    let sent = dev["net"]["roce_tx"].as_u64().unwrap();
+    assert!(sent >= net["roce_rx"].as_u64().unwrap(), "{s} {net}");
+    assert!(
+        dev["net"]["rx_packets"].as_u64().unwrap() > 0,
+        "ECB requests: {s}"
+    );
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &emu.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (_, err) = finish(emu);
+    assert!(
+        err.contains("rocelink emulate: counters: RX pkgs "),
         "{err}"
     );
 }

@@ -352,6 +352,7 @@ fn bad_input_is_refused_before_any_side_effect_and_never_panics() {
         (vec!["bench", "stream", "--frame", "0"], "a frame is"),
         (vec!["bench", "record", "--frames", "0"], "--frames"),
         (vec!["bench", "write-bw", "-t", "0"], "--tx-depth"),
+        (vec!["bench", "write-bw", "-s", "1"], "--size"),
         (vec!["pingpong", "rc", "--time-limit=-1"], "seconds must be"),
         (
             vec!["pingpong", "rc", "--loss-timeout", "NaN"],

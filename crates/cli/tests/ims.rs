@@ -127,6 +127,16 @@ fn assert_complete(w: &Value, s: &Value, frames: u64) {
     for k in ["out_of_window", "duplicates", "nacked"] {
         assert!(!s[k].is_null(), "server JSON lacks {k}: {s}");
     }
+    // both ends' network counters: what one received, the other sent (all of it, or less
+    // where packets were lost), every data packet among them, no ICRC error
+    let net = |v: &Value, k: &str| v["counters"]["links"][0]["net"][k].as_u64().unwrap();
+    assert!(net(s, "roce_rx") <= net(w, "roce_tx"), "{s} {w}");
+    assert!(net(w, "roce_rx") <= net(s, "roce_tx"), "{s} {w}");
+    let data = s["bytes"].as_u64().unwrap().div_ceil(4096);
+    assert!(net(s, "roce_rx") >= data, "{data} data packets: {s}");
+    assert_eq!(net(s, "icrc_errors") + net(w, "icrc_errors"), 0);
+    assert_eq!(s["counters"]["command"], "ims serve");
+    assert_eq!(w["counters"]["command"], "ims send");
 }
 
 #[test]

@@ -133,6 +133,16 @@ fn trigger_to_shot_over_loopback_recorded_byte_exact() {
         200
     );
     assert!(shots.len() >= 190 && shots.len() as u64 <= p["shots"].as_u64().unwrap());
+    // the network counters of both: the host received at most what the probe sent, at
+    // least 18 messages for each complete shot
+    let net = |v: &Value, k: &str| v["counters"]["links"][0]["net"][k].as_u64().unwrap();
+    assert!(net(&sum, "roce_rx") <= net(&p, "roce_tx"), "{sum} {p}");
+    assert!(
+        net(&sum, "roce_rx") >= 18 * sum["complete"].as_u64().unwrap(),
+        "{sum}"
+    );
+    assert_eq!(net(&p, "roce_tx"), p["messages"].as_u64().unwrap(), "{p}");
+    assert_eq!(net(&sum, "icrc_errors"), 0);
     for (i, s) in shots.iter().enumerate() {
         assert_eq!(s["shot"], i as u64);
         assert_eq!(s["bytes"], 72_000);

@@ -13,6 +13,7 @@ use crate::sensor::Sensor;
 use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket as RoceSocket};
+use rocelink_runtime::counters::{Board, Link};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -61,6 +62,9 @@ pub struct EmulatorConfig {
     /// staging copy). Off: one datagram per packet (`sendmmsg`), which is also what a
     /// packet filter in between sees one by one.
     pub gso: bool,
+    /// Publish the device's counters here (link "device") about every 100 ms and at the
+    /// end.
+    pub counters: Option<Board>,
 }
 
 impl EmulatorConfig {
@@ -84,6 +88,7 @@ impl EmulatorConfig {
             packetizer: PacketizerOptions::default(),
             pcap: None,
             gso: true,
+            counters: None,
         }
     }
 }
@@ -109,6 +114,22 @@ pub struct EmulatorStats {
     pub host_drops: u64,
     /// Async event messages sent.
     pub events: u64,
+}
+
+impl EmulatorStats {
+    /// The counters table's view of the device at `local`: ECB requests in; data packets,
+    /// ECB replies, enumerations and events out (RoCE and verbs-level: the data packets).
+    pub fn link(&self, local: &str) -> Link {
+        let mut l = Link::named("device", local);
+        l.set("rx_packets", self.ecb_requests);
+        l.set(
+            "tx_packets",
+            self.packets + self.ecb_requests + self.enumerations + self.events,
+        );
+        l.set("roce_tx", self.packets);
+        l.set("ibv_tx", self.packets);
+        l
+    }
 }
 
 struct Sockets {
@@ -236,12 +257,23 @@ impl Emulator {
         let mut frame_buf = Vec::new();
         let mut pkts: Vec<OutPacket> = Vec::new();
         let mut tx = Transmitter::new(cfg.gso).with_max_run(16);
+        let local = cfg.device.ip.to_string();
+        let mut published = start;
+        let publish = |stats: &EmulatorStats| {
+            if let Some(b) = &cfg.counters {
+                b.set_link(stats.link(&local));
+            }
+        };
         let mut psn_seed = (SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos() as u32)
             & 0xFF_FFFF;
         loop {
+            if published.elapsed() >= Duration::from_millis(100) {
+                publish(&stats);
+                published = Instant::now();
+            }
             if stop.load(Ordering::Relaxed)
                 || cfg.run_for.is_some_and(|d| start.elapsed() >= d)
                 || cfg.frames.is_some_and(|n| stats.frames >= n)
@@ -454,6 +486,7 @@ impl Emulator {
         if let Some(t) = tap.as_mut() {
             t.flush()?;
         }
+        publish(&stats);
         Ok(stats)
     }
 }

@@ -299,6 +299,15 @@ impl Link {
         }
     }
 
+    /// A link with no counters yet, for a loop that keeps its own (an emulated device).
+    pub fn named(name: &str, local: &str) -> Link {
+        Link {
+            name: name.to_owned(),
+            local: local.to_owned(),
+            ..Link::default()
+        }
+    }
+
     /// Set (or add) one link counter, e.g. `tx_stalls` or a raw backend's `arp_rx`.
     pub fn set(&mut self, key: &str, value: u64) {
         self.net.insert(key.to_owned(), value);

@@ -12,7 +12,7 @@ mod run;
 mod stats;
 
 pub use loopback::{headline, higher_is_better, loopback};
-pub use stats::{BwRow, LatRow, bw_row, lat_row};
+pub use stats::{BwRow, LatRow, LatStats, bw_row, lat_row};
 
 use rocelink_io::perftest::Oob;
 use rocelink_io::udp::UdpSocket;

@@ -1,8 +1,52 @@
 //! perftest's arithmetic: bandwidth peak and average from per-message post and completion
 //! times, latency statistics from per-iteration times.
 
-use crate::rc::LatStats;
 use std::time::Instant;
+
+/// Latency in microseconds (half the round trip), perftest's columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatStats {
+    /// Samples.
+    pub iters: usize,
+    /// Smallest.
+    pub t_min: f64,
+    /// Largest.
+    pub t_max: f64,
+    /// Median.
+    pub t_typical: f64,
+    /// Mean.
+    pub t_avg: f64,
+    /// Standard deviation.
+    pub t_stdev: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+}
+
+impl LatStats {
+    /// From one-way samples in µs.
+    pub fn from_samples(mut s: Vec<f64>) -> LatStats {
+        s.sort_by(f64::total_cmp);
+        let n = s.len().max(1);
+        let pct = |p: f64| {
+            s.get(((n as f64 * p).ceil() as usize).clamp(1, n) - 1)
+                .copied()
+        };
+        let avg = s.iter().sum::<f64>() / n as f64;
+        let var = s.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
+        LatStats {
+            iters: s.len(),
+            t_min: s.first().copied().unwrap_or(0.0),
+            t_max: s.last().copied().unwrap_or(0.0),
+            t_typical: pct(0.5).unwrap_or(0.0),
+            t_avg: avg,
+            t_stdev: var.sqrt(),
+            p99: pct(0.99).unwrap_or(0.0),
+            p999: pct(0.999).unwrap_or(0.0),
+        }
+    }
+}
 
 /// A bandwidth row in perftest's columns.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,6 +152,17 @@ mod tests {
         // best run: messages 0..=2 in 3 ms, or message 0 alone in 1 ms: 1000 B/ms
         assert!((r.peak_bps - 1_000_000.0).abs() < 1.0, "{r:?}");
         assert!((r.msg_rate_mpps - 4.0 / 0.010 / 1e6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn percentiles_of_known_samples() {
+        let s = LatStats::from_samples((1..=1000).map(f64::from).collect());
+        assert_eq!(s.t_min, 1.0);
+        assert_eq!(s.t_max, 1000.0);
+        assert_eq!(s.t_typical, 500.0);
+        assert_eq!(s.p99, 990.0);
+        assert_eq!(s.p999, 999.0);
+        assert!((s.t_avg - 500.5).abs() < 1e-9);
     }
 
     #[test]
