@@ -266,6 +266,9 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         }
     };
     report.rows(&out);
+    if stop.is_set() && !cfg.infinite {
+        eprintln!("rocelink perf: stopped early (Ctrl-C): the rows cover what completed");
+    }
     if let (Some(x), Some(path)) = (&seen, &report.out_json)
         && let Some(text) = report.perftest_json(x, &out)
     {

@@ -452,3 +452,78 @@ fn run_infinitely_until_ctrl_c() {
     assert!(sst.success(), "server {sst}: {text}{rest}");
     assert!(rest.contains("Client closed connection"), "{rest}");
 }
+
+/// Ctrl-C in the middle of a bandwidth run stops it early and still reports: the client's
+/// row covers what completed, the exchange finishes, and the server prints the same row;
+/// both exit 0.
+#[test]
+fn ctrl_c_mid_run_reports_what_completed() {
+    let port = "19140";
+    let mut srv = rocelink()
+        .args([
+            "perf",
+            "write_bw",
+            "--bind",
+            "127.0.0.108",
+            "-p",
+            port,
+            "--no-control",
+        ])
+        .args(["-n", "100000000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sout = BufReader::new(srv.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.contains("Waiting for client") {
+        assert!(
+            sout.read_line(&mut text).unwrap() > 0,
+            "server ended: {text}"
+        );
+    }
+    let cli = rocelink()
+        .args([
+            "perf",
+            "write_bw",
+            "127.0.0.108",
+            "--bind",
+            "127.0.0.109",
+            "-p",
+            port,
+        ])
+        .args(["-n", "100000000", "--json", "--no-control"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the server prints its column titles once the exchange is over and the client posts
+    while !text.contains("#bytes") {
+        assert!(sout.read_line(&mut text).unwrap() > 0, "server ended: {text}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &cli.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = cli.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client {}: {err}", out.status);
+    assert!(err.contains("stopped early (Ctrl-C)"), "{err}");
+    let row: Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
+    let n = row["iterations"].as_u64().unwrap();
+    assert!(n > 0 && n < 100_000_000, "{row}");
+    let st = srv.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
+    assert!(st.success(), "server {st}: {rest}");
+    // the server prints the client's report: the same count
+    assert!(
+        rest.contains(&format!(" 65536      {n:<10}")),
+        "{n}: {rest}"
+    );
+}

@@ -351,7 +351,8 @@ impl Perf {
                 "the test did not finish",
             ));
         }
-        if stop.load(Ordering::Relaxed) && period.is_none() {
+        // Ctrl-C: what completed so far is the row (nothing: the run failed)
+        if stop.load(Ordering::Relaxed) && completed.is_empty() {
             return Err(stopped());
         }
         // perftest's #iterations counts every QP's messages
@@ -418,6 +419,7 @@ impl Perf {
         let mut per_qp = vec![0u64; wrs.len()];
         let index = self.qp_index();
         let (mut first, mut last, mut got) = (None, Instant::now(), Vec::new());
+        let mut looked = Instant::now();
         let (ndone, mut since) = (Cell::new(0u64), Instant::now());
         let err = RefCell::new(None);
         let cq = self.cq;
@@ -444,7 +446,14 @@ impl Perf {
                 }
             }
             let silent = lossy && !infinite && first.is_some() && now - last >= idle;
-            ndone.get() >= total || silent || stop.load(Ordering::Relaxed)
+            // a client that stopped early (Ctrl-C) comes to the next exchange: look every
+            // 100 ms
+            let mut gone = false;
+            if !infinite && now - looked >= Duration::from_millis(100) {
+                looked = now;
+                gone = oob.readable().unwrap_or(true);
+            }
+            ndone.get() >= total || silent || gone || stop.load(Ordering::Relaxed)
         };
         if infinite {
             let period = period.unwrap_or(Duration::from_secs(5));
@@ -486,8 +495,13 @@ impl Perf {
     fn shake(&mut self, oob: &mut Oob, stop: &AtomicBool) -> io::Result<KeyMsg> {
         let me = self.key(0);
         let Perf { ep, drv, .. } = self;
+        // after Ctrl-C the peer still gets two seconds to come to the exchange (a run
+        // stopped early reports what it measured)
+        let mut stopped_at = None;
         oob.hand_shake_waiting(&me, &mut || {
-            if stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed)
+                && stopped_at.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(2)
+            {
                 return Err(stopped());
             }
             drv.run(ep, Instant::now() + Duration::from_millis(20), |_| false)
