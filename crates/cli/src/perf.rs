@@ -55,6 +55,10 @@ pub(crate) struct Args {
     /// Run each size for this many seconds instead of a number of iterations (bandwidth).
     #[arg(short = 'D', long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     duration: Option<u64>,
+    /// Measure a -D run only after this many seconds and until this many before its end
+    /// (default: a quarter of the duration, as perftest).
+    #[arg(short = 'f', long, value_parser = clap::value_parser!(u64).range(0..=43_200))]
+    margin: Option<u64>,
     /// Path MTU (256..4096; the smaller of both sides is used). Default: the port's active
     /// MTU as Linux rxe derives it from the interface's (1024 at 1500, 4096 at 9000 and on
     /// loopback).
@@ -174,6 +178,12 @@ fn config(a: &Args) -> Result<PerfConfig> {
         c.duration = Some(Duration::from_secs(d));
     }
     c.infinite = a.run_infinitely;
+    if let Some(m) = a.margin {
+        if a.duration.is_none() {
+            bail!("-f (margin) needs -D (a timed run)");
+        }
+        c.margin = Some(Duration::from_secs(m));
+    }
     if a.run_infinitely && a.plot.is_some() {
         bail!("--plot needs a run that ends: not with --run_infinitely");
     }

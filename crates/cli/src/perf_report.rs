@@ -61,7 +61,8 @@ impl Report {
     pub(crate) fn header(&self, x: &Addresses) {
         let t = self.cfg.test;
         let receiver = t.verb == Verb::Send && t.kind == Kind::Bw && !self.client;
-        if self.cfg.infinite || receiver {
+        let timed = self.cfg.duration.is_some() && t.kind == Kind::Bw;
+        if self.cfg.infinite || receiver || timed {
             println!(" WARNING: BW peak won't be measured in this run.");
         }
         println!("{LINE}");

@@ -271,6 +271,8 @@ pub(crate) struct DemoArgs {
     device_ip: Ipv4Addr,
     #[command(flatten)]
     out: Output,
+    #[command(flatten)]
+    counters: crate::stats::CounterArgs,
 }
 
 /// The host side of a demo run, kept so the device can be stopped and the recording
@@ -296,6 +298,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
             a.device_ip
         );
     }
+    let counters = crate::stats::Counters::start("demo", &a.counters)?;
     let stop = StopFlag::install()?;
     let dev_ip = a.device_ip;
     let o = dev_ip.octets();
@@ -305,6 +308,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     cfg.sensor = source;
     cfg.pacing = Pacing::Fps(a.fps);
     cfg.pcap = a.pcap.clone();
+    cfg.counters = Some(counters.board.clone());
     // the device is bound (or the error names what is taken) before the host starts
     let emu = Emulator::bind(&cfg).context("emulated device")?;
     let emu_stop = StopFlag::never();
@@ -329,6 +333,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
         }
         let mut out = a.out.open(Some(&a.sensor), frame_size)?;
         let mut rx = rx;
+        rx.publish_to(counters.board.clone());
         rx.configure(&mut ctl)?;
         let lim = Limits::frames(a.frames).with_timeout(Duration::from_secs(5));
         let r = frame_loop(&mut rx, &lim, &stop, &mut out);
@@ -358,6 +363,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     let rec_ok = rec_ok?;
     let (_, ended) = r?;
     let s = rx.stats;
+    counters.finish("demo", rx.link("data"), a.out.json || a.out.quiet);
     if !a.out.json && !a.out.quiet {
         println!(
             "{} frames: {} good, {} damaged, {} packets dropped, {} ICRC errors (device sent {} packets){}",

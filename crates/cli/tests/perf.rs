@@ -295,6 +295,19 @@ fn several_qps_each_run_the_iterations() {
             "4096",
         ],
     );
+    // -D: perftest's duration mode, measured between the margins, no peak
+    let (timed, server) = pair(
+        "write_bw",
+        (102, 103),
+        19_141,
+        &["-D", "2", "-f", "0", "-s", "4096"],
+    );
+    assert_eq!(timed[0]["bw_peak"], 0.0, "{}", timed[0]);
+    assert!(timed[0]["iterations"].as_u64().unwrap() > 0, "{}", timed[0]);
+    assert!(
+        server.contains("WARNING: BW peak won't be measured"),
+        "{server}"
+    );
     let got: Vec<(u64, u64)> = rows[..4]
         .iter()
         .map(|r| {
@@ -389,7 +402,7 @@ fn out_json_and_a_plotted_sweep() {
 fn run_infinitely_until_ctrl_c() {
     let port = "19138";
     let mut srv = rocelink()
-        .args(["perf", "write_bw", "--bind", "127.0.0.106", "-p", port])
+        .args(["perf", "write_bw", "--bind", "127.0.0.112", "-p", port])
         .args(["--run_infinitely", "-D", "1", "--no-control"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -407,9 +420,9 @@ fn run_infinitely_until_ctrl_c() {
         .args([
             "perf",
             "write_bw",
-            "127.0.0.106",
+            "127.0.0.112",
             "--bind",
-            "127.0.0.107",
+            "127.0.0.113",
             "-p",
             port,
         ])
@@ -499,7 +512,10 @@ fn ctrl_c_mid_run_reports_what_completed() {
         .unwrap();
     // the server prints its column titles once the exchange is over and the client posts
     while !text.contains("#bytes") {
-        assert!(sout.read_line(&mut text).unwrap() > 0, "server ended: {text}");
+        assert!(
+            sout.read_line(&mut text).unwrap() > 0,
+            "server ended: {text}"
+        );
     }
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(

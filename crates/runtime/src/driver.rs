@@ -307,14 +307,13 @@ impl<B: Backend> Driver<B> {
             // what `done` posted goes out before any sleep
             let queued = ep.completions_queued();
             let all_sent = self.flush(ep, now)?;
-            if ep.completions_queued() != queued {
-                // sending completed work (UD/UC sends): the application polls first
-                continue;
-            }
+            // sending completed work (UD/UC sends complete as they leave): the application
+            // polls before anything sleeps, but what arrived is still taken first
+            let completed = ep.completions_queued() != queued;
             // with everything sent, sleep in the receive call itself until a datagram, the
             // next timer or the deadline (one system call); otherwise look without sleeping
             // and then wait briefly for room or data
-            let wait = all_sent.then(|| {
+            let wait = (all_sent && !completed).then(|| {
                 let mut wake = deadline;
                 if let Some(t) = ep.poll_timeout() {
                     wake = wake.min(t);

@@ -141,6 +141,9 @@ pub struct PerfConfig {
     pub qps: usize,
     /// Run until stopped, one row per `duration` (`--run_infinitely`, bandwidth tests).
     pub infinite: bool,
+    /// With a duration: measure only between this long after the start and this long
+    /// before the end (`-f`; perftest's default a quarter of the duration, whole seconds).
+    pub margin: Option<Duration>,
     /// Message sizes: one (`-s`), or every power of two 2..2^23 (`-a`).
     pub sizes: Vec<usize>,
     /// Iterations per size (`-n`).
@@ -172,6 +175,7 @@ impl PerfConfig {
             conn: QpType::Rc,
             qps: 1,
             infinite: false,
+            margin: None,
             sizes: vec![if bw { 65_536 } else { 2 }],
             iters: if bw && test.verb == Verb::Write {
                 5000
@@ -207,6 +211,12 @@ impl PerfConfig {
         if self.qps > 1 && self.test.kind != Kind::Bw {
             return Err("multiple QPs only available on bw tests (as perftest)".into());
         }
+        if let Some(d) = self.duration
+            && !self.infinite
+            && d <= 2 * self.margin()
+        {
+            return Err("please check that DURATION > 2*MARGIN (-D and -f, as perftest)".into());
+        }
         if self.infinite && self.test.kind != Kind::Bw {
             return Err("--run_infinitely exists only in bw tests (as perftest)".into());
         }
@@ -239,6 +249,12 @@ impl PerfConfig {
         let mut v: Vec<usize> = self.sizes.iter().map(|&s| s.min(m)).collect();
         v.dedup();
         v
+    }
+
+    /// The margin of a timed run: `-f`, else a quarter of the duration in whole seconds.
+    pub fn margin(&self) -> Duration {
+        self.margin
+            .unwrap_or_else(|| Duration::from_secs(self.duration.map_or(0, |d| d.as_secs() / 4)))
     }
 
     /// The period of a row: `-D`, else perftest's 5 s for `--run_infinitely`.

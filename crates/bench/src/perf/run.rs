@@ -190,6 +190,22 @@ fn period_row(bytes: usize, n: u64, since: Instant, now: Instant) -> BwRow {
     }
 }
 
+/// A timed run's row, as perftest's duration mode: the messages completed between
+/// `margin` after the start and `margin` before the end (or until now, stopped early), over
+/// that time; no peak.
+fn sampled(
+    bytes: usize,
+    done: &[Instant],
+    start: Instant,
+    run: Duration,
+    margin: Duration,
+) -> BwRow {
+    let to = (start + run.saturating_sub(margin)).min(Instant::now());
+    let from = (start + margin).min(to);
+    let n = done.iter().filter(|&&t| t >= from && t < to).count() as u64;
+    period_row(bytes, n, from, to)
+}
+
 /// How many messages a QP has posted and completed, and how many it may have in flight.
 #[derive(Debug, Clone, Copy, Default)]
 struct Flow {
@@ -336,7 +352,8 @@ impl Perf {
                 since = now;
             }
         } else {
-            let deadline = Instant::now() + period.unwrap_or(Duration::from_secs(3600));
+            since = Instant::now();
+            let deadline = since + period.unwrap_or(Duration::from_secs(3600));
             drv.run(ep, deadline, &mut step)?
         };
         if let Some(e) = err.into_inner() {
@@ -354,6 +371,9 @@ impl Perf {
         // Ctrl-C: what completed so far is the row (nothing: the run failed)
         if stop.load(Ordering::Relaxed) && completed.is_empty() {
             return Err(stopped());
+        }
+        if let Some(d) = period {
+            return Ok(sampled(size, &completed, since, d, self.cfg.margin()));
         }
         // perftest's #iterations counts every QP's messages
         Ok(bw_row(size, &posted, &completed))
@@ -474,7 +494,8 @@ impl Perf {
             }
         } else {
             // a lossy run may never see them all: it ends a second after the last
-            let deadline = Instant::now() + period.unwrap_or(Duration::from_secs(3600));
+            since = Instant::now();
+            let deadline = since + period.unwrap_or(Duration::from_secs(3600));
             drv.run(ep, deadline, &mut step)?;
         }
         if let Some(e) = err.into_inner() {
@@ -482,6 +503,9 @@ impl Perf {
         }
         if infinite {
             return Ok(period_row(size, 0, since, Instant::now()));
+        }
+        if let Some(d) = period {
+            return Ok(sampled(size, &got, since, d, self.cfg.margin()));
         }
         let posted = vec![first.unwrap_or_else(Instant::now); got.len()];
         let mut row = bw_row(size, &posted, &got);
