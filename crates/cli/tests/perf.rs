@@ -4,10 +4,36 @@
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 fn rocelink() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rocelink"))
+}
+
+/// Read `out` into `text` until it holds `what` (the process must not end before).
+fn wait_for(out: &mut BufReader<ChildStdout>, text: &mut String, what: &str) {
+    while !text.contains(what) {
+        assert!(
+            out.read_line(text).unwrap() > 0,
+            "ended before {what:?}: {text}"
+        );
+    }
+}
+
+/// `rocelink perf ARGS` as a server, once it says it waits for its client (it listens):
+/// the process, its output and what it printed so far.
+fn server(args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
+    let mut srv = rocelink()
+        .arg("perf")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(srv.stdout.take().unwrap());
+    let mut text = String::new();
+    wait_for(&mut out, &mut text, "Waiting for client");
+    (srv, out, text)
 }
 
 /// Run `test` between a server on 127.0.0.`ips.0` and a client on 127.0.0.`ips.1` (TCP
@@ -26,22 +52,9 @@ fn pair_with(
 ) -> (Vec<Value>, String) {
     let port = port.to_string();
     let (sip, cip) = (format!("127.0.0.{}", ips.0), format!("127.0.0.{}", ips.1));
-    let mut srv = rocelink()
-        .args(["perf", test, "--bind", &sip, "-p", &port, "--timeout", "20"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // the server says it waits once it listens
-    let mut out = BufReader::new(srv.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.contains("Waiting for client") {
-        assert!(
-            out.read_line(&mut text).unwrap() > 0,
-            "server ended: {text}"
-        );
-    }
+    let mut args = vec![test, "--bind", &sip, "-p", &port, "--timeout", "20"];
+    args.extend_from_slice(extra);
+    let (mut srv, mut out, text) = server(&args);
     let cli = rocelink()
         .args(["perf", test, &sip, "--bind", &cip, "-p", &port])
         .args(["--timeout", "20", "--json"])
@@ -222,20 +235,7 @@ fn bad_input_is_refused_before_anything_is_bound() {
 /// removed.
 #[test]
 fn ctrl_c_ends_a_waiting_server() {
-    let mut srv = rocelink()
-        .args(["perf", "write_bw", "--bind", "127.0.0.99", "-p", "19128"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(srv.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.contains("Waiting for client") {
-        assert!(
-            out.read_line(&mut text).unwrap() > 0,
-            "server ended: {text}"
-        );
-    }
+    let (mut srv, _out, _) = server(&["write_bw", "--bind", "127.0.0.99", "-p", "19128"]);
     let sock = std::fs::read_dir(rocelink_runtime::control::socket_dir())
         .unwrap()
         .flatten()
@@ -401,21 +401,17 @@ fn out_json_and_a_plotted_sweep() {
 #[test]
 fn run_infinitely_until_ctrl_c() {
     let port = "19138";
-    let mut srv = rocelink()
-        .args(["perf", "write_bw", "--bind", "127.0.0.112", "-p", port])
-        .args(["--run_infinitely", "-D", "1", "--no-control"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sout = BufReader::new(srv.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.contains("Waiting for client") {
-        assert!(
-            sout.read_line(&mut text).unwrap() > 0,
-            "server ended: {text}"
-        );
-    }
+    let (mut srv, mut sout, text) = server(&[
+        "write_bw",
+        "--bind",
+        "127.0.0.112",
+        "-p",
+        port,
+        "--run_infinitely",
+        "-D",
+        "1",
+        "--no-control",
+    ]);
     let mut cli = rocelink()
         .args([
             "perf",
@@ -472,29 +468,16 @@ fn run_infinitely_until_ctrl_c() {
 #[test]
 fn ctrl_c_mid_run_reports_what_completed() {
     let port = "19140";
-    let mut srv = rocelink()
-        .args([
-            "perf",
-            "write_bw",
-            "--bind",
-            "127.0.0.108",
-            "-p",
-            port,
-            "--no-control",
-        ])
-        .args(["-n", "100000000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sout = BufReader::new(srv.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.contains("Waiting for client") {
-        assert!(
-            sout.read_line(&mut text).unwrap() > 0,
-            "server ended: {text}"
-        );
-    }
+    let (mut srv, mut sout, mut text) = server(&[
+        "write_bw",
+        "--bind",
+        "127.0.0.108",
+        "-p",
+        port,
+        "--no-control",
+        "-n",
+        "100000000",
+    ]);
     let cli = rocelink()
         .args([
             "perf",
@@ -511,12 +494,7 @@ fn ctrl_c_mid_run_reports_what_completed() {
         .spawn()
         .unwrap();
     // the server prints its column titles once the exchange is over and the client posts
-    while !text.contains("#bytes") {
-        assert!(
-            sout.read_line(&mut text).unwrap() > 0,
-            "server ended: {text}"
-        );
-    }
+    wait_for(&mut sout, &mut text, "#bytes");
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(
         Command::new("kill")

@@ -8,6 +8,7 @@
 
 use super::{BwRow, Kind, Outcome, Perf, Progress, Verb, bw_row, lat_row};
 use rocelink_io::perftest::Oob;
+use rocelink_runtime::Driver;
 use rocelink_transport::*;
 use rocelink_wire::perftest::{BwReport, KeyMsg};
 use std::cell::{Cell, RefCell};
@@ -190,6 +191,45 @@ fn period_row(bytes: usize, n: u64, since: Instant, now: Instant) -> BwRow {
     }
 }
 
+/// A `--run_infinitely` loop: one row per period of what `ndone` counted, until the step
+/// failed, Ctrl-C, or `more` says the peer is gone.
+struct Periods<'a> {
+    size: usize,
+    ndone: &'a Cell<u64>,
+    failed: &'a dyn Fn() -> bool,
+    stop: &'a AtomicBool,
+    progress: &'a mut dyn FnMut(Progress<'_>),
+}
+
+impl Periods<'_> {
+    /// Returns when the last, unreported period began.
+    fn run(
+        self,
+        drv: &mut Driver,
+        ep: &mut Endpoint,
+        step: &mut dyn FnMut(&mut Endpoint) -> bool,
+        period: Option<Duration>,
+        more: &mut dyn FnMut() -> io::Result<bool>,
+    ) -> io::Result<Instant> {
+        let period = period.unwrap_or(Duration::from_secs(5));
+        let mut since = Instant::now();
+        loop {
+            drv.run(ep, since + period, &mut *step)?;
+            if (self.failed)() || self.stop.load(Ordering::Relaxed) {
+                return Ok(since);
+            }
+            let now = Instant::now();
+            let row = period_row(self.size, self.ndone.get(), since, now);
+            (self.progress)(Progress::Row(&row));
+            self.ndone.set(0);
+            since = now;
+            if !more()? {
+                return Ok(since);
+            }
+        }
+    }
+}
+
 /// A timed run's row, as perftest's duration mode: the messages completed between
 /// `margin` after the start and `margin` before the end (or until now, stopped early), over
 /// that time; no peak.
@@ -301,7 +341,8 @@ impl Perf {
         let index = self.qp_index();
         // running infinitely only counts: the vectors would grow without end
         let (mut posted, mut completed) = (Vec::new(), Vec::new());
-        let (ndone, mut since) = (Cell::new(0u64), Instant::now());
+        let ndone = Cell::new(0u64);
+        let since;
         let err = RefCell::new(None);
         let cq = self.cq;
         let Perf { ep, drv, .. } = self;
@@ -338,19 +379,16 @@ impl Perf {
             false
         };
         let done = if infinite {
-            let period = period.unwrap_or(Duration::from_secs(5));
-            loop {
-                let end = since + period;
-                drv.run(ep, end, &mut step)?;
-                if err.borrow().is_some() || stop.load(Ordering::Relaxed) {
-                    break true;
-                }
-                let now = Instant::now();
-                let row = period_row(size, ndone.get(), since, now);
-                progress(Progress::Row(&row));
-                ndone.set(0);
-                since = now;
-            }
+            let failed = || err.borrow().is_some();
+            let each = Periods {
+                size,
+                ndone: &ndone,
+                failed: &failed,
+                stop,
+                progress,
+            };
+            since = each.run(drv, ep, &mut step, period, &mut || Ok(true))?;
+            true
         } else {
             since = Instant::now();
             let deadline = since + period.unwrap_or(Duration::from_secs(3600));
@@ -440,7 +478,8 @@ impl Perf {
         let index = self.qp_index();
         let (mut first, mut last, mut got) = (None, Instant::now(), Vec::new());
         let mut looked = Instant::now();
-        let (ndone, mut since) = (Cell::new(0u64), Instant::now());
+        let ndone = Cell::new(0u64);
+        let since;
         let err = RefCell::new(None);
         let cq = self.cq;
         let Perf { ep, drv, .. } = self;
@@ -476,22 +515,16 @@ impl Perf {
             ndone.get() >= total || silent || gone || stop.load(Ordering::Relaxed)
         };
         if infinite {
-            let period = period.unwrap_or(Duration::from_secs(5));
-            loop {
-                drv.run(ep, since + period, &mut step)?;
-                if err.borrow().is_some() || stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let now = Instant::now();
-                let row = period_row(size, ndone.get(), since, now);
-                progress(Progress::Row(&row));
-                ndone.set(0);
-                since = now;
-                // the client runs until it is stopped: its closed connection ends this
-                if oob.readable()? {
-                    break;
-                }
-            }
+            let failed = || err.borrow().is_some();
+            let each = Periods {
+                size,
+                ndone: &ndone,
+                failed: &failed,
+                stop,
+                progress,
+            };
+            // the client runs until it is stopped: its closed connection ends this
+            since = each.run(drv, ep, &mut step, period, &mut || Ok(!oob.readable()?))?;
         } else {
             // a lossy run may never see them all: it ends a second after the last
             since = Instant::now();
