@@ -132,7 +132,11 @@ fn trigger_to_shot_over_loopback_recorded_byte_exact() {
         p["shots"].as_u64().unwrap() + p["missed"].as_u64().unwrap(),
         200
     );
-    assert!(shots.len() >= 190 && shots.len() as u64 <= p["shots"].as_u64().unwrap());
+    assert!(
+        shots.len() >= 190 && shots.len() as u64 <= p["shots"].as_u64().unwrap(),
+        "{} shots received; probe {p}",
+        shots.len()
+    );
     // the network counters of both: the host received at most what the probe sent, at
     // least 18 messages for each complete shot
     let net = |v: &Value, k: &str| v["counters"]["links"][0]["net"][k].as_u64().unwrap();
