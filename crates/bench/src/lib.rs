@@ -132,6 +132,7 @@ fn vp_stream(cfg: &StreamConfig, port: u16) -> VpStream {
         payload: cfg.payload,
         src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
         vlan: None,
+        camera: None,
     }
 }
 

@@ -97,10 +97,32 @@ pub(crate) struct EmulateArgs {
     /// Latched-sequence trailer bytes of ECB replies (2: FPGA, 4: HSB emulator).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=4))]
     trailer: u8,
+    /// IMX274 cameras on the I2C bus (camera N feeds virtual port N). With cameras, a port
+    /// streams only after the host configured and started its camera over I2C, in the
+    /// camera's mode; with 0, every configured port streams --sensor at once.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=4))]
+    cameras: u8,
+    /// Seconds after start (and after each reset) until PTP reports synchronised, or
+    /// "never".
+    #[arg(long, default_value = "0", value_parser = ptp_after)]
+    ptp_sync_after: PtpAfter,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
     #[command(flatten)]
     layout: Layout,
+}
+
+/// `--ptp-sync-after`: seconds, or never.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PtpAfter(Option<Duration>);
+
+fn ptp_after(s: &str) -> Result<PtpAfter, String> {
+    match s {
+        "never" => return Ok(PtpAfter(None)),
+        "0" => return Ok(PtpAfter(Some(Duration::ZERO))),
+        _ => {}
+    }
+    args::secs(s).map(|d| PtpAfter(Some(d)))
 }
 
 fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
@@ -109,6 +131,14 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
         dev.mac = m.parse::<Mac>().map_err(|_| anyhow!("bad MAC {m}"))?;
     }
     dev.virtual_ports = a.vps;
+    dev.cameras = usize::from(a.cameras);
+    if dev.cameras > a.vps as usize {
+        bail!(
+            "--cameras {}: camera N feeds virtual port N, and there are --vps {}",
+            a.cameras,
+            a.vps
+        );
+    }
     dev.sequence_check = !a.no_sequence_check;
     dev.trailer = if a.trailer == 4 {
         Trailer::Four
@@ -141,6 +171,7 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     cfg.run_for = a.seconds;
     cfg.pcap = a.pcap.clone();
     cfg.packetizer = a.layout.opts();
+    cfg.ptp_sync_after = a.ptp_sync_after.0;
     Ok(cfg)
 }
 
@@ -150,17 +181,29 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     cfg.counters = Some(counters.board.clone());
     let stop = StopFlag::install()?;
     let emu = Emulator::bind(&cfg).context("cannot start the device")?;
+    let source = match a.cameras {
+        0 => a.sensor.to_string(),
+        n => format!("{n} IMX274 camera(s) on I2C, streaming once started"),
+    };
     eprintln!(
-        "rocelink emulate: HSB device {} (MAC {}) ECB on {}:{}, sensor {}",
-        cfg.device.ip, cfg.device.mac, cfg.device.ip, cfg.control_port, a.sensor
+        "rocelink emulate: HSB device {} (MAC {}) ECB on {}:{}, sensor {source}",
+        cfg.device.ip, cfg.device.mac, cfg.device.ip, cfg.control_port
     );
     let s = emu
         .run(stop.arc())
         .with_context(|| format!("emulator at {}", cfg.device.ip))?;
     counters.summary("emulate", false);
     eprintln!(
-        "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused); {} enumerations",
-        s.frames, s.packets, s.bytes, s.ecb_requests, s.ecb_errors, s.enumerations
+        "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused); {} enumerations; {} sequencer programs, {} I2C transactions, {} resets",
+        s.frames,
+        s.packets,
+        s.bytes,
+        s.ecb_requests,
+        s.ecb_errors,
+        s.enumerations,
+        s.programs,
+        s.i2c_transactions,
+        s.resets
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -250,10 +293,10 @@ pub(crate) fn set_ip(a: &SetIpArgs) -> Result<ExitCode> {
 pub(crate) struct DeviceArgs {
     /// Device IP.
     #[arg(long)]
-    device: IpAddr,
+    pub(crate) device: IpAddr,
     /// ECB port.
     #[arg(long, default_value_t = 8192)]
-    control_port: u16,
+    pub(crate) control_port: u16,
 }
 
 /// The most registers one `read --count` asks for (an ECB block is at most this many).
@@ -283,7 +326,7 @@ pub(crate) struct WriteArgs {
     values: Vec<u32>,
 }
 
-fn control(d: &DeviceArgs) -> Result<Control> {
+pub(crate) fn control(d: &DeviceArgs) -> Result<Control> {
     Control::new(SocketAddr::new(d.device, d.control_port))
         .with_context(|| format!("ECB client for {}:{}", d.device, d.control_port))
 }

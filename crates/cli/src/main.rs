@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod bench_perf;
 mod bench_shots;
+mod board;
 mod decode;
 mod hsb;
 mod ims;
@@ -63,6 +64,11 @@ enum Cmd {
     Read(hsb::ReadArgs),
     /// Write device registers over ECB.
     Write(hsb::WriteArgs),
+    /// An I2C transaction on the device's bus, through its sequencer (as HSB's host drives
+    /// cameras).
+    I2c(board::I2cArgs),
+    /// Reset the device and wait until it announces itself again.
+    Reset(board::ResetArgs),
     /// Configure an HSB device and receive its frames, verified.
     Receive(receive::ReceiveArgs),
     /// The IMS streaming protocol: a buffer unit (serve) and a worker (send).
@@ -95,6 +101,8 @@ fn main() -> ExitCode {
         Cmd::Read(a) => hsb::read(&a),
         Cmd::Write(a) => hsb::write(&a),
         Cmd::Receive(a) => receive::receive(&a),
+        Cmd::I2c(a) => board::i2c(&a),
+        Cmd::Reset(a) => board::reset(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
         Cmd::Perf(a) => stop::StopFlag::install().and_then(|s| perf::run(&a, &s)),
         Cmd::Ims(c) => ims::run(&c),

@@ -84,9 +84,11 @@ pub(crate) struct ReceiveArgs {
     /// Local UDP port for data.
     #[arg(long, default_value_t = 4791)]
     port: u16,
-    /// Link MTU (packet size), 256..=9000.
-    #[arg(long, default_value = "1500", value_parser = args::mtu)]
-    mtu: u32,
+    /// Link MTU, 256..=9000: the payload per packet is HSB's MTU − 74 rounded down to 128
+    /// (1500: 1408 bytes, 9000: 8832). Default: the MTU of the interface that routes to the
+    /// device.
+    #[arg(long, value_parser = args::mtu)]
+    mtu: Option<u32>,
     /// Virtual port.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..32))]
     vp: u32,
@@ -123,23 +125,35 @@ pub(crate) struct ReceiveArgs {
     tune: RxTuning,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
+    #[command(flatten)]
+    bring_up: crate::board::BringUp,
 }
 
 pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     // 1. inputs
+    let camera = a.bring_up.sensor();
+    if let (Some(c), Some(s)) = (&camera, &a.sensor)
+        && c != s
+    {
+        bail!("--sensor {s} disagrees with --camera imx274 --mode ({c})");
+    }
+    if a.bring_up.camera.is_some() && a.listen.is_some() {
+        bail!("--camera needs --device: the camera is brought up over the device's I2C");
+    }
+    let sensor = camera.or_else(|| a.sensor.clone());
     let frame_size = match (
         a.frame_size,
-        a.sensor.as_ref().and_then(SensorSpec::frame_len),
+        sensor.as_ref().and_then(SensorSpec::frame_len),
     ) {
         (Some(f), Some(s)) if f != s => bail!(
             "--frame-size {f} disagrees with --sensor {} ({s} bytes)",
-            a.sensor.as_ref().map(|s| s.to_string()).unwrap_or_default()
+            sensor.as_ref().map(|s| s.to_string()).unwrap_or_default()
         ),
         (Some(f), _) | (None, Some(f)) => f,
         (None, None) => 2_611_376,
     };
     check_ring(frame_size, a.pages)?;
-    a.out.check(a.sensor.as_ref())?;
+    a.out.check(sensor.as_ref())?;
     let stop = StopFlag::install()?;
     let (local, device_ip, qp_rkey) = match (a.listen, a.device) {
         (Some(l), _) => {
@@ -161,7 +175,9 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     // 2. the receiver (socket, pcap file, ring)
     let mut cfg = ReceiverConfig::new(local, device_ip, frame_size);
     cfg.pages = a.pages;
-    cfg.mtu = a.mtu;
+    cfg.mtu = a.mtu.unwrap_or_else(|| {
+        rocelink_io::net::mtu_for_ip(local.ip()).map_or(1500, |m| m.clamp(256, 9000) as u32)
+    });
     cfg.vp = a.vp;
     cfg.md_disable = a.md_disable;
     cfg.layout = a.layout.opts();
@@ -172,8 +188,9 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     let mut rx = Receiver::new(cfg)?;
     rx.publish_to(counters.board.clone());
     // 3. the sinks, then the device
-    let mut out = a.out.open(a.sensor.as_ref(), frame_size)?;
+    let mut out = a.out.open(sensor.as_ref(), frame_size)?;
     let mut ctl = None;
+    let mut camera_on = None;
     if qp_rkey.is_none() {
         let mut c = Control::new(SocketAddr::new(IpAddr::V4(device_ip), a.control_port))?;
         let version = c
@@ -189,6 +206,13 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             );
         }
         rx.configure(&mut c)?;
+        match a.bring_up.run(&mut c, a.vp, a.out.quiet) {
+            Ok(cam) => camera_on = cam,
+            Err(e) => {
+                let _ = rx.stop(&mut c);
+                return Err(e);
+            }
+        }
         ctl = Some(c);
     }
     // 4. frames
@@ -202,7 +226,12 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         None => lim,
     };
     let r = frame_loop(&mut rx, &lim, &stop, &mut out);
-    // 5. stop the device, finish the recording, summary
+    // 5. stop the camera and the device, finish the recording, summary
+    if let (Some(cam), Some(c)) = (camera_on, ctl.as_mut())
+        && let Err(e) = crate::board::stop_camera(cam, c)
+    {
+        eprintln!("rocelink receive: warning: could not stop the camera: {e:#}");
+    }
     let stopped = ctl.as_mut().map(|c| rx.stop(c));
     let rec_ok = finish_recording(&mut out, "receive")?;
     if let Some(Err(e)) = stopped {

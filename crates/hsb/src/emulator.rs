@@ -65,6 +65,9 @@ pub struct EmulatorConfig {
     /// Publish the device's counters here (link "device") about every 100 ms and at the
     /// end.
     pub counters: Option<Board>,
+    /// How long after start (and after each reset) PTP reports synchronised (register
+    /// 0x188); `None`: never.
+    pub ptp_sync_after: Option<Duration>,
 }
 
 impl EmulatorConfig {
@@ -89,6 +92,7 @@ impl EmulatorConfig {
             pcap: None,
             gso: true,
             counters: None,
+            ptp_sync_after: Some(Duration::ZERO),
         }
     }
 }
@@ -114,6 +118,12 @@ pub struct EmulatorStats {
     pub host_drops: u64,
     /// Async event messages sent.
     pub events: u64,
+    /// Sequencer programs run.
+    pub programs: u64,
+    /// I2C transactions run.
+    pub i2c_transactions: u64,
+    /// Resets taken.
+    pub resets: u64,
 }
 
 impl EmulatorStats {
@@ -264,6 +274,7 @@ impl Emulator {
                 b.set_link(stats.link(&local));
             }
         };
+        let mut ptp_epoch = start;
         let mut psn_seed = (SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -354,7 +365,21 @@ impl Emulator {
             send_events(&mut core, &socks.events, &mut stats);
             stats.ecb_requests = core.stats.requests;
             stats.ecb_errors = core.stats.errors;
+            stats.programs = core.stats.programs;
+            stats.i2c_transactions = core.i2c.transactions;
+            stats.resets = core.stats.resets;
             let now = Instant::now();
+            if core.take_reset() {
+                // back from reset: streams restart from scratch and the device announces
+                // itself at once, as a board does when it comes up
+                vps.iter_mut().for_each(|v| *v = None);
+                next_bootp = now;
+                ptp_epoch = now;
+            }
+            core.set_ptp_synced(
+                cfg.ptp_sync_after
+                    .is_some_and(|d| now.duration_since(ptp_epoch) >= d),
+            );
             if let Some(target) = cfg.bootp_target
                 && now >= next_bootp
             {
@@ -421,9 +446,16 @@ impl Emulator {
                         frame: st.frame,
                     };
                 }
-                let tlast = cfg
-                    .sensor
-                    .frame(st.frame, stream.window as usize, &mut frame_buf);
+                // a camera on I2C streams the frames of its mode
+                let camera;
+                let sensor = match stream.camera {
+                    Some(m) => {
+                        camera = Sensor::Imx274(m);
+                        &camera
+                    }
+                    None => &cfg.sensor,
+                };
+                let tlast = sensor.frame(st.frame, stream.window as usize, &mut frame_buf);
                 // sensor interface events: frame start and frame end pulses
                 use rocelink_wire::hsb::event::bits;
                 let (start_bit, end_bit) = if vp == 0 {

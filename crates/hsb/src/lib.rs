@@ -15,5 +15,7 @@ pub mod catalogue;
 pub mod device;
 pub mod emulator;
 pub mod host;
+pub mod imx274;
 pub mod regs;
 pub mod sensor;
+pub mod sequencer;

@@ -120,3 +120,54 @@ pub const fn hif_reg(dp: u32, off: u32) -> u32 {
 pub const fn packet_pages_for_mtu(mtu: u32) -> u32 {
     (mtu - 74) / 128
 }
+
+/// The I2C controller (HSB's `I2C_CTRL`), driven through sequencer programs.
+pub mod i2c {
+    /// Base address of the controller.
+    pub const BASE: u32 = 0x0300_0200;
+    /// Control: START (bit 0), 10-bit address (bit 1), peripheral address in bits 22:16.
+    pub const CONTROL: u32 = 0x00;
+    /// Which bus the transaction runs on.
+    pub const BUS_EN: u32 = 0x04;
+    /// Write count in bits 8:0, read count in bits 24:16.
+    pub const NUM_BYTES: u32 = 0x08;
+    /// Clock divider (HSB writes 0x19 for 400 kHz).
+    pub const CLK_CNT: u32 = 0x0C;
+    /// Status: BUSY, FSM_ERR, I2C_ERR, NAK, DONE.
+    pub const STATUS: u32 = 0x80;
+    /// Data buffer: write bytes before, read bytes after a transaction.
+    pub const DATA: u32 = 0x100;
+    /// Bytes of the data buffer (the most one transaction moves each way).
+    pub const BUFFER_LEN: u32 = 0x100;
+    /// Control bit: start the transaction.
+    pub const START: u32 = 1 << 0;
+    /// Control bit: 10-bit addressing (not supported by HSB's host).
+    pub const TEN_BIT: u32 = 1 << 1;
+    /// Status bit: a transaction is running.
+    pub const BUSY: u32 = 1 << 0;
+    /// Status bit: the controller's state machine failed.
+    pub const FSM_ERR: u32 = 1 << 1;
+    /// Status bit: a bus error.
+    pub const I2C_ERR: u32 = 1 << 2;
+    /// Status bit: the peripheral did not acknowledge.
+    pub const NAK: u32 = 1 << 3;
+    /// Status bit: the transaction finished.
+    pub const DONE: u32 = 1 << 4;
+    /// The bus of the board's clock and power chips.
+    pub const BL_BUS: u32 = 0;
+    /// The camera bus.
+    pub const CAM_BUS: u32 = 1;
+}
+
+/// Where a program for the software event lives in APB RAM (HSB's host uses `APB_RAM +
+/// 0x800`), and HSB's null sequence (`APB_RAM + 0x80`).
+pub mod apb {
+    /// Software-event program.
+    pub const SW_PROGRAM: u32 = super::APB_RAM + 0x800;
+    /// The do-nothing program unused events point at.
+    pub const NULL_PROGRAM: u32 = super::APB_RAM + 0x80;
+    /// Vector (program address) of event `bit`.
+    pub const fn vector(bit: u32) -> u32 {
+        super::APB_RAM + 4 * bit
+    }
+}

@@ -309,6 +309,7 @@ fn lost_metadata_and_reordered_packets_never_panic_and_are_reported() {
         payload: 1408,
         src_port: 12288,
         vlan: None,
+        camera: None,
     };
     let mut p = Packetizer::new(stream, dev, 5, PacketizerOptions::default());
     let mut frames: Vec<Vec<Vec<u8>>> = Vec::new();

@@ -28,6 +28,7 @@ fn stream_to(rx: &Receiver, host: Ipv4Addr) -> VpStream {
         payload: 1408,
         src_port: 12288,
         vlan: None,
+        camera: None,
     }
 }
 

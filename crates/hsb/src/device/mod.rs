@@ -2,14 +2,18 @@
 //! semantics, BOOTP enumeration and set-IP, and the streaming configuration the host
 //! programs. [`crate::emulator`] puts sockets and a clock around it.
 
+pub mod i2c;
+pub mod imx274;
 pub mod packetizer;
 pub mod window;
 
 use crate::regs::{self, hif, vp};
+use crate::sensor::Imx274Mode;
+use crate::sequencer;
 use rocelink_wire::bytes::Mac;
 use rocelink_wire::hsb::bootp::{self, EnumerationRepr, SetIpRepr, VendorV2};
 use rocelink_wire::hsb::ecb::{self, Command, Status};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// What a device is.
@@ -41,7 +45,16 @@ pub struct DeviceConfig {
     /// port programmed with a larger one stays idle, so no register value makes the
     /// device allocate without bound.
     pub max_window: u32,
+    /// IMX274 cameras on the camera I2C bus (behind HSB's expander; camera `i` feeds
+    /// virtual port `i`). With cameras, a virtual port streams only while its camera does,
+    /// frames of the camera's mode; with none (the default), an enabled and configured
+    /// virtual port streams the emulator's sensor at once.
+    pub cameras: usize,
 }
+
+/// The largest payload per packet the device sends: that of a 9000-byte MTU (8832 bytes,
+/// HSB's rule), whatever DP_PACKET_SIZE says.
+pub const MAX_PAYLOAD: usize = 8832;
 
 /// Default [`DeviceConfig::max_window`]: 256 MiB, twenty times a 4K RAW12 frame.
 pub const MAX_WINDOW: u32 = 256 << 20;
@@ -66,6 +79,7 @@ impl DeviceConfig {
             trailer: ecb::Trailer::Two,
             sequence_check: true,
             max_window: MAX_WINDOW,
+            cameras: 0,
         }
     }
 }
@@ -85,6 +99,12 @@ pub struct EcbStats {
     pub sequence_failures: u64,
     /// BOOTP packets ignored (garbage, other MAC).
     pub bootp_ignored: u64,
+    /// Sequencer programs run to their DONE.
+    pub programs: u64,
+    /// Sequencer programs stopped early (poll timeout, no DONE, bad opcode).
+    pub program_errors: u64,
+    /// Resets taken.
+    pub resets: u64,
 }
 
 /// The streaming configuration of one enabled virtual port.
@@ -118,6 +138,8 @@ pub struct VpStream {
     pub src_port: u16,
     /// 802.1Q tag, if enabled: (PCP, DEI, VID).
     pub vlan: Option<(u8, bool, u16)>,
+    /// The mode of the camera feeding this port, on a device with cameras.
+    pub camera: Option<Imx274Mode>,
 }
 
 /// The device.
@@ -133,11 +155,18 @@ pub struct DeviceCore {
     pub tx_packets: u32,
     levels: u32,
     events: Vec<(Vec<u8>, SocketAddrV4)>,
+    /// The I2C controller and the cameras on it.
+    pub i2c: i2c::I2cController,
+    programs: VecDeque<u32>,
+    running: bool,
+    ptp_synced: bool,
+    reset_taken: bool,
 }
 
 impl DeviceCore {
     /// A device in its reset state.
     pub fn new(cfg: DeviceConfig) -> DeviceCore {
+        let cameras = cfg.cameras;
         let mut d = DeviceCore {
             cfg,
             regs: HashMap::new(),
@@ -147,6 +176,11 @@ impl DeviceCore {
             tx_packets: 0,
             levels: 0,
             events: Vec::new(),
+            i2c: i2c::I2cController::new(cameras),
+            programs: VecDeque::new(),
+            running: false,
+            ptp_synced: true,
+            reset_taken: false,
         };
         d.reset_registers();
         d
@@ -154,6 +188,13 @@ impl DeviceCore {
 
     fn reset_registers(&mut self) {
         self.regs.clear();
+        self.i2c.reset();
+        self.programs.clear();
+        // HSB's null sequence, which the host points unused events at, is there after reset
+        // on current firmware (`APB_RAM + 0x80`)
+        for (i, w) in sequencer::Program::new().finish().into_iter().enumerate() {
+            self.regs.insert(regs::apb::NULL_PROGRAM + 4 * i as u32, w);
+        }
         self.regs
             .insert(regs::HSB_IP_VERSION, u32::from(self.cfg.hsb_ip_version));
         self.regs.insert(regs::FPGA_DATE, self.cfg.fpga_date);
@@ -210,8 +251,27 @@ impl DeviceCore {
 
     /// Read a register (unwritten registers read 0).
     pub fn read(&self, addr: u32) -> Option<u32> {
-        self.valid(addr)
-            .then(|| self.regs.get(&addr).copied().unwrap_or(0))
+        if !self.valid(addr) {
+            return None;
+        }
+        if let Some(off) = i2c_offset(addr) {
+            return Some(self.i2c.read(off));
+        }
+        if addr == regs::PTP_SYNC_STAT {
+            return Some(if self.ptp_synced { 0xF } else { 0 });
+        }
+        Some(self.regs.get(&addr).copied().unwrap_or(0))
+    }
+
+    /// Whether PTP reports synchronised (`0x188` reads 0xF; else 0).
+    pub fn set_ptp_synced(&mut self, synced: bool) {
+        self.ptp_synced = synced;
+    }
+
+    /// Whether a reset was taken since the last call (the emulator then announces itself
+    /// at once and restarts its streams).
+    pub fn take_reset(&mut self) -> bool {
+        std::mem::take(&mut self.reset_taken)
     }
 
     /// Write a register; read-only ones keep their value. Returns false for an invalid address.
@@ -227,6 +287,12 @@ impl DeviceCore {
         }
         if addr == regs::RESET_CTRL && value & 0x8 != 0 {
             self.reset_registers();
+            self.stats.resets += 1;
+            self.reset_taken = true;
+            return true;
+        }
+        if let Some(off) = i2c_offset(addr) {
+            self.i2c.write(off, value);
             return true;
         }
         self.regs.insert(addr, value);
@@ -255,10 +321,18 @@ impl DeviceCore {
         let active =
             (!old & new & r(regs::CTRL_EVT_RISING)) | (old & !new & r(regs::CTRL_EVT_FALLING));
         let port = (r(regs::CTRL_EVT_HOST_UDP_PORT) & 0xFFFF) as u16;
+        let ip = Ipv4Addr::from(r(regs::CTRL_EVT_HOST_IP));
+        // the sequencer runs the program of every enabled event that fired
+        let apb = active & r(regs::APB_INTERRUPT_EN);
+        let programs: Vec<u32> = (0..32)
+            .filter(|b| apb & (1 << b) != 0)
+            .map(|b| r(regs::apb::vector(b)))
+            .collect();
+        self.programs.extend(programs);
+        self.run_programs();
         if active == 0 || port == 0 {
             return;
         }
-        let ip = Ipv4Addr::from(r(regs::CTRL_EVT_HOST_IP));
         let mut b = vec![0u8; rocelink_wire::hsb::event::MESSAGE_LEN];
         rocelink_wire::hsb::event::EventRepr {
             interrupt_active: active,
@@ -268,6 +342,28 @@ impl DeviceCore {
         }
         .emit(&mut b);
         self.events.push((b, SocketAddrV4::new(ip, port)));
+    }
+
+    /// Run the queued sequencer programs (not from inside one: a program that fires an
+    /// event queues it for after itself). At most 64 per call, so programs that fire each
+    /// other cannot hang the device.
+    fn run_programs(&mut self) {
+        if self.running {
+            return;
+        }
+        self.running = true;
+        for _ in 0..64 {
+            let Some(at) = self.programs.pop_front() else {
+                break;
+            };
+            let end = regs::APB_RAM + regs::APB_RAM_LEN;
+            match sequencer::run(&mut Apb(self), at, end) {
+                Ok(_) => self.stats.programs += 1,
+                Err(_) => self.stats.program_errors += 1,
+            }
+        }
+        self.programs.clear();
+        self.running = false;
     }
 
     /// Event messages waiting to be sent, with their destinations.
@@ -449,7 +545,7 @@ impl DeviceCore {
         let window = v(vp::BUFFER_LENGTH);
         let payload = (r(regs::hif_reg(dp, hif::PACKET_SIZE)) as usize
             * rocelink_wire::hsb::PAGE_SIZE)
-            .min(8192);
+            .min(MAX_PAYLOAD);
         if host_ip.is_unspecified()
             || port & 0xFFFF == 0
             || window == 0
@@ -464,6 +560,10 @@ impl DeviceCore {
         let mac_lo = v(vp::HOST_MAC_LOW).to_be_bytes();
         let mac_hi = v(vp::HOST_MAC_HIGH).to_be_bytes();
         let vlan = v(vp::VLAN);
+        let camera = match self.cfg.cameras {
+            0 => None,
+            _ => Some(self.i2c.cameras.get(vp as usize)?.streaming()?),
+        };
         Some(VpStream {
             vp,
             qp: v(vp::QP) & 0xFF_FFFF,
@@ -488,7 +588,26 @@ impl DeviceCore {
                     (vlan & 0xFFF) as u16,
                 )
             }),
+            camera,
         })
+    }
+}
+
+/// The offset of `addr` in the I2C controller's block, if it is one of its registers.
+fn i2c_offset(addr: u32) -> Option<u32> {
+    let off = addr.checked_sub(regs::i2c::BASE)?;
+    i2c::I2cController::decodes(off).then_some(off)
+}
+
+/// The device's registers as the sequencer sees them.
+struct Apb<'a>(&'a mut DeviceCore);
+
+impl sequencer::Bus for Apb<'_> {
+    fn read(&mut self, addr: u32) -> u32 {
+        self.0.read(addr).unwrap_or(0)
+    }
+    fn write(&mut self, addr: u32, value: u32) {
+        self.0.write(addr, value);
     }
 }
 

@@ -226,6 +226,27 @@ impl Control {
         .map(|_| ())
     }
 
+    /// Write one register without asking for an acknowledgement and without waiting (HSB's
+    /// host writes the reset this way: the device resets before it could answer). The
+    /// next transaction goes unchecked, as the device's sequence latch is reset too.
+    pub fn write_unacknowledged(&mut self, addr: u32, value: u32) -> Result<(), EcbError> {
+        if addr & 3 != 0 {
+            return Err(EcbError::Misaligned(addr));
+        }
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        self.checked = false;
+        let mut b = Vec::with_capacity(14);
+        RequestHeader {
+            command: Command::WR_DWORD,
+            flags: 0,
+            sequence: seq,
+        }
+        .emit(&[(addr, value)], &mut b);
+        self.sock.send_to(&b, self.peer)?;
+        Ok(())
+    }
+
     /// Write several registers in one WR_BLOCK.
     pub fn write_block(&mut self, pairs: &[(u32, u32)]) -> Result<(), EcbError> {
         self.transact(

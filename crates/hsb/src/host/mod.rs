@@ -3,12 +3,18 @@
 //! * [`control::Control`] — the ECB client with HSB's timing: 0.5 s per transaction, a resend
 //!   every 0.1 s with the same sequence number and SEQUENCE_CHECK cleared, sequence numbers
 //!   from 0x100, the first transaction unchecked (which resets the device's latch).
+//! * [`board`] — reset, PTP set-up and sync check, payload for an MTU.
 //! * [`enumerate`] — listening for BOOTP enumeration on 12267 and assigning IPs.
+//! * [`i2c::I2c`] — I2C through the device's sequencer, as HSB's host drives it.
+//! * [`imx274::Camera`] — the IMX274 driver: HSB's three modes, start and stop.
 //! * [`receiver::Receiver`] — the verified frame receiver over rocelink's transport.
 
+pub mod board;
 pub mod control;
 pub mod enumerate;
 mod fast;
+pub mod i2c;
+pub mod imx274;
 pub mod receiver;
 mod tracker;
 

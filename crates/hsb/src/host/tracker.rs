@@ -458,6 +458,7 @@ mod tests {
             payload: 1408,
             src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
             vlan: None,
+            camera: None,
         };
         let mut p = Packetizer::new(stream, DEV, 0x123, PacketizerOptions::default());
         let mut buf = Vec::new();

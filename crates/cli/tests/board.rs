@@ -1,0 +1,270 @@
+//! A real board's bring-up against the emulator, as separate processes: `rocelink i2c`
+//! (errors, the expander, camera registers), `receive --camera imx274 --mode` (nothing
+//! streams before, the camera stopped after), `reset` (the device comes back announcing
+//! itself, its registers cleared), PTP (`--ptp` waits, or says why not), and the payload
+//! from the interface's MTU on a veth pair (1500 → 1408, 9000 → 8832).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use serde_json::Value;
+
+fn emulator(prefix: &[&str], args: &[&str]) -> rocelink_testkit::emulator::Process {
+    rocelink_testkit::emulator::Process::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_rocelink")),
+        prefix,
+        args,
+    )
+}
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = common::rocelink(args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    out
+}
+
+#[test]
+fn i2c_and_camera_bring_up_from_the_command_line() {
+    let dev = "127.0.173.2";
+    let _emu = emulator(
+        &[],
+        &[
+            "--ip",
+            dev,
+            "--bootp-target",
+            "none",
+            "--cameras",
+            "2",
+            "--fps",
+            "60",
+        ],
+    );
+    // the camera is behind the expander: not enabled, not acknowledged
+    let (code, _, err) = common::rocelink(&[
+        "i2c", "--device", dev, "0x1a", "--write", "3000", "--read", "1",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("NAK") && err.contains("0x1a"), "{err}");
+    // bad input is refused before anything is sent
+    let (code, _, err) = common::rocelink(&["i2c", "--device", dev, "0x80", "--read", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("7-bit"), "{err}");
+    let (code, _, err) = common::rocelink(&["i2c", "--device", dev, "0x1a"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--write") && err.contains("--read"), "{err}");
+    ok(&["i2c", "--device", dev, "0x70", "--write", "01"]);
+    assert_eq!(
+        ok(&[
+            "i2c", "--device", dev, "0x1a", "--write", "3000", "--read", "1"
+        ])
+        .trim(),
+        "12"
+    );
+    // receive brings the camera up in 1080p and gets its frames
+    let out = ok(&[
+        "receive", "--device", dev, "--camera", "imx274", "--mode", "1080p", "--frames", "5",
+        "--json", "--quiet",
+    ]);
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 5);
+    for r in &rows {
+        assert_eq!(r["good"], true, "{r}");
+        assert_eq!(r["bytes"], 2_611_376, "{r}");
+    }
+    // and stopped it at the end (standby register 0x01, HSB's stop table)
+    let j = ok(&[
+        "i2c", "--device", dev, "0x1a", "--write", "30,00", "--read", "1", "--json",
+    ]);
+    let v: Value = serde_json::from_str(j.trim()).unwrap();
+    assert_eq!(v["read"], serde_json::json!(["01"]), "{v}");
+    assert_eq!(
+        ok(&[
+            "i2c", "--device", dev, "0x1a", "--write", "3004", "--read", "1"
+        ])
+        .trim(),
+        "02"
+    );
+    // a --sensor that disagrees with the camera's mode is refused
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        dev,
+        "--camera",
+        "imx274",
+        "--mode",
+        "1",
+        "--sensor",
+        "imx274-4k-raw10",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("disagrees"), "{err}");
+}
+
+#[test]
+fn reset_comes_back_and_ptp_is_checked() {
+    let dev = "127.0.174.2";
+    let _emu = emulator(
+        &[],
+        &[
+            "--ip",
+            dev,
+            "--bootp-target",
+            "127.0.174.1:19150",
+            "--cameras",
+            "1",
+            "--ptp-sync-after",
+            "1.5",
+        ],
+    );
+    // PTP: not yet synchronised at first, a clear error; then synchronised
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        dev,
+        "--ptp",
+        "--ptp-timeout",
+        "0.3",
+        "--frames",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("PTP is not synchronised"), "{err}");
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        dev,
+        "--ptp",
+        "--ptp-timeout",
+        "5",
+        "--camera",
+        "imx274",
+        "--mode",
+        "1080p",
+        "--frames",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("PTP synchronised"), "{err}");
+    // something to be cleared by the reset
+    ok(&["write", "--device", dev, "0x1000", "0x55"]);
+    ok(&["i2c", "--device", dev, "0x70", "--write", "01"]);
+    ok(&["i2c", "--device", dev, "0x1a", "--write", "300400"]);
+    let out = ok(&[
+        "reset",
+        "--device",
+        dev,
+        "--bind",
+        "127.0.174.1:19150",
+        "--timeout",
+        "10",
+    ]);
+    assert!(
+        out.contains("reset; back after") && out.contains("0x2606"),
+        "{out}"
+    );
+    assert!(ok(&["read", "--device", dev, "0x1000"]).contains("0x00000000"));
+    // the camera is at power-on again: standby, and the expander closed
+    let (code, _, err) = common::rocelink(&[
+        "i2c", "--device", dev, "0x1a", "--write", "3000", "--read", "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    ok(&["i2c", "--device", dev, "0x70", "--write", "01"]);
+    assert_eq!(
+        ok(&[
+            "i2c", "--device", dev, "0x1a", "--write", "3000", "--read", "1"
+        ])
+        .trim(),
+        "12"
+    );
+    // and PTP is lost until it synchronises again
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        dev,
+        "--ptp",
+        "--ptp-timeout",
+        "0.2",
+        "--frames",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    // nobody answers the reset: a clear error naming the device
+    let (code, _, err) = common::rocelink(&["reset", "--device", "127.0.174.9", "--timeout", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("127.0.174.9"), "{err}");
+}
+
+/// The largest RETH DMA length among the data packets of a pcap.
+fn largest_payload(pcap: &str) -> u64 {
+    let (code, out, err) = common::rocelink(&["decode", "--json", pcap]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["opcode"] == 0x2A)
+        .filter_map(|r| r["reth"]["dma_len"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn netns_payload_follows_the_interface_mtu() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") {
+        return;
+    }
+    let ns = common::VethPair::new("mtu", &["10.204.0.2/24"], &["10.204.0.1/24"]);
+    let d = common::VethPair::exec(&ns.a);
+    let h = common::VethPair::exec(&ns.b);
+    let _emu = emulator(
+        &d,
+        &[
+            "--ip",
+            "10.204.0.2",
+            "--bootp-target",
+            "none",
+            "--cameras",
+            "1",
+            "--fps",
+            "30",
+        ],
+    );
+    let dir = common::tmpdir("board_mtu");
+    for (mtu, payload) in [("1500", 1408), ("9000", 8832)] {
+        for (n, v) in [(&ns.a, &ns.va), (&ns.b, &ns.vb)] {
+            assert!(common::sh(&["ip", "-n", n, "link", "set", v, "mtu", mtu]));
+        }
+        let pcap = dir.join(format!("mtu{mtu}.pcap"));
+        let p = pcap.to_str().unwrap();
+        let mut c = std::process::Command::new(h[0]);
+        c.args(&h[1..]).arg(env!("CARGO_BIN_EXE_rocelink")).args([
+            "receive",
+            "--device",
+            "10.204.0.2",
+            "--camera",
+            "imx274",
+            "--mode",
+            "1080p",
+            "--frames",
+            "3",
+            "--json",
+            "--quiet",
+            "--pcap",
+            p,
+        ]);
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "MTU {mtu}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let good = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("\"good\":true"))
+            .count();
+        assert_eq!(good, 3, "MTU {mtu}");
+        assert_eq!(largest_payload(p), payload, "MTU {mtu}");
+    }
+}
