@@ -149,7 +149,7 @@ pub(crate) struct BringUp {
     mode: Option<Imx274Mode>,
     /// Set up PTP and wait until the board reports synchronised before receiving.
     #[arg(long)]
-    ptp: bool,
+    pub(crate) ptp: bool,
     /// How long to wait for PTP.
     #[arg(long, default_value = "10", value_parser = args::secs)]
     ptp_timeout: Duration,

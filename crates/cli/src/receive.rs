@@ -89,9 +89,10 @@ pub(crate) struct ReceiveArgs {
     /// device.
     #[arg(long, value_parser = args::mtu)]
     mtu: Option<u32>,
-    /// Virtual port.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..32))]
-    vp: u32,
+    /// Virtual port(s): several (`--vp 0,1`, a stereo pair on one port) are received by
+    /// one thread each, on data ports --port, --port+1, ….
+    #[arg(long, default_value = "0", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(0..32))]
+    vp: Vec<u32>,
     /// No separate metadata packet.
     #[arg(long)]
     md_disable: bool,
@@ -129,6 +130,14 @@ pub(crate) struct ReceiveArgs {
     bring_up: crate::board::BringUp,
 }
 
+/// One virtual port being received: its receiver, its sinks, the camera feeding it.
+struct Port {
+    vp: u32,
+    rx: Receiver,
+    out: Sinks,
+    camera: Option<rocelink_hsb::host::imx274::Camera>,
+}
+
 pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     // 1. inputs
     let camera = a.bring_up.sensor();
@@ -139,6 +148,16 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     }
     if a.bring_up.camera.is_some() && a.listen.is_some() {
         bail!("--camera needs --device: the camera is brought up over the device's I2C");
+    }
+    let mut vps = a.vp.clone();
+    vps.sort_unstable();
+    vps.dedup();
+    if vps.len() != a.vp.len() {
+        bail!("--vp names a virtual port twice");
+    }
+    let several = vps.len() > 1;
+    if several && a.listen.is_some() {
+        bail!("--listen receives one virtual port; give --device to receive several");
     }
     let sensor = camera.or_else(|| a.sensor.clone());
     let frame_size = match (
@@ -153,7 +172,13 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         (None, None) => 2_611_376,
     };
     check_ring(frame_size, a.pages)?;
-    a.out.check(sensor.as_ref())?;
+    let outs: Vec<Output> = match several {
+        true => vps.iter().map(|&v| a.out.for_vp(v)).collect(),
+        false => vec![a.out.clone()],
+    };
+    for o in &outs {
+        o.check(sensor.as_ref())?;
+    }
     let stop = StopFlag::install()?;
     let (local, device_ip, qp_rkey) = match (a.listen, a.device) {
         (Some(l), _) => {
@@ -172,50 +197,78 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         }
         (None, None) => bail!("--device IP is required (or --listen with --qp/--rkey/--device-ip)"),
     };
-    // 2. the receiver (socket, pcap file, ring)
-    let mut cfg = ReceiverConfig::new(local, device_ip, frame_size);
-    cfg.pages = a.pages;
-    cfg.mtu = a.mtu.unwrap_or_else(|| {
-        rocelink_io::net::mtu_for_ip(local.ip()).map_or(1500, |m| m.clamp(256, 9000) as u32)
-    });
-    cfg.vp = a.vp;
-    cfg.md_disable = a.md_disable;
-    cfg.layout = a.layout.opts();
-    cfg.qp_rkey = qp_rkey;
-    cfg.pcap = a.pcap.clone();
-    a.tune.apply(&mut cfg)?;
+    // 2. the receivers (socket, pcap file, ring), one per virtual port, and their sinks
     let counters = crate::stats::Counters::start("receive", &a.counters)?;
-    let mut rx = Receiver::new(cfg)?;
-    rx.publish_to(counters.board.clone());
-    // 3. the sinks, then the device
-    let mut out = a.out.open(sensor.as_ref(), frame_size)?;
+    let mut ports = Vec::with_capacity(vps.len());
+    for (i, (&vp, o)) in vps.iter().zip(&outs).enumerate() {
+        let mut l = local;
+        if several && l.port() != 0 {
+            l.set_port(
+                l.port()
+                    .checked_add(i as u16)
+                    .context("--port too high for --vp")?,
+            );
+        }
+        let mut cfg = ReceiverConfig::new(l, device_ip, frame_size);
+        cfg.pages = a.pages;
+        cfg.mtu = a.mtu.unwrap_or_else(|| {
+            rocelink_io::net::mtu_for_ip(l.ip()).map_or(1500, |m| m.clamp(256, 9000) as u32)
+        });
+        cfg.vp = vp;
+        cfg.md_disable = a.md_disable;
+        cfg.layout = a.layout.opts();
+        cfg.qp_rkey = qp_rkey;
+        cfg.pcap = match (&a.pcap, several) {
+            (Some(p), true) => Some(crate::sinks::suffixed(p, vp)),
+            (p, _) => p.clone(),
+        };
+        a.tune.apply(&mut cfg)?;
+        let mut rx = Receiver::new(cfg).with_context(|| format!("receiver for --vp {vp}"))?;
+        match several {
+            true => rx.publish_as(counters.board.clone(), VP_LINKS[vp as usize]),
+            false => rx.publish_to(counters.board.clone()),
+        }
+        let out = o.open(sensor.as_ref(), frame_size)?;
+        ports.push(Port {
+            vp,
+            rx,
+            out,
+            camera: None,
+        });
+    }
+    // 3. the device: every port's data channel, then PTP and the cameras, one at a time
     let mut ctl = None;
-    let mut camera_on = None;
     if qp_rkey.is_none() {
         let mut c = Control::new(SocketAddr::new(IpAddr::V4(device_ip), a.control_port))?;
         let version = c
             .read(rocelink_hsb::regs::HSB_IP_VERSION)
             .with_context(|| format!("device {device_ip}:{} did not answer ECB", a.control_port))?;
-        if !a.out.quiet {
-            eprintln!(
-                "rocelink receive: device {device_ip} HSB IP {:#06x}; QP {:#x} R_Key {:#x} at {}",
-                version & 0xFFFF,
-                rx.qpn(),
-                rx.rkey(),
-                rx.local_addr()
-            );
-        }
-        rx.configure(&mut c)?;
-        match a.bring_up.run(&mut c, a.vp, a.out.quiet) {
-            Ok(cam) => camera_on = cam,
-            Err(e) => {
-                let _ = rx.stop(&mut c);
-                return Err(e);
+        let brought_up = (|| -> Result<()> {
+            for (i, p) in ports.iter_mut().enumerate() {
+                if !a.out.quiet {
+                    eprintln!(
+                        "rocelink receive: device {device_ip} HSB IP {:#06x}; vp {} QP {:#x} R_Key {:#x} at {}",
+                        version & 0xFFFF,
+                        p.vp,
+                        p.rx.qpn(),
+                        p.rx.rkey(),
+                        p.rx.local_addr()
+                    );
+                }
+                p.rx.configure(&mut c)?;
+                let mut b = a.bring_up.clone();
+                b.ptp &= i == 0;
+                p.camera = b.run(&mut c, p.vp, a.out.quiet)?;
             }
+            Ok(())
+        })();
+        if let Err(e) = brought_up {
+            shut_down(&mut ports, &mut c);
+            return Err(e);
         }
         ctl = Some(c);
     }
-    // 4. frames
+    // 4. frames: one thread per port when there are several
     let lim = Limits::unlimited()
         .with_seconds(a.seconds)
         .with_timeout(a.timeout);
@@ -225,28 +278,55 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             .with_timeout(a.timeout),
         None => lim,
     };
-    let r = frame_loop(&mut rx, &lim, &stop, &mut out);
-    // 5. stop the camera and the device, finish the recording, summary
-    if let (Some(cam), Some(c)) = (camera_on, ctl.as_mut())
-        && let Err(e) = crate::board::stop_camera(cam, c)
-    {
-        eprintln!("rocelink receive: warning: could not stop the camera: {e:#}");
+    let results: Vec<Result<(u64, StopReason)>> = if several {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = ports
+                .iter_mut()
+                .map(|p| {
+                    let (lim, stop) = (&lim, &stop);
+                    s.spawn(move || frame_loop(&mut p.rx, lim, stop, &mut p.out))
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a receive thread panicked")))
+                })
+                .collect()
+        })
+    } else {
+        ports
+            .iter_mut()
+            .map(|p| frame_loop(&mut p.rx, &lim, &stop, &mut p.out))
+            .collect()
+    };
+    // 5. stop the cameras and the device, finish the recordings, summary
+    if let Some(c) = ctl.as_mut() {
+        shut_down(&mut ports, c);
     }
-    let stopped = ctl.as_mut().map(|c| rx.stop(c));
-    let rec_ok = finish_recording(&mut out, "receive")?;
-    if let Some(Err(e)) = stopped {
-        eprintln!("rocelink receive: warning: could not stop the device's stream: {e}");
+    let mut rec_ok = true;
+    for p in ports.iter_mut() {
+        rec_ok &= finish_recording(&mut p.out, "receive")?;
     }
-    let (n, ended) = r?;
-    let s = rx.stats;
-    counters.board.set_link(rx.link("data"));
-    if !a.out.quiet {
+    for (p, r) in ports.iter().zip(&results) {
+        let name = if several {
+            VP_LINKS[p.vp as usize]
+        } else {
+            "data"
+        };
+        counters.board.set_link(p.rx.link(name));
+        let Ok((n, ended)) = r else { continue };
+        if a.out.quiet {
+            continue;
+        }
+        let s = p.rx.stats;
         eprintln!(
-            "rocelink receive: counters: {}",
-            counters.board.snapshot().line()
-        );
-        eprintln!(
-            "rocelink receive: {n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} of {} datagrams verified in place{}",
+            "rocelink receive: {}{n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} of {} datagrams verified in place{}",
+            if several {
+                format!("vp {}: ", p.vp)
+            } else {
+                String::new()
+            },
             s.good,
             s.damaged,
             s.dropped_packets,
@@ -254,18 +334,55 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             s.refused,
             s.in_place,
             s.datagrams,
-            if ended == StopReason::Stopped {
+            if *ended == StopReason::Stopped {
                 " (stopped by signal)"
             } else {
                 ""
             }
         );
     }
+    if !a.out.quiet {
+        eprintln!(
+            "rocelink receive: counters: {}",
+            counters.board.snapshot().line()
+        );
+    }
+    for r in results {
+        r?;
+    }
     Ok(if rec_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Counter link names of virtual ports.
+const VP_LINKS: [&str; 32] = [
+    "vp0", "vp1", "vp2", "vp3", "vp4", "vp5", "vp6", "vp7", "vp8", "vp9", "vp10", "vp11", "vp12",
+    "vp13", "vp14", "vp15", "vp16", "vp17", "vp18", "vp19", "vp20", "vp21", "vp22", "vp23", "vp24",
+    "vp25", "vp26", "vp27", "vp28", "vp29", "vp30", "vp31",
+];
+
+/// Stop every port's camera, then its stream (warnings, not errors: this runs on the way
+/// out).
+fn shut_down(ports: &mut [Port], c: &mut Control) {
+    for p in ports.iter_mut() {
+        if let Some(cam) = p.camera.take()
+            && let Err(e) = crate::board::stop_camera(cam, c)
+        {
+            eprintln!(
+                "rocelink receive: warning: could not stop camera {}: {e:#}",
+                p.vp
+            );
+        }
+        if let Err(e) = p.rx.stop(c) {
+            eprintln!(
+                "rocelink receive: warning: could not stop the stream of vp {}: {e}",
+                p.vp
+            );
+        }
+    }
 }
 
 /// The ring is pages × (frame rounded up + metadata page): refuse what cannot be allocated.

@@ -35,6 +35,22 @@ pub(crate) struct Output {
     /// Keep the latest good frame as a PNG here (needs an image sensor).
     #[arg(long, value_parser = args::out_file)]
     pub(crate) snapshot: Option<PathBuf>,
+    /// The virtual port these frames are from, when there are several.
+    #[arg(skip)]
+    pub(crate) vp: Option<u32>,
+}
+
+/// `NAME-vpN.EXT` next to `p`.
+pub(crate) fn suffixed(p: &std::path::Path, vp: u32) -> PathBuf {
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match p.extension() {
+        Some(e) => format!("{stem}-vp{vp}.{}", e.to_string_lossy()),
+        None => format!("{stem}-vp{vp}"),
+    };
+    p.with_file_name(name)
 }
 
 /// The sinks, built after every input was checked.
@@ -74,6 +90,16 @@ impl Output {
         Ok(())
     }
 
+    /// The flags for virtual port `vp` of several: its recording in `DIR/vpN`, its snapshot
+    /// in `NAME-vpN.EXT`, its frames tagged with `"vp"`.
+    pub(crate) fn for_vp(&self, vp: u32) -> Output {
+        let mut o = self.clone();
+        o.record = self.record.as_ref().map(|d| d.join(format!("vp{vp}")));
+        o.snapshot = self.snapshot.as_ref().map(|p| suffixed(p, vp));
+        o.vp = Some(vp);
+        o
+    }
+
     pub(crate) fn open(&self, sensor: Option<&SensorSpec>, frame_size: usize) -> Result<Sinks> {
         let rec = match &self.record {
             Some(dir) => {
@@ -91,7 +117,7 @@ impl Output {
         Ok(Sinks {
             rec,
             snap,
-            term: Terminal::new(self.json, self.quiet),
+            term: Terminal::new(self.json, self.quiet, self.vp),
         })
     }
 }
@@ -101,11 +127,12 @@ impl Output {
 pub(crate) struct Terminal {
     json: bool,
     quiet: bool,
+    vp: Option<u32>,
     pb: indicatif::ProgressBar,
 }
 
 impl Terminal {
-    fn new(json: bool, quiet: bool) -> Terminal {
+    fn new(json: bool, quiet: bool, vp: Option<u32>) -> Terminal {
         let pb = indicatif::ProgressBar::new_spinner();
         pb.set_style(
             indicatif::ProgressStyle::with_template("{spinner} {msg}")
@@ -114,7 +141,16 @@ impl Terminal {
         if json || quiet {
             pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
-        Terminal { json, quiet, pb }
+        if vp.is_some() {
+            // several ports print from several threads: lines only
+            pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        Terminal {
+            json,
+            quiet,
+            vp,
+            pb,
+        }
     }
 
     /// Take the progress line off the screen.
@@ -127,8 +163,14 @@ impl FrameSink for Terminal {
     fn frame(&mut self, d: &Delivered<'_>) -> Result<(), SessionError> {
         let f = d.report;
         if self.json {
-            println!("{}", frame_json(f));
+            let mut j = frame_json(f);
+            if let (Some(vp), Some(o)) = (self.vp, j.as_object_mut()) {
+                o.insert("vp".into(), vp.into());
+            }
+            println!("{j}");
         } else if self.quiet {
+        } else if let Some(vp) = self.vp {
+            println!("vp {vp} {}", frame_line(f));
         } else if self.pb.is_hidden() {
             println!("{}", frame_line(f));
         } else {

@@ -88,6 +88,27 @@ fn i2c_and_camera_bring_up_from_the_command_line() {
         .trim(),
         "02"
     );
+    // stereo: both cameras on one port, one thread each, every frame verified
+    let out = ok(&[
+        "receive", "--device", dev, "--camera", "imx274", "--mode", "1080p", "--vp", "0,1",
+        "--frames", "4", "--json", "--quiet",
+    ]);
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for vp in [0, 1] {
+        let mine: Vec<&Value> = rows.iter().filter(|r| r["vp"] == vp).collect();
+        assert_eq!(mine.len(), 4, "vp {vp}: {out}");
+        assert!(
+            mine.iter()
+                .all(|r| r["good"] == true && r["bytes"] == 2_611_376),
+            "{out}"
+        );
+    }
+    let (code, _, err) = common::rocelink(&["receive", "--device", dev, "--vp", "1,1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("twice"), "{err}");
     // a --sensor that disagrees with the camera's mode is refused
     let (code, _, err) = common::rocelink(&[
         "receive",

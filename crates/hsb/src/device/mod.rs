@@ -2,6 +2,7 @@
 //! semantics, BOOTP enumeration and set-IP, and the streaming configuration the host
 //! programs. [`crate::emulator`] puts sockets and a clock around it.
 
+mod apb;
 pub mod i2c;
 pub mod imx274;
 pub mod packetizer;
@@ -9,7 +10,7 @@ pub mod window;
 
 use crate::regs::{self, hif, vp};
 use crate::sensor::Imx274Mode;
-use crate::sequencer;
+use apb::i2c_offset;
 use rocelink_wire::bytes::Mac;
 use rocelink_wire::hsb::bootp::{self, EnumerationRepr, SetIpRepr, VendorV2};
 use rocelink_wire::hsb::ecb::{self, Command, Status};
@@ -192,7 +193,11 @@ impl DeviceCore {
         self.programs.clear();
         // HSB's null sequence, which the host points unused events at, is there after reset
         // on current firmware (`APB_RAM + 0x80`)
-        for (i, w) in sequencer::Program::new().finish().into_iter().enumerate() {
+        for (i, w) in crate::sequencer::Program::new()
+            .finish()
+            .into_iter()
+            .enumerate()
+        {
             self.regs.insert(regs::apb::NULL_PROGRAM + 4 * i as u32, w);
         }
         self.regs
@@ -342,28 +347,6 @@ impl DeviceCore {
         }
         .emit(&mut b);
         self.events.push((b, SocketAddrV4::new(ip, port)));
-    }
-
-    /// Run the queued sequencer programs (not from inside one: a program that fires an
-    /// event queues it for after itself). At most 64 per call, so programs that fire each
-    /// other cannot hang the device.
-    fn run_programs(&mut self) {
-        if self.running {
-            return;
-        }
-        self.running = true;
-        for _ in 0..64 {
-            let Some(at) = self.programs.pop_front() else {
-                break;
-            };
-            let end = regs::APB_RAM + regs::APB_RAM_LEN;
-            match sequencer::run(&mut Apb(self), at, end) {
-                Ok(_) => self.stats.programs += 1,
-                Err(_) => self.stats.program_errors += 1,
-            }
-        }
-        self.programs.clear();
-        self.running = false;
     }
 
     /// Event messages waiting to be sent, with their destinations.
@@ -590,24 +573,6 @@ impl DeviceCore {
             }),
             camera,
         })
-    }
-}
-
-/// The offset of `addr` in the I2C controller's block, if it is one of its registers.
-fn i2c_offset(addr: u32) -> Option<u32> {
-    let off = addr.checked_sub(regs::i2c::BASE)?;
-    i2c::I2cController::decodes(off).then_some(off)
-}
-
-/// The device's registers as the sequencer sees them.
-struct Apb<'a>(&'a mut DeviceCore);
-
-impl sequencer::Bus for Apb<'_> {
-    fn read(&mut self, addr: u32) -> u32 {
-        self.0.read(addr).unwrap_or(0)
-    }
-    fn write(&mut self, addr: u32, value: u32) {
-        self.0.write(addr, value);
     }
 }
 

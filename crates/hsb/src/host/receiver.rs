@@ -110,7 +110,7 @@ pub struct Receiver {
     fast: Option<FastPath>,
     posted: usize,
     /// Where the network counters go, and when next.
-    publish: Option<(Board, Instant)>,
+    publish: Option<(Board, Instant, &'static str)>,
     /// Counters.
     pub stats: ReceiverStats,
 }
@@ -395,14 +395,14 @@ impl Receiver {
         self.t.stats.datagrams = es.rx_datagrams;
         self.stats = self.t.stats;
         self.replenish()?;
-        if let Some((board, next)) = &self.publish
+        if let Some((board, next, name)) = &self.publish
             && Instant::now() >= *next
         {
-            board.set_link(self.link("data"));
+            board.set_link(self.link(name));
             self.publish = self
                 .publish
                 .take()
-                .map(|(b, _)| (b, Instant::now() + PUBLISH_EVERY));
+                .map(|(b, _, n)| (b, Instant::now() + PUBLISH_EVERY, n));
         }
         Ok(self.t.ready.pop_front())
     }
@@ -556,8 +556,13 @@ impl Receiver {
     /// Publish the network counters to `board` (link "data") about every
     /// [`PUBLISH_EVERY`] while frames are taken.
     pub fn publish_to(&mut self, board: Board) {
-        board.set_link(self.link("data"));
-        self.publish = Some((board, Instant::now() + PUBLISH_EVERY));
+        self.publish_as(board, "data");
+    }
+
+    /// [`Receiver::publish_to`] under another link name (one per virtual port: "vp0", …).
+    pub fn publish_as(&mut self, board: Board, name: &'static str) {
+        board.set_link(self.link(name));
+        self.publish = Some((board, Instant::now() + PUBLISH_EVERY, name));
     }
 
     /// Fast-path counters (`None` when every datagram goes through the endpoint).
