@@ -18,6 +18,13 @@ fn emulator(prefix: &[&str], args: &[&str]) -> rocelink_testkit::emulator::Proce
     )
 }
 
+/// An emulated board at `dev` with `cameras` IMX274s, no enumeration, and `extra` flags.
+fn board(dev: &str, cameras: &str, extra: &[&str]) -> rocelink_testkit::emulator::Process {
+    let mut args = vec!["--ip", dev, "--bootp-target", "none", "--cameras", cameras];
+    args.extend_from_slice(extra);
+    emulator(&[], &args)
+}
+
 fn ok(args: &[&str]) -> String {
     let (code, out, err) = common::rocelink(args);
     assert_eq!(code, 0, "{args:?}: {err}");
@@ -27,19 +34,7 @@ fn ok(args: &[&str]) -> String {
 #[test]
 fn i2c_and_camera_bring_up_from_the_command_line() {
     let dev = "127.0.173.2";
-    let _emu = emulator(
-        &[],
-        &[
-            "--ip",
-            dev,
-            "--bootp-target",
-            "none",
-            "--cameras",
-            "2",
-            "--fps",
-            "60",
-        ],
-    );
+    let _emu = board(dev, "2", &["--fps", "60"]);
     // the camera is behind the expander: not enabled, not acknowledged
     let (code, _, err) = common::rocelink(&[
         "i2c", "--device", dev, "0x1a", "--write", "3000", "--read", "1",
@@ -288,4 +283,61 @@ fn netns_payload_follows_the_interface_mtu() {
         assert_eq!(good, 3, "MTU {mtu}");
         assert_eq!(largest_payload(p), payload, "MTU {mtu}");
     }
+}
+
+#[test]
+fn sequencer_programs_agree_with_an_independent_interpreter() {
+    let dev = "127.0.175.2";
+    let dir = common::tmpdir("board_sequencer");
+    let pcap = dir.join("ecb.pcap");
+    let p = pcap.to_str().unwrap();
+    let mut emu = board(dev, "1", &["--pcap", p]);
+    ok(&["i2c", "--device", dev, "0x70", "--write", "01"]);
+    ok(&["i2c", "--device", dev, "0x1a", "--write", "300402"]);
+    ok(&[
+        "i2c",
+        "--device",
+        dev,
+        "0x1a",
+        "--write",
+        "300a,11,22,33,44,55,66,77,88,99",
+    ]);
+    assert_eq!(
+        ok(&[
+            "i2c", "--device", dev, "0x1a", "--write", "300a", "--read", "9"
+        ])
+        .trim(),
+        "11 22 33 44 55 66 77 88 99"
+    );
+    assert_eq!(
+        ok(&[
+            "i2c", "--device", dev, "0x1a", "--write", "3004", "--read", "1"
+        ])
+        .trim(),
+        "02"
+    );
+    let (code, _, _) = common::rocelink(&["i2c", "--device", dev, "0x36", "--read", "2"]);
+    assert_eq!(code, 2);
+    // SIGINT: the emulator flushes its capture and exits
+    assert!(common::sh(&["kill", "-INT", &emu.child().id().to_string()]));
+    assert!(emu.child().wait().unwrap().success());
+    let out = std::process::Command::new(common::scapy_python())
+        .arg(common::test_file("scapy/sequencer_check.py"))
+        .arg(p)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["mismatches"], serde_json::json!([]), "{v}");
+    assert_eq!(v["programs"], 6, "{v}");
+    assert_eq!(v["transactions"], 6, "{v}");
+    // every transaction's copied status, and the read bytes, were compared
+    assert!(v["replies_checked"].as_u64().unwrap() >= 6 + 3, "{v}");
+    assert_eq!(v["camera"]["0x3004"], 2, "{v}");
+    assert_eq!(v["camera"]["0x3012"], 0x99, "{v}");
 }

@@ -115,6 +115,10 @@ impl I2cController {
         let got = self.peripheral(addr, &write, rn);
         match got {
             Some(r) => {
+                // read bytes replace whole buffer words (as HSB's mock controller writes
+                // them): what the write left past the last read byte is cleared
+                let end = r.len().next_multiple_of(4).min(self.buffer.len());
+                self.buffer[..end].fill(0);
                 self.buffer[..r.len()].copy_from_slice(&r);
                 i2c::DONE
             }
@@ -193,6 +197,11 @@ mod tests {
         assert_ne!(c.cameras[0].register(0x3004), 0x02);
         let (st, v) = start(&mut c, 0x1A, &[0x30, 0x04], 1);
         assert_eq!((st, v), (i2c::DONE, vec![0x02]));
+        assert_eq!(
+            c.read(i2c::DATA),
+            0x02,
+            "the rest of the read word is cleared"
+        );
         // another address, another bus, a too-long count
         assert_eq!(start(&mut c, 0x36, &[0], 0).0, i2c::DONE | i2c::NAK);
         c.write(i2c::BUS_EN, 0);
