@@ -133,10 +133,11 @@ fn reset_comes_back_and_ptp_is_checked() {
             "--cameras",
             "1",
             "--ptp-sync-after",
-            "1.5",
+            "4",
         ],
     );
-    // PTP: not yet synchronised at first, a clear error; then synchronised
+    // PTP: not yet synchronised at first (4 s leave room for a slow machine to start the
+    // first receive), a clear error; then synchronised
     let (code, _, err) = common::rocelink(&[
         "receive",
         "--device",
@@ -155,7 +156,7 @@ fn reset_comes_back_and_ptp_is_checked() {
         dev,
         "--ptp",
         "--ptp-timeout",
-        "5",
+        "15",
         "--camera",
         "imx274",
         "--mode",
