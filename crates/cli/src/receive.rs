@@ -225,7 +225,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         a.tune.apply(&mut cfg)?;
         let mut rx = Receiver::new(cfg).with_context(|| format!("receiver for --vp {vp}"))?;
         match several {
-            true => rx.publish_as(counters.board.clone(), VP_LINKS[vp as usize]),
+            true => rx.publish_as(counters.board.clone(), &format!("vp{vp}")),
             false => rx.publish_to(counters.board.clone()),
         }
         let out = o.open(sensor.as_ref(), frame_size)?;
@@ -309,12 +309,11 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         rec_ok &= finish_recording(&mut p.out, "receive")?;
     }
     for (p, r) in ports.iter().zip(&results) {
-        let name = if several {
-            VP_LINKS[p.vp as usize]
-        } else {
-            "data"
+        let name = match several {
+            true => format!("vp{}", p.vp),
+            false => "data".to_string(),
         };
-        counters.board.set_link(p.rx.link(name));
+        counters.board.set_link(p.rx.link(&name));
         let Ok((n, ended)) = r else { continue };
         if a.out.quiet {
             continue;
@@ -356,13 +355,6 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         ExitCode::from(1)
     })
 }
-
-/// Counter link names of virtual ports.
-const VP_LINKS: [&str; 32] = [
-    "vp0", "vp1", "vp2", "vp3", "vp4", "vp5", "vp6", "vp7", "vp8", "vp9", "vp10", "vp11", "vp12",
-    "vp13", "vp14", "vp15", "vp16", "vp17", "vp18", "vp19", "vp20", "vp21", "vp22", "vp23", "vp24",
-    "vp25", "vp26", "vp27", "vp28", "vp29", "vp30", "vp31",
-];
 
 /// Stop every port's camera, then its stream (warnings, not errors: this runs on the way
 /// out).

@@ -110,7 +110,7 @@ pub struct Receiver {
     fast: Option<FastPath>,
     posted: usize,
     /// Where the network counters go, and when next.
-    publish: Option<(Board, Instant, &'static str)>,
+    publish: Option<(Board, Instant, String)>,
     /// Counters.
     pub stats: ReceiverStats,
 }
@@ -560,9 +560,9 @@ impl Receiver {
     }
 
     /// [`Receiver::publish_to`] under another link name (one per virtual port: "vp0", …).
-    pub fn publish_as(&mut self, board: Board, name: &'static str) {
+    pub fn publish_as(&mut self, board: Board, name: &str) {
         board.set_link(self.link(name));
-        self.publish = Some((board, Instant::now() + PUBLISH_EVERY, name));
+        self.publish = Some((board, Instant::now() + PUBLISH_EVERY, name.to_string()));
     }
 
     /// Fast-path counters (`None` when every datagram goes through the endpoint).
