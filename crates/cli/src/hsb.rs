@@ -106,6 +106,13 @@ pub(crate) struct EmulateArgs {
     /// "never".
     #[arg(long, default_value = "0", value_parser = ptp_after)]
     ptp_sync_after: PtpAfter,
+    /// Write what the device's I2S output (sensor TX port 0) receives to FILE, in arrival
+    /// order (see `send-audio`).
+    #[arg(long, value_name = "FILE", value_parser = args::out_file)]
+    record_tx: Option<PathBuf>,
+    /// Do not listen for sensor TX on UDP 4791.
+    #[arg(long, conflicts_with = "record_tx")]
+    no_sensor_tx: bool,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
     #[command(flatten)]
@@ -172,6 +179,10 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     cfg.pcap = a.pcap.clone();
     cfg.packetizer = a.layout.opts();
     cfg.ptp_sync_after = a.ptp_sync_after.0;
+    cfg.sensor_tx_record = a.record_tx.clone();
+    if a.no_sensor_tx {
+        cfg.sensor_tx_port = None;
+    }
     Ok(cfg)
 }
 
@@ -205,6 +216,13 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
         s.i2c_transactions,
         s.resets
     );
+    let t = s.sensor_tx;
+    if t.packets + t.refused > 0 {
+        eprintln!(
+            "rocelink emulate: sensor TX {} packets, {} bytes; {} lost, {} ICRC errors, {} in HSB's Linux-player format, {} refused",
+            t.packets, t.bytes, t.lost, t.icrc_errors, t.linux_format, t.refused
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

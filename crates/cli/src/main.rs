@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod args;
+mod audio;
 mod bench;
 mod bench_perf;
 mod bench_shots;
@@ -69,6 +70,9 @@ enum Cmd {
     I2c(board::I2cArgs),
     /// Reset the device and wait until it announces itself again.
     Reset(board::ResetArgs),
+    /// Sensor TX: play a 24-bit WAV file (or send any file with --raw) to the device's
+    /// I2S output, as HSB's audio players do (UC SEND to QP 2).
+    SendAudio(audio::SendAudioArgs),
     /// Configure an HSB device and receive its frames, verified.
     Receive(receive::ReceiveArgs),
     /// The IMS streaming protocol: a buffer unit (serve) and a worker (send).
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
         Cmd::Receive(a) => receive::receive(&a),
         Cmd::I2c(a) => board::i2c(&a),
         Cmd::Reset(a) => board::reset(&a),
+        Cmd::SendAudio(a) => audio::send_audio(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
         Cmd::Perf(a) => stop::StopFlag::install().and_then(|s| perf::run(&a, &s)),
         Cmd::Ims(c) => ims::run(&c),

@@ -342,3 +342,127 @@ fn sequencer_programs_agree_with_an_independent_interpreter() {
     assert_eq!(v["camera"]["0x3004"], 2, "{v}");
     assert_eq!(v["camera"]["0x3012"], 0x99, "{v}");
 }
+
+/// A 24-bit stereo 48 kHz WAV of `frames` frames of varied samples.
+fn wav_file(frames: usize) -> (Vec<u8>, Vec<u8>) {
+    let data: Vec<u8> = (0..frames * 6).map(|i| (i * 7 + i / 251) as u8).collect();
+    let mut f = Vec::new();
+    f.extend_from_slice(b"RIFF");
+    f.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    f.extend_from_slice(b"WAVEfmt ");
+    f.extend_from_slice(&16u32.to_le_bytes());
+    for v in [1u16, 2] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(&48_000u32.to_le_bytes());
+    f.extend_from_slice(&(48_000u32 * 6).to_le_bytes());
+    f.extend_from_slice(&6u16.to_le_bytes());
+    f.extend_from_slice(&24u16.to_le_bytes());
+    f.extend_from_slice(b"data");
+    f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    f.extend_from_slice(&data);
+    (f, data)
+}
+
+#[test]
+fn sensor_tx_delivers_files_byte_exact() {
+    let dev = "127.0.176.2";
+    let dir = common::tmpdir("board_stx");
+    let (wav, samples) = wav_file(2401); // 19 208 I2S bytes: the last chunk is partial
+    let wav_path = dir.join("tone.wav");
+    std::fs::write(&wav_path, &wav).unwrap();
+    let raw: Vec<u8> = (0..50_001u32).map(|i| (i * 13 + i / 97) as u8).collect();
+    let raw_path = dir.join("blob.bin");
+    std::fs::write(&raw_path, &raw).unwrap();
+    let (record, pcap) = (dir.join("tx.bin"), dir.join("tx.pcap"));
+    let mut emu = board(
+        dev,
+        "0",
+        &[
+            "--record-tx",
+            record.to_str().unwrap(),
+            "--pcap",
+            pcap.to_str().unwrap(),
+        ],
+    );
+    let (w, r) = (wav_path.to_str().unwrap(), raw_path.to_str().unwrap());
+    // HSB's audio_player.py way, paced at the sample rate (0.05 s), with the I2S set-up
+    let out = ok(&["send-audio", "--device", dev, w, "--json"]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["packets"], 101, "{v}");
+    assert_eq!(v["bytes"], 101 * 192, "{v}");
+    // the set-up reached the device: TX enabled, the FIFO started
+    assert_eq!(
+        ok(&["read", "--device", dev, "0x80000000"]).trim(),
+        "0x80000000: 0x00000001"
+    );
+    assert_eq!(
+        ok(&["read", "--device", dev, "0x01200000"]).trim(),
+        "0x01200000: 0x00000004"
+    );
+    // HSB's linux_audio_player.py packets, unpaced
+    ok(&[
+        "send-audio",
+        "--device",
+        dev,
+        w,
+        "--format",
+        "linux",
+        "--fast",
+        "--no-setup",
+        "--quiet",
+    ]);
+    // any file, as it is: 1000-byte packets, the last 1 byte (3 pad bytes on the wire)
+    ok(&[
+        "send-audio",
+        "--device",
+        dev,
+        r,
+        "--raw",
+        "--chunk",
+        "1000",
+        "--no-setup",
+        "--quiet",
+    ]);
+    // bad input is refused before anything is sent
+    let (code, _, err) = common::rocelink(&["send-audio", "--device", dev, r]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("not a WAV file") && err.contains("--raw"),
+        "{err}"
+    );
+    assert!(common::sh(&["kill", "-INT", &emu.child().id().to_string()]));
+    let (status, said) = emu.wait_output();
+    assert!(status.success(), "{said}");
+    assert!(
+        said.contains("sensor TX 253 packets")
+            && said.contains("0 lost, 0 ICRC errors, 101 in HSB's Linux-player format"),
+        "{said}"
+    );
+    // what the I2S output got: each sample in a 4-byte slot, the last chunk zero-padded,
+    // twice, then the raw file
+    let mut i2s: Vec<u8> = samples
+        .chunks(3)
+        .flat_map(|s| [s[0], s[1], s[2], 0])
+        .collect();
+    i2s.resize(101 * 192, 0);
+    let want = [i2s.clone(), i2s, raw].concat();
+    let got = std::fs::read(&record).unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the recording differs from what was sent");
+    // and independently: scapy's ICRC, zlib's trailer, Python's wave module
+    let out = std::process::Command::new(common::scapy_python())
+        .arg(common::test_file("scapy/stx_check.py"))
+        .args([pcap.to_str().unwrap(), "192", w, w, &format!("{r}:raw")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["roce_icrc_ok"], 101 + 51, "{v}");
+    assert_eq!(v["linux_trailer_ok"], 101, "{v}");
+}

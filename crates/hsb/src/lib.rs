@@ -11,6 +11,7 @@
 //!   enumeration and set-IP, and the verified frame receiver over rocelink's transport.
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
+pub mod audio;
 pub mod catalogue;
 pub mod device;
 pub mod emulator;

@@ -171,3 +171,47 @@ pub mod apb {
         super::APB_RAM + 4 * bit
     }
 }
+
+/// The I2S audio peripheral behind sensor TX port 0 (HSB's `Hololink::I2s`).
+pub mod i2s {
+    /// Clock gate shared with VSYNC/GPIO mux: OR in [`CLOCK_ENABLE`].
+    pub const CLOCK_CTRL: u32 = 0x7000_0014;
+    /// Bits that feed the reference clock into the I2S block.
+    pub const CLOCK_ENABLE: u32 = 0xF;
+    /// The I2S APB block: CTRL0 … CTRL8, then STAT0 … STAT3.
+    pub const APB: u32 = 0x8000_0000;
+    /// Bytes of the APB block.
+    pub const APB_LEN: u32 = 0x34;
+    /// CTRL0: bit 0 TX enable, bit 1 RX enable.
+    pub const CTRL0: u32 = APB;
+    /// CTRL1: MCLK divider (MCLK = REF_CLK / value; 0 is invalid).
+    pub const CTRL1: u32 = APB + 0x04;
+    /// CTRL2: BCLK divider select (BCLK = MCLK / 2^value, 0..=8).
+    pub const CTRL2: u32 = APB + 0x08;
+    /// CTRL3: bit depth in 1:0 (0b10 = 24-bit), data format in 3:2 (0 = I2S).
+    pub const CTRL3: u32 = APB + 0x0C;
+    /// CTRL4: bit 0 mono, bit 2 loopback.
+    pub const CTRL4: u32 = APB + 0x10;
+    /// CTRL5: unused by the FPGA; HSB writes 0x40.
+    pub const CTRL5: u32 = APB + 0x14;
+    /// CTRL7: bit 0 LRCLK polarity.
+    pub const CTRL7: u32 = APB + 0x1C;
+    /// CTRL8: slot mode (1 after reset).
+    pub const CTRL8: u32 = APB + 0x20;
+    /// STAT0: bit 0 clock locked (always 1 on today's FPGA).
+    pub const STAT0: u32 = APB + 0x24;
+    /// STAT2: bit 0 TX underrun, bit 1 RX overrun.
+    pub const STAT2: u32 = APB + 0x2C;
+    /// The host-side TX FIFO between the RoCE port and the I2S block.
+    pub const TX_FIFO: u32 = 0x0120_0000;
+    /// Bytes of the TX FIFO block.
+    pub const TX_FIFO_LEN: u32 = 0x10;
+    /// TX FIFO control: 4 starts it, 3 pauses it.
+    pub const TX_FIFO_CTRL: u32 = TX_FIFO;
+    /// TX FIFO almost-full threshold (HSB: 0x800).
+    pub const TX_FIFO_ALMOST_FULL: u32 = TX_FIFO + 0x04;
+    /// TX FIFO almost-empty threshold (HSB: 0x400).
+    pub const TX_FIFO_ALMOST_EMPTY: u32 = TX_FIFO + 0x08;
+    /// TX FIFO value: start.
+    pub const FIFO_START: u32 = 4;
+}

@@ -115,6 +115,18 @@ impl Process {
     pub fn child(&mut self) -> &mut Child {
         &mut self.child
     }
+
+    /// Wait (at most 30 s) for the process to exit; return its status and what it printed
+    /// on stderr after the banner.
+    pub fn wait_output(&mut self) -> (std::process::ExitStatus, String) {
+        let mut lines = Vec::new();
+        // the reader thread ends when the process closes stderr
+        while let Ok(l) = self.stderr.recv_timeout(Duration::from_secs(30)) {
+            lines.push(l);
+        }
+        let status = self.child.wait().unwrap_or_else(|e| panic!("wait: {e}"));
+        (status, lines.join("\n"))
+    }
 }
 
 impl Drop for Process {

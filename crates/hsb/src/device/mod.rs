@@ -6,6 +6,7 @@ mod apb;
 pub mod i2c;
 pub mod imx274;
 pub mod packetizer;
+pub mod sensor_tx;
 pub mod window;
 
 use crate::regs::{self, hif, vp};
@@ -250,6 +251,8 @@ impl DeviceCore {
             || (0..nvp.max(ndp)).any(|s| in_block(regs::SIF_BASE + regs::SIF_STRIDE * s, 0x1000))
             || in_block(regs::CTRL_BUS_BASE, 0x400)
             || in_block(regs::VSYNC_BASE, 0x20)
+            || in_block(regs::i2s::APB, regs::i2s::APB_LEN)
+            || in_block(regs::i2s::TX_FIFO, regs::i2s::TX_FIFO_LEN)
             || addr == 0x5000_0000
             || addr == 0x6000_0000
     }
@@ -264,6 +267,9 @@ impl DeviceCore {
         }
         if addr == regs::PTP_SYNC_STAT {
             return Some(if self.ptp_synced { 0xF } else { 0 });
+        }
+        if addr == regs::i2s::STAT0 {
+            return Some(1); // clock locked
         }
         Some(self.regs.get(&addr).copied().unwrap_or(0))
     }
@@ -286,7 +292,7 @@ impl DeviceCore {
         }
         if matches!(
             addr,
-            regs::HSB_IP_VERSION | regs::FPGA_DATE | regs::PTP_SYNC_STAT
+            regs::HSB_IP_VERSION | regs::FPGA_DATE | regs::PTP_SYNC_STAT | regs::i2s::STAT0
         ) {
             return true;
         }

@@ -8,6 +8,7 @@
 //! * [`i2c::I2c`] — I2C through the device's sequencer, as HSB's host drives it.
 //! * [`imx274::Camera`] — the IMX274 driver: HSB's three modes, start and stop.
 //! * [`receiver::Receiver`] — the verified frame receiver over rocelink's transport.
+//! * [`sensor_tx::SensorTx`] — data to a sensor's transmit port (HSB's audio players).
 
 pub mod board;
 pub mod control;
@@ -16,6 +17,7 @@ mod fast;
 pub mod i2c;
 pub mod imx274;
 pub mod receiver;
+pub mod sensor_tx;
 mod tracker;
 
 pub use fast::FastStats;

@@ -7,11 +7,14 @@
 //! * [`ecb`] — Ethernet Control Bus requests and responses (UDP 8192).
 //! * [`bootp`] — BOOTP v2 enumeration requests (12268 → 12267) and the set-IP reply.
 //! * [`event`] — async event messages (from UDP 8432).
+//! * [`stx`] — sensor TX: which packets reach a sensor's transmit port, and HSB's Linux
+//!   audio player's packet.
 
 pub mod bootp;
 pub mod ecb;
 pub mod event;
 pub mod metadata;
+pub mod stx;
 
 /// Device ECB (control) port.
 pub const CONTROL_PORT: u16 = 8192;

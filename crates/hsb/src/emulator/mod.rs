@@ -6,14 +6,14 @@
 //! `IP_PMTUDISC_DO`, so the kernel writes the FPGA's IPv4 header (ToS 0, ID 0, DF, TTL 64)
 //! and the ICRC computed in user space is exact for any receiver.
 
-use crate::device::packetizer::{OutPacket, Packetizer, PacketizerOptions, Ptp};
+use crate::device::packetizer::{OutPacket, Packetizer, Ptp};
+use crate::device::sensor_tx::SensorTx;
 use crate::device::window::SensorWindow;
-use crate::device::{DeviceConfig, DeviceCore, VpStream};
+use crate::device::{DeviceCore, VpStream};
 use crate::sensor::Sensor;
 use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{UdpConfig, UdpSocket as RoceSocket};
-use rocelink_runtime::counters::{Board, Link};
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -21,132 +21,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How frames are paced.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum Pacing {
-    /// Frames per second; packets inside a frame go out at `link_gbps`.
-    Fps(f64),
-    /// A constant payload bit rate in Gbit/s (frames back to back).
-    Gbps(f64),
-}
-
-/// Emulator settings.
-#[derive(Debug, Clone)]
-pub struct EmulatorConfig {
-    /// The device.
-    pub device: DeviceConfig,
-    /// ECB port (8192).
-    pub control_port: u16,
-    /// Where enumeration goes (HSB: 255.255.255.255:12267); `None`: no enumeration.
-    pub bootp_target: Option<SocketAddr>,
-    /// Enumeration period.
-    pub bootp_interval: Duration,
-    /// Frame source.
-    pub sensor: Sensor,
-    /// Pacing.
-    pub pacing: Pacing,
-    /// Link speed used to spread a frame's packets (Gbit/s).
-    pub link_gbps: f64,
-    /// Stop after this many frames (per virtual port 0), if set.
-    pub frames: Option<u64>,
-    /// Stop after this long, if set.
-    pub run_for: Option<Duration>,
-    /// Bytes per sensor word (DATAPATH_WIDTH / 8).
-    pub word_bytes: usize,
-    /// Immediate and metadata layout.
-    pub packetizer: PacketizerOptions,
-    /// Record every datagram sent and received.
-    pub pcap: Option<std::path::PathBuf>,
-    /// Send runs of equal packets as one gather-GSO super-datagram (one system call, no
-    /// staging copy). Off: one datagram per packet (`sendmmsg`), which is also what a
-    /// packet filter in between sees one by one.
-    pub gso: bool,
-    /// Publish the device's counters here (link "device") about every 100 ms and at the
-    /// end.
-    pub counters: Option<Board>,
-    /// How long after start (and after each reset) PTP reports synchronised (register
-    /// 0x188); `None`: never.
-    pub ptp_sync_after: Option<Duration>,
-}
-
-impl EmulatorConfig {
-    /// Defaults: ECB 8192, enumeration to 255.255.255.255:12267 every second, pattern
-    /// sensor at 30 fps on a 10 Gbit/s link, 64-bit sensor words.
-    pub fn new(device: DeviceConfig) -> EmulatorConfig {
-        EmulatorConfig {
-            device,
-            control_port: rocelink_wire::hsb::CONTROL_PORT,
-            bootp_target: Some(SocketAddr::from((
-                [255, 255, 255, 255],
-                rocelink_wire::hsb::BOOTP_HOST_PORT,
-            ))),
-            bootp_interval: Duration::from_secs(1),
-            sensor: Sensor::Pattern,
-            pacing: Pacing::Fps(30.0),
-            link_gbps: 10.0,
-            frames: None,
-            run_for: None,
-            word_bytes: 8,
-            packetizer: PacketizerOptions::default(),
-            pcap: None,
-            gso: true,
-            counters: None,
-            ptp_sync_after: Some(Duration::ZERO),
-        }
-    }
-}
-
-/// What the emulator did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct EmulatorStats {
-    /// Frames (windows) sent.
-    pub frames: u64,
-    /// Data and metadata packets sent.
-    pub packets: u64,
-    /// Payload bytes sent.
-    pub bytes: u64,
-    /// ECB requests handled.
-    pub ecb_requests: u64,
-    /// ECB requests refused.
-    pub ecb_errors: u64,
-    /// Enumeration packets sent.
-    pub enumerations: u64,
-    /// Times the device changed IP.
-    pub ip_changes: u64,
-    /// Datagrams refused by the local host (netfilter).
-    pub host_drops: u64,
-    /// Async event messages sent.
-    pub events: u64,
-    /// Sequencer programs run.
-    pub programs: u64,
-    /// I2C transactions run.
-    pub i2c_transactions: u64,
-    /// Resets taken.
-    pub resets: u64,
-}
-
-impl EmulatorStats {
-    /// The counters table's view of the device at `local`: ECB requests in; data packets,
-    /// ECB replies, enumerations and events out (RoCE and verbs-level: the data packets).
-    pub fn link(&self, local: &str) -> Link {
-        let mut l = Link::named("device", local);
-        l.set("rx_packets", self.ecb_requests);
-        l.set(
-            "tx_packets",
-            self.packets + self.ecb_requests + self.enumerations + self.events,
-        );
-        l.set("roce_tx", self.packets);
-        l.set("ibv_tx", self.packets);
-        l
-    }
-}
+mod config;
+pub use config::{EmulatorConfig, EmulatorStats, Pacing};
 
 struct Sockets {
     control: UdpSocket,
     bootp: UdpSocket,
     events: UdpSocket,
     data: RoceSocket,
+    /// The device's RoCE port, for sensor TX (`None`: not listening).
+    stx: Option<UdpSocket>,
 }
 
 /// The data socket, bound to the source port the host programmed.
@@ -182,11 +66,25 @@ fn bind(ip: IpAddr, cfg: &EmulatorConfig, data_port: u16) -> io::Result<Sockets>
     let data = bind_data(ip, data_port)?;
     let events = udp(rocelink_wire::hsb::EVENT_SOURCE_PORT)?;
     events.set_broadcast(true)?;
+    // a host process bound to the wildcard address may hold the port: the device then
+    // runs without sensor TX rather than not at all
+    let stx = match cfg.sensor_tx_port.map(udp) {
+        Some(Ok(s)) => {
+            s.set_nonblocking(true)?;
+            Some(s)
+        }
+        Some(Err(e)) => {
+            eprintln!("rocelink emulate: no sensor TX: {e}");
+            None
+        }
+        None => None,
+    };
     Ok(Sockets {
         control,
         bootp,
         events,
         data,
+        stx,
     })
 }
 
@@ -210,6 +108,7 @@ pub struct Emulator {
     cfg: EmulatorConfig,
     socks: Sockets,
     tap: Option<Tap>,
+    stx_record: Option<io::BufWriter<std::fs::File>>,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -240,10 +139,17 @@ impl Emulator {
             )))?),
             None => None,
         };
+        let stx_record = match &cfg.sensor_tx_record {
+            Some(p) => Some(io::BufWriter::new(
+                std::fs::File::create(p).map_err(|e| named(e, &p.display().to_string()))?,
+            )),
+            None => None,
+        };
         Ok(Emulator {
             cfg: cfg.clone(),
             socks,
             tap,
+            stx_record,
         })
     }
 
@@ -253,7 +159,9 @@ impl Emulator {
             cfg,
             mut socks,
             mut tap,
+            mut stx_record,
         } = self;
+        let mut stx = SensorTx::new();
         let cfg = &cfg;
         let mut core = DeviceCore::new(cfg.device.clone());
         let mut data_port = rocelink_wire::hsb::DATA_SOURCE_PORT;
@@ -303,8 +211,10 @@ impl Emulator {
             .into_iter()
             .min()
             .unwrap_or(now);
+            let mut fds = vec![socks.control.as_raw_fd(), socks.bootp.as_raw_fd()];
+            fds.extend(socks.stx.as_ref().map(|s| s.as_raw_fd()));
             rocelink_io::udp::wait_readable_any(
-                &[socks.control.as_raw_fd(), socks.bootp.as_raw_fd()],
+                &fds,
                 Some(
                     wake.saturating_duration_since(now)
                         .min(Duration::from_millis(100)),
@@ -335,6 +245,10 @@ impl Emulator {
                         )?;
                     }
                 }
+            }
+            if let Some(sock) = &socks.stx {
+                receive_sensor_tx(sock, &mut stx, &mut buf, stx_record.as_mut(), tap.as_mut())?;
+                stats.sensor_tx = stx.stats;
             }
             let mut new_ip = None;
             while let Ok((n, from)) = socks.bootp.recv_from(&mut buf) {
@@ -518,9 +432,41 @@ impl Emulator {
         if let Some(t) = tap.as_mut() {
             t.flush()?;
         }
+        if let Some(f) = stx_record.as_mut() {
+            io::Write::flush(f)?;
+        }
         publish(&stats);
         Ok(stats)
     }
+}
+
+/// Take what waits on the sensor TX socket (a bounded number per turn): counted, and
+/// what port 0 gets appended to `record`.
+fn receive_sensor_tx(
+    sock: &UdpSocket,
+    stx: &mut SensorTx,
+    buf: &mut [u8],
+    mut record: Option<&mut io::BufWriter<std::fs::File>>,
+    mut tap: Option<&mut Tap>,
+) -> io::Result<()> {
+    let Ok(local) = sock.local_addr() else {
+        return Ok(());
+    };
+    for _ in 0..CONTROL_BUDGET {
+        let Ok((n, from)) = sock.recv_from(buf) else {
+            break;
+        };
+        if let Some(t) = tap.as_mut() {
+            t.record(from, local, &buf[..n], 0)?;
+        }
+        if let Some(d) = stx.handle(from, local, &buf[..n])
+            && d.port == 0
+            && let Some(f) = record.as_mut()
+        {
+            io::Write::write_all(f, d.bytes).map_err(|e| named(e, "sensor TX recording"))?;
+        }
+    }
+    Ok(())
 }
 
 /// Send the async event messages the device queued.

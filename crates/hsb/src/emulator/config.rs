@@ -1,0 +1,143 @@
+//! The emulator's settings and what it reports.
+
+use crate::device::DeviceConfig;
+use crate::device::packetizer::PacketizerOptions;
+use crate::sensor::Sensor;
+use rocelink_runtime::counters::{Board, Link};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How frames are paced.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Pacing {
+    /// Frames per second; packets inside a frame go out at `link_gbps`.
+    Fps(f64),
+    /// A constant payload bit rate in Gbit/s (frames back to back).
+    Gbps(f64),
+}
+
+/// Emulator settings.
+#[derive(Debug, Clone)]
+pub struct EmulatorConfig {
+    /// The device.
+    pub device: DeviceConfig,
+    /// ECB port (8192).
+    pub control_port: u16,
+    /// Where enumeration goes (HSB: 255.255.255.255:12267); `None`: no enumeration.
+    pub bootp_target: Option<SocketAddr>,
+    /// Enumeration period.
+    pub bootp_interval: Duration,
+    /// Frame source.
+    pub sensor: Sensor,
+    /// Pacing.
+    pub pacing: Pacing,
+    /// Link speed used to spread a frame's packets (Gbit/s).
+    pub link_gbps: f64,
+    /// Stop after this many frames (per virtual port 0), if set.
+    pub frames: Option<u64>,
+    /// Stop after this long, if set.
+    pub run_for: Option<Duration>,
+    /// Bytes per sensor word (DATAPATH_WIDTH / 8).
+    pub word_bytes: usize,
+    /// Immediate and metadata layout.
+    pub packetizer: PacketizerOptions,
+    /// Record every datagram sent and received.
+    pub pcap: Option<std::path::PathBuf>,
+    /// Send runs of equal packets as one gather-GSO super-datagram (one system call, no
+    /// staging copy). Off: one datagram per packet (`sendmmsg`), which is also what a
+    /// packet filter in between sees one by one.
+    pub gso: bool,
+    /// Publish the device's counters here (link "device") about every 100 ms and at the
+    /// end.
+    pub counters: Option<Board>,
+    /// How long after start (and after each reset) PTP reports synchronised (register
+    /// 0x188); `None`: never.
+    pub ptp_sync_after: Option<Duration>,
+    /// Listen for sensor TX (host → device, HSB's audio players) on the device's RoCE
+    /// port 4791; `None`: do not.
+    pub sensor_tx_port: Option<u16>,
+    /// Write what sensor TX port 0 (the I2S output) receives to this file, in arrival
+    /// order.
+    pub sensor_tx_record: Option<std::path::PathBuf>,
+}
+
+impl EmulatorConfig {
+    /// Defaults: ECB 8192, enumeration to 255.255.255.255:12267 every second, pattern
+    /// sensor at 30 fps on a 10 Gbit/s link, 64-bit sensor words.
+    pub fn new(device: DeviceConfig) -> EmulatorConfig {
+        EmulatorConfig {
+            device,
+            control_port: rocelink_wire::hsb::CONTROL_PORT,
+            bootp_target: Some(SocketAddr::from((
+                [255, 255, 255, 255],
+                rocelink_wire::hsb::BOOTP_HOST_PORT,
+            ))),
+            bootp_interval: Duration::from_secs(1),
+            sensor: Sensor::Pattern,
+            pacing: Pacing::Fps(30.0),
+            link_gbps: 10.0,
+            frames: None,
+            run_for: None,
+            word_bytes: 8,
+            packetizer: PacketizerOptions::default(),
+            pcap: None,
+            gso: true,
+            counters: None,
+            ptp_sync_after: Some(Duration::ZERO),
+            sensor_tx_port: Some(crate::host::sensor_tx::DEVICE_PORT),
+            sensor_tx_record: None,
+        }
+    }
+}
+
+/// What the emulator did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EmulatorStats {
+    /// Frames (windows) sent.
+    pub frames: u64,
+    /// Data and metadata packets sent.
+    pub packets: u64,
+    /// Payload bytes sent.
+    pub bytes: u64,
+    /// ECB requests handled.
+    pub ecb_requests: u64,
+    /// ECB requests refused.
+    pub ecb_errors: u64,
+    /// Enumeration packets sent.
+    pub enumerations: u64,
+    /// Times the device changed IP.
+    pub ip_changes: u64,
+    /// Datagrams refused by the local host (netfilter).
+    pub host_drops: u64,
+    /// Async event messages sent.
+    pub events: u64,
+    /// Sequencer programs run.
+    pub programs: u64,
+    /// I2C transactions run.
+    pub i2c_transactions: u64,
+    /// Resets taken.
+    pub resets: u64,
+    /// Sensor TX: what the host sent to the device's sensors.
+    pub sensor_tx: crate::device::sensor_tx::SensorTxStats,
+}
+
+impl EmulatorStats {
+    /// The counters table's view of the device at `local`: ECB requests in; data packets,
+    /// ECB replies, enumerations and events out (RoCE and verbs-level: the data packets).
+    pub fn link(&self, local: &str) -> Link {
+        let mut l = Link::named("device", local);
+        l.set("rx_packets", self.ecb_requests + self.sensor_tx.packets);
+        l.set("roce_rx", self.sensor_tx.packets);
+        l.set("stx_bytes", self.sensor_tx.bytes);
+        l.set("stx_lost", self.sensor_tx.lost);
+        l.set("stx_icrc_errors", self.sensor_tx.icrc_errors);
+        l.set(
+            "tx_packets",
+            self.packets + self.ecb_requests + self.enumerations + self.events,
+        );
+        l.set("roce_tx", self.packets);
+        l.set("ibv_tx", self.packets);
+        l
+    }
+}
