@@ -25,3 +25,4 @@ pub mod scatter;
 mod sys;
 pub mod tap;
 pub mod udp;
+pub mod xdp;

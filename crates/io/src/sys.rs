@@ -336,3 +336,40 @@ impl MmsgRecv {
         })
     }
 }
+
+/// The `bpf(2)` system call with a `union bpf_attr` laid out in `attr` (zero where unused;
+/// 128 bytes cover every command used here). Returns the call's non-negative result.
+pub(crate) fn bpf(cmd: u32, attr: &mut [u8; 128]) -> io::Result<i32> {
+    // SAFETY: `attr` is a live, writable 128-byte buffer for the whole call, and the size
+    // passed is its length, so the kernel reads and writes only inside it; pointers inside
+    // the attribute (instructions, license, log buffer) are the caller's, which keeps them
+    // alive across this call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_long,
+            attr.as_mut_ptr(),
+            attr.len() as libc::c_long,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as i32)
+}
+
+/// The index of interface `name`, if it exists.
+pub(crate) fn if_index(name: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: `c` is a NUL-terminated string alive for the call; the function only reads it.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    (i != 0).then_some(i)
+}
+
+/// [`bpf`] for a command that returns a new file descriptor (a map, a program, a link),
+/// owned from here on.
+pub(crate) fn bpf_fd(cmd: u32, attr: &mut [u8; 128]) -> io::Result<std::os::fd::OwnedFd> {
+    let fd = bpf(cmd, attr)?;
+    // SAFETY: these commands return a new descriptor that nothing else owns.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}

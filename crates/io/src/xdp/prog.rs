@@ -1,0 +1,262 @@
+//! The XDP program that steers RoCE v2 to AF_XDP sockets, built as BPF instructions here —
+//! no clang, no object file, nothing a fresh clone has to build — loaded with `bpf(2)` and
+//! attached with a BPF link (the program comes off the interface when the link is closed,
+//! so a crashed process leaves nothing behind).
+//!
+//! The program: an IPv4 (option-less) UDP datagram to the chosen port, untagged, goes to
+//! the AF_XDP socket of its receive queue in the XSKMAP (`bpf_redirect_map`, falling back
+//! to the kernel when no socket is there); everything else passes to the kernel.
+
+use crate::sys;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// One BPF instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Insn {
+    /// Opcode.
+    pub code: u8,
+    /// Destination register.
+    pub dst: u8,
+    /// Source register.
+    pub src: u8,
+    /// Offset.
+    pub off: i16,
+    /// Immediate.
+    pub imm: i32,
+}
+
+impl Insn {
+    /// The 8-byte encoding (little-endian host).
+    pub fn bytes(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[0] = self.code;
+        b[1] = (self.dst & 0xF) | (self.src << 4);
+        b[2..4].copy_from_slice(&self.off.to_le_bytes());
+        b[4..8].copy_from_slice(&self.imm.to_le_bytes());
+        b
+    }
+}
+
+// opcode pieces (linux/bpf.h)
+const LDX_MEM: u8 = 0x61; // BPF_LDX | BPF_MEM; | size
+const W: u8 = 0x00;
+const H: u8 = 0x08;
+const B: u8 = 0x10;
+const ALU64_MOV_X: u8 = 0xbf;
+const ALU64_MOV_K: u8 = 0xb7;
+const ALU64_ADD_K: u8 = 0x07;
+const JMP_JGT_X: u8 = 0x2d;
+const JMP_JNE_K: u8 = 0x55;
+const CALL: u8 = 0x85;
+const EXIT: u8 = 0x95;
+const LD_IMM64: u8 = 0x18;
+const PSEUDO_MAP_FD: u8 = 1;
+const HELPER_REDIRECT_MAP: i32 = 51;
+
+/// XDP verdicts.
+const XDP_PASS: i32 = 2;
+
+fn i(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn {
+        code,
+        dst,
+        src,
+        off,
+        imm,
+    }
+}
+
+/// The steering program for UDP destination `port`, redirecting into the XSKMAP `map_fd`.
+pub fn steer_udp(port: u16, map_fd: i32) -> Vec<Insn> {
+    // r6 = ctx; r2 = data; r3 = data_end
+    let mut p = vec![
+        i(ALU64_MOV_X, 6, 1, 0, 0),
+        i(LDX_MEM | W, 2, 1, 0, 0),
+        i(LDX_MEM | W, 3, 1, 4, 0),
+        // r4 = data + 42 (Ethernet, IPv4, UDP); past data_end: pass
+        i(ALU64_MOV_X, 4, 2, 0, 0),
+        i(ALU64_ADD_K, 4, 0, 0, 42),
+    ];
+    // the jumps to `pass` are patched below
+    let mut to_pass = Vec::new();
+    let mut jump = |p: &mut Vec<Insn>, insn: Insn| {
+        to_pass.push(p.len());
+        p.push(insn);
+    };
+    jump(&mut p, i(JMP_JGT_X, 4, 3, 0, 0));
+    // EtherType 0x0800 (read as little-endian u16: 0x0008)
+    p.push(i(LDX_MEM | H, 5, 2, 12, 0));
+    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, 0x0008));
+    // version 4, header 20 bytes
+    p.push(i(LDX_MEM | B, 5, 2, 14, 0));
+    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, 0x45));
+    // UDP
+    p.push(i(LDX_MEM | B, 5, 2, 23, 0));
+    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, 17));
+    // destination port
+    p.push(i(LDX_MEM | H, 5, 2, 36, 0));
+    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, i32::from(port.swap_bytes())));
+    // bpf_redirect_map(map, ctx->rx_queue_index, XDP_PASS)
+    p.extend([
+        i(LDX_MEM | W, 2, 6, 16, 0),
+        i(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd),
+        i(0, 0, 0, 0, 0),
+        i(ALU64_MOV_K, 3, 0, 0, XDP_PASS),
+        i(CALL, 0, 0, 0, HELPER_REDIRECT_MAP),
+        i(EXIT, 0, 0, 0, 0),
+    ]);
+    let pass = p.len();
+    p.extend([i(ALU64_MOV_K, 0, 0, 0, XDP_PASS), i(EXIT, 0, 0, 0, 0)]);
+    for at in to_pass {
+        p[at].off = (pass - at - 1) as i16;
+    }
+    p
+}
+
+const MAP_CREATE: u32 = 0;
+const PROG_LOAD: u32 = 5;
+const LINK_CREATE: u32 = 28;
+const MAP_TYPE_XSKMAP: u32 = 17;
+const PROG_TYPE_XDP: u32 = 6;
+const ATTACH_XDP: u32 = 37;
+
+fn put32(a: &mut [u8; 128], at: usize, v: u32) {
+    a[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn put64(a: &mut [u8; 128], at: usize, v: u64) {
+    a[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+/// Why XDP could not be set up, with what to do about it.
+fn explain(e: io::Error, what: &str) -> io::Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            " (XDP needs CAP_NET_ADMIN and CAP_BPF: run as root, or grant them with setcap)"
+        }
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => {
+            " (this kernel lacks the feature: AF_XDP and BPF links need Linux 5.9 or later)"
+        }
+        Some(libc::EBUSY) | Some(libc::EEXIST) => {
+            " (another XDP program is attached: remove it with `ip link set dev IFACE xdp off`)"
+        }
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
+}
+
+/// An XSKMAP with `entries` slots (one per receive queue).
+pub fn create_xskmap(entries: u32) -> io::Result<OwnedFd> {
+    let mut a = [0u8; 128];
+    put32(&mut a, 0, MAP_TYPE_XSKMAP);
+    put32(&mut a, 4, 4);
+    put32(&mut a, 8, 4);
+    put32(&mut a, 12, entries.max(1));
+    a[28..36].copy_from_slice(b"rocelink"); // map_name
+    sys::bpf_fd(MAP_CREATE, &mut a).map_err(|e| explain(e, "cannot create the XSKMAP"))
+}
+
+/// Load `prog` as an XDP program; a refusal carries the verifier's log.
+pub fn load_xdp(prog: &[Insn]) -> io::Result<OwnedFd> {
+    let code: Vec<u8> = prog.iter().flat_map(|i| i.bytes()).collect();
+    let license = b"Dual MIT/GPL\0";
+    let mut log = vec![0u8; 1 << 16];
+    let attr = |log: Option<&mut Vec<u8>>| {
+        let mut a = [0u8; 128];
+        put32(&mut a, 0, PROG_TYPE_XDP);
+        put32(&mut a, 4, prog.len() as u32);
+        put64(&mut a, 8, code.as_ptr() as u64);
+        put64(&mut a, 16, license.as_ptr() as u64);
+        if let Some(l) = log {
+            put32(&mut a, 24, 1);
+            put32(&mut a, 28, l.len() as u32);
+            put64(&mut a, 32, l.as_mut_ptr() as u64);
+        }
+        a[48..56].copy_from_slice(b"rocelink");
+        put32(&mut a, 68, ATTACH_XDP);
+        a
+    };
+    let mut a = attr(None);
+    match sys::bpf_fd(PROG_LOAD, &mut a) {
+        Ok(fd) => Ok(fd),
+        Err(e)
+            if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EINVAL) =>
+        {
+            // again with the verifier's log, to say why
+            let mut a = attr(Some(&mut log));
+            let again = sys::bpf_fd(PROG_LOAD, &mut a);
+            let text =
+                String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)])
+                    .trim()
+                    .to_owned();
+            match again {
+                Ok(fd) => Ok(fd),
+                Err(e) if text.is_empty() => Err(explain(e, "the kernel refused the XDP program")),
+                Err(e) => Err(io::Error::new(
+                    e.kind(),
+                    format!("the kernel refused the XDP program: {e}; verifier: {text}"),
+                )),
+            }
+        }
+        Err(e) => Err(explain(e, "cannot load the XDP program")),
+    }
+}
+
+/// Attach program `prog` to interface `ifname`; it stays attached while the returned link
+/// is open.
+pub fn attach(prog: &OwnedFd, ifname: &str) -> io::Result<OwnedFd> {
+    let ifindex = sys::if_index(ifname).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface named {ifname:?}"),
+        )
+    })?;
+    let mut a = [0u8; 128];
+    put32(&mut a, 0, prog.as_raw_fd() as u32);
+    put32(&mut a, 4, ifindex);
+    put32(&mut a, 8, ATTACH_XDP);
+    sys::bpf_fd(LINK_CREATE, &mut a)
+        .map_err(|e| explain(e, &format!("cannot attach XDP to {ifname}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_matches_the_kernel_layout() {
+        // r1 = r6 (mov64 reg): 0xbf, dst 1 | src 6 << 4
+        assert_eq!(
+            i(ALU64_MOV_X, 1, 6, 0, 0).bytes(),
+            [0xbf, 0x61, 0, 0, 0, 0, 0, 0]
+        );
+        // if r5 != 0x45 goto +7
+        assert_eq!(
+            i(JMP_JNE_K, 5, 0, 7, 0x45).bytes(),
+            [0x55, 0x05, 7, 0, 0x45, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn every_check_jumps_to_pass() {
+        let p = steer_udp(4791, 3);
+        let pass = p.len() - 2;
+        assert_eq!(p[pass], i(ALU64_MOV_K, 0, 0, 0, XDP_PASS));
+        for (at, insn) in p.iter().enumerate() {
+            if insn.code == JMP_JNE_K || insn.code == JMP_JGT_X {
+                assert_eq!(
+                    at as i64 + 1 + i64::from(insn.off),
+                    pass as i64,
+                    "jump at {at}"
+                );
+            }
+        }
+        // the port compare is against the wire order read as little-endian
+        assert!(p.iter().any(|x| x.code == JMP_JNE_K && x.imm == 0xB712));
+        // the map reference is a two-slot load
+        let ld = p.iter().position(|x| x.code == LD_IMM64).unwrap();
+        assert_eq!((p[ld].src, p[ld].imm), (PSEUDO_MAP_FD, 3));
+        assert_eq!(p[ld + 1], i(0, 0, 0, 0, 0));
+    }
+}
