@@ -173,15 +173,23 @@ impl Wav {
     }
 }
 
-/// `stream` cut into packets of `chunk` bytes; with `pad`, the last one is filled up with
-/// zeros to `chunk` (HSB's packetizer), otherwise it is short.
-pub fn chunks(stream: &[u8], chunk: usize, pad: bool) -> impl Iterator<Item = Vec<u8>> + '_ {
-    stream.chunks(chunk.max(1)).map(move |c| {
-        let mut v = c.to_vec();
-        if pad {
-            v.resize(chunk.max(1), 0);
+/// `stream` cut into packets of `chunk` bytes, borrowed from it; with `pad`, the last one
+/// is filled up with zeros to `chunk` (HSB's packetizer, the only copy), otherwise it is
+/// short.
+pub fn chunks(
+    stream: &[u8],
+    chunk: usize,
+    pad: bool,
+) -> impl Iterator<Item = std::borrow::Cow<'_, [u8]>> + '_ {
+    let chunk = chunk.max(1);
+    stream.chunks(chunk).map(move |c| {
+        if pad && c.len() < chunk {
+            let mut v = c.to_vec();
+            v.resize(chunk, 0);
+            std::borrow::Cow::Owned(v)
+        } else {
+            std::borrow::Cow::Borrowed(c)
         }
-        v
     })
 }
 
@@ -242,12 +250,12 @@ mod tests {
     #[test]
     fn chunking_pads_the_last_packet_only_when_asked() {
         let s: Vec<u8> = (1..=10).collect();
-        let padded: Vec<_> = chunks(&s, 4, true).collect();
+        let padded: Vec<Vec<u8>> = chunks(&s, 4, true).map(|c| c.into_owned()).collect();
         assert_eq!(
             padded,
             [vec![1, 2, 3, 4], vec![5, 6, 7, 8], vec![9, 10, 0, 0]]
         );
-        let raw: Vec<_> = chunks(&s, 4, false).collect();
+        let raw: Vec<Vec<u8>> = chunks(&s, 4, false).map(|c| c.into_owned()).collect();
         assert_eq!(raw.last().unwrap(), &vec![9, 10]);
         assert_eq!(raw.concat(), s);
     }

@@ -391,16 +391,25 @@ impl Interface {
         );
         ih.dscp = ip.dscp;
         let data = pkt.data();
-        let mut dgram = vec![0u8; ipv4::HEADER_LEN + reply.buffer_len()];
-        ih.emit(&mut dgram);
-        reply.emit(&mut dgram[ipv4::HEADER_LEN..], data);
         self.stats.echo_replies += 1;
-        self.send_ip(now, ip.src, tag.map_or(0, |t| t.pcp), dgram);
+        let len = ipv4::HEADER_LEN + reply.buffer_len();
+        self.send_ip(now, ip.src, tag.map_or(0, |t| t.pcp), len, |d| {
+            ih.emit(d);
+            reply.emit(&mut d[ipv4::HEADER_LEN..], data);
+        });
         self.release_resolved();
     }
 
-    /// Send an IPv4 datagram (header included) to `dst` through ARP.
-    fn send_ip(&mut self, now: Instant, dst: Ipv4Addr, pcp: u8, dgram: Vec<u8>) -> Sent {
+    /// Send an IPv4 datagram of `len` bytes (header included, written by `fill` straight
+    /// into the frame) to `dst` through ARP.
+    fn send_ip(
+        &mut self,
+        now: Instant,
+        dst: Ipv4Addr,
+        pcp: u8,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Sent {
         let hop = if self.on_subnet(dst) || dst == Ipv4Addr::BROADCAST {
             dst
         } else {
@@ -408,9 +417,9 @@ impl Interface {
         };
         let eth = self.header(Mac::BROADCAST, ethertype::IPV4, pcp);
         let h = eth.buffer_len();
-        let mut f = vec![0u8; h + dgram.len()];
+        let mut f = vec![0u8; h + len];
         eth.emit(&mut f);
-        f[h..].copy_from_slice(&dgram);
+        fill(&mut f[h..]);
         if hop == Ipv4Addr::BROADCAST {
             self.finish(f);
             return Sent::Queued;
@@ -454,11 +463,11 @@ impl Interface {
             payload_len: payload.len(),
             checksum: 0,
         };
-        let mut d = vec![0u8; len];
-        ih.emit(&mut d);
-        uh.emit(&mut d[ipv4::HEADER_LEN..]);
-        d[ipv4::HEADER_LEN + udp::HEADER_LEN..].copy_from_slice(payload);
-        let sent = self.send_ip(now, *to.dst.ip(), to.pcp, d);
+        let sent = self.send_ip(now, *to.dst.ip(), to.pcp, len, |d| {
+            ih.emit(d);
+            uh.emit(&mut d[ipv4::HEADER_LEN..]);
+            d[ipv4::HEADER_LEN + udp::HEADER_LEN..].copy_from_slice(payload);
+        });
         self.release_resolved();
         Ok(sent)
     }

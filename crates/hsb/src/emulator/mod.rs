@@ -211,10 +211,14 @@ impl Emulator {
             .into_iter()
             .min()
             .unwrap_or(now);
-            let mut fds = vec![socks.control.as_raw_fd(), socks.bootp.as_raw_fd()];
-            fds.extend(socks.stx.as_ref().map(|s| s.as_raw_fd()));
+            let fds = [
+                socks.control.as_raw_fd(),
+                socks.bootp.as_raw_fd(),
+                socks.stx.as_ref().map_or(-1, |s| s.as_raw_fd()),
+            ];
+            let listening = if socks.stx.is_some() { 3 } else { 2 };
             rocelink_io::udp::wait_readable_any(
-                &fds,
+                &fds[..listening],
                 Some(
                     wake.saturating_duration_since(now)
                         .min(Duration::from_millis(100)),

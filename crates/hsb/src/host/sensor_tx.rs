@@ -212,19 +212,7 @@ impl SensorTx {
                 in_flight,
             } => {
                 let deadline = Instant::now() + timeout;
-                while *in_flight >= self.cfg.queue {
-                    reap(ep, *cq, in_flight)?;
-                    if *in_flight < self.cfg.queue {
-                        break;
-                    }
-                    let before = ep.completions_queued();
-                    if !drv.run(ep, deadline, |ep| ep.completions_queued() > before)? {
-                        return Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "sends did not complete (the socket stayed full)",
-                        ));
-                    }
-                }
+                drain_to(ep, drv, *cq, in_flight, self.cfg.queue - 1, deadline)?;
                 let va = (*next * self.cfg.max_chunk) as u64;
                 *next = (*next + 1) % self.cfg.queue;
                 ep.mr_mut(*lkey)
@@ -267,22 +255,33 @@ impl SensorTx {
             ..
         } = &mut self.path
         {
-            let deadline = Instant::now() + timeout;
-            while *in_flight > 0 {
-                reap(ep, *cq, in_flight)?;
-                if *in_flight == 0 {
-                    break;
-                }
-                let before = ep.completions_queued();
-                if !drv.run(ep, deadline, |ep| ep.completions_queued() > before)? {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!("{in_flight} sends did not complete"),
-                    ));
-                }
-            }
+            drain_to(ep, drv, *cq, in_flight, 0, Instant::now() + timeout)?;
         }
         Ok(())
+    }
+}
+
+/// Run the endpoint until at most `most` sends are in flight, or fail at `deadline`.
+fn drain_to(
+    ep: &mut Endpoint,
+    drv: &mut Driver,
+    cq: CqId,
+    in_flight: &mut usize,
+    most: usize,
+    deadline: Instant,
+) -> io::Result<()> {
+    loop {
+        reap(ep, cq, in_flight)?;
+        if *in_flight <= most {
+            return Ok(());
+        }
+        let before = ep.completions_queued();
+        if !drv.run(ep, deadline, |ep| ep.completions_queued() > before)? {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{in_flight} sends did not complete (the socket stayed full)"),
+            ));
+        }
     }
 }
 
