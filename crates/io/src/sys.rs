@@ -373,3 +373,70 @@ pub(crate) fn bpf_fd(cmd: u32, attr: &mut [u8; 128]) -> io::Result<std::os::fd::
     // SAFETY: these commands return a new descriptor that nothing else owns.
     Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
+
+/// `setsockopt(fd, level, name, &v, sizeof v)` for a plain C value `v`.
+pub(crate) fn setsockopt_raw<T>(fd: RawFd, level: i32, name: i32, v: &T) -> io::Result<()> {
+    // SAFETY: `v` is a live value of exactly the size passed; the kernel only reads it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (v as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `getsockopt(fd, level, name, &v, sizeof v)` into a plain C value `v` (an integer or a
+/// `repr(C)` struct of integers, for which any bytes the kernel writes are valid).
+pub(crate) fn getsockopt_raw<T>(fd: RawFd, level: i32, name: i32, v: &mut T) -> io::Result<()> {
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `v`, which is that large, and every
+    // bit pattern is a valid value of the integer types these structs hold.
+    let r = unsafe { libc::getsockopt(fd, level, name, (v as *mut T).cast(), &mut len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `bind(fd, &addr, sizeof addr)` for a socket address of another family (AF_XDP).
+pub(crate) fn bind_raw<T>(fd: RawFd, addr: &T) -> io::Result<()> {
+    // SAFETY: `addr` is a live `repr(C)` sockaddr of exactly the size passed; the kernel
+    // only reads it.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            (addr as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `sendto(fd, NULL, 0, MSG_DONTWAIT, NULL, 0)`: the AF_XDP transmit kick.
+pub(crate) fn send_empty(fd: RawFd) -> io::Result<()> {
+    // SAFETY: a zero-length send from a null buffer to no address; the kernel reads nothing.
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -61,6 +61,8 @@ pub struct RecvMeta {
     pub len: usize,
     /// With GRO: size of each segment but possibly the last; else `len`.
     pub segment: usize,
+    /// The IPv4 header it came with, when the backend sees it (AF_XDP; not a socket).
+    pub ip_header: Option<[u8; 20]>,
 }
 
 /// Buffers for `recv_batch`.
@@ -104,6 +106,50 @@ impl RecvBatch {
         let m = self.meta[i];
         (m, &self.bufs[m.buf][..m.len])
     }
+    /// Start a receive that fills the batch with [`RecvBatch::push`] (a backend without
+    /// `recvmmsg`).
+    pub fn clear(&mut self) {
+        self.meta.clear();
+    }
+
+    /// Datagrams the batch holds at most.
+    pub fn capacity(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Append a datagram by copying it into the next buffer (a backend that reads frames
+    /// elsewhere, as AF_XDP does). False, and nothing appended, when the batch is full or
+    /// `bytes` exceeds a buffer.
+    pub fn push(&mut self, src: SocketAddr, ip_header: Option<[u8; 20]>, bytes: &[u8]) -> bool {
+        let i = self.meta.len();
+        let Some(buf) = self.bufs.get_mut(i) else {
+            return false;
+        };
+        let Some(dst) = buf.get_mut(..bytes.len()) else {
+            return false;
+        };
+        dst.copy_from_slice(bytes);
+        self.meta.push(RecvMeta {
+            buf: i,
+            src,
+            len: bytes.len(),
+            segment: bytes.len(),
+            ip_header,
+        });
+        true
+    }
+
+    /// Every received segment as (sender, IPv4 header if the backend saw it, bytes).
+    pub fn segments_with_ip(
+        &self,
+    ) -> impl Iterator<Item = (SocketAddr, Option<&[u8; 20]>, &[u8])> + '_ {
+        self.meta.iter().flat_map(|m| {
+            self.bufs[m.buf][..m.len]
+                .chunks(m.segment.max(1))
+                .map(move |c| (m.src, m.ip_header.as_ref(), c))
+        })
+    }
+
     /// Every received segment as (sender, bytes), GRO super-datagrams split without copying.
     pub fn segments(&self) -> impl Iterator<Item = (SocketAddr, &[u8])> + '_ {
         self.meta.iter().flat_map(|m| {
@@ -284,6 +330,7 @@ impl UdpSocket {
                 src,
                 len: m.len,
                 segment: m.segment.unwrap_or(m.len),
+                ip_header: None,
             });
         }
         Ok(batch.meta.len())

@@ -108,3 +108,133 @@ fn steering_program_attaches_and_passes_to_the_kernel_without_a_socket() {
         pair.vb
     );
 }
+
+const INNER_XSK: &str = "ROCELINK_XSK_INNER_IF";
+
+/// Inside namespace B: an AF_XDP socket on queue 0 behind the UDP 4791 program; every
+/// datagram that comes is answered from user space with a frame built in the UMEM
+/// (addresses and ports swapped, payload reversed), until 5 have come or 10 s pass.
+#[test]
+fn inner_xsk_echo() {
+    use rocelink_io::xdp::{Steer, XdpMode, XdpProgram, Xsk, XskConfig};
+    let Ok(ifname) = std::env::var(INNER_XSK) else {
+        return;
+    };
+    let cfg = XskConfig {
+        mode: XdpMode::Copy,
+        frames: 64,
+        rx_size: 32,
+        tx_size: 16,
+        ..XskConfig::default()
+    };
+    let mut xsk = Xsk::open(&ifname, &cfg).unwrap();
+    let prog = XdpProgram::attach(&ifname, Steer::UdpPort(4791), 1).unwrap();
+    prog.register(0, &xsk).unwrap();
+    println!("READY");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut answered = 0;
+    while answered < 5 && std::time::Instant::now() < deadline {
+        xsk.wait_readable(Some(Duration::from_millis(100))).unwrap();
+        let mut replies = Vec::new();
+        xsk.recv(8, |f| {
+            assert_eq!(&f[12..14], &[0x08, 0x00], "only IPv4 is steered");
+            assert_eq!(u16::from_be_bytes([f[36], f[37]]), 4791);
+            let mut r = f.to_vec();
+            r[..6].copy_from_slice(&f[6..12]);
+            r[6..12].copy_from_slice(&f[..6]);
+            r[26..30].copy_from_slice(&f[30..34]);
+            r[30..34].copy_from_slice(&f[26..30]);
+            r[34..36].copy_from_slice(&f[36..38]);
+            r[36..38].copy_from_slice(&f[34..36]);
+            r[40..42].fill(0); // no UDP checksum
+            r[42..].reverse();
+            replies.push(r);
+        })
+        .unwrap();
+        for r in &replies {
+            assert!(xsk.send(r));
+            answered += 1;
+        }
+        xsk.flush().unwrap();
+    }
+    // wait for the last frames to leave
+    for _ in 0..100 {
+        if xsk.in_flight() == 0 {
+            break;
+        }
+        xsk.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let s = xsk.stats().unwrap();
+    println!(
+        "ANSWERED {answered} rx {} tx {} zc {} dropped {}",
+        xsk.counters.rx_frames,
+        xsk.counters.tx_frames,
+        xsk.zero_copy(),
+        s.rx_dropped + s.rx_ring_full
+    );
+}
+
+#[test]
+fn af_xdp_socket_receives_and_sends_frames_in_the_umem() {
+    if std::env::var_os(INNER_XSK).is_some() || !root_or_ci() {
+        return;
+    }
+    let pair = VethPair::new("xsk", &["10.206.0.1/24"], &["10.206.0.2/24"]);
+    let exe = std::env::current_exe().unwrap();
+    let mut inner = Command::new("ip")
+        .args(["netns", "exec", &pair.b])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "inner_xsk_echo",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(INNER_XSK, &pair.vb)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(inner.stdout.take().unwrap()).lines();
+    if !lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("READY"))
+    {
+        let out = inner.wait_with_output().unwrap();
+        panic!(
+            "the AF_XDP helper failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // from A: five datagrams, each answered through the AF_XDP socket
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.a, "python3", "-c"])
+        .arg(
+            "import socket\n\
+             s = socket.socket(2, 2); s.bind(('10.206.0.1', 5000)); s.settimeout(5)\n\
+             for i in range(5):\n\
+             \x20   m = b'ping-%d-abc' % i\n\
+             \x20   s.sendto(m, ('10.206.0.2', 4791))\n\
+             \x20   r, a = s.recvfrom(100)\n\
+             \x20   assert r == m[::-1] and a == ('10.206.0.2', 4791), (r, a)\n\
+             print('ECHOED')\n",
+        )
+        .output()
+        .unwrap();
+    let got: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = inner.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("ECHOED"),
+        "A: {}{}\nB: {got:?} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(status.status.success(), "{got:?}");
+    let line = got.iter().find(|l| l.starts_with("ANSWERED")).unwrap();
+    assert!(line.starts_with("ANSWERED 5 rx 5 tx 5 "), "{line}");
+    assert!(line.ends_with("dropped 0"), "{line}");
+}

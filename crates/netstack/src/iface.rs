@@ -40,6 +40,9 @@ pub struct IfaceConfig {
     pub arp: ArpConfig,
     /// Frames held while ARP answers (all next hops together).
     pub held_max: usize,
+    /// Learn a neighbour's MAC from the IPv4 packets it sends us (on our subnet), for a
+    /// port that shares its interface with the kernel, which keeps ARP to itself.
+    pub learn_from_ip: bool,
 }
 
 impl IfaceConfig {
@@ -54,6 +57,7 @@ impl IfaceConfig {
             fcs: false,
             arp: ArpConfig::default(),
             held_max: 64,
+            learn_from_ip: false,
         }
     }
 }
@@ -267,7 +271,7 @@ impl Interface {
                 self.handle_arp(now, payload, eth.vlan);
                 None
             }
-            ethertype::IPV4 => self.handle_ipv4(now, payload, eth.vlan),
+            ethertype::IPV4 => self.handle_ipv4(now, payload, eth.vlan, eth.src),
             ethertype::MAC_CONTROL => {
                 match pfc::Packet::new_checked(payload).and_then(|p| pfc::Repr::parse(&p)) {
                     Ok(r) => Some(Rx::Pause(r)),
@@ -320,6 +324,7 @@ impl Interface {
         now: Instant,
         payload: &'a [u8],
         tag: Option<VlanTag>,
+        src_mac: Mac,
     ) -> Option<Rx<'a>> {
         let Ok(p) = ipv4::Packet::new_checked(payload) else {
             self.stats.malformed += 1;
@@ -339,6 +344,13 @@ impl Interface {
         if ip.dst != self.cfg.ip && ip.dst != Ipv4Addr::BROADCAST {
             self.stats.not_ours += 1;
             return None;
+        }
+        if self.cfg.learn_from_ip
+            && self.on_subnet(ip.src)
+            && self.arp.peek(ip.src, now) != Some(src_mac)
+        {
+            self.arp.insert(ip.src, src_mac, now);
+            self.release_resolved();
         }
         let body = p.payload();
         match ip.protocol {
@@ -444,11 +456,15 @@ impl Interface {
         }
     }
 
-    /// Queue `payload` as a UDP datagram (UDP checksum 0, as RoCE sends it).
-    pub fn send_udp(&mut self, now: Instant, to: UdpTx, payload: &[u8]) -> Result<Sent, TooLarge> {
-        let len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload.len();
+    /// The IPv4 and UDP headers of a datagram of `payload_len` bytes to `to`.
+    fn udp_headers(
+        &self,
+        to: UdpTx,
+        payload_len: usize,
+    ) -> Result<(ipv4::Repr, udp::Repr), TooLarge> {
+        let len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload_len;
         if len > usize::from(u16::MAX) {
-            return Err(TooLarge(payload.len()));
+            return Err(TooLarge(payload_len));
         }
         let mut ih = ipv4::Repr::new(
             self.cfg.ip,
@@ -460,9 +476,16 @@ impl Interface {
         let uh = udp::Repr {
             src_port: to.src_port,
             dst_port: to.dst.port(),
-            payload_len: payload.len(),
+            payload_len,
             checksum: 0,
         };
+        Ok((ih, uh))
+    }
+
+    /// Queue `payload` as a UDP datagram (UDP checksum 0, as RoCE sends it).
+    pub fn send_udp(&mut self, now: Instant, to: UdpTx, payload: &[u8]) -> Result<Sent, TooLarge> {
+        let (ih, uh) = self.udp_headers(to, payload.len())?;
+        let len = ipv4::HEADER_LEN + udp::HEADER_LEN + payload.len();
         let sent = self.send_ip(now, *to.dst.ip(), to.pcp, len, |d| {
             ih.emit(d);
             uh.emit(&mut d[ipv4::HEADER_LEN..]);
@@ -470,6 +493,55 @@ impl Interface {
         });
         self.release_resolved();
         Ok(sent)
+    }
+
+    /// Write the frame of a UDP datagram whose payload is `parts` (in order) straight into
+    /// `buf` — the transmit buffer of the device (an AF_XDP frame) — when it may go now.
+    /// Returns the frame's length; `None` when it must take [`Interface::send_udp`]
+    /// instead: the next hop is not known yet, other frames wait ahead of it, the port
+    /// appends an FCS, or `buf` is too small.
+    pub fn emit_udp(
+        &mut self,
+        now: Instant,
+        to: UdpTx,
+        parts: &[&[u8]],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, TooLarge> {
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+        let (ih, uh) = self.udp_headers(to, payload_len)?;
+        if self.cfg.fcs || !self.tx.is_empty() || !self.held.is_empty() {
+            return Ok(None);
+        }
+        let dst = *to.dst.ip();
+        let hop = if self.on_subnet(dst) {
+            dst
+        } else {
+            self.cfg.gateway.unwrap_or(dst)
+        };
+        if self.arp.peek(hop, now).is_none() {
+            return Ok(None);
+        }
+        let Lookup::Hit(mac) = self.arp.lookup(hop, now) else {
+            return Ok(None);
+        };
+        let eth = self.header(mac, ethertype::IPV4, to.pcp);
+        let h = eth.buffer_len();
+        let total = h + ipv4::HEADER_LEN + udp::HEADER_LEN + payload_len;
+        let framed = total.max(60);
+        let Some(f) = buf.get_mut(..framed) else {
+            return Ok(None);
+        };
+        eth.emit(f);
+        ih.emit(&mut f[h..]);
+        uh.emit(&mut f[h + ipv4::HEADER_LEN..]);
+        let mut at = h + ipv4::HEADER_LEN + udp::HEADER_LEN;
+        for p in parts {
+            f[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        f[total..].fill(0);
+        self.stats.tx_frames += 1;
+        Ok(Some(framed))
     }
 
     /// Queue a PFC frame (pause or resume).

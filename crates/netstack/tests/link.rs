@@ -290,3 +290,97 @@ fn a_pause_keeps_one_class_lossless_while_another_goes_on() {
     // without the pause, the slow class would have overflowed its 64-packet queue
     assert!(pause_time(0xFFFF, link_bps) > slot * 64);
 }
+
+#[test]
+fn frames_written_in_place_match_the_queued_ones_and_wait_their_turn() {
+    let t = Instant::now();
+    let mut a = iface(1, |_| {});
+    let mut b = iface(2, |_| {});
+    let to = UdpTx {
+        dst: SocketAddrV4::new(ip(2), 4791),
+        src_port: 5000,
+        dscp: 26,
+        pcp: 0,
+    };
+    let mut buf = [0u8; 256];
+    // unresolved: not in place; the queued datagram resolves first
+    assert_eq!(a.emit_udp(t, to, &[b"head", b"body"], &mut buf), Ok(None));
+    assert_eq!(a.send_udp(t, to, b"headbody"), Ok(Sent::Held));
+    pump(t, &mut a, &mut [&mut b]); // the ARP request, answered
+    pump(t, &mut b, &mut [&mut a]);
+    // the held frame is queued ahead: still not in place, so order holds
+    assert_eq!(a.emit_udp(t, to, &[b"x"], &mut buf), Ok(None));
+    let queued = a.poll_transmit(t).unwrap();
+    assert!(a.poll_transmit(t).is_none());
+    // now in place, byte for byte what the queue made
+    let n = a
+        .emit_udp(t, to, &[b"he", b"adb", b"ody"], &mut buf)
+        .unwrap()
+        .unwrap();
+    assert_eq!(&buf[..n], &queued[..]);
+    match b.handle_frame(t, &buf[..n]) {
+        Some(Rx::Udp(u)) => {
+            assert_eq!(
+                (u.src, u.dst_port, u.dscp),
+                (SocketAddrV4::new(ip(1), 5000), 4791, 26)
+            );
+            assert_eq!(u.payload, b"headbody");
+        }
+        other => panic!("{other:?}"),
+    }
+    // too small a buffer: not written
+    assert_eq!(a.emit_udp(t, to, &[&[0u8; 300]], &mut buf), Ok(None));
+}
+
+#[test]
+fn a_host_port_learns_neighbours_from_their_ip_packets() {
+    let t = Instant::now();
+    let mut host = iface(1, |c| c.learn_from_ip = true);
+    let mut plain = iface(3, |_| {});
+    let mut dev = iface(2, |_| {});
+    // the device knows the host (say, from the kernel's ARP) and sends it a datagram
+    for peer in [&mut host, &mut plain] {
+        let me = peer.config().ip;
+        let mut d = iface(2, |_| {});
+        let mut req = vec![0u8; 60];
+        rocelink_wire::ethernet::Repr {
+            dst: Mac::BROADCAST,
+            src: peer.config().mac,
+            vlan: None,
+            ethertype: ethertype::ARP,
+        }
+        .emit(&mut req);
+        arp::Repr {
+            operation: arp::Operation::Request,
+            sha: peer.config().mac,
+            spa: me,
+            tha: Mac([0; 6]),
+            tpa: ip(2),
+        }
+        .emit(&mut req[14..]);
+        d.handle_frame(t, &req);
+        d.poll_transmit(t).unwrap(); // its ARP reply, never delivered
+        let to = UdpTx {
+            dst: SocketAddrV4::new(me, 4791),
+            src_port: 4791,
+            dscp: 0,
+            pcp: 0,
+        };
+        assert_eq!(d.send_udp(t, to, b"data"), Ok(Sent::Queued));
+        let f = d.poll_transmit(t).unwrap();
+        assert!(matches!(peer.handle_frame(t, &f), Some(Rx::Udp(_))));
+        dev = d;
+    }
+    let back = UdpTx {
+        dst: SocketAddrV4::new(ip(2), 4791),
+        src_port: 4791,
+        dscp: 0,
+        pcp: 0,
+    };
+    // the learning port answers at once; the other has to ask
+    assert_eq!(host.send_udp(t, back, b"ack"), Ok(Sent::Queued));
+    assert_eq!(plain.send_udp(t, back, b"ack"), Ok(Sent::Held));
+    let f = host.poll_transmit(t).unwrap();
+    assert_eq!(&f[..6], &mac(2).0);
+    assert!(matches!(dev.handle_frame(t, &f), Some(Rx::Udp(_))));
+}

@@ -243,7 +243,7 @@ impl<B: Backend> Driver<B> {
         let local = Backend::local_addr(&self.sock);
         let mut handled = 0;
         let skip = self.resume;
-        for (i, (src, seg)) in self.batch.segments().enumerate().skip(skip) {
+        for (i, (src, ip, seg)) in self.batch.segments_with_ip().enumerate().skip(skip) {
             self.stats.rx_segments += 1;
             handled += 1;
             ep.handle_datagram(
@@ -251,14 +251,15 @@ impl<B: Backend> Driver<B> {
                 Datagram {
                     src,
                     dst: local,
-                    ip_header: None,
+                    ip_header: ip.map(|h| &h[..]),
                     payload: seg,
                 },
             );
             each(ep);
             if let Some(tap) = self.tap.as_mut() {
-                let id = match ep.last_icrc() {
-                    Some(IcrcStatus::IdRecovered(id)) => id,
+                let id = match (ip, ep.last_icrc()) {
+                    (Some(h), _) => u16::from_be_bytes([h[4], h[5]]),
+                    (None, Some(IcrcStatus::IdRecovered(id))) => id,
                     _ => 0,
                 };
                 tap.record(src, local, seg, id)?;

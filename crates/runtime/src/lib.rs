@@ -10,6 +10,7 @@ pub mod control;
 pub mod counters;
 pub mod driver;
 pub mod run;
+pub mod xdp;
 
 pub use driver::{Driver, DriverStats};
 pub use run::{Role, RunOpts, drive};

@@ -1,8 +1,52 @@
-//! Kernel bypass with AF_XDP (work in progress, issue #16).
+//! Kernel bypass with AF_XDP (issue #16).
 //!
-//! * [`prog`] — the XDP program that steers RoCE v2 (UDP 4791) to AF_XDP sockets, built
-//!   as BPF instructions in Rust and loaded with `bpf(2)`, attached through a BPF link.
-//!
-//! The sockets, UMEM and rings come next (see `docs/xdp.md` for the crate choice).
+//! * [`prog`] — the XDP program that steers RoCE v2 (UDP 4791), or everything a device
+//!   owning an address handles, to AF_XDP sockets; built as BPF instructions in Rust,
+//!   loaded with `bpf(2)`, attached through a BPF link.
+//! * [`Xsk`] — one AF_XDP socket: its UMEM and the fill, completion, RX and TX rings
+//!   (rocelink's own ring code; `docs/xdp.md` says why not a crate).
+//! * [`iface_mac`], [`iface_queues`] — what the interface is.
 
 pub mod prog;
+mod ring;
+mod xsk;
+
+pub use prog::{Steer, XdpProgram};
+pub use ring::Desc;
+pub use xsk::{XdpMode, Xsk, XskConfig, XskCounters, XskStats};
+
+use std::io;
+
+/// The MAC address of interface `ifname` (from sysfs).
+pub fn iface_mac(ifname: &str) -> io::Result<[u8; 6]> {
+    let path = format!("/sys/class/net/{ifname}/address");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e} (no interface {ifname:?}?)")))?;
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut mac {
+        *b = parts
+            .next()
+            .and_then(|p| u8::from_str_radix(p, 16).ok())
+            .ok_or_else(|| io::Error::other(format!("{path}: not a MAC address: {text:?}")))?;
+    }
+    Ok(mac)
+}
+
+/// How many receive queues interface `ifname` has (1 when sysfs does not say).
+pub fn iface_queues(ifname: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Sleep until AF_XDP socket `fd` has a frame to read or `timeout` passes (without
+/// borrowing its [`Xsk`], which another thread may hold).
+pub fn wait_fd(fd: std::os::fd::RawFd, timeout: Option<std::time::Duration>) -> io::Result<bool> {
+    crate::sys::poll_fds(&[fd], libc::POLLIN, timeout)
+}

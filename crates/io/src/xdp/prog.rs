@@ -67,54 +67,164 @@ fn i(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
-/// The steering program for UDP destination `port`, redirecting into the XSKMAP `map_fd`.
-pub fn steer_udp(port: u16, map_fd: i32) -> Vec<Insn> {
-    // r6 = ctx; r2 = data; r3 = data_end
-    let mut p = vec![
-        i(ALU64_MOV_X, 6, 1, 0, 0),
-        i(LDX_MEM | W, 2, 1, 0, 0),
-        i(LDX_MEM | W, 3, 1, 4, 0),
-        // r4 = data + 42 (Ethernet, IPv4, UDP); past data_end: pass
-        i(ALU64_MOV_X, 4, 2, 0, 0),
-        i(ALU64_ADD_K, 4, 0, 0, 42),
-    ];
-    // the jumps to `pass` are patched below
-    let mut to_pass = Vec::new();
-    let mut jump = |p: &mut Vec<Insn>, insn: Insn| {
-        to_pass.push(p.len());
-        p.push(insn);
-    };
-    jump(&mut p, i(JMP_JGT_X, 4, 3, 0, 0));
-    // EtherType 0x0800 (read as little-endian u16: 0x0008)
-    p.push(i(LDX_MEM | H, 5, 2, 12, 0));
-    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, 0x0008));
-    // version 4, header 20 bytes
-    p.push(i(LDX_MEM | B, 5, 2, 14, 0));
-    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, 0x45));
-    // UDP
-    p.push(i(LDX_MEM | B, 5, 2, 23, 0));
-    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, 17));
-    // destination port
-    p.push(i(LDX_MEM | H, 5, 2, 36, 0));
-    jump(&mut p, i(JMP_JNE_K, 5, 0, 0, i32::from(port.swap_bytes())));
-    // bpf_redirect_map(map, ctx->rx_queue_index, XDP_PASS)
-    p.extend([
-        i(LDX_MEM | W, 2, 6, 16, 0),
-        i(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd),
-        i(0, 0, 0, 0, 0),
-        i(ALU64_MOV_K, 3, 0, 0, XDP_PASS),
-        i(CALL, 0, 0, 0, HELPER_REDIRECT_MAP),
-        i(EXIT, 0, 0, 0, 0),
-    ]);
-    let pass = p.len();
-    p.extend([i(ALU64_MOV_K, 0, 0, 0, XDP_PASS), i(EXIT, 0, 0, 0, 0)]);
-    for at in to_pass {
-        p[at].off = (pass - at - 1) as i16;
+const JMP_JEQ_K: u8 = 0x15;
+const JMP32_JNE_K: u8 = 0x56;
+
+/// What the program sends to the AF_XDP sockets; everything else goes to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Steer {
+    /// Untagged, option-less IPv4 UDP to this destination port (a host: the kernel keeps
+    /// ARP, ICMP and everything else on the interface).
+    UdpPort(u16),
+    /// Everything a device owning this address handles: ARP, MAC control (PFC), CoE
+    /// (0x22F0), 802.1Q-tagged frames, and IPv4 to this address.
+    Device(std::net::Ipv4Addr),
+}
+
+/// Jumps to patch: (instruction index, label).
+#[derive(Default)]
+struct Asm {
+    p: Vec<Insn>,
+    to_pass: Vec<usize>,
+    to_redirect: Vec<usize>,
+}
+
+impl Asm {
+    fn op(&mut self, insn: Insn) {
+        self.p.push(insn);
     }
-    p
+    fn jump_pass(&mut self, insn: Insn) {
+        self.to_pass.push(self.p.len());
+        self.p.push(insn);
+    }
+    fn jump_redirect(&mut self, insn: Insn) {
+        self.to_redirect.push(self.p.len());
+        self.p.push(insn);
+    }
+    /// Frames shorter than `n` bytes pass (r4 = data + n; r4 > data_end).
+    fn need(&mut self, n: i32) {
+        self.op(i(ALU64_MOV_X, 4, 2, 0, 0));
+        self.op(i(ALU64_ADD_K, 4, 0, 0, n));
+        self.jump_pass(i(JMP_JGT_X, 4, 3, 0, 0));
+    }
+    fn finish(mut self, map_fd: i32) -> Vec<Insn> {
+        let redirect = self.p.len();
+        // bpf_redirect_map(map, ctx->rx_queue_index, XDP_PASS)
+        self.p.extend([
+            i(LDX_MEM | W, 2, 6, 16, 0),
+            i(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd),
+            i(0, 0, 0, 0, 0),
+            i(ALU64_MOV_K, 3, 0, 0, XDP_PASS),
+            i(CALL, 0, 0, 0, HELPER_REDIRECT_MAP),
+            i(EXIT, 0, 0, 0, 0),
+        ]);
+        let pass = self.p.len();
+        self.p
+            .extend([i(ALU64_MOV_K, 0, 0, 0, XDP_PASS), i(EXIT, 0, 0, 0, 0)]);
+        for at in self.to_pass {
+            self.p[at].off = (pass - at - 1) as i16;
+        }
+        for at in self.to_redirect {
+            self.p[at].off = (redirect - at - 1) as i16;
+        }
+        self.p
+    }
+}
+
+/// The steering program for `steer`, redirecting into the XSKMAP `map_fd`.
+pub fn program(steer: Steer, map_fd: i32) -> Vec<Insn> {
+    let mut a = Asm::default();
+    // r6 = ctx; r2 = data; r3 = data_end
+    a.op(i(ALU64_MOV_X, 6, 1, 0, 0));
+    a.op(i(LDX_MEM | W, 2, 1, 0, 0));
+    a.op(i(LDX_MEM | W, 3, 1, 4, 0));
+    match steer {
+        Steer::UdpPort(port) => {
+            a.need(42); // Ethernet, IPv4, UDP
+            // EtherType 0x0800 (read as little-endian u16: 0x0008)
+            a.op(i(LDX_MEM | H, 5, 2, 12, 0));
+            a.jump_pass(i(JMP_JNE_K, 5, 0, 0, 0x0008));
+            // version 4, header 20 bytes
+            a.op(i(LDX_MEM | B, 5, 2, 14, 0));
+            a.jump_pass(i(JMP_JNE_K, 5, 0, 0, 0x45));
+            // UDP
+            a.op(i(LDX_MEM | B, 5, 2, 23, 0));
+            a.jump_pass(i(JMP_JNE_K, 5, 0, 0, 17));
+            // destination port
+            a.op(i(LDX_MEM | H, 5, 2, 36, 0));
+            a.jump_pass(i(JMP_JNE_K, 5, 0, 0, i32::from(port.swap_bytes())));
+        }
+        Steer::Device(ip) => {
+            a.need(14);
+            a.op(i(LDX_MEM | H, 5, 2, 12, 0));
+            for et in [0x0806u16, 0x8808, 0x22F0, 0x8100] {
+                a.jump_redirect(i(JMP_JEQ_K, 5, 0, 0, i32::from(et.swap_bytes())));
+            }
+            a.jump_pass(i(JMP_JNE_K, 5, 0, 0, 0x0008));
+            a.need(34);
+            // destination address, compared as 32 bits (no sign extension)
+            a.op(i(LDX_MEM | W, 5, 2, 30, 0));
+            a.jump_pass(i(JMP32_JNE_K, 5, 0, 0, i32::from_ne_bytes(ip.octets())));
+        }
+    }
+    a.finish(map_fd)
+}
+
+/// The steering program for UDP destination `port` (see [`Steer::UdpPort`]).
+pub fn steer_udp(port: u16, map_fd: i32) -> Vec<Insn> {
+    program(Steer::UdpPort(port), map_fd)
+}
+
+/// Put AF_XDP socket `xsk_fd` in slot `queue` of the XSKMAP `map`.
+pub fn set_socket(map: &OwnedFd, queue: u32, xsk_fd: i32) -> io::Result<()> {
+    let key = queue;
+    let value = xsk_fd as u32;
+    let mut a = [0u8; 128];
+    put32(&mut a, 0, map.as_raw_fd() as u32);
+    put64(&mut a, 8, &key as *const u32 as u64);
+    put64(&mut a, 16, &value as *const u32 as u64);
+    sys::bpf(MAP_UPDATE_ELEM, &mut a)
+        .map(|_| ())
+        .map_err(|e| explain(e, &format!("cannot put the AF_XDP socket in slot {queue}")))
+}
+
+/// The steering program attached to an interface with its XSKMAP: detached when dropped.
+#[derive(Debug)]
+pub struct XdpProgram {
+    map: OwnedFd,
+    _prog: OwnedFd,
+    _link: OwnedFd,
+    ifname: String,
+}
+
+impl XdpProgram {
+    /// Load the program for `steer` with a map of `queues` slots and attach it to `ifname`.
+    pub fn attach(ifname: &str, steer: Steer, queues: u32) -> io::Result<XdpProgram> {
+        let map = create_xskmap(queues)?;
+        let prog = load_xdp(&program(steer, map.as_raw_fd()))?;
+        let link = attach(&prog, ifname)?;
+        Ok(XdpProgram {
+            map,
+            _prog: prog,
+            _link: link,
+            ifname: ifname.to_owned(),
+        })
+    }
+
+    /// Steer queue `queue`'s frames to `xsk`.
+    pub fn register(&self, queue: u32, xsk: &super::Xsk) -> io::Result<()> {
+        set_socket(&self.map, queue, xsk.fd())
+    }
+
+    /// The interface it is attached to.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
 }
 
 const MAP_CREATE: u32 = 0;
+const MAP_UPDATE_ELEM: u32 = 2;
 const PROG_LOAD: u32 = 5;
 const LINK_CREATE: u32 = 28;
 const MAP_TYPE_XSKMAP: u32 = 17;
@@ -236,6 +346,29 @@ mod tests {
             i(JMP_JNE_K, 5, 0, 7, 0x45).bytes(),
             [0x55, 0x05, 7, 0, 0x45, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn device_program_redirects_its_ethertypes_and_address() {
+        let ip = std::net::Ipv4Addr::new(10, 0, 0, 200);
+        let p = program(Steer::Device(ip), 3);
+        let redirect = p
+            .iter()
+            .position(|x| x.code == LDX_MEM | W && x.dst == 2 && x.src == 6)
+            .unwrap();
+        let pass = p.len() - 2;
+        let target = |at: usize| (at as i64 + 1 + i64::from(p[at].off)) as usize;
+        for et in [0x0608, 0x0888, 0xF022, 0x0081] {
+            let at = p
+                .iter()
+                .position(|x| x.code == JMP_JEQ_K && x.imm == et)
+                .unwrap();
+            assert_eq!(target(at), redirect, "EtherType {et:#06x}");
+        }
+        // the address compare is 32-bit, so .200 (high bit set) is not sign-extended away
+        let at = p.iter().position(|x| x.code == JMP32_JNE_K).unwrap();
+        assert_eq!(p[at].imm, i32::from_ne_bytes([10, 0, 0, 200]));
+        assert_eq!(target(at), pass);
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! The four rings an AF_XDP socket shares with the kernel (fill, completion, RX, TX): each
+//! an array of entries mmap'd from the socket with a producer and a consumer index. One side
+//! produces, the other consumes; indices only grow (wrapping) and the array is indexed
+//! modulo its power-of-two size.
+//!
+//! [`Ring`] keeps cached copies of both indices so the shared ones are read only when the
+//! cached view runs out, and written once per batch (`publish`/`release`), as libxdp does.
+
+use std::io;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// One RX/TX descriptor (`struct xdp_desc`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Desc {
+    /// Offset of the frame in the UMEM.
+    pub addr: u64,
+    /// Its length.
+    pub len: u32,
+    /// Option bits (unused here).
+    pub options: u32,
+}
+
+/// Where a ring's parts lie in its mapping (`struct xdp_ring_offset`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RingOffset {
+    pub producer: u64,
+    pub consumer: u64,
+    pub desc: u64,
+    pub flags: u64,
+}
+
+/// A memory mapping, unmapped when dropped.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; which thread unmaps it does not
+// matter.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// Map `len` bytes of `fd` at page offset `pgoff` (a ring), or anonymous memory when
+    /// `fd` is -1 (the UMEM), shared, populated up front.
+    pub(crate) fn new(fd: i32, len: usize, pgoff: i64) -> io::Result<Mapping> {
+        let flags = if fd < 0 {
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE
+        } else {
+            libc::MAP_SHARED | libc::MAP_POPULATE
+        };
+        // SAFETY: asks for a fresh mapping at an address of the kernel's choosing, so no
+        // existing memory is touched; the result is checked before use.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                fd,
+                pgoff as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave 0"))?;
+        Ok(Mapping { ptr, len })
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping this value made; nothing refers to it after
+        // the owner is dropped (rings and frames borrow from their socket).
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// One ring of entries `T` (u64 frame addresses or [`Desc`]).
+#[derive(Debug)]
+pub(crate) struct Ring<T: Copy> {
+    map: Mapping,
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    flags: NonNull<u32>,
+    entries: NonNull<T>,
+    mask: u32,
+    size: u32,
+    /// Our view of the producer and consumer indices.
+    prod: u32,
+    cons: u32,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the ring's memory is owned by its mapping; the shared indices are atomics and the
+// entries are plain integers, so moving the owner to another thread is sound.
+unsafe impl<T: Copy + Send> Send for Ring<T> {}
+
+impl<T: Copy> Ring<T> {
+    /// Map the ring of `size` entries (a power of two) at `pgoff` of socket `fd`.
+    pub(crate) fn map(fd: i32, off: RingOffset, size: u32, pgoff: i64) -> io::Result<Ring<T>> {
+        let len = off.desc as usize + size as usize * size_of::<T>();
+        let map = Mapping::new(fd, len, pgoff)?;
+        let at = |o: u64| -> io::Result<NonNull<u8>> {
+            if o as usize + 4 > len {
+                return Err(io::Error::other("ring offsets outside the mapping"));
+            }
+            // SAFETY: `o` is inside the mapping (checked above).
+            NonNull::new(unsafe { map.as_ptr().add(o as usize) })
+                .ok_or_else(|| io::Error::other("null ring"))
+        };
+        let producer = at(off.producer)?.cast::<AtomicU32>();
+        let consumer = at(off.consumer)?.cast::<AtomicU32>();
+        let flags = at(off.flags)?.cast::<u32>();
+        let entries = at(off.desc)?.cast::<T>();
+        let mut r = Ring {
+            map,
+            producer,
+            consumer,
+            flags,
+            entries,
+            mask: size - 1,
+            size,
+            prod: 0,
+            cons: 0,
+            _t: PhantomData,
+        };
+        r.prod = r.shared_prod();
+        r.cons = r.shared_cons();
+        Ok(r)
+    }
+
+    fn shared_prod(&self) -> u32 {
+        // SAFETY: the index lies inside the live mapping, 4-byte aligned as the kernel
+        // lays it out; it is only ever accessed atomically.
+        unsafe { self.producer.as_ref() }.load(Ordering::Acquire)
+    }
+
+    fn shared_cons(&self) -> u32 {
+        // SAFETY: as in `shared_prod`.
+        unsafe { self.consumer.as_ref() }.load(Ordering::Acquire)
+    }
+
+    /// The ring's size.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The kernel asks to be woken (need_wakeup).
+    pub(crate) fn needs_wakeup(&self) -> bool {
+        // SAFETY: the flags word lies inside the mapping; the kernel changes it at any time,
+        // so it is read as a volatile.
+        unsafe { self.flags.as_ptr().read_volatile() & 1 != 0 }
+    }
+
+    // ---- our side produces (fill, TX) ----
+
+    /// Entries we may produce now.
+    pub(crate) fn free(&mut self) -> u32 {
+        let free = self.size - self.prod.wrapping_sub(self.cons);
+        if free > 0 {
+            return free;
+        }
+        self.cons = self.shared_cons();
+        self.size - self.prod.wrapping_sub(self.cons)
+    }
+
+    /// Entries produced but not yet taken by the kernel.
+    pub(crate) fn outstanding(&mut self) -> u32 {
+        self.cons = self.shared_cons();
+        self.prod.wrapping_sub(self.cons)
+    }
+
+    /// Write the next entry (the caller checked [`Ring::free`]); seen by the kernel after
+    /// [`Ring::publish`].
+    pub(crate) fn push(&mut self, v: T) {
+        debug_assert!(self.prod.wrapping_sub(self.cons) < self.size);
+        // SAFETY: the index is masked into the entry array, which lies inside the mapping;
+        // the slot is ours (between the consumer and the ring's end, checked by `free`).
+        unsafe {
+            self.entries
+                .as_ptr()
+                .add((self.prod & self.mask) as usize)
+                .write(v)
+        };
+        self.prod = self.prod.wrapping_add(1);
+    }
+
+    /// Hand what was pushed to the kernel.
+    pub(crate) fn publish(&self) {
+        // SAFETY: as in `shared_prod`; the release store orders the entry writes before it.
+        unsafe { self.producer.as_ref() }.store(self.prod, Ordering::Release);
+    }
+
+    // ---- the kernel produces (RX, completion) ----
+
+    /// Entries ready to consume.
+    pub(crate) fn ready(&mut self) -> u32 {
+        let ready = self.prod.wrapping_sub(self.cons);
+        if ready > 0 {
+            return ready;
+        }
+        self.prod = self.shared_prod();
+        self.prod.wrapping_sub(self.cons)
+    }
+
+    /// Ready entry `i` (below [`Ring::ready`]).
+    pub(crate) fn get(&self, i: u32) -> T {
+        debug_assert!(i < self.prod.wrapping_sub(self.cons));
+        // SAFETY: masked into the entry array; the kernel published the entry (acquire
+        // load of its producer index) and does not touch it until we release it.
+        unsafe {
+            self.entries
+                .as_ptr()
+                .add((self.cons.wrapping_add(i) & self.mask) as usize)
+                .read()
+        }
+    }
+
+    /// Give `n` consumed entries back to the kernel.
+    pub(crate) fn release(&mut self, n: u32) {
+        self.cons = self.cons.wrapping_add(n);
+        // SAFETY: as in `shared_prod`; the release store orders our reads before it.
+        unsafe { self.consumer.as_ref() }.store(self.cons, Ordering::Release);
+    }
+
+    /// The mapping's length (for tests and reports).
+    #[allow(dead_code)]
+    pub(crate) fn mapped(&self) -> usize {
+        self.map.len()
+    }
+}

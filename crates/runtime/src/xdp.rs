@@ -1,0 +1,460 @@
+//! RoCE over AF_XDP: an [`XdpPort`] joins an AF_XDP socket (`rocelink_io::xdp::Xsk`) to
+//! the device network stack (`rocelink_netstack::Interface`), and [`XdpSocket`]s on it are
+//! UDP ports implementing [`Backend`] — so the [`crate::Driver`], the emulator and the
+//! benchmarks run over it unchanged.
+//!
+//! Two ways to own a port:
+//! * [`XdpRole::Host`]: the program steers only UDP 4791 to the socket; the kernel keeps
+//!   the interface's address, ARP and ICMP. Neighbours' MACs are learnt from what they
+//!   send (the kernel keeps ARP replies to itself).
+//! * [`XdpRole::Device`]: the program steers everything for the device's address (ARP,
+//!   IPv4, PFC, CoE, VLAN-tagged frames); the stack answers ARP and ping itself, as an HSB
+//!   board or blue-ethernet does. The address need not be configured on the interface.
+//!
+//! Every received datagram keeps its real IPv4 header, so the transport checks each ICRC
+//! exactly (IPv4 identification included) instead of recovering the ID.
+
+use rocelink_io::backend::{Backend, Outgoing};
+use rocelink_io::udp::RecvBatch;
+use rocelink_io::xdp::{Steer, XdpProgram, Xsk, XskConfig};
+use rocelink_netstack::iface::{IfaceConfig, IfaceStats, Interface, Rx, UdpTx};
+use rocelink_wire::bytes::Mac;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How the port is shared with the kernel (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum XdpRole {
+    /// A host receiving RoCE v2: UDP 4791 only.
+    Host,
+    /// A device owning its address.
+    Device,
+}
+
+/// How to open an [`XdpPort`].
+#[derive(Debug, Clone)]
+pub struct XdpPortConfig {
+    /// The interface.
+    pub ifname: String,
+    /// Our IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Prefix length of the subnet.
+    pub prefix_len: u8,
+    /// Host or device.
+    pub role: XdpRole,
+    /// The AF_XDP socket (queue, UMEM, rings, copy or zero-copy, busy poll).
+    pub xsk: XskConfig,
+    /// Our MAC (default: the interface's).
+    pub mac: Option<[u8; 6]>,
+    /// 802.1Q VLAN of the port.
+    pub vlan: Option<u16>,
+}
+
+impl XdpPortConfig {
+    /// A port on `ifname` at `ip` (/24) in `role`, queue 0, defaults otherwise.
+    pub fn new(ifname: &str, ip: Ipv4Addr, role: XdpRole) -> XdpPortConfig {
+        XdpPortConfig {
+            ifname: ifname.to_owned(),
+            ip,
+            prefix_len: 24,
+            role,
+            xsk: XskConfig::default(),
+            mac: None,
+            vlan: None,
+        }
+    }
+}
+
+/// A datagram for a port nobody was reading when it came.
+type Queued = (SocketAddr, Option<[u8; 20]>, Vec<u8>);
+
+/// Counters of the port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpPortStats {
+    /// Frames from the AF_XDP socket.
+    pub rx_frames: u64,
+    /// Datagrams to a port nobody opened.
+    pub no_port: u64,
+    /// Datagrams dropped because a port's queue was full.
+    pub queue_full: u64,
+    /// Frames the socket had no room for (sent later).
+    pub tx_full: u64,
+    /// Frames of another EtherType for us (CoE, …) nobody took.
+    pub other_dropped: u64,
+}
+
+struct Inner {
+    xsk: Xsk,
+    iface: Interface,
+    /// Datagrams waiting for the socket of their port (opened ports only).
+    ports: HashMap<u16, VecDeque<Queued>>,
+    /// Frames of other EtherTypes (CoE), when someone asked for them.
+    other: Option<VecDeque<(u16, Vec<u8>)>>,
+    /// A frame the stack gave that the socket had no room for.
+    unsent: Option<Vec<u8>>,
+    stats: XdpPortStats,
+}
+
+/// Datagrams a port's queue holds before dropping.
+const PORT_QUEUE: usize = 4096;
+
+impl Inner {
+    /// Take frames from the socket: those for `port` appended to `batch` (while it has
+    /// room), the others queued for their ports; replies the stack makes (ARP, ICMP) sent.
+    fn receive(&mut self, port: u16, batch: Option<&mut RecvBatch>) -> io::Result<usize> {
+        let Inner {
+            xsk,
+            iface,
+            ports,
+            other,
+            stats,
+            ..
+        } = self;
+        let now = Instant::now();
+        let room = batch
+            .as_ref()
+            .map_or(256, |b| b.capacity().saturating_sub(b.len()));
+        let mut batch = batch;
+        let mut mine = 0;
+        let n = xsk.recv(room.max(1), |f| {
+            stats.rx_frames += 1;
+            match iface.handle_frame(now, f) {
+                Some(Rx::Udp(u)) => {
+                    let mut ip = [0u8; 20];
+                    let ip = (u.ip_header.len() == 20).then(|| {
+                        ip.copy_from_slice(u.ip_header);
+                        ip
+                    });
+                    let src = SocketAddr::V4(u.src);
+                    if u.dst_port == port
+                        && let Some(b) = batch.as_deref_mut()
+                        && b.push(src, ip, u.payload)
+                    {
+                        mine += 1;
+                        return;
+                    }
+                    match ports.get_mut(&u.dst_port) {
+                        Some(q) if q.len() < PORT_QUEUE => {
+                            q.push_back((src, ip, u.payload.to_vec()))
+                        }
+                        Some(_) => stats.queue_full += 1,
+                        None => stats.no_port += 1,
+                    }
+                }
+                Some(Rx::Other { ethertype, payload }) => match other.as_mut() {
+                    Some(q) if q.len() < PORT_QUEUE => q.push_back((ethertype, payload.to_vec())),
+                    _ => stats.other_dropped += 1,
+                },
+                Some(_) | None => {}
+            }
+        })?;
+        if n > 0 {
+            self.transmit_stack()?;
+        }
+        Ok(mine)
+    }
+
+    /// Send what the stack queued (its replies, frames released by ARP).
+    fn transmit_stack(&mut self) -> io::Result<bool> {
+        let now = Instant::now();
+        loop {
+            let f = match self.unsent.take() {
+                Some(f) => f,
+                None => match self.iface.poll_transmit(now) {
+                    Some(f) => f,
+                    None => break,
+                },
+            };
+            if !self.xsk.send(&f) {
+                self.stats.tx_full += 1;
+                self.unsent = Some(f);
+                self.xsk.flush()?;
+                return Ok(false);
+            }
+        }
+        self.xsk.flush()?;
+        Ok(true)
+    }
+}
+
+/// One AF_XDP socket with the device stack (see the module documentation).
+#[derive(Clone)]
+pub struct XdpPort {
+    inner: Arc<Mutex<Inner>>,
+    ip: Ipv4Addr,
+    fd: i32,
+    _prog: Arc<XdpProgram>,
+}
+
+impl std::fmt::Debug for XdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpPort")
+            .field("ip", &self.ip)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XdpPort {
+    /// Open the AF_XDP socket, attach the steering program and start the stack. Errors
+    /// say what the kernel refused and what to do about it.
+    pub fn open(cfg: &XdpPortConfig) -> io::Result<XdpPort> {
+        let mac = match cfg.mac {
+            Some(m) => m,
+            None => rocelink_io::xdp::iface_mac(&cfg.ifname)?,
+        };
+        let xsk = Xsk::open(&cfg.ifname, &cfg.xsk)?;
+        let queues = rocelink_io::xdp::iface_queues(&cfg.ifname).max(cfg.xsk.queue + 1);
+        let steer = match cfg.role {
+            XdpRole::Host => Steer::UdpPort(rocelink_wire::ROCE_V2_PORT),
+            XdpRole::Device => Steer::Device(cfg.ip),
+        };
+        let prog = XdpProgram::attach(&cfg.ifname, steer, queues)?;
+        prog.register(cfg.xsk.queue, &xsk)?;
+        let mut ic = IfaceConfig::new(Mac(mac), cfg.ip);
+        ic.prefix_len = cfg.prefix_len;
+        ic.vlan = cfg.vlan;
+        ic.learn_from_ip = cfg.role == XdpRole::Host;
+        let iface = Interface::new(ic)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let fd = xsk.fd();
+        let mut inner = Inner {
+            xsk,
+            iface,
+            ports: HashMap::new(),
+            other: None,
+            unsent: None,
+            stats: XdpPortStats::default(),
+        };
+        if cfg.role == XdpRole::Device {
+            // as a board coming up: tell the segment who we are
+            inner.iface.announce();
+            inner.transmit_stack()?;
+        }
+        Ok(XdpPort {
+            inner: Arc::new(Mutex::new(inner)),
+            ip: cfg.ip,
+            fd,
+            _prog: Arc::new(prog),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A UDP socket on this port at `port` (datagrams to it are kept from now on).
+    pub fn socket(&self, port: u16) -> XdpSocket {
+        self.lock().ports.entry(port).or_default();
+        XdpSocket {
+            port: self.clone(),
+            local: SocketAddr::V4(SocketAddrV4::new(self.ip, port)),
+        }
+    }
+
+    /// Keep frames of other EtherTypes for us (CoE) for [`XdpPort::recv_other`].
+    pub fn keep_other(&self) {
+        self.lock().other.get_or_insert_with(VecDeque::new);
+    }
+
+    /// The next kept frame of another EtherType: (EtherType, payload).
+    pub fn recv_other(&self) -> io::Result<Option<(u16, Vec<u8>)>> {
+        let mut g = self.lock();
+        if g.other.as_ref().is_none_or(|q| q.is_empty()) {
+            g.receive(0, None)?;
+        }
+        Ok(g.other.as_mut().and_then(|q| q.pop_front()))
+    }
+
+    /// The stack's counters.
+    pub fn iface_stats(&self) -> IfaceStats {
+        self.lock().iface.stats
+    }
+
+    /// The port's own counters.
+    pub fn stats(&self) -> XdpPortStats {
+        self.lock().stats
+    }
+
+    /// The AF_XDP socket's counters (user space) and the kernel's.
+    pub fn xsk_stats(
+        &self,
+    ) -> (
+        rocelink_io::xdp::XskCounters,
+        io::Result<rocelink_io::xdp::XskStats>,
+    ) {
+        let g = self.lock();
+        (g.xsk.counters, g.xsk.stats())
+    }
+
+    /// Whether the driver gave zero-copy.
+    pub fn zero_copy(&self) -> bool {
+        self.lock().xsk.zero_copy()
+    }
+
+    /// Run the stack's timers (ARP retries) and send what it has.
+    pub fn poll(&self) -> io::Result<()> {
+        let mut g = self.lock();
+        g.iface.handle_timeout(Instant::now());
+        g.transmit_stack().map(|_| ())
+    }
+
+    fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        // the stack's timers bound the sleep
+        let timeout = {
+            let mut g = self.lock();
+            let now = Instant::now();
+            g.iface.handle_timeout(now);
+            g.transmit_stack()?;
+            match (g.iface.poll_timeout(), timeout) {
+                (Some(t), Some(d)) => Some(d.min(t.saturating_duration_since(now))),
+                (Some(t), None) => Some(t.saturating_duration_since(now)),
+                (None, d) => d,
+            }
+        };
+        rocelink_io::xdp::wait_fd(self.fd, timeout)
+    }
+}
+
+/// A UDP port of an [`XdpPort`]: a [`Backend`].
+#[derive(Debug, Clone)]
+pub struct XdpSocket {
+    port: XdpPort,
+    local: SocketAddr,
+}
+
+impl XdpSocket {
+    /// The port it belongs to.
+    pub fn port(&self) -> &XdpPort {
+        &self.port
+    }
+
+    /// Receive one datagram without waiting: (sender, bytes).
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+        let mut g = self.port.lock();
+        let p = self.local.port();
+        if g.ports.get(&p).is_none_or(|q| q.is_empty()) {
+            g.receive(p, None)?;
+        }
+        let Some((src, _, bytes)) = g.ports.get_mut(&p).and_then(|q| q.pop_front()) else {
+            return Ok(None);
+        };
+        let n = bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        Ok(Some((n, src)))
+    }
+
+    /// Send one datagram.
+    pub fn send_to(&self, bytes: &[u8], dst: SocketAddr) -> io::Result<bool> {
+        Ok(self.send(&[Outgoing::whole(dst, bytes)])? == 1)
+    }
+}
+
+impl Backend for XdpSocket {
+    fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    fn recv(&self, batch: &mut RecvBatch, wait: Option<Duration>) -> io::Result<usize> {
+        batch.clear();
+        let p = self.local.port();
+        let fill = |batch: &mut RecvBatch| -> io::Result<usize> {
+            let mut g = self.port.lock();
+            if let Some(q) = g.ports.get_mut(&p) {
+                while let Some((src, ip, bytes)) = q.front() {
+                    if !batch.push(*src, *ip, bytes) {
+                        break;
+                    }
+                    q.pop_front();
+                }
+            }
+            if batch.len() < batch.capacity() {
+                g.receive(p, Some(batch))?;
+            }
+            Ok(batch.len())
+        };
+        let n = fill(batch)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        let Some(w) = wait else { return Ok(0) };
+        if self.port.wait(Some(w))? {
+            return fill(batch);
+        }
+        Ok(0)
+    }
+
+    fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        let mut g = self.port.lock();
+        let now = Instant::now();
+        if g.unsent.is_some() && !g.transmit_stack()? {
+            return Ok(0);
+        }
+        let mut sent = 0;
+        for o in out {
+            let SocketAddr::V4(dst) = o.dst else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("AF_XDP port: IPv4 only, not {}", o.dst),
+                ));
+            };
+            let to = UdpTx {
+                dst,
+                src_port: self.local.port(),
+                dscp: 0,
+                pcp: 0,
+            };
+            let Inner { xsk, iface, .. } = &mut *g;
+            if !xsk.can_push() {
+                g.stats.tx_full += 1;
+                break;
+            }
+            let size = xsk.frame_size();
+            let mut result = Ok(None);
+            let written = xsk.push(size, |buf| {
+                result = iface.emit_udp(now, to, &o.parts, buf);
+                match result {
+                    Ok(Some(n)) => n,
+                    _ => 0,
+                }
+            });
+            if let Err(e) = result {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
+            }
+            if !written {
+                // not now (ARP, frames ahead of it): through the stack, in order
+                let whole = o.parts.concat();
+                g.iface
+                    .send_udp(now, to, &whole)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+            }
+            sent += 1;
+        }
+        g.transmit_stack()?;
+        Ok(sent)
+    }
+
+    fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        {
+            let g = self.port.lock();
+            if g.ports
+                .get(&self.local.port())
+                .is_some_and(|q| !q.is_empty())
+            {
+                return Ok(true);
+            }
+        }
+        self.port.wait(timeout)
+    }
+
+    fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        let mut g = self.port.lock();
+        if g.unsent.is_some() && !g.transmit_stack()? {
+            return g.xsk.wait_writable(timeout);
+        }
+        g.xsk.wait_writable(timeout)
+    }
+}
