@@ -12,7 +12,13 @@
 //!   of every packet, QP/R_Key/bounds before placement, PSN continuity, frame CRC checked
 //!   against the metadata.
 //!
-//! Each receiver thread's CPU time comes from `getrusage(RUSAGE_THREAD)`.
+//! * **generic** — rocelink's receiver with the fast path off.
+//! * **xdp** — rocelink's receiver over AF_XDP (`rocelink_runtime::xdp`): every ICRC exact
+//!   with the real IPv4 header. Needs [`StreamConfig::veth`]: a veth pair between two
+//!   namespaces ([`veth`]), the sender in one, the receivers in the other.
+//!
+//! Each receiver thread's CPU time comes from `getrusage(RUSAGE_THREAD)`; over veth the
+//! machine's softirq time is measured too (the kernel's receive work runs there).
 //!
 //! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`), [`shots`]
 //! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP).
@@ -23,6 +29,7 @@ pub mod perf;
 pub mod pingpong;
 pub mod record;
 pub mod shots;
+pub mod veth;
 
 use rocelink_hsb::device::VpStream;
 use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
@@ -66,6 +73,9 @@ pub struct StreamConfig {
     pub busy_poll: bool,
     /// Socket receive buffer of the sink and of rocelink's receiver (recv1 gets HSB's).
     pub rcvbuf: usize,
+    /// Run over this veth link instead of loopback (`device`/`host` are then its
+    /// addresses): the sender in its namespace A, the receivers in B.
+    pub veth: Option<veth::Veth>,
 }
 
 impl Default for StreamConfig {
@@ -84,6 +94,7 @@ impl Default for StreamConfig {
             batch: 0,
             busy_poll: false,
             rcvbuf: 64 << 20,
+            veth: None,
         }
     }
 }
@@ -103,6 +114,9 @@ pub struct StreamResult {
     pub cpu_percent: f64,
     /// The part of it in user space (the rest is the kernel's: system calls and copies).
     pub cpu_user_percent: f64,
+    /// The machine's softirq and hardirq time over the run, percent of one core (the
+    /// kernel's receive path on veth; on loopback it runs in the sender's system calls).
+    pub irq_percent: f64,
     /// Datagrams sent / received.
     pub sent: u64,
     /// Datagrams received.
@@ -159,6 +173,9 @@ fn build_frames(cfg: &StreamConfig, port: u16) -> Vec<Vec<Vec<u8>>> {
 fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
     if cfg.pin {
         let _ = pin_current_thread(0);
+    }
+    if let Some(v) = &cfg.veth {
+        rocelink_io::net::enter_netns(&v.ns_a)?;
     }
     let sock = UdpSocket::bind(
         SocketAddr::new(IpAddr::V4(cfg.device), rocelink_wire::hsb::DATA_SOURCE_PORT),
@@ -303,14 +320,30 @@ fn recv1(sock: &std::net::UdpSocket, cfg: &StreamConfig, stop: &AtomicBool) -> i
 fn rocelink_rx(
     cfg: &StreamConfig,
     fast_path: bool,
+    xdp: bool,
     port_tx: std::sync::mpsc::Sender<u16>,
     stop: &AtomicBool,
 ) -> io::Result<RxOut> {
+    let port = if xdp { rocelink_wire::ROCE_V2_PORT } else { 0 };
     let mut rc = ReceiverConfig::new(
-        SocketAddr::new(IpAddr::V4(cfg.host), 0),
+        SocketAddr::new(IpAddr::V4(cfg.host), port),
         cfg.device,
         cfg.frame,
     );
+    if xdp {
+        let Some(v) = &cfg.veth else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the xdp receiver runs over a veth link (--backend xdp)",
+            ));
+        };
+        let xc = rocelink_runtime::xdp::XdpPortConfig::new(
+            &v.if_b,
+            cfg.host,
+            rocelink_runtime::xdp::XdpRole::Host,
+        );
+        rc.xdp = Some(rocelink_runtime::xdp::XdpPort::open(&xc)?);
+    }
     rc.pages = PAGES;
     rc.qp_rkey = Some((QP, RKEY));
     // the sender cycles through the same pre-built frames (same PSNs): a replay by design
@@ -351,6 +384,9 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
         if c.pin {
             let _ = pin_current_thread(1);
         }
+        if let Some(v) = &c.veth {
+            rocelink_io::net::enter_netns(&v.ns_b)?;
+        }
         match name {
             "sink" => {
                 let sock = UdpSocket::bind(
@@ -377,8 +413,9 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
                 let _ = port_tx.send(sock.local_addr()?.port());
                 recv1(&sock, &c, &s)
             }
-            "generic" => rocelink_rx(&c, false, port_tx, &s),
-            _ => rocelink_rx(&c, true, port_tx, &s),
+            "generic" => rocelink_rx(&c, false, false, port_tx, &s),
+            "xdp" => rocelink_rx(&c, false, true, port_tx, &s),
+            _ => rocelink_rx(&c, true, false, port_tx, &s),
         }
     });
     let port = port_rx
@@ -391,11 +428,13 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
         Ok(())
     });
     let t0 = Instant::now();
+    let irq0 = veth::irq_time();
     std::thread::sleep(Duration::from_secs_f64(cfg.seconds));
     stop_tx.store(true, Ordering::Relaxed);
     tx.join()
         .map_err(|_| io::Error::other("sender panicked"))??;
     let wall = t0.elapsed();
+    let irq = veth::irq_time().saturating_sub(irq0);
     std::thread::sleep(Duration::from_millis(200)); // drain
     stop_rx.store(true, Ordering::Relaxed);
     let out = rx
@@ -410,6 +449,7 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
         loss: 1.0 - (out.received as f64 / sent as f64).min(1.0),
         cpu_percent: out.cpu.total().as_secs_f64() / secs * 100.0,
         cpu_user_percent: out.cpu.user.as_secs_f64() / secs * 100.0,
+        irq_percent: irq.as_secs_f64() / secs * 100.0,
         sent,
         received: out.received,
         frames: out.frames,
@@ -419,9 +459,10 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
 /// The receivers [`stream`] runs by default, in order.
 pub const RECEIVERS: [&str; 3] = ["sink", "recv1", "rocelink"];
 
-/// Every receiver: the default three and `generic`, rocelink's receiver with the fast path
-/// off (every datagram through the generic transport endpoint).
-pub const ALL_RECEIVERS: [&str; 4] = ["sink", "recv1", "rocelink", "generic"];
+/// Every receiver: the default three, `generic` (rocelink's receiver with the fast path
+/// off: every datagram through the generic transport endpoint) and `xdp` (over AF_XDP, on
+/// a veth link).
+pub const ALL_RECEIVERS: [&str; 5] = ["sink", "recv1", "rocelink", "generic", "xdp"];
 
 fn check(cfg: &StreamConfig) -> io::Result<()> {
     if cfg.payload == 0 || !cfg.payload.is_multiple_of(128) || cfg.payload > 8064 {

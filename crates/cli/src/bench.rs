@@ -1,6 +1,6 @@
 //! `rocelink bench stream` and `rocelink bench record`.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rocelink_bench::{StreamConfig, StreamResult};
 use serde_json::json;
 use std::path::PathBuf;
@@ -168,10 +168,16 @@ pub(crate) struct StreamArgs {
     /// Bisection probes per receiver for --no-loss.
     #[arg(long, default_value = "6", value_parser = crate::args::usize_in(1, 30))]
     steps: usize,
-    /// Receivers to run, comma-separated: sink, recv1, rocelink, and generic (rocelink's
-    /// receiver with the fast path off).
-    #[arg(long, value_delimiter = ',', default_value = "sink,recv1,rocelink")]
+    /// Receivers to run, comma-separated: sink, recv1, rocelink, generic (rocelink's
+    /// receiver with the fast path off) and xdp (over AF_XDP; --backend xdp). Default:
+    /// sink,recv1,rocelink over loopback, sink,rocelink,xdp with --backend xdp.
+    #[arg(long, value_delimiter = ',')]
     receivers: Vec<String>,
+    /// Where the stream runs: loopback (127.0.77.x), or xdp — a veth pair between two
+    /// namespaces made for the run (root), the socket receivers and rocelink's AF_XDP
+    /// receiver on the same stream, with the machine's softirq time counted.
+    #[arg(long, default_value = "loopback", value_parser = ["loopback", "xdp"])]
+    backend: String,
     /// Messages per recvmmsg on rocelink's fast path (0: 1 with GRO, 64 without).
     #[arg(long, default_value = "0", value_parser = crate::args::usize_in(0, 1024))]
     batch: usize,
@@ -238,7 +244,33 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         BenchCmd::WriteLat(a) => return rc_test("write_lat", a),
         BenchCmd::Shots(a) => return crate::bench_shots::run(a),
     };
+    let xdp = a.backend == "xdp";
+    let names: Vec<String> = match (a.receivers.is_empty(), xdp) {
+        (false, _) => a.receivers.clone(),
+        (true, false) => ["sink", "recv1", "rocelink"].map(String::from).to_vec(),
+        (true, true) => ["sink", "rocelink", "xdp"].map(String::from).to_vec(),
+    };
+    if !xdp && names.iter().any(|n| n == "xdp") {
+        anyhow::bail!("the xdp receiver needs --backend xdp");
+    }
+    // HSB headers: Ethernet 14, IPv4 20, UDP 8, BTH+RETH 28, ICRC 4 — and AF_XDP frames
+    // hold 4 KiB, native XDP on veth a little less
+    let mtu = (a.payload as u32 + 60).max(1500);
+    if xdp && a.payload > 3456 {
+        anyhow::bail!(
+            "--backend xdp takes --payload up to 3456 (native XDP on veth: one page per frame)"
+        );
+    }
+    let link = if xdp {
+        Some(rocelink_bench::veth::VethLink::create(mtu).context("--backend xdp")?)
+    } else {
+        None
+    };
+    let defaults = StreamConfig::default();
     let cfg = StreamConfig {
+        device: link.as_ref().map_or(defaults.device, |l| l.veth.device),
+        host: link.as_ref().map_or(defaults.host, |l| l.veth.host),
+        veth: link.as_ref().map(|l| l.veth.clone()),
         payload: a.payload,
         frame: a.frame,
         seconds: a.seconds,
@@ -246,8 +278,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         gso: !a.no_gso,
         gro: !a.no_gro,
         pin: !a.no_pin,
-        receivers: a
-            .receivers
+        receivers: names
             .iter()
             .map(|n| {
                 rocelink_bench::ALL_RECEIVERS
@@ -264,21 +295,33 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         batch: a.batch,
         busy_poll: a.busy_poll,
         rcvbuf: a.rcvbuf,
-        ..StreamConfig::default()
     };
     let r = rocelink_bench::stream(&cfg)?;
     let by = |n: &str| r.iter().find(|x| x.name == n).map_or(0.0, |x| x.gbps);
     let (sink, recv1, ours) = (by("sink"), by("recv1"), by("rocelink"));
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    // verified Gbit/s per CPU-second: the receiver thread, plus softirq over veth
+    let per_cpu = |x: &StreamResult| {
+        let cpu = x.cpu_percent + if xdp { x.irq_percent } else { 0.0 };
+        if cpu > 0.0 {
+            x.gbps / (cpu / 100.0)
+        } else {
+            0.0
+        }
+    };
+    let by_cpu = |n: &str| r.iter().find(|x| x.name == n).map_or(0.0, per_cpu);
     if a.json {
         let row = |x: &StreamResult| {
             json!({"name": x.name, "gbps": x.gbps, "pps": x.pps, "loss": x.loss, "cpu_percent": x.cpu_percent,
-                   "cpu_user_percent": x.cpu_user_percent, "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
+                   "cpu_user_percent": x.cpu_user_percent, "irq_percent": x.irq_percent,
+                   "gbps_per_cpu": per_cpu(x), "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
         };
         println!(
             "{}",
             json!({"payload": a.payload, "frame": a.frame, "seconds": a.seconds, "rate_gbps": a.rate, "gso": !a.no_gso, "gro": !a.no_gro,
+                   "backend": a.backend,
                    "results": r.iter().map(row).collect::<Vec<_>>(),
+                   "ratio_xdp_to_rocelink_per_cpu": ratio(by_cpu("xdp"), by_cpu("rocelink")),
                    "ratio_rocelink_to_sink": ratio(ours, sink), "ratio_rocelink_to_recv1": ratio(ours, recv1)})
         );
     } else {
@@ -292,19 +335,34 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             if a.no_gso { "off" } else { "on" },
             if a.no_gro { "off" } else { "on" }
         );
+        if xdp {
+            println!(
+                "over a veth pair between two namespaces; irq % is the machine's softirq time"
+            );
+        }
         println!(
-            "{:<10} {:>10} {:>12} {:>8} {:>8} {:>8} {:>14}",
-            "receiver", "Gbit/s", "pkts/s", "loss", "CPU %", "user %", "frames ok/bad"
+            "{:<10} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>10} {:>14}",
+            "receiver",
+            "Gbit/s",
+            "pkts/s",
+            "loss",
+            "CPU %",
+            "user %",
+            "irq %",
+            "Gb/CPU-s",
+            "frames ok/bad"
         );
         for x in &r {
             println!(
-                "{:<10} {:>10.2} {:>12.0} {:>7.2}% {:>8.1} {:>8.1} {:>14}",
+                "{:<10} {:>10.2} {:>12.0} {:>7.2}% {:>8.1} {:>8.1} {:>8.1} {:>10.2} {:>14}",
                 x.name,
                 x.gbps,
                 x.pps,
                 x.loss * 100.0,
                 x.cpu_percent,
                 x.cpu_user_percent,
+                x.irq_percent,
+                per_cpu(x),
                 if x.name == "sink" {
                     "-".to_string()
                 } else {
@@ -321,6 +379,13 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             .collect();
         if !ratios.is_empty() {
             println!("{}", ratios.join(", "));
+        }
+        if ran("xdp") && ran("rocelink") {
+            println!(
+                "xdp / rocelink: goodput {:.2}x, verified Gbit/s per CPU-second {:.2}x",
+                ratio(by("xdp"), ours),
+                ratio(by_cpu("xdp"), by_cpu("rocelink"))
+            );
         }
     }
     if a.no_loss {

@@ -412,9 +412,52 @@ pub(crate) struct RxTuning {
     /// Messages per recvmmsg (0: 1 with GRO, 64 without).
     #[arg(long, default_value = "0", value_parser = args::usize_in(0, 1024))]
     batch: usize,
+    /// Receive with AF_XDP on this interface instead of a UDP socket (kernel bypass;
+    /// root). The data ports are steered to the AF_XDP socket, the kernel keeps the rest.
+    #[arg(long, value_name = "IFACE")]
+    xdp: Option<String>,
+    /// AF_XDP: the interface's receive queue to bind.
+    #[arg(long, default_value_t = 0, requires = "xdp")]
+    xdp_queue: u32,
+    /// AF_XDP: copy (any driver), zero-copy (the driver must have it) or auto.
+    #[arg(long, default_value = "auto", requires = "xdp", value_parser = ["auto", "copy", "zero-copy"])]
+    xdp_mode: String,
 }
 
 impl RxTuning {
+    /// Open the AF_XDP port when `--xdp` is given: host `ip`, data ports `first..=last`.
+    pub(crate) fn open_xdp(
+        &self,
+        ip: std::net::IpAddr,
+        first: u16,
+        last: u16,
+        mtu: u32,
+    ) -> Result<Option<rocelink_runtime::xdp::XdpPort>> {
+        use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+        let Some(ifname) = &self.xdp else {
+            return Ok(None);
+        };
+        let std::net::IpAddr::V4(ip) = ip else {
+            bail!("--xdp receives IPv4 only, not {ip}");
+        };
+        if mtu > 4000 {
+            bail!("--xdp takes frames of up to 4 KiB: give --mtu 4000 or less (not {mtu})");
+        }
+        let mut cfg = XdpPortConfig::new(ifname, ip, XdpRole::Host);
+        cfg.host_ports = (first, last);
+        cfg.xsk.queue = self.xdp_queue;
+        cfg.xsk.mode = match self.xdp_mode.as_str() {
+            "copy" => rocelink_io::xdp::XdpMode::Copy,
+            "zero-copy" => rocelink_io::xdp::XdpMode::ZeroCopy,
+            _ => rocelink_io::xdp::XdpMode::Auto,
+        };
+        if self.busy_poll {
+            cfg.xsk.busy_poll_us = 50;
+        }
+        let port = XdpPort::open(&cfg).with_context(|| format!("--xdp {ifname}"))?;
+        Ok(Some(port))
+    }
+
     /// Apply to a receiver configuration, and pin this thread if asked.
     pub(crate) fn apply(&self, cfg: &mut ReceiverConfig) -> Result<()> {
         cfg.busy_poll = self.busy_poll;

@@ -200,6 +200,14 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     // 2. the receivers (socket, pcap file, ring), one per virtual port, and their sinks
     let counters = crate::stats::Counters::start("receive", &a.counters)?;
     let mut ports = Vec::with_capacity(vps.len());
+    let mtu = a.mtu.unwrap_or_else(|| {
+        rocelink_io::net::mtu_for_ip(local.ip()).map_or(1500, |m| m.clamp(256, 9000) as u32)
+    });
+    let last_port = local
+        .port()
+        .checked_add(if several { vps.len() as u16 - 1 } else { 0 })
+        .context("--port too high for --vp")?;
+    let xdp = a.tune.open_xdp(local.ip(), local.port(), last_port, mtu)?;
     for (i, (&vp, o)) in vps.iter().zip(&outs).enumerate() {
         let mut l = local;
         if several && l.port() != 0 {
@@ -211,9 +219,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         }
         let mut cfg = ReceiverConfig::new(l, device_ip, frame_size);
         cfg.pages = a.pages;
-        cfg.mtu = a.mtu.unwrap_or_else(|| {
-            rocelink_io::net::mtu_for_ip(l.ip()).map_or(1500, |m| m.clamp(256, 9000) as u32)
-        });
+        cfg.mtu = mtu;
         cfg.vp = vp;
         cfg.md_disable = a.md_disable;
         cfg.layout = a.layout.opts();
@@ -223,6 +229,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             (p, _) => p.clone(),
         };
         a.tune.apply(&mut cfg)?;
+        cfg.xdp = xdp.clone();
         let mut rx = Receiver::new(cfg).with_context(|| format!("receiver for --vp {vp}"))?;
         match several {
             true => rx.publish_as(counters.board.clone(), &format!("vp{vp}")),
@@ -345,6 +352,9 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             "rocelink receive: counters: {}",
             counters.board.snapshot().line()
         );
+        if let Some(x) = &xdp {
+            eprintln!("rocelink receive: {}", crate::sinks::xdp_summary(x));
+        }
     }
     for r in results {
         r?;

@@ -191,3 +191,26 @@ impl FrameSink for Terminal {
         Ok(())
     }
 }
+
+/// One line on an AF_XDP port: where, which mode, what came through it, what the kernel
+/// dropped.
+pub(crate) fn xdp_summary(x: &rocelink_runtime::xdp::XdpPort) -> String {
+    let (c, k) = x.xsk_stats();
+    let s = x.stats();
+    let i = x.iface_stats();
+    let (ifname, queue) = x.bound();
+    let dropped = k.map_or(0, |k| k.rx_dropped + k.rx_ring_full);
+    format!(
+        "AF_XDP on {ifname} queue {queue} ({}): {} frames, {} UDP datagrams with their IPv4 header \
+         (each ICRC checked over the header as received), {} dropped by the kernel, {} to no port",
+        if x.zero_copy() {
+            "zero-copy"
+        } else {
+            "copy mode"
+        },
+        c.rx_frames,
+        i.udp_rx,
+        dropped,
+        s.no_port
+    )
+}

@@ -68,7 +68,7 @@ impl<'a> Outgoing<'a> {
 }
 
 /// A datagram I/O backend (see the module documentation).
-pub trait Backend {
+pub trait Backend: std::fmt::Debug {
     /// The address datagrams are received at (and sent from).
     fn local_addr(&self) -> SocketAddr;
 
@@ -97,6 +97,38 @@ pub trait Backend {
     /// Datagrams the local host refused to send (a firewall rule), so far.
     fn host_drops(&self) -> u64 {
         0
+    }
+
+    /// The UDP socket underneath, for paths only a socket has (the scatter receive).
+    fn as_udp(&self) -> Option<&UdpSocket> {
+        None
+    }
+}
+
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn local_addr(&self) -> SocketAddr {
+        (**self).local_addr()
+    }
+    fn recv(&self, batch: &mut RecvBatch, wait: Option<Duration>) -> io::Result<usize> {
+        (**self).recv(batch, wait)
+    }
+    fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        (**self).send(out)
+    }
+    fn send_segmented(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        (**self).send_segmented(out)
+    }
+    fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        (**self).wait_readable(timeout)
+    }
+    fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        (**self).wait_writable(timeout)
+    }
+    fn host_drops(&self) -> u64 {
+        (**self).host_drops()
+    }
+    fn as_udp(&self) -> Option<&UdpSocket> {
+        (**self).as_udp()
     }
 }
 
@@ -153,6 +185,10 @@ impl Backend for UdpSocket {
 
     fn host_drops(&self) -> u64 {
         UdpSocket::host_drops(self)
+    }
+
+    fn as_udp(&self) -> Option<&UdpSocket> {
+        Some(self)
     }
 }
 
@@ -307,7 +343,7 @@ mod tests {
     use std::cell::RefCell;
 
     /// Records what it is asked to send; refuses segmentation or fills up on demand.
-    #[derive(Default)]
+    #[derive(Default, Debug)]
     struct Fake {
         segments: bool,
         room: RefCell<usize>,

@@ -440,3 +440,44 @@ pub(crate) fn send_empty(fd: RawFd) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The hardware address of interface `name` (`SIOCGIFHWADDR`), in the calling thread's
+/// network namespace.
+pub(crate) fn if_hwaddr(name: &str) -> io::Result<[u8; 6]> {
+    if name.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name {name:?} is too long"),
+        ));
+    }
+    let sock = Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    // SAFETY: ifreq is plain data, for which all-zero bytes are valid.
+    let mut req: libc::ifreq = unsafe { zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFHWADDR reads the NUL-terminated name (shorter than IFNAMSIZ, the rest
+    // zero) and writes a sockaddr into the union of `req`, which is live and large enough.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the call succeeded, so the union holds the hardware address.
+    let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (m, b) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *m = *b as u8;
+    }
+    Ok(mac)
+}
+
+/// Move the calling thread into the network namespace open at `fd` (`setns`).
+pub(crate) fn setns_net(fd: RawFd) -> io::Result<()> {
+    // SAFETY: setns with a descriptor the caller keeps open for the call; it changes only
+    // this thread's network namespace.
+    let r = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -128,7 +128,15 @@ fn inner_xsk_echo() {
         ..XskConfig::default()
     };
     let mut xsk = Xsk::open(&ifname, &cfg).unwrap();
-    let prog = XdpProgram::attach(&ifname, Steer::UdpPort(4791), 1).unwrap();
+    let prog = XdpProgram::attach(
+        &ifname,
+        Steer::UdpPorts {
+            first: 4790,
+            last: 4791,
+        },
+        1,
+    )
+    .unwrap();
     prog.register(0, &xsk).unwrap();
     println!("READY");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -52,6 +52,8 @@ pub struct XdpPortConfig {
     pub mac: Option<[u8; 6]>,
     /// 802.1Q VLAN of the port.
     pub vlan: Option<u16>,
+    /// As a host: the UDP destination ports steered to the socket (first, last).
+    pub host_ports: (u16, u16),
 }
 
 impl XdpPortConfig {
@@ -65,6 +67,7 @@ impl XdpPortConfig {
             xsk: XskConfig::default(),
             mac: None,
             vlan: None,
+            host_ports: (rocelink_wire::ROCE_V2_PORT, rocelink_wire::ROCE_V2_PORT),
         }
     }
 }
@@ -209,7 +212,10 @@ impl XdpPort {
         let xsk = Xsk::open(&cfg.ifname, &cfg.xsk)?;
         let queues = rocelink_io::xdp::iface_queues(&cfg.ifname).max(cfg.xsk.queue + 1);
         let steer = match cfg.role {
-            XdpRole::Host => Steer::UdpPort(rocelink_wire::ROCE_V2_PORT),
+            XdpRole::Host => Steer::UdpPorts {
+                first: cfg.host_ports.0,
+                last: cfg.host_ports.1,
+            },
             XdpRole::Device => Steer::Device(cfg.ip),
         };
         let prog = XdpProgram::attach(&cfg.ifname, steer, queues)?;
@@ -288,6 +294,13 @@ impl XdpPort {
     ) {
         let g = self.lock();
         (g.xsk.counters, g.xsk.stats())
+    }
+
+    /// The interface and queue it is bound to.
+    pub fn bound(&self) -> (String, u32) {
+        let g = self.lock();
+        let (i, q) = g.xsk.bound();
+        (i.to_owned(), q)
     }
 
     /// Whether the driver gave zero-copy.

@@ -17,20 +17,10 @@ pub use xsk::{XdpMode, Xsk, XskConfig, XskCounters, XskStats};
 
 use std::io;
 
-/// The MAC address of interface `ifname` (from sysfs).
+/// The MAC address of interface `ifname` (in this thread's network namespace).
 pub fn iface_mac(ifname: &str) -> io::Result<[u8; 6]> {
-    let path = format!("/sys/class/net/{ifname}/address");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e} (no interface {ifname:?}?)")))?;
-    let mut mac = [0u8; 6];
-    let mut parts = text.trim().split(':');
-    for b in &mut mac {
-        *b = parts
-            .next()
-            .and_then(|p| u8::from_str_radix(p, 16).ok())
-            .ok_or_else(|| io::Error::other(format!("{path}: not a MAC address: {text:?}")))?;
-    }
-    Ok(mac)
+    crate::sys::if_hwaddr(ifname)
+        .map_err(|e| io::Error::new(e.kind(), format!("interface {ifname:?}: {e}")))
 }
 
 /// How many receive queues interface `ifname` has (1 when sysfs does not say).

@@ -68,15 +68,23 @@ fn i(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
 }
 
 const JMP_JEQ_K: u8 = 0x15;
+const JMP_JLT_K: u8 = 0xa5;
+const JMP_JGT_K: u8 = 0x25;
+const ALU_END_TO_BE: u8 = 0xdc;
 const JMP32_JNE_K: u8 = 0x56;
 
 /// What the program sends to the AF_XDP sockets; everything else goes to the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Steer {
-    /// Untagged, option-less IPv4 UDP to this destination port (a host: the kernel keeps
-    /// ARP, ICMP and everything else on the interface).
-    UdpPort(u16),
+    /// Untagged, option-less IPv4 UDP to a destination port in `first..=last` (a host:
+    /// the kernel keeps ARP, ICMP and everything else on the interface).
+    UdpPorts {
+        /// Lowest port.
+        first: u16,
+        /// Highest port.
+        last: u16,
+    },
     /// Everything a device owning this address handles: ARP, MAC control (PFC), CoE
     /// (0x22F0), 802.1Q-tagged frames, and IPv4 to this address.
     Device(std::net::Ipv4Addr),
@@ -140,7 +148,7 @@ pub fn program(steer: Steer, map_fd: i32) -> Vec<Insn> {
     a.op(i(LDX_MEM | W, 2, 1, 0, 0));
     a.op(i(LDX_MEM | W, 3, 1, 4, 0));
     match steer {
-        Steer::UdpPort(port) => {
+        Steer::UdpPorts { first, last } => {
             a.need(42); // Ethernet, IPv4, UDP
             // EtherType 0x0800 (read as little-endian u16: 0x0008)
             a.op(i(LDX_MEM | H, 5, 2, 12, 0));
@@ -151,9 +159,11 @@ pub fn program(steer: Steer, map_fd: i32) -> Vec<Insn> {
             // UDP
             a.op(i(LDX_MEM | B, 5, 2, 23, 0));
             a.jump_pass(i(JMP_JNE_K, 5, 0, 0, 17));
-            // destination port
+            // destination port, to host order
             a.op(i(LDX_MEM | H, 5, 2, 36, 0));
-            a.jump_pass(i(JMP_JNE_K, 5, 0, 0, i32::from(port.swap_bytes())));
+            a.op(i(ALU_END_TO_BE, 5, 0, 0, 16));
+            a.jump_pass(i(JMP_JLT_K, 5, 0, 0, i32::from(first)));
+            a.jump_pass(i(JMP_JGT_K, 5, 0, 0, i32::from(last)));
         }
         Steer::Device(ip) => {
             a.need(14);
@@ -173,7 +183,13 @@ pub fn program(steer: Steer, map_fd: i32) -> Vec<Insn> {
 
 /// The steering program for UDP destination `port` (see [`Steer::UdpPort`]).
 pub fn steer_udp(port: u16, map_fd: i32) -> Vec<Insn> {
-    program(Steer::UdpPort(port), map_fd)
+    program(
+        Steer::UdpPorts {
+            first: port,
+            last: port,
+        },
+        map_fd,
+    )
 }
 
 /// Put AF_XDP socket `xsk_fd` in slot `queue` of the XSKMAP `map`.
@@ -377,7 +393,7 @@ mod tests {
         let pass = p.len() - 2;
         assert_eq!(p[pass], i(ALU64_MOV_K, 0, 0, 0, XDP_PASS));
         for (at, insn) in p.iter().enumerate() {
-            if insn.code == JMP_JNE_K || insn.code == JMP_JGT_X {
+            if [JMP_JNE_K, JMP_JGT_X, JMP_JLT_K, JMP_JGT_K].contains(&insn.code) {
                 assert_eq!(
                     at as i64 + 1 + i64::from(insn.off),
                     pass as i64,
@@ -385,8 +401,11 @@ mod tests {
                 );
             }
         }
-        // the port compare is against the wire order read as little-endian
-        assert!(p.iter().any(|x| x.code == JMP_JNE_K && x.imm == 0xB712));
+        // the port is swapped to host order, then compared as a range
+        let at = p.iter().position(|x| x.code == ALU_END_TO_BE).unwrap();
+        assert_eq!((p[at].dst, p[at].imm), (5, 16));
+        assert_eq!((p[at + 1].code, p[at + 1].imm), (JMP_JLT_K, 4791));
+        assert_eq!((p[at + 2].code, p[at + 2].imm), (JMP_JGT_K, 4791));
         // the map reference is a two-slot load
         let ld = p.iter().position(|x| x.code == LD_IMM64).unwrap();
         assert_eq!((p[ld].src, p[ld].imm), (PSEUDO_MAP_FD, 3));

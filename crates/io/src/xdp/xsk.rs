@@ -10,7 +10,7 @@
 //! use rocelink_io::xdp::{Steer, XdpProgram, Xsk, XskConfig};
 //! # fn main() -> std::io::Result<()> {
 //! let mut xsk = Xsk::open("veth0", &XskConfig::default())?;
-//! let prog = XdpProgram::attach("veth0", Steer::UdpPort(4791), 1)?;
+//! let prog = XdpProgram::attach("veth0", Steer::UdpPorts { first: 4791, last: 4791 }, 1)?;
 //! prog.register(0, &xsk)?;
 //! let mut frames = 0;
 //! xsk.recv(64, |frame| frames += frame.len())?;

@@ -1,0 +1,139 @@
+//! Kernel bypass end to end, in network namespaces joined by a veth pair: the emulated
+//! device streams HSB frames from namespace A and `rocelink receive --xdp` takes them
+//! through an AF_XDP socket in B, every ICRC checked over the IPv4 header as received.
+//! Then nftables rewrites the IPv4 identification of every data packet on its way out of
+//! A: the socket receiver cannot see the header and passes the frames; the AF_XDP receiver
+//! refuses every packet, as a RoCE NIC would (the ICRC covers the identification).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Command;
+
+fn rocelink(prefix: &[&str], args: &[&str]) -> Command {
+    let mut c = Command::new(prefix[0]);
+    c.args(&prefix[1..])
+        .arg(env!("CARGO_BIN_EXE_rocelink"))
+        .args(args);
+    c
+}
+
+fn output(mut c: Command) -> (bool, String, String) {
+    let out = c.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn hsb_frames_over_af_xdp_with_every_icrc_over_the_real_header() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
+        return;
+    }
+    let ns = common::VethPair::new("x16", &["10.209.0.1/24"], &["10.209.0.2/24"]);
+    let d = common::VethPair::exec(&ns.a);
+    let h = common::VethPair::exec(&ns.b);
+    let _emu = rocelink_testkit::emulator::Process::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_rocelink")),
+        &d,
+        &[
+            "--ip",
+            "10.209.0.1",
+            "--bootp-target",
+            "none",
+            "--fps",
+            "60",
+            "--seconds",
+            "120",
+        ],
+    );
+    let receive = |xdp: bool| {
+        let mut args = vec![
+            "receive",
+            "--device",
+            "10.209.0.1",
+            "--frame-size",
+            "500000",
+            "--frames",
+            "30",
+            "--timeout",
+            "5",
+            "--json",
+        ];
+        if xdp {
+            args.extend(["--xdp", &ns.vb]);
+        }
+        output(rocelink(&h, &args))
+    };
+    // 1. through AF_XDP: every frame good, every datagram through the socket with its header
+    let (ok, out, err) = receive(true);
+    assert!(ok, "{out}\n{err}");
+    let frames: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(frames.len(), 30, "{err}");
+    assert!(frames.iter().all(|f| f["good"] == true), "{out}");
+    assert!(
+        err.contains("30 frames: 30 good, 0 damaged; 0 packets dropped; 0 ICRC errors; 0 refused"),
+        "{err}"
+    );
+    let line = err.lines().find(|l| l.contains("AF_XDP on")).unwrap();
+    assert!(
+        line.contains(&format!("AF_XDP on {} queue 0 (copy mode)", ns.vb)),
+        "{line}"
+    );
+    let n = |what: &str| -> u64 {
+        let at = line.find(what).unwrap();
+        line[..at]
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    // at least the 30 frames' packets (356 each), every one a UDP datagram with its header
+    assert!(n(" frames,") >= 30 * 356, "{line}");
+    assert_eq!(
+        n(" frames,"),
+        n(" UDP datagrams with their IPv4 header"),
+        "{line}"
+    );
+    assert!(
+        line.contains(" 0 dropped by the kernel, 0 to no port"),
+        "{line}"
+    );
+    // the program left with the receiver
+    let (_, shown, _) = output({
+        let mut c = Command::new("ip");
+        c.args(["-n", &ns.b, "link", "show", &ns.vb]);
+        c
+    });
+    assert!(!shown.contains("prog/xdp"), "{shown}");
+
+    // 2. the identification rewritten on the way: only the real header shows it
+    ns.nft(
+        &ns.a,
+        "table ip rlx16 {\n chain out {\n  type filter hook output priority 0; policy accept;\n  \
+         udp dport 4791 ip id set 0x1234\n }\n}\n",
+    );
+    let (ok, _, err) = receive(false);
+    assert!(
+        ok && err.contains("30 frames: 30 good"),
+        "the socket path cannot tell: {err}"
+    );
+    let (ok, out, err) = receive(true);
+    assert!(!ok, "{out}");
+    assert!(out.lines().all(|l| !l.contains("\"good\":true")), "{out}");
+    let bad = err.lines().find(|l| l.contains("with a bad ICRC")).unwrap();
+    // every datagram that came was refused for its ICRC
+    let words: Vec<&str> = bad.split_whitespace().collect();
+    let arrived = words[words.iter().position(|w| *w == "datagrams").unwrap() - 1];
+    let bad_n = words[words.iter().position(|w| *w == "with").unwrap() - 1];
+    assert_eq!(arrived.trim_end_matches(':'), bad_n, "{bad}");
+    assert!(arrived.parse::<u64>().unwrap() > 1000, "{bad}");
+}
