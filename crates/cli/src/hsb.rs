@@ -113,6 +113,11 @@ pub(crate) struct EmulateArgs {
     /// Do not listen for sensor TX on UDP 4791.
     #[arg(long, conflicts_with = "record_tx")]
     no_sensor_tx: bool,
+    /// Own interface IFACE through AF_XDP (root), as a board owns its port: the device
+    /// answers ARP and ping itself and sends from its own Ethernet stack; --ip need not
+    /// be an address of this host (and should not be: the kernel would answer too).
+    #[arg(long, value_name = "IFACE")]
+    xdp: Option<String>,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
     #[command(flatten)]
@@ -188,6 +193,20 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let mut cfg = emulator_config(a)?;
+    if let Some(ifname) = &a.xdp {
+        use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+        let mut x = XdpPortConfig::new(ifname, cfg.device.ip, XdpRole::Device);
+        match &a.mac {
+            // the device's MAC is the interface's unless told (then the NIC must take it)
+            Some(_) => x.mac = Some(cfg.device.mac.0),
+            None => {
+                let m = rocelink_io::xdp::iface_mac(ifname)
+                    .with_context(|| format!("--xdp {ifname}"))?;
+                cfg.device.mac = rocelink_wire::bytes::Mac(m);
+            }
+        }
+        cfg.xdp = Some(XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?);
+    }
     let counters = crate::stats::Counters::start("emulate", &a.counters)?;
     cfg.counters = Some(counters.board.clone());
     let stop = StopFlag::install()?;
@@ -204,6 +223,15 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
         .run(stop.arc())
         .with_context(|| format!("emulator at {}", cfg.device.ip))?;
     counters.summary("emulate", false);
+    if let Some(x) = &cfg.xdp {
+        let i = x.iface_stats();
+        eprintln!(
+            "rocelink emulate: {}; ARP {} replies, ICMP {} echo replies",
+            crate::sinks::xdp_summary(x),
+            i.arp_replies,
+            i.echo_replies
+        );
+    }
     eprintln!(
         "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused); {} enumerations; {} sequencer programs, {} I2C transactions, {} resets",
         s.frames,

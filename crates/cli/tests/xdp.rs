@@ -137,3 +137,113 @@ fn hsb_frames_over_af_xdp_with_every_icrc_over_the_real_header() {
     assert_eq!(arrived.trim_end_matches(':'), bad_n, "{bad}");
     assert!(arrived.parse::<u64>().unwrap() > 1000, "{bad}");
 }
+
+/// An echo request from the kernel of namespace `ns` (a raw ICMP socket, as ping does):
+/// true when `dst` answered with the same identifier, sequence and data.
+fn ping(ns: &str, dst: &str, seq: u16) -> bool {
+    let script = format!(
+        "import socket, struct, sys\n\
+         def csum(b):\n\
+         \x20   s = sum(struct.unpack('!%dH' % (len(b) // 2), b))\n\
+         \x20   s = (s >> 16) + (s & 0xffff); s += s >> 16\n\
+         \x20   return ~s & 0xffff\n\
+         data = b'rocelink-ping%03d' % {seq}\n\
+         hdr = struct.pack('!BBHHH', 8, 0, 0, 0x1616, {seq})\n\
+         pkt = struct.pack('!BBHHH', 8, 0, csum(hdr + data), 0x1616, {seq}) + data\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)\n\
+         s.settimeout(3)\n\
+         s.sendto(pkt, ('{dst}', 0))\n\
+         while True:\n\
+         \x20   r, a = s.recvfrom(2048)\n\
+         \x20   ihl = (r[0] & 15) * 4\n\
+         \x20   t, c, _, i, q = struct.unpack('!BBHHH', r[ihl:ihl + 8])\n\
+         \x20   if t == 0 and i == 0x1616 and q == {seq}:\n\
+         \x20       sys.exit(0 if a[0] == '{dst}' and r[ihl + 8:] == data else 1)\n"
+    );
+    Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", &script])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_device_owning_its_port_answers_arp_and_ping_and_streams() {
+    if !common::root_or_ci()
+        || !common::need("ip", "iproute2")
+        || !common::need("python3", "python3")
+    {
+        return;
+    }
+    // the device's address is on no interface: only its own stack can answer for it
+    let ns = common::VethPair::new("d16", &[], &["10.210.0.2/24"]);
+    let d = common::VethPair::exec(&ns.a);
+    let h = common::VethPair::exec(&ns.b);
+    let mut emu = rocelink_testkit::emulator::Process::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_rocelink")),
+        &d,
+        &[
+            "--xdp",
+            &ns.va,
+            "--ip",
+            "10.210.0.1",
+            "--bootp-target",
+            "none",
+            "--fps",
+            "60",
+            "--seconds",
+            "60",
+        ],
+    );
+    for seq in 1..=3 {
+        assert!(ping(&ns.b, "10.210.0.1", seq), "no echo reply {seq}");
+    }
+    // the host learnt the device's MAC from its ARP reply: the interface's own
+    let mac = std::fs::read_to_string(format!("/sys/class/net/{}/address", ns.va)).ok();
+    let (_, neigh, _) = output({
+        let mut c = Command::new("ip");
+        c.args(["-n", &ns.b, "neigh", "show", "10.210.0.1"]);
+        c
+    });
+    assert!(neigh.contains("lladdr"), "{neigh}");
+    if let Some(m) = mac {
+        assert!(neigh.contains(m.trim()), "{neigh} vs {m}");
+    }
+    // frames from the device's own stack to a kernel socket and to an AF_XDP socket
+    for xdp in [false, true] {
+        let mut args = vec![
+            "receive",
+            "--device",
+            "10.210.0.1",
+            "--frame-size",
+            "300000",
+            "--frames",
+            "10",
+            "--timeout",
+            "5",
+        ];
+        if xdp {
+            args.extend(["--xdp", &ns.vb]);
+        }
+        let (ok, out, err) = output(rocelink(&h, &args));
+        assert!(ok, "{out}\n{err}");
+        assert!(
+            err.contains("10 frames: 10 good, 0 damaged; 0 packets dropped; 0 ICRC errors"),
+            "{err}"
+        );
+    }
+    // stopped by a signal, it says what its stack did
+    let pid = emu.child().id().to_string();
+    assert!(common::sh(&["kill", "-INT", &pid]));
+    let (status, err) = emu.wait_output();
+    assert!(status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("ICMP"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("ICMP 3 echo replies"), "{line}");
+    assert!(!line.contains("ARP 0 replies"), "{line}");
+    assert!(
+        line.contains(&format!("AF_XDP on {} queue 0 (copy mode)", ns.va)),
+        "{line}"
+    );
+}

@@ -315,6 +315,12 @@ impl XdpPort {
         g.transmit_stack().map(|_| ())
     }
 
+    /// Run the stack's timers, send what it has, and sleep until a frame is ready or
+    /// `timeout` passes (or the stack's next timer).
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        self.wait(timeout)
+    }
+
     fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
         // the stack's timers bound the sleep
         let timeout = {

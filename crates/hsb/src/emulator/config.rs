@@ -57,6 +57,9 @@ pub struct EmulatorConfig {
     /// Listen for sensor TX (host → device, HSB's audio players) on the device's RoCE
     /// port 4791; `None`: do not.
     pub sensor_tx_port: Option<u16>,
+    /// Own this AF_XDP port instead of kernel sockets (`emulate --xdp`): the device answers
+    /// ARP and ping itself, its address need not be configured on the interface.
+    pub xdp: Option<rocelink_runtime::xdp::XdpPort>,
     /// Write what sensor TX port 0 (the I2S output) receives to this file, in arrival
     /// order.
     pub sensor_tx_record: Option<std::path::PathBuf>,
@@ -86,6 +89,7 @@ impl EmulatorConfig {
             counters: None,
             ptp_sync_after: Some(Duration::ZERO),
             sensor_tx_port: Some(crate::host::sensor_tx::DEVICE_PORT),
+            xdp: None,
             sensor_tx_record: None,
         }
     }

@@ -11,82 +11,22 @@ use crate::device::sensor_tx::SensorTx;
 use crate::device::window::SensorWindow;
 use crate::device::{DeviceCore, VpStream};
 use crate::sensor::Sensor;
-use rocelink_io::backend::{Outgoing, Transmitter};
+use rocelink_io::backend::{Backend, Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
-use rocelink_io::udp::{UdpConfig, UdpSocket as RoceSocket};
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod config;
+mod socks;
 pub use config::{EmulatorConfig, EmulatorStats, Pacing};
-
-struct Sockets {
-    control: UdpSocket,
-    bootp: UdpSocket,
-    events: UdpSocket,
-    data: RoceSocket,
-    /// The device's RoCE port, for sensor TX (`None`: not listening).
-    stx: Option<UdpSocket>,
-}
-
-/// The data socket, bound to the source port the host programmed.
-fn bind_data(ip: IpAddr, port: u16) -> io::Result<RoceSocket> {
-    RoceSocket::bind(
-        SocketAddr::new(ip, port),
-        &UdpConfig {
-            recv_buffer: 1 << 16,
-            send_buffer: 8 << 20,
-            gro: false,
-        },
-    )
-    .map_err(|e| named(e, &format!("{ip}:{port}")))
-}
+use socks::{Dgram, Sockets, bind, bind_data, named};
 
 /// ECB requests served per turn of the loop: a flood of control traffic delays a frame
 /// by at most this many requests instead of starving the data plane.
 const CONTROL_BUDGET: usize = 64;
-
-/// `e` with the address or file it is about in front.
-fn named(e: io::Error, what: &str) -> io::Error {
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-fn bind(ip: IpAddr, cfg: &EmulatorConfig, data_port: u16) -> io::Result<Sockets> {
-    let udp =
-        |port: u16| UdpSocket::bind((ip, port)).map_err(|e| named(e, &format!("{ip}:{port}")));
-    let control = udp(cfg.control_port)?;
-    control.set_nonblocking(true)?;
-    let bootp = udp(rocelink_wire::hsb::BOOTP_DEVICE_PORT)?;
-    bootp.set_nonblocking(true)?;
-    bootp.set_broadcast(true)?;
-    let data = bind_data(ip, data_port)?;
-    let events = udp(rocelink_wire::hsb::EVENT_SOURCE_PORT)?;
-    events.set_broadcast(true)?;
-    // a host process bound to the wildcard address may hold the port: the device then
-    // runs without sensor TX rather than not at all
-    let stx = match cfg.sensor_tx_port.map(udp) {
-        Some(Ok(s)) => {
-            s.set_nonblocking(true)?;
-            Some(s)
-        }
-        Some(Err(e)) => {
-            eprintln!("rocelink emulate: no sensor TX: {e}");
-            None
-        }
-        None => None,
-    };
-    Ok(Sockets {
-        control,
-        bootp,
-        events,
-        data,
-        stx,
-    })
-}
 
 fn ptp_now() -> Ptp {
     let d = SystemTime::now()
@@ -129,8 +69,10 @@ impl Emulator {
     /// or file at fault.
     pub fn bind(cfg: &EmulatorConfig) -> io::Result<Emulator> {
         let socks = bind(
+            cfg.xdp.as_ref(),
             IpAddr::V4(cfg.device.ip),
-            cfg,
+            cfg.control_port,
+            cfg.sensor_tx_port,
             rocelink_wire::hsb::DATA_SOURCE_PORT,
         )?;
         let tap = match &cfg.pcap {
@@ -211,18 +153,9 @@ impl Emulator {
             .into_iter()
             .min()
             .unwrap_or(now);
-            let fds = [
-                socks.control.as_raw_fd(),
-                socks.bootp.as_raw_fd(),
-                socks.stx.as_ref().map_or(-1, |s| s.as_raw_fd()),
-            ];
-            let listening = if socks.stx.is_some() { 3 } else { 2 };
-            rocelink_io::udp::wait_readable_any(
-                &fds[..listening],
-                Some(
-                    wake.saturating_duration_since(now)
-                        .min(Duration::from_millis(100)),
-                ),
+            socks.wait(
+                wake.saturating_duration_since(now)
+                    .min(Duration::from_millis(100)),
             )?;
             let dev_ip = core.ip();
             // control plane
@@ -269,7 +202,17 @@ impl Emulator {
                 }
             }
             if let Some(ip) = new_ip.filter(|&ip| ip != dev_ip) {
-                match bind(IpAddr::V4(ip), cfg, data_port) {
+                if cfg.xdp.is_some() {
+                    eprintln!("rocelink emulate: keeps {dev_ip} over AF_XDP (asked for {ip})");
+                    continue;
+                }
+                match bind(
+                    None,
+                    IpAddr::V4(ip),
+                    cfg.control_port,
+                    cfg.sensor_tx_port,
+                    data_port,
+                ) {
                     Ok(s) => {
                         socks = s;
                         stats.ip_changes += 1;
@@ -333,7 +276,7 @@ impl Emulator {
                 if stream.src_port != data_port {
                     // only the data socket moves; a port that cannot be had keeps the old
                     // one (the device keeps serving, as an FPGA would)
-                    match bind_data(IpAddr::V4(core.ip()), stream.src_port) {
+                    match bind_data(cfg.xdp.as_ref(), IpAddr::V4(core.ip()), stream.src_port) {
                         Ok(d) => {
                             socks.data = d;
                             data_port = stream.src_port;
@@ -406,7 +349,7 @@ impl Emulator {
                 let dst = SocketAddr::V4(stream.host);
                 let src = SocketAddr::new(core.ip().into(), data_port);
                 sent_bytes += send_paced(
-                    &socks.data,
+                    &*socks.data,
                     &mut tx,
                     dst,
                     &pkts,
@@ -447,7 +390,7 @@ impl Emulator {
 /// Take what waits on the sensor TX socket (a bounded number per turn): counted, and
 /// what port 0 gets appended to `record`.
 fn receive_sensor_tx(
-    sock: &UdpSocket,
+    sock: &Dgram,
     stx: &mut SensorTx,
     buf: &mut [u8],
     mut record: Option<&mut io::BufWriter<std::fs::File>>,
@@ -474,9 +417,9 @@ fn receive_sensor_tx(
 }
 
 /// Send the async event messages the device queued.
-fn send_events(core: &mut DeviceCore, sock: &UdpSocket, stats: &mut EmulatorStats) {
+fn send_events(core: &mut DeviceCore, sock: &Dgram, stats: &mut EmulatorStats) {
     for (b, dst) in core.take_events() {
-        if sock.send_to(&b, dst).is_ok() {
+        if sock.send_to(&b, SocketAddr::V4(dst)).is_ok() {
             stats.events += 1;
         }
     }
@@ -487,7 +430,7 @@ fn send_events(core: &mut DeviceCore, sock: &UdpSocket, stats: &mut EmulatorStat
 /// header, the frame's bytes where they are, pad and ICRC — the rest batched. Returns bytes
 /// sent.
 fn send_paced(
-    sock: &RoceSocket,
+    sock: &dyn Backend,
     tx: &mut Transmitter,
     dst: SocketAddr,
     pkts: &[OutPacket],
