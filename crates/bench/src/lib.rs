@@ -418,9 +418,17 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
             _ => rocelink_rx(&c, true, false, port_tx, &s),
         }
     });
-    let port = port_rx
-        .recv_timeout(Duration::from_secs(5))
-        .map_err(|_| io::Error::other("receiver did not start"))?;
+    let port = match port_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(p) => p,
+        Err(_) => {
+            // it failed to start: say why
+            stop_rx.store(true, Ordering::Relaxed);
+            return Err(match rx.join() {
+                Ok(Err(e)) => io::Error::new(e.kind(), format!("receiver {name}: {e}")),
+                _ => io::Error::other(format!("receiver {name} did not start")),
+            });
+        }
+    };
     let sent = Arc::new(AtomicU64::new(0));
     let (c, st, sn) = (cfg.clone(), stop_tx.clone(), sent.clone());
     let tx = std::thread::spawn(move || -> io::Result<()> {

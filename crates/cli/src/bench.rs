@@ -256,9 +256,9 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
     // HSB headers: Ethernet 14, IPv4 20, UDP 8, BTH+RETH 28, ICRC 4 — and AF_XDP frames
     // hold 4 KiB, native XDP on veth a little less
     let mtu = (a.payload as u32 + 60).max(1500);
-    if xdp && a.payload > 3456 {
+    if xdp && a.payload > 3328 {
         anyhow::bail!(
-            "--backend xdp takes --payload up to 3456 (native XDP on veth: one page per frame)"
+            "--backend xdp takes --payload up to 3328 (native XDP on veth: MTU 3506 at most)"
         );
     }
     let link = if xdp {

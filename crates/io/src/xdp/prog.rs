@@ -264,6 +264,9 @@ fn explain(e: io::Error, what: &str) -> io::Error {
         Some(libc::ENOSYS) | Some(libc::EINVAL) => {
             " (this kernel lacks the feature: AF_XDP and BPF links need Linux 5.9 or later)"
         }
+        Some(libc::ERANGE) => {
+            " (the interface's MTU is too large for XDP on its driver: veth takes 3506 at most)"
+        }
         Some(libc::EBUSY) | Some(libc::EEXIST) => {
             " (another XDP program is attached: remove it with `ip link set dev IFACE xdp off`)"
         }
