@@ -34,42 +34,56 @@ fn inner_attach_and_receive() {
     println!("GOT {}", String::from_utf8_lossy(&buf[..n]));
 }
 
+/// Run this test binary's helper `test` inside namespace `ns` with `env` = `ifname`; its
+/// stdout lines. Returns once it printed READY, or with its stderr if it never did.
+fn spawn_inner(
+    ns: &str,
+    test: &str,
+    env: &str,
+    ifname: &str,
+) -> Result<
+    (
+        std::process::Child,
+        std::io::Lines<BufReader<std::process::ChildStdout>>,
+    ),
+    String,
+> {
+    let mut inner = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(env, ifname)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(inner.stdout.take().unwrap()).lines();
+    if lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("READY"))
+    {
+        return Ok((inner, lines));
+    }
+    let out = inner.wait_with_output().unwrap();
+    Err(String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
 fn steering_program_attaches_and_passes_to_the_kernel_without_a_socket() {
     if std::env::var_os(INNER).is_some() || !root_or_ci() {
         return;
     }
     let pair = VethPair::new("xdp", &["10.205.0.1/24"], &["10.205.0.2/24"]);
-    let exe = std::env::current_exe().unwrap();
-    let mut inner = Command::new("ip")
-        .args(["netns", "exec", &pair.b])
-        .arg(&exe)
-        .args([
-            "--exact",
-            "inner_attach_and_receive",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(INNER, &pair.vb)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(inner.stdout.take().unwrap()).lines();
-    let ready = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("READY"));
-    if !ready {
-        let out = inner.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        if err.contains("CAP_NET_ADMIN") && std::env::var_os("CI").is_none() {
+    let (mut inner, lines) = match spawn_inner(&pair.b, "inner_attach_and_receive", INNER, &pair.vb)
+    {
+        Ok(x) => x,
+        Err(err) if err.contains("CAP_NET_ADMIN") && std::env::var_os("CI").is_none() => {
             eprintln!("skipping: XDP is not permitted here: {err}");
             return;
         }
-        panic!("the XDP helper failed:\n{err}");
-    }
+        Err(err) => panic!("the XDP helper failed:\n{err}"),
+    };
     let shown = Command::new("ip")
         .args(["-n", &pair.b, "link", "show", &pair.vb])
         .output()
@@ -189,34 +203,8 @@ fn af_xdp_socket_receives_and_sends_frames_in_the_umem() {
         return;
     }
     let pair = VethPair::new("xsk", &["10.206.0.1/24"], &["10.206.0.2/24"]);
-    let exe = std::env::current_exe().unwrap();
-    let mut inner = Command::new("ip")
-        .args(["netns", "exec", &pair.b])
-        .arg(&exe)
-        .args([
-            "--exact",
-            "inner_xsk_echo",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(INNER_XSK, &pair.vb)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(inner.stdout.take().unwrap()).lines();
-    if !lines
-        .by_ref()
-        .map_while(Result::ok)
-        .any(|l| l.contains("READY"))
-    {
-        let out = inner.wait_with_output().unwrap();
-        panic!(
-            "the AF_XDP helper failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let (inner, lines) = spawn_inner(&pair.b, "inner_xsk_echo", INNER_XSK, &pair.vb)
+        .unwrap_or_else(|err| panic!("the AF_XDP helper failed:\n{err}"));
     // from A: five datagrams, each answered through the AF_XDP socket
     let out = Command::new("ip")
         .args(["netns", "exec", &pair.a, "python3", "-c"])

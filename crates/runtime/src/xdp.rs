@@ -318,10 +318,6 @@ impl XdpPort {
     /// Run the stack's timers, send what it has, and sleep until a frame is ready or
     /// `timeout` passes (or the stack's next timer).
     pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
-        self.wait(timeout)
-    }
-
-    fn wait(&self, timeout: Option<Duration>) -> io::Result<bool> {
         // the stack's timers bound the sleep
         let timeout = {
             let mut g = self.lock();
@@ -400,7 +396,7 @@ impl Backend for XdpSocket {
             return Ok(n);
         }
         let Some(w) = wait else { return Ok(0) };
-        if self.port.wait(Some(w))? {
+        if self.port.wait_readable(Some(w))? {
             return fill(batch);
         }
         Ok(0)
@@ -466,13 +462,13 @@ impl Backend for XdpSocket {
                 return Ok(true);
             }
         }
-        self.port.wait(timeout)
+        self.port.wait_readable(timeout)
     }
 
     fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<bool> {
         let mut g = self.port.lock();
-        if g.unsent.is_some() && !g.transmit_stack()? {
-            return g.xsk.wait_writable(timeout);
+        if g.unsent.is_some() {
+            g.transmit_stack()?;
         }
         g.xsk.wait_writable(timeout)
     }

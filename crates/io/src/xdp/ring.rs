@@ -94,7 +94,8 @@ impl Drop for Mapping {
 /// One ring of entries `T` (u64 frame addresses or [`Desc`]).
 #[derive(Debug)]
 pub(crate) struct Ring<T: Copy> {
-    map: Mapping,
+    /// Kept for its lifetime: unmapped when the ring is dropped.
+    _map: Mapping,
     producer: NonNull<AtomicU32>,
     consumer: NonNull<AtomicU32>,
     flags: NonNull<u32>,
@@ -129,7 +130,7 @@ impl<T: Copy> Ring<T> {
         let flags = at(off.flags)?.cast::<u32>();
         let entries = at(off.desc)?.cast::<T>();
         let mut r = Ring {
-            map,
+            _map: map,
             producer,
             consumer,
             flags,
@@ -237,11 +238,5 @@ impl<T: Copy> Ring<T> {
         self.cons = self.cons.wrapping_add(n);
         // SAFETY: as in `shared_prod`; the release store orders our reads before it.
         unsafe { self.consumer.as_ref() }.store(self.cons, Ordering::Release);
-    }
-
-    /// The mapping's length (for tests and reports).
-    #[allow(dead_code)]
-    pub(crate) fn mapped(&self) -> usize {
-        self.map.len()
     }
 }
