@@ -147,6 +147,7 @@ fn vp_stream(cfg: &StreamConfig, port: u16) -> VpStream {
         src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
         vlan: None,
         camera: None,
+        coe: None,
     }
 }
 

@@ -118,6 +118,16 @@ pub(crate) struct EmulateArgs {
     /// be an address of this host (and should not be: the kernel would answer too).
     #[arg(long, value_name = "IFACE")]
     xdp: Option<String>,
+    /// Send Camera-over-Ethernet frames (for a virtual port the host sets to CoE, e.g.
+    /// `receive --coe`) from a raw socket on IFACE, as HSB's emulator does (root). With
+    /// --xdp they leave through the AF_XDP port.
+    #[arg(long, value_name = "IFACE", conflicts_with = "xdp")]
+    coe_iface: Option<String>,
+    /// How CoE frame ends carry the metadata: trailing (the 128-byte record closes the
+    /// last packet, as HSB's emulator and Linux receiver) or short (a separate 48-byte
+    /// record, as HSB's dataplane document describes).
+    #[arg(long, default_value = "trailing", value_parser = ["trailing", "short"])]
+    coe_metadata: String,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
     #[command(flatten)]
@@ -188,6 +198,11 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     if a.no_sensor_tx {
         cfg.sensor_tx_port = None;
     }
+    cfg.coe_iface = a.coe_iface.clone();
+    cfg.coe_form = match a.coe_metadata.as_str() {
+        "short" => rocelink_wire::hsb::coe::MetadataForm::Short,
+        _ => rocelink_wire::hsb::coe::MetadataForm::Trailing,
+    };
     Ok(cfg)
 }
 
@@ -244,6 +259,12 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
         s.i2c_transactions,
         s.resets
     );
+    if s.coe_frames > 0 || s.coe_lost > 0 {
+        eprintln!(
+            "rocelink emulate: CoE {} frames; {} packets found no room and were lost; {} dropped by this host on the way out",
+            s.coe_frames, s.coe_lost, s.host_drops
+        );
+    }
     let t = s.sensor_tx;
     if t.packets + t.refused > 0 {
         eprintln!(

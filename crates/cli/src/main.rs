@@ -18,6 +18,7 @@ mod perf_report;
 mod pingpong;
 mod plot;
 mod receive;
+mod receive_coe;
 mod record;
 mod shots;
 mod sinks;

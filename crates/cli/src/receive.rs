@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// Frames from the receiver to the sinks until the limits or Ctrl-C/SIGTERM.
-fn frame_loop(
-    rx: &mut Receiver,
+pub(crate) fn frame_loop(
+    rx: &mut dyn rocelink_hsb::host::FrameSource,
     lim: &Limits,
     stop: &StopFlag,
     out: &mut Sinks,
@@ -34,7 +34,7 @@ fn frame_loop(
 }
 
 /// Finish the recording and report it; `Ok(false)` when frames were lost to it.
-fn finish_recording(out: &mut Sinks, cmd: &str) -> Result<bool> {
+pub(crate) fn finish_recording(out: &mut Sinks, cmd: &str) -> Result<bool> {
     let Some(rec) = out.rec.as_mut() else {
         return Ok(true);
     };
@@ -62,102 +62,89 @@ fn finish_recording(out: &mut Sinks, cmd: &str) -> Result<bool> {
 pub(crate) struct ReceiveArgs {
     /// Device IP (ECB is used to configure it). Not needed with --listen.
     #[arg(long)]
-    device: Option<Ipv4Addr>,
+    pub(crate) device: Option<Ipv4Addr>,
     /// ECB port.
     #[arg(long, default_value_t = 8192)]
-    control_port: u16,
+    pub(crate) control_port: u16,
     /// Frames to report (good or damaged), then exit.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    frames: Option<u64>,
+    pub(crate) frames: Option<u64>,
     /// Receive for this long, then exit.
     #[arg(long, value_parser = args::secs)]
-    seconds: Option<Duration>,
+    pub(crate) seconds: Option<Duration>,
     /// Ring pages.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pages: u32,
+    pub(crate) pages: u32,
     /// Frame size in bytes (default: IMX274 1080p RAW10, or the --sensor's).
     #[arg(long, value_parser = args::frame_size)]
-    frame_size: Option<usize>,
+    pub(crate) frame_size: Option<usize>,
     /// Local IP (default: the address that routes to the device).
     #[arg(long)]
-    bind: Option<IpAddr>,
+    pub(crate) bind: Option<IpAddr>,
     /// Local UDP port for data.
     #[arg(long, default_value_t = 4791)]
-    port: u16,
+    pub(crate) port: u16,
     /// Link MTU, 256..=9000: the payload per packet is HSB's MTU − 74 rounded down to 128
     /// (1500: 1408 bytes, 9000: 8832). Default: the MTU of the interface that routes to the
     /// device.
     #[arg(long, value_parser = args::mtu)]
-    mtu: Option<u32>,
+    pub(crate) mtu: Option<u32>,
     /// Virtual port(s): several (`--vp 0,1`, a stereo pair on one port) are received by
     /// one thread each, on data ports --port, --port+1, ….
     #[arg(long, default_value = "0", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(0..32))]
-    vp: Vec<u32>,
+    pub(crate) vp: Vec<u32>,
     /// No separate metadata packet.
     #[arg(long)]
-    md_disable: bool,
+    pub(crate) md_disable: bool,
     /// Passive mode: receive at IP:PORT for a device something else configured...
     #[arg(long, requires_all = ["qp", "rkey", "device_ip"], conflicts_with = "device")]
-    listen: Option<SocketAddr>,
+    pub(crate) listen: Option<SocketAddr>,
     /// ...sending to this QP...
     #[arg(long, value_parser = args::u24_num)]
-    qp: Option<u32>,
+    pub(crate) qp: Option<u32>,
     /// ...with this R_Key...
     #[arg(long, value_parser = args::u32_num)]
-    rkey: Option<u32>,
+    pub(crate) rkey: Option<u32>,
     /// ...from this device IP.
     #[arg(long)]
-    device_ip: Option<Ipv4Addr>,
+    pub(crate) device_ip: Option<Ipv4Addr>,
     /// Seconds without a frame before giving up.
     #[arg(long, default_value = "5", value_parser = args::secs)]
-    timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Record every datagram.
     #[arg(long, value_parser = args::out_file)]
-    pcap: Option<PathBuf>,
+    pub(crate) pcap: Option<PathBuf>,
     /// Sensor the device streams (recorded in the header so exports know the geometry):
     /// imx274-1080p-raw10, imx274-4k-raw10, imx274-4k-raw12, coe-raw10:WxH, coe-raw12:WxH.
     #[arg(long, value_parser = args::sensor)]
-    sensor: Option<SensorSpec>,
+    pub(crate) sensor: Option<SensorSpec>,
+    /// Camera over Ethernet: receive the device's raw IEEE 1722B frames on interface
+    /// IFACE (an AF_PACKET socket, root) instead of RoCE, and program the device for CoE.
+    #[arg(long, value_name = "IFACE", conflicts_with_all = ["listen", "md_disable", "pcap", "xdp"])]
+    pub(crate) coe: Option<String>,
+    /// CoE channel the device is told to send on (0..=63; HSB's examples use 1).
+    #[arg(long, default_value_t = 1, requires = "coe", value_parser = clap::value_parser!(u8).range(0..=63))]
+    pub(crate) coe_channel: u8,
     #[command(flatten)]
-    out: Output,
+    pub(crate) out: Output,
     #[command(flatten)]
-    layout: Layout,
+    pub(crate) layout: Layout,
     #[command(flatten)]
-    tune: RxTuning,
+    pub(crate) tune: RxTuning,
     #[command(flatten)]
-    counters: crate::stats::CounterArgs,
+    pub(crate) counters: crate::stats::CounterArgs,
     #[command(flatten)]
-    bring_up: crate::board::BringUp,
+    pub(crate) bring_up: crate::board::BringUp,
 }
 
-/// One virtual port being received: its receiver, its sinks, the camera feeding it.
-struct Port {
-    vp: u32,
-    rx: Receiver,
-    out: Sinks,
-    camera: Option<rocelink_hsb::host::imx274::Camera>,
-}
-
-pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
-    // 1. inputs
+/// The sensor (from --camera/--mode or --sensor, which must agree) and the frame size
+/// (from --frame-size or the sensor, which must agree; IMX274 1080p RAW10 by default).
+pub(crate) fn sensor_and_frame(a: &ReceiveArgs) -> Result<(Option<SensorSpec>, usize)> {
     let camera = a.bring_up.sensor();
     if let (Some(c), Some(s)) = (&camera, &a.sensor)
         && c != s
     {
         bail!("--sensor {s} disagrees with --camera imx274 --mode ({c})");
-    }
-    if a.bring_up.camera.is_some() && a.listen.is_some() {
-        bail!("--camera needs --device: the camera is brought up over the device's I2C");
-    }
-    let mut vps = a.vp.clone();
-    vps.sort_unstable();
-    vps.dedup();
-    if vps.len() != a.vp.len() {
-        bail!("--vp names a virtual port twice");
-    }
-    let several = vps.len() > 1;
-    if several && a.listen.is_some() {
-        bail!("--listen receives one virtual port; give --device to receive several");
     }
     let sensor = camera.or_else(|| a.sensor.clone());
     let frame_size = match (
@@ -171,6 +158,36 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         (Some(f), _) | (None, Some(f)) => f,
         (None, None) => 2_611_376,
     };
+    Ok((sensor, frame_size))
+}
+
+/// One virtual port being received: its receiver, its sinks, the camera feeding it.
+struct Port {
+    vp: u32,
+    rx: Receiver,
+    out: Sinks,
+    camera: Option<rocelink_hsb::host::imx274::Camera>,
+}
+
+pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
+    if let Some(ifname) = &a.coe {
+        return crate::receive_coe::receive_coe(a, ifname);
+    }
+    // 1. inputs
+    let (sensor, frame_size) = sensor_and_frame(a)?;
+    if a.bring_up.camera.is_some() && a.listen.is_some() {
+        bail!("--camera needs --device: the camera is brought up over the device's I2C");
+    }
+    let mut vps = a.vp.clone();
+    vps.sort_unstable();
+    vps.dedup();
+    if vps.len() != a.vp.len() {
+        bail!("--vp names a virtual port twice");
+    }
+    let several = vps.len() > 1;
+    if several && a.listen.is_some() {
+        bail!("--listen receives one virtual port; give --device to receive several");
+    }
     check_ring(frame_size, a.pages)?;
     let outs: Vec<Output> = match several {
         true => vps.iter().map(|&v| a.out.for_vp(v)).collect(),

@@ -59,6 +59,7 @@ fn packets_of(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64, payload: usiz
         src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
         vlan: None,
         camera: None,
+        coe: None,
     };
     let mut p = Packetizer::new(stream, dev, 100, PacketizerOptions::default());
     let mut out = Vec::new();

@@ -310,6 +310,7 @@ fn lost_metadata_and_reordered_packets_never_panic_and_are_reported() {
         src_port: 12288,
         vlan: None,
         camera: None,
+        coe: None,
     };
     let mut p = Packetizer::new(stream, dev, 5, PacketizerOptions::default());
     let mut frames: Vec<Vec<Vec<u8>>> = Vec::new();

@@ -29,6 +29,7 @@ fn stream_to(rx: &Receiver, host: Ipv4Addr) -> VpStream {
         src_port: 12288,
         vlan: None,
         camera: None,
+        coe: None,
     }
 }
 

@@ -6,6 +6,7 @@
 //!   options that make the ICRC of a socket send exact.
 //! * [`scatter`] — scatter receive: predicted payloads land in the caller's region.
 //! * [`tap`] — a pcap tap of a UDP socket's datagrams (raw-IP records).
+//! * [`packet`] — AF_PACKET sockets for one EtherType (CoE without XDP).
 //! * [`oob`] — rdma-core's out-of-band TCP exchange.
 //! * [`file`] — disk-space reservation for the recorder's index.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
@@ -19,6 +20,7 @@ pub mod backend;
 pub mod file;
 pub mod net;
 pub mod oob;
+pub mod packet;
 pub mod pcap;
 pub mod perftest;
 pub mod scatter;

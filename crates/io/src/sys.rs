@@ -481,3 +481,53 @@ pub(crate) fn setns_net(fd: RawFd) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A non-blocking AF_PACKET raw socket for `ethertype`, bound to interface `ifindex`.
+pub(crate) fn packet_socket(ethertype: u16, ifindex: u32) -> io::Result<Socket> {
+    // SAFETY: socket(2) with constant arguments; the result is checked and owned below.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            i32::from(ethertype.to_be()),
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor nothing else owns.
+    let sock =
+        Socket::from(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
+    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ethertype.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    bind_raw(std::os::fd::AsRawFd::as_raw_fd(&sock), &sll)?;
+    Ok(sock)
+}
+
+/// `recvfrom(fd, buf, MSG_DONTWAIT | MSG_TRUNC)` on an AF_PACKET socket: the frame's
+/// whole length (even when `buf` held only its start) and its packet type
+/// (`PACKET_HOST`, `PACKET_OUTGOING`, …).
+pub(crate) fn recv_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, u8)> {
+    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: `buf` is a live, writable buffer of the length passed; `sll` and `len` are
+    // live and `len` holds the size of `sll`.
+    let r = unsafe {
+        libc::recvfrom(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            (&mut sll as *mut libc::sockaddr_ll).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r as usize, sll.sll_pkttype))
+}

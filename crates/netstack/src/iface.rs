@@ -555,6 +555,20 @@ impl Interface {
         self.queue(eth, pfc::PAYLOAD_LEN, |b| frame.emit(b));
     }
 
+    /// Queue a frame of another EtherType (CoE) to `dst`, tagged with `pcp` where the
+    /// port has a VLAN; its payload gathered from `parts`.
+    pub fn send_raw(&mut self, dst: Mac, ethertype: u16, pcp: u8, parts: &[&[u8]]) {
+        let eth = self.header(dst, ethertype, pcp);
+        let len = parts.iter().map(|p| p.len()).sum();
+        self.queue(eth, len, |b| {
+            let mut at = 0;
+            for p in parts {
+                b[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+        });
+    }
+
     /// Announce our address (gratuitous ARP).
     pub fn announce(&mut self) {
         let r = arp::Repr {

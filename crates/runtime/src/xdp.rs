@@ -275,6 +275,19 @@ impl XdpPort {
         Ok(g.other.as_mut().and_then(|q| q.pop_front()))
     }
 
+    /// Send a frame of another EtherType (CoE) to `dst`, its payload gathered from
+    /// `parts`; `false` (nothing sent) while the socket still has frames it had no room
+    /// for — wait a little and call again.
+    pub fn send_frame(&self, dst: Mac, ethertype: u16, parts: &[&[u8]]) -> io::Result<bool> {
+        let mut g = self.lock();
+        if g.unsent.is_some() && !g.transmit_stack()? {
+            return Ok(false);
+        }
+        g.iface.send_raw(dst, ethertype, 0, parts);
+        g.transmit_stack()?;
+        Ok(true)
+    }
+
     /// The stack's counters.
     pub fn iface_stats(&self) -> IfaceStats {
         self.lock().iface.stats

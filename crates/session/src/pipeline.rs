@@ -2,6 +2,7 @@
 
 use crate::SessionError;
 use crate::sink::{Delivered, FrameSink};
+use rocelink_hsb::host::FrameSource;
 use rocelink_hsb::host::receiver::Receiver;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -71,11 +72,12 @@ pub struct Outcome {
 /// How long one wait may last: a stop request is seen within this.
 const SLICE: Duration = Duration::from_millis(50);
 
-/// Deliver frames from `rx` to every sink, in order, until `lim` or `stop`. A sink's error
+/// Deliver frames from `rx` (the RoCE [`Receiver`], the CoE receiver, any
+/// [`FrameSource`]) to every sink, in order, until `lim` or `stop`. A sink's error
 /// ends the loop. The sinks are not finished (see [`finish`]): the caller may first stop the
 /// device.
 pub fn run(
-    rx: &mut Receiver,
+    rx: &mut dyn FrameSource,
     lim: &Limits,
     stop: &AtomicBool,
     sinks: &mut [&mut dyn FrameSink],
@@ -99,7 +101,7 @@ pub fn run(
             return Err(SessionError::NoFrame {
                 timeout: lim.timeout,
                 after: n,
-                why: refusals(rx),
+                why: rx.refusals(),
             });
         }
         let Some(f) = rx.next_frame(SLICE)? else {
@@ -107,7 +109,7 @@ pub fn run(
         };
         last = Instant::now();
         n += 1;
-        let stats = rx.stats;
+        let stats = rx.stats();
         let d = Delivered {
             report: &f,
             data: rx.frame_data(&f),
@@ -135,30 +137,5 @@ pub fn finish(sinks: &mut [&mut dyn FrameSink]) -> Result<(), SessionError> {
 
 /// Why nothing arrived: the datagrams the transport refused, by reason.
 pub fn refusals(rx: &Receiver) -> String {
-    let (e, q) = rx.transport_stats();
-    if e.rx_datagrams == 0 {
-        return "no RoCE datagram arrived".into();
-    }
-    let mut why = Vec::new();
-    for (n, what) in [
-        (e.unknown_qp, "for another QP"),
-        (q.access_violations, "refused by R_Key or bounds"),
-        (e.icrc_errors, "with a bad ICRC"),
-        (e.malformed, "malformed"),
-        (e.pkey_errors, "with a wrong P_Key"),
-        (q.drops, "dropped by the QP (wrong sender or opcode)"),
-    ] {
-        if n > 0 {
-            why.push(format!("{n} {what}"));
-        }
-    }
-    format!(
-        "{} datagrams arrived{}",
-        e.rx_datagrams,
-        if why.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", why.join(", "))
-        }
-    )
+    FrameSource::refusals(rx)
 }

@@ -3,6 +3,7 @@
 //! programs. [`crate::emulator`] puts sockets and a clock around it.
 
 mod apb;
+pub mod coe;
 pub mod i2c;
 pub mod imx274;
 pub mod packetizer;
@@ -142,6 +143,9 @@ pub struct VpStream {
     pub vlan: Option<(u8, bool, u16)>,
     /// The mode of the camera feeding this port, on a device with cameras.
     pub camera: Option<Imx274Mode>,
+    /// Camera over Ethernet selected (`DP_QP` bit 24): (channel, log2 of the line
+    /// threshold). Packets then go to `host_mac` as raw Ethernet.
+    pub coe: Option<(u8, u8)>,
 }
 
 /// The device.
@@ -535,19 +539,19 @@ impl DeviceCore {
         let payload = (r(regs::hif_reg(dp, hif::PACKET_SIZE)) as usize
             * rocelink_wire::hsb::PAGE_SIZE)
             .min(MAX_PAYLOAD);
-        if host_ip.is_unspecified()
-            || port & 0xFFFF == 0
-            || window == 0
-            || window > self.cfg.max_window
-            || payload == 0
-            || v(vp::QP) == 0
-        {
+        let coe = rocelink_wire::hsb::coe::from_qp_register(v(vp::QP));
+        let mac_lo = v(vp::HOST_MAC_LOW).to_be_bytes();
+        let mac_hi = v(vp::HOST_MAC_HIGH).to_be_bytes();
+        let host_mac = Mac([
+            mac_hi[2], mac_hi[3], mac_lo[0], mac_lo[1], mac_lo[2], mac_lo[3],
+        ]);
+        // CoE goes to the host's MAC (zero on `lo`); RoCE needs an IP and UDP port
+        let no_dst = coe.is_none() && (host_ip.is_unspecified() || port & 0xFFFF == 0);
+        if no_dst || window == 0 || window > self.cfg.max_window || payload == 0 || v(vp::QP) == 0 {
             return None;
         }
         let max_buff = v(vp::MAX_BUFF);
         let (start, end) = ((max_buff >> 16) & 0xFFF, max_buff & 0xFFF);
-        let mac_lo = v(vp::HOST_MAC_LOW).to_be_bytes();
-        let mac_hi = v(vp::HOST_MAC_HIGH).to_be_bytes();
         let vlan = v(vp::VLAN);
         let camera = match self.cfg.cameras {
             0 => None,
@@ -564,9 +568,7 @@ impl DeviceCore {
             pages: end.saturating_sub(start.min(end)) + 1,
             window,
             host: SocketAddrV4::new(host_ip, (port & 0xFFFF) as u16),
-            host_mac: Mac([
-                mac_hi[2], mac_hi[3], mac_lo[0], mac_lo[1], mac_lo[2], mac_lo[3],
-            ]),
+            host_mac,
             md_disable: port & regs::MD_DISABLE != 0,
             payload,
             src_port: (r(regs::hif_reg(dp, hif::PACKET_UDP_PORT)) & 0xFFFF) as u16,
@@ -578,6 +580,7 @@ impl DeviceCore {
                 )
             }),
             camera,
+            coe,
         })
     }
 }

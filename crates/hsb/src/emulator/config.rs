@@ -63,6 +63,11 @@ pub struct EmulatorConfig {
     /// Write what sensor TX port 0 (the I2S output) receives to this file, in arrival
     /// order.
     pub sensor_tx_record: Option<std::path::PathBuf>,
+    /// Send Camera-over-Ethernet frames (for a virtual port the host set to CoE) from an
+    /// AF_PACKET socket on this interface; with `xdp` they leave through the AF_XDP port.
+    pub coe_iface: Option<String>,
+    /// How CoE frame ends carry the metadata.
+    pub coe_form: rocelink_wire::hsb::coe::MetadataForm,
 }
 
 impl EmulatorConfig {
@@ -91,6 +96,8 @@ impl EmulatorConfig {
             sensor_tx_port: Some(crate::host::sensor_tx::DEVICE_PORT),
             xdp: None,
             sensor_tx_record: None,
+            coe_iface: None,
+            coe_form: Default::default(),
         }
     }
 }
@@ -124,6 +131,10 @@ pub struct EmulatorStats {
     pub resets: u64,
     /// Sensor TX: what the host sent to the device's sensors.
     pub sensor_tx: crate::device::sensor_tx::SensorTxStats,
+    /// Camera-over-Ethernet frames (windows) sent.
+    pub coe_frames: u64,
+    /// CoE packets that found no room in the socket (lost).
+    pub coe_lost: u64,
 }
 
 impl EmulatorStats {

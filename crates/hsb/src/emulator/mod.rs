@@ -6,6 +6,7 @@
 //! `IP_PMTUDISC_DO`, so the kernel writes the FPGA's IPv4 header (ToS 0, ID 0, DF, TTL 64)
 //! and the ICRC computed in user space is exact for any receiver.
 
+use crate::device::coe::CoePacketizer;
 use crate::device::packetizer::{OutPacket, Packetizer, Ptp};
 use crate::device::sensor_tx::SensorTx;
 use crate::device::window::SensorWindow;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod coe;
 mod config;
 mod socks;
 pub use config::{EmulatorConfig, EmulatorStats, Pacing};
@@ -39,6 +41,8 @@ struct VpState {
     stream: VpStream,
     window: SensorWindow,
     packetizer: Packetizer,
+    /// Set when the host chose CoE for this port.
+    coe: Option<CoePacketizer>,
     frame: u64,
 }
 
@@ -47,6 +51,7 @@ struct VpState {
 pub struct Emulator {
     cfg: EmulatorConfig,
     socks: Sockets,
+    raw: Option<coe::RawLink>,
     tap: Option<Tap>,
     stx_record: Option<io::BufWriter<std::fs::File>>,
 }
@@ -75,6 +80,7 @@ impl Emulator {
             cfg.sensor_tx_port,
             rocelink_wire::hsb::DATA_SOURCE_PORT,
         )?;
+        let raw = coe::RawLink::open(cfg.xdp.as_ref(), cfg.coe_iface.as_deref())?;
         let tap = match &cfg.pcap {
             Some(p) => Some(Tap::new(Box::new(io::BufWriter::new(
                 std::fs::File::create(p).map_err(|e| named(e, &p.display().to_string()))?,
@@ -90,6 +96,7 @@ impl Emulator {
         Ok(Emulator {
             cfg: cfg.clone(),
             socks,
+            raw,
             tap,
             stx_record,
         })
@@ -100,6 +107,7 @@ impl Emulator {
         let Emulator {
             cfg,
             mut socks,
+            raw,
             mut tap,
             mut stx_record,
         } = self;
@@ -116,6 +124,8 @@ impl Emulator {
         let mut buf = [0u8; 2048];
         let mut frame_buf = Vec::new();
         let mut pkts: Vec<OutPacket> = Vec::new();
+        let mut coe_pkts: Vec<Vec<u8>> = Vec::new();
+        let mut coe_warned = false;
         let mut tx = Transmitter::new(cfg.gso).with_max_run(16);
         let local = cfg.device.ip.to_string();
         let mut published = start;
@@ -294,6 +304,7 @@ impl Emulator {
                         stream,
                         window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
                         packetizer: Packetizer::new(stream, core.ip(), psn_seed, cfg.packetizer),
+                        coe: coe_packetizer(&stream, psn_seed, cfg),
                         frame: 0,
                     }
                 });
@@ -304,6 +315,7 @@ impl Emulator {
                         stream,
                         window: SensorWindow::new(stream.window as usize, cfg.word_bytes),
                         packetizer: Packetizer::new(stream, core.ip(), psn, cfg.packetizer),
+                        coe: coe_packetizer(&stream, psn, cfg),
                         frame: st.frame,
                     };
                 }
@@ -327,6 +339,39 @@ impl Emulator {
                 core.set_level(start_bit, true, ptp_now());
                 core.set_level(start_bit, false, ptp_now());
                 st.frame += 1;
+                if let Some(cp) = st.coe.as_mut() {
+                    // Camera over Ethernet: raw frames to the host's MAC
+                    let Some(link) = raw.as_ref() else {
+                        if !coe_warned {
+                            coe_warned = true;
+                            eprintln!(
+                                "rocelink emulate: vp {vp} is set to CoE (raw Ethernet); give --xdp IFACE or --coe-iface IFACE to send it"
+                            );
+                        }
+                        continue;
+                    };
+                    coe_pkts.clear();
+                    let ptp = ptp_now();
+                    let mut ended = false;
+                    st.window.feed(&frame_buf, tlast, |piece, end| {
+                        ended |= cp.push(piece, end, ptp, &mut coe_pkts).is_some();
+                    });
+                    let (b, lost) = link.send_paced(stream.host_mac, &coe_pkts, cfg.link_gbps)?;
+                    if ended {
+                        stats.coe_frames += 1;
+                        if vp == 0 {
+                            stats.frames += 1;
+                        }
+                    }
+                    stats.coe_lost += lost;
+                    stats.packets += coe_pkts.len() as u64 - lost;
+                    sent_bytes += b;
+                    any = true;
+                    core.set_level(end_bit, true, ptp_now());
+                    core.set_level(end_bit, false, ptp_now());
+                    send_events(&mut core, &socks.events, &mut stats);
+                    continue;
+                }
                 pkts.clear();
                 let ptp = ptp_now();
                 let (win, pk) = (&mut st.window, &mut st.packetizer);
@@ -364,7 +409,8 @@ impl Emulator {
                 send_events(&mut core, &socks.events, &mut stats);
             }
             stats.bytes += sent_bytes;
-            stats.host_drops = socks.data.host_drops();
+            stats.host_drops =
+                socks.data.host_drops() + raw.as_ref().map_or(0, coe::RawLink::host_drops);
             next_frame = match cfg.pacing {
                 Pacing::Fps(f) => next_frame + Duration::from_secs_f64(1.0 / f.max(0.001)),
                 Pacing::Gbps(g) if any => {
@@ -385,6 +431,12 @@ impl Emulator {
         publish(&stats);
         Ok(stats)
     }
+}
+
+/// The CoE packetizer for a port the host set to CoE.
+fn coe_packetizer(s: &VpStream, psn: u32, cfg: &EmulatorConfig) -> Option<CoePacketizer> {
+    s.coe
+        .map(|_| CoePacketizer::new(*s, psn, cfg.coe_form, cfg.packetizer.endian))
 }
 
 /// Take what waits on the sensor TX socket (a bounded number per turn): counted, and

@@ -8,9 +8,14 @@
 //! * [`i2c::I2c`] — I2C through the device's sequencer, as HSB's host drives it.
 //! * [`imx274::Camera`] — the IMX274 driver: HSB's three modes, start and stop.
 //! * [`receiver::Receiver`] — the verified frame receiver over rocelink's transport.
+//! * [`coe::CoeAssembler`], [`coe_receiver::CoeReceiver`] — Camera-over-Ethernet frames
+//!   reassembled and verified, from an AF_PACKET socket.
+//! * [`FrameSource`] — what both receivers offer a frame pipeline.
 //! * [`sensor_tx::SensorTx`] — data to a sensor's transmit port (HSB's audio players).
 
 pub mod board;
+pub mod coe;
+pub mod coe_receiver;
 pub mod control;
 pub mod enumerate;
 mod fast;
@@ -18,9 +23,12 @@ pub mod i2c;
 pub mod imx274;
 pub mod receiver;
 pub mod sensor_tx;
+mod source;
 mod tracker;
 
 pub use fast::FastStats;
+
+pub use source::FrameSource;
 
 /// Which ring page a VA is on, and where in it: the last page found is kept, so a stream
 /// of packets into one page costs no division (a 64-bit divide per packet showed in the

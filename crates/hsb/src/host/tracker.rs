@@ -77,6 +77,18 @@ pub struct ReceiverStats {
     pub stale_frames: u64,
 }
 
+/// The device's 16-bit frame counter `n` extended to the value nearest `last + 1`.
+pub(super) fn extend_frame_number(n: u16, last: Option<u64>) -> u64 {
+    let Some(last) = last else {
+        return u64::from(n);
+    };
+    let base = (last & !0xFFFF) | u64::from(n);
+    [base.wrapping_sub(0x1_0000), base, base + 0x1_0000]
+        .into_iter()
+        .min_by_key(|c| c.abs_diff(last + 1))
+        .unwrap_or(base)
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Acc {
     pub(super) first_psn: Option<u32>,
@@ -322,15 +334,7 @@ impl Tracker {
             None => (self.cfg.frame_size as u64, None, 0, (0, 0), (0, 0), None),
         };
         let frame_number = match (fn16, self.last_frame) {
-            (Some(n), Some(last)) => {
-                // the 16-bit counter extended to the value nearest the previous one + 1
-                let base = (last & !0xFFFF) | u64::from(n);
-                [base.wrapping_sub(0x1_0000), base, base + 0x1_0000]
-                    .into_iter()
-                    .min_by_key(|c| c.abs_diff(last + 1))
-                    .unwrap_or(base)
-            }
-            (Some(n), None) => u64::from(n),
+            (Some(n), last) => extend_frame_number(n as u16, last),
             (None, Some(last)) => last + 1,
             (None, None) => 0,
         };
@@ -459,6 +463,7 @@ mod tests {
             src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
             vlan: None,
             camera: None,
+            coe: None,
         };
         let mut p = Packetizer::new(stream, DEV, 0x123, PacketizerOptions::default());
         let mut buf = Vec::new();

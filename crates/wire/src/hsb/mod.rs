@@ -7,10 +7,13 @@
 //! * [`ecb`] — Ethernet Control Bus requests and responses (UDP 8192).
 //! * [`bootp`] — BOOTP v2 enumeration requests (12268 → 12267) and the set-IP reply.
 //! * [`event`] — async event messages (from UDP 8432).
+//! * [`coe`] — Camera over Ethernet (IEEE 1722B, EtherType 0x22F0) headers and the
+//!   `DP_QP` value that selects it.
 //! * [`stx`] — sensor TX: which packets reach a sensor's transmit port, and HSB's Linux
 //!   audio player's packet.
 
 pub mod bootp;
+pub mod coe;
 pub mod ecb;
 pub mod event;
 pub mod metadata;

@@ -1,0 +1,114 @@
+//! `receive --coe IFACE`: Camera-over-Ethernet frames from a raw socket, the device
+//! programmed for CoE over ECB, then the same frame loop and sinks as RoCE receive.
+
+use crate::receive::{ReceiveArgs, finish_recording, frame_loop, sensor_and_frame};
+use crate::stop::StopFlag;
+use anyhow::{Context, Result, bail};
+use rocelink_hsb::host::coe_receiver::{CoeReceiver, CoeReceiverConfig};
+use rocelink_hsb::host::control::Control;
+use rocelink_session::{Limits, StopReason};
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+
+pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
+    // 1. inputs
+    let (sensor, frame_size) = sensor_and_frame(a)?;
+    let Some(device) = a.device else {
+        bail!("--coe needs --device: the device is told over ECB to send CoE");
+    };
+    let [vp] = a.vp[..] else {
+        bail!("--coe receives one virtual port (one --vp)");
+    };
+    if frame_size > rocelink_wire::hsb::coe::MAX_OFFSET as usize {
+        bail!("--frame-size {frame_size}: CoE offsets reach 256 MiB at most");
+    }
+    a.out.check(sensor.as_ref())?;
+    let mtu = match a.mtu {
+        Some(m) => m,
+        None => std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .map_or(1500, |m| m.clamp(256, 9000)),
+    };
+    let stop = StopFlag::install()?;
+    // 2. the socket and the sinks
+    let mut cfg = CoeReceiverConfig::new(ifname, frame_size);
+    cfg.channel = a.coe_channel;
+    cfg.mtu = mtu;
+    cfg.vp = vp;
+    cfg.endian = a.layout.opts().endian;
+    if let Some(g) = sensor.as_ref().and_then(|s| s.image()) {
+        cfg.line_bytes = g.width;
+    }
+    let mut rx = CoeReceiver::new(cfg).with_context(|| format!("--coe {ifname}"))?;
+    let counters = crate::stats::Counters::start("receive", &a.counters)?;
+    let mut out = a.out.open(sensor.as_ref(), frame_size)?;
+    // 3. the device
+    let mut c = Control::new(SocketAddr::new(IpAddr::V4(device), a.control_port))?;
+    let version = c
+        .read(rocelink_hsb::regs::HSB_IP_VERSION)
+        .with_context(|| format!("device {device}:{} did not answer ECB", a.control_port))?;
+    if !a.out.quiet {
+        let m = rx.mac();
+        eprintln!(
+            "rocelink receive: device {device} HSB IP {:#06x}; vp {vp} CoE channel {} to {ifname} ({})",
+            version & 0xFFFF,
+            a.coe_channel,
+            rocelink_wire::bytes::Mac(m)
+        );
+    }
+    let camera = (|| -> Result<_> {
+        rx.configure(&mut c)?;
+        a.bring_up.run(&mut c, vp, a.out.quiet)
+    })();
+    let camera = match camera {
+        Ok(cam) => cam,
+        Err(e) => {
+            let _ = rx.stop(&mut c);
+            return Err(e);
+        }
+    };
+    // 4. frames
+    let lim = match a.frames {
+        Some(n) => Limits::frames(n),
+        None => Limits::unlimited(),
+    }
+    .with_seconds(a.seconds)
+    .with_timeout(a.timeout);
+    let r = frame_loop(&mut rx, &lim, &stop, &mut out);
+    // 5. stop the camera and the stream, finish the recording, summary
+    if let Some(cam) = camera
+        && let Err(e) = crate::board::stop_camera(cam, &mut c)
+    {
+        eprintln!("rocelink receive: warning: could not stop the camera: {e:#}");
+    }
+    if let Err(e) = rx.stop(&mut c) {
+        eprintln!("rocelink receive: warning: could not stop the stream of vp {vp}: {e}");
+    }
+    let rec_ok = finish_recording(&mut out, "receive")?;
+    let (n, ended) = r?;
+    if !a.out.quiet {
+        let s = rx.stats;
+        let k = rx.coe_stats();
+        eprintln!(
+            "rocelink receive: {n} CoE frames: {} good, {} damaged; {} packets dropped; {} kernel drops; {} refused outside the frame; {} for other channels{}",
+            s.good,
+            s.damaged,
+            s.dropped_packets,
+            rx.kernel_drops,
+            k.out_of_bounds,
+            k.other,
+            if ended == StopReason::Stopped {
+                " (stopped by signal)"
+            } else {
+                ""
+            }
+        );
+        counters.summary("receive", false);
+    }
+    Ok(if rec_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
