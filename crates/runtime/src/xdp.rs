@@ -54,6 +54,8 @@ pub struct XdpPortConfig {
     pub vlan: Option<u16>,
     /// As a host: the UDP destination ports steered to the socket (first, last).
     pub host_ports: (u16, u16),
+    /// The ARP cache's geometry, lifetime and retries.
+    pub arp: rocelink_netstack::arp_cache::ArpConfig,
 }
 
 impl XdpPortConfig {
@@ -68,6 +70,7 @@ impl XdpPortConfig {
             mac: None,
             vlan: None,
             host_ports: (rocelink_wire::ROCE_V2_PORT, rocelink_wire::ROCE_V2_PORT),
+            arp: Default::default(),
         }
     }
 }
@@ -224,6 +227,7 @@ impl XdpPort {
         ic.prefix_len = cfg.prefix_len;
         ic.vlan = cfg.vlan;
         ic.learn_from_ip = cfg.role == XdpRole::Host;
+        ic.arp = cfg.arp;
         let iface = Interface::new(ic)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let fd = xsk.fd();
@@ -291,6 +295,11 @@ impl XdpPort {
     /// The stack's counters.
     pub fn iface_stats(&self) -> IfaceStats {
         self.lock().iface.stats
+    }
+
+    /// The ARP cache's counters.
+    pub fn arp_stats(&self) -> rocelink_netstack::arp_cache::ArpStats {
+        self.lock().iface.arp().stats
     }
 
     /// The port's own counters.
