@@ -100,6 +100,8 @@ struct Inner {
     ports: HashMap<u16, VecDeque<Queued>>,
     /// Frames of other EtherTypes (CoE), when someone asked for them.
     other: Option<VecDeque<(u16, Vec<u8>)>>,
+    /// PFC frames received, for the transmit scheduler (the latest 64).
+    pauses: VecDeque<rocelink_wire::pfc::Repr>,
     /// A frame the stack gave that the socket had no room for.
     unsent: Option<Vec<u8>>,
     stats: XdpPortStats,
@@ -117,6 +119,7 @@ impl Inner {
             iface,
             ports,
             other,
+            pauses,
             stats,
             ..
         } = self;
@@ -150,6 +153,12 @@ impl Inner {
                         Some(_) => stats.queue_full += 1,
                         None => stats.no_port += 1,
                     }
+                }
+                Some(Rx::Pause(f)) => {
+                    if pauses.len() == 64 {
+                        pauses.pop_front();
+                    }
+                    pauses.push_back(f);
                 }
                 Some(Rx::Other { ethertype, payload }) => match other.as_mut() {
                     Some(q) if q.len() < PORT_QUEUE => q.push_back((ethertype, payload.to_vec())),
@@ -236,6 +245,7 @@ impl XdpPort {
             iface,
             ports: HashMap::new(),
             other: None,
+            pauses: VecDeque::new(),
             unsent: None,
             stats: XdpPortStats::default(),
         };
@@ -290,6 +300,22 @@ impl XdpPort {
         g.iface.send_raw(dst, ethertype, 0, parts);
         g.transmit_stack()?;
         Ok(true)
+    }
+
+    /// Send a PFC frame (pause, or resume with quanta 0).
+    pub fn send_pause(&self, f: &rocelink_wire::pfc::Repr) -> io::Result<()> {
+        let mut g = self.lock();
+        g.iface.send_pause(f);
+        g.transmit_stack().map(|_| ())
+    }
+
+    /// The PFC frames received since the last call, oldest first (for a `PfcTx`).
+    pub fn take_pauses(&self) -> Vec<rocelink_wire::pfc::Repr> {
+        let mut g = self.lock();
+        if g.pauses.is_empty() {
+            g.receive(0, None).ok();
+        }
+        g.pauses.drain(..).collect()
     }
 
     /// The stack's counters.
