@@ -71,6 +71,9 @@ pub struct StreamConfig {
     pub batch: usize,
     /// rocelink spins on the socket instead of sleeping.
     pub busy_poll: bool,
+    /// rocelink's receive coalescing, on the socket and AF_XDP paths alike
+    /// (`ReceiverConfig::rx_coalesce`, `XdpPortConfig::rx_coalesce`; zero: off).
+    pub coalesce: Duration,
     /// Socket receive buffer of the sink and of rocelink's receiver (recv1 gets HSB's).
     pub rcvbuf: usize,
     /// Run over this veth link instead of loopback (`device`/`host` are then its
@@ -93,6 +96,7 @@ impl Default for StreamConfig {
             receivers: RECEIVERS.to_vec(),
             batch: 0,
             busy_poll: false,
+            coalesce: Duration::ZERO,
             rcvbuf: 64 << 20,
             veth: None,
         }
@@ -326,6 +330,7 @@ fn rocelink_rx(
     stop: &AtomicBool,
 ) -> io::Result<RxOut> {
     let port = if xdp { rocelink_wire::ROCE_V2_PORT } else { 0 };
+    let mut xdp_port = None;
     let mut rc = ReceiverConfig::new(
         SocketAddr::new(IpAddr::V4(cfg.host), port),
         cfg.device,
@@ -338,12 +343,14 @@ fn rocelink_rx(
                 "the xdp receiver runs over a veth link (--backend xdp)",
             ));
         };
-        let xc = rocelink_runtime::xdp::XdpPortConfig::new(
+        let mut xc = rocelink_runtime::xdp::XdpPortConfig::new(
             &v.if_b,
             cfg.host,
             rocelink_runtime::xdp::XdpRole::Host,
         );
+        xc.rx_coalesce = cfg.coalesce;
         rc.xdp = Some(rocelink_runtime::xdp::XdpPort::open(&xc)?);
+        xdp_port = rc.xdp.clone();
     }
     rc.pages = PAGES;
     rc.qp_rkey = Some((QP, RKEY));
@@ -354,6 +361,7 @@ fn rocelink_rx(
     rc.fast_path = fast_path;
     rc.batch = cfg.batch;
     rc.busy_poll = cfg.busy_poll;
+    rc.rx_coalesce = cfg.coalesce;
     let mut rx = Receiver::new(rc)?;
     let _ = port_tx.send(rx.local_addr().port());
     let cpu0 = thread_cpu();
@@ -366,6 +374,9 @@ fn rocelink_rx(
             rx.stats,
             rx.fast_stats()
         );
+        if let Some(p) = &xdp_port {
+            eprintln!("xdp port: {:?} {:?}", p.stats(), p.xsk_stats());
+        }
     }
     Ok(RxOut {
         received: rx.stats.datagrams,

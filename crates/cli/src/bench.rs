@@ -184,6 +184,11 @@ pub(crate) struct StreamArgs {
     /// rocelink's receiver spins on its socket instead of sleeping.
     #[arg(long)]
     busy_poll: bool,
+    /// rocelink's receive coalescing in microseconds, socket and AF_XDP receivers alike:
+    /// while datagrams keep coming, look again after this long instead of being woken for
+    /// each (0: off).
+    #[arg(long, default_value = "0", value_parser = crate::args::usize_in(0, 10_000))]
+    coalesce_us: usize,
     /// Socket receive buffer of the sink and of rocelink's receiver, bytes (recv1 gets
     /// HSB's: the frame size rounded up to 64 KiB).
     #[arg(long, default_value_t = 64 << 20)]
@@ -294,6 +299,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             .collect::<Result<_>>()?,
         batch: a.batch,
         busy_poll: a.busy_poll,
+        coalesce: std::time::Duration::from_micros(a.coalesce_us as u64),
         rcvbuf: a.rcvbuf,
     };
     let r = rocelink_bench::stream(&cfg)?;

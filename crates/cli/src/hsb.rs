@@ -443,12 +443,18 @@ pub(crate) fn write(a: &WriteArgs) -> Result<ExitCode> {
 /// Receive-path tuning.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct RxTuning {
-    /// Pin the receiving thread to this CPU.
-    #[arg(long)]
-    pin_cpu: Option<usize>,
+    /// Pin the receiving thread to this CPU; with several --vp, one CPU for each (in
+    /// --vp order), each virtual port's thread on its own.
+    #[arg(long, value_delimiter = ',')]
+    pin_cpu: Vec<usize>,
     /// Spin on the socket instead of sleeping (lowest latency; a whole core).
     #[arg(long)]
     busy_poll: bool,
+    /// Receive coalescing, microseconds (socket and --xdp alike): while datagrams keep
+    /// coming, look again after this long instead of being woken for each — less CPU at
+    /// high rates for at most this much added latency (0: off).
+    #[arg(long, default_value = "0", value_parser = args::usize_in(0, 10_000))]
+    rx_coalesce_us: usize,
     /// Socket receive buffer in bytes (a capped size is reported with the sysctl to raise).
     #[arg(long, default_value_t = 32 << 20)]
     rcvbuf: usize,
@@ -465,36 +471,58 @@ pub(crate) struct RxTuning {
     /// root). The data ports are steered to the AF_XDP socket, the kernel keeps the rest.
     #[arg(long, value_name = "IFACE")]
     xdp: Option<String>,
-    /// AF_XDP: the interface's receive queue to bind.
-    #[arg(long, default_value_t = 0, requires = "xdp")]
-    xdp_queue: u32,
+    /// AF_XDP: the interface's receive queue to bind; with several --vp, one queue for each
+    /// (in --vp order), each read by its own AF_XDP socket and thread — the NIC's flow
+    /// steering (`ethtool -N IFACE flow-type udp4 dst-port P action Q`) must put each
+    /// virtual port's data port (--port + i) on its queue.
+    #[arg(long, default_value = "0", value_delimiter = ',', requires = "xdp")]
+    xdp_queue: Vec<u32>,
     /// AF_XDP: copy (any driver), zero-copy (the driver must have it) or auto.
     #[arg(long, default_value = "auto", requires = "xdp", value_parser = ["auto", "copy", "zero-copy"])]
     xdp_mode: String,
 }
 
 impl RxTuning {
-    /// Open the AF_XDP port when `--xdp` is given: host `ip`, data ports `first..=last`.
+    /// Check the per-port lists against `vps` virtual ports, before anything opens.
+    pub(crate) fn check(&self, vps: usize) -> Result<()> {
+        for (flag, n) in [
+            ("--xdp-queue", self.xdp_queue.len()),
+            ("--pin-cpu", self.pin_cpu.len()),
+        ] {
+            if n > 1 && n != vps {
+                bail!(
+                    "{flag} gives {n} values for {vps} virtual port(s) (--vp): give one, or one per port"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Open the AF_XDP ports when `--xdp` is given: host `ip`, data ports `first..=last`,
+    /// one for each of `vps` virtual ports (the same port where they share a queue).
     pub(crate) fn open_xdp(
         &self,
         ip: std::net::IpAddr,
         first: u16,
         last: u16,
         mtu: u32,
-    ) -> Result<Option<rocelink_runtime::xdp::XdpPort>> {
+        vps: usize,
+    ) -> Result<Vec<rocelink_runtime::xdp::XdpPort>> {
         use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
         let Some(ifname) = &self.xdp else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
+        self.check(vps)?;
         let std::net::IpAddr::V4(ip) = ip else {
             bail!("--xdp receives IPv4 only, not {ip}");
         };
         if mtu > 4000 {
             bail!("--xdp takes frames of up to 4 KiB: give --mtu 4000 or less (not {mtu})");
         }
+        let queue_of = |i: usize| self.xdp_queue.get(i).or(self.xdp_queue.first()).copied();
         let mut cfg = XdpPortConfig::new(ifname, ip, XdpRole::Host);
         cfg.host_ports = (first, last);
-        cfg.xsk.queue = self.xdp_queue;
+        cfg.xsk.queue = queue_of(0).unwrap_or(0);
         cfg.xsk.mode = match self.xdp_mode.as_str() {
             "copy" => rocelink_io::xdp::XdpMode::Copy,
             "zero-copy" => rocelink_io::xdp::XdpMode::ZeroCopy,
@@ -503,18 +531,36 @@ impl RxTuning {
         if self.busy_poll {
             cfg.xsk.busy_poll_us = 50;
         }
-        let port = XdpPort::open(&cfg).with_context(|| format!("--xdp {ifname}"))?;
-        Ok(Some(port))
+        cfg.rx_coalesce = std::time::Duration::from_micros(self.rx_coalesce_us as u64);
+        let first_port = XdpPort::open(&cfg).with_context(|| format!("--xdp {ifname}"))?;
+        let mut ports: Vec<XdpPort> = vec![first_port.clone()];
+        for i in 1..vps {
+            let q = queue_of(i).unwrap_or(0);
+            let port = match ports.iter().find(|p| p.queue() == q) {
+                Some(p) => p.clone(),
+                None => first_port
+                    .open_queue(q)
+                    .with_context(|| format!("--xdp {ifname} --xdp-queue {q}"))?,
+            };
+            ports.push(port);
+        }
+        Ok(ports)
+    }
+
+    /// The CPU the thread of the `i`-th virtual port is pinned to, if any.
+    pub(crate) fn cpu_for(&self, i: usize) -> Option<usize> {
+        self.pin_cpu.get(i).or(self.pin_cpu.first()).copied()
     }
 
     /// Apply to a receiver configuration, and pin this thread if asked.
     pub(crate) fn apply(&self, cfg: &mut ReceiverConfig) -> Result<()> {
         cfg.busy_poll = self.busy_poll;
+        cfg.rx_coalesce = std::time::Duration::from_micros(self.rx_coalesce_us as u64);
         cfg.recv_buffer = self.rcvbuf;
         cfg.gro = !self.no_gro;
         cfg.fast_path = !self.no_fast_path;
         cfg.batch = self.batch;
-        if let Some(c) = self.pin_cpu {
+        if let Some(c) = self.cpu_for(0) {
             rocelink_io::net::pin_current_thread(c)
                 .with_context(|| format!("cannot pin to CPU {c}"))?;
         }

@@ -75,7 +75,7 @@ enum Cmd {
     /// I2S output, as HSB's audio players do (UC SEND to QP 2).
     SendAudio(audio::SendAudioArgs),
     /// Configure an HSB device and receive its frames, verified.
-    Receive(receive::ReceiveArgs),
+    Receive(Box<receive::ReceiveArgs>),
     /// The IMS streaming protocol: a buffer unit (serve) and a worker (send).
     #[command(subcommand)]
     Ims(ims::ImsCmd),

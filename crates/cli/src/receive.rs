@@ -185,6 +185,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         bail!("--vp names a virtual port twice");
     }
     let several = vps.len() > 1;
+    a.tune.check(vps.len())?;
     if several && a.listen.is_some() {
         bail!("--listen receives one virtual port; give --device to receive several");
     }
@@ -224,7 +225,9 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         .port()
         .checked_add(if several { vps.len() as u16 - 1 } else { 0 })
         .context("--port too high for --vp")?;
-    let xdp = a.tune.open_xdp(local.ip(), local.port(), last_port, mtu)?;
+    let xdp = a
+        .tune
+        .open_xdp(local.ip(), local.port(), last_port, mtu, vps.len())?;
     for (i, (&vp, o)) in vps.iter().zip(&outs).enumerate() {
         let mut l = local;
         if several && l.port() != 0 {
@@ -246,7 +249,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             (p, _) => p.clone(),
         };
         a.tune.apply(&mut cfg)?;
-        cfg.xdp = xdp.clone();
+        cfg.xdp = xdp.get(i).cloned();
         let mut rx = Receiver::new(cfg).with_context(|| format!("receiver for --vp {vp}"))?;
         match several {
             true => rx.publish_as(counters.board.clone(), &format!("vp{vp}")),
@@ -306,9 +309,16 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         std::thread::scope(|s| {
             let hs: Vec<_> = ports
                 .iter_mut()
-                .map(|p| {
-                    let (lim, stop) = (&lim, &stop);
-                    s.spawn(move || frame_loop(&mut p.rx, lim, stop, &mut p.out))
+                .enumerate()
+                .map(|(i, p)| {
+                    let (lim, stop, cpu) = (&lim, &stop, a.tune.cpu_for(i));
+                    s.spawn(move || {
+                        if let Some(c) = cpu {
+                            rocelink_io::net::pin_current_thread(c)
+                                .with_context(|| format!("cannot pin vp {} to CPU {c}", p.vp))?;
+                        }
+                        frame_loop(&mut p.rx, lim, stop, &mut p.out)
+                    })
                 })
                 .collect();
             hs.into_iter()
@@ -369,8 +379,19 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             "rocelink receive: counters: {}",
             counters.board.snapshot().line()
         );
-        if let Some(x) = &xdp {
-            eprintln!("rocelink receive: {}", crate::sinks::xdp_summary(x));
+        for (i, x) in xdp.iter().enumerate() {
+            // one line per AF_XDP socket (virtual ports sharing a queue share one)
+            if xdp[..i].iter().all(|y| y.queue() != x.queue()) {
+                eprintln!("rocelink receive: {}", crate::sinks::xdp_summary(x));
+                if x.stats().no_port > 0 && xdp.iter().any(|y| y.queue() != x.queue()) {
+                    eprintln!(
+                        "rocelink receive: warning: queue {} got datagrams for a data port \
+                         another queue reads: steer each --port + i to its --xdp-queue \
+                         (ethtool -N IFACE flow-type udp4 dst-port P action Q)",
+                        x.queue()
+                    );
+                }
+            }
         }
     }
     for r in results {

@@ -247,3 +247,117 @@ fn a_device_owning_its_port_answers_arp_and_ping_and_streams() {
         "{line}"
     );
 }
+
+/// Two virtual ports on one interface with two queues: `receive --xdp --vp 0,1
+/// --xdp-queue 0,1` reads each queue with its own AF_XDP socket and thread. The sender's
+/// `tc` egress program puts each VP's data port on its transmit queue (on veth, the receive
+/// queue it arrives on), as a NIC's flow steering would.
+#[test]
+fn two_virtual_ports_on_two_queues_two_threads() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") {
+        return;
+    }
+    let ns = common::VethPair::with_queues("q16", &["10.216.0.1/24"], &["10.216.0.2/24"], 2);
+    let d = common::VethPair::exec(&ns.a);
+    let h = common::VethPair::exec(&ns.b);
+    let (na, va) = (ns.a.clone(), ns.va.clone());
+    let _tc = std::thread::spawn(move || {
+        rocelink_io::net::enter_netns(&na).unwrap();
+        rocelink_io::xdp::TxQueueSteer::attach(&va, &[(4791, 0), (4792, 1)]).unwrap()
+    })
+    .join()
+    .unwrap();
+    let _emu = rocelink_testkit::emulator::Process::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_rocelink")),
+        &d,
+        &[
+            "--ip",
+            "10.216.0.1",
+            "--bootp-target",
+            "none",
+            "--vps",
+            "2",
+            "--fps",
+            "60",
+            "--seconds",
+            "120",
+        ],
+    );
+    let receive = |extra: &[&str]| {
+        let mut args = vec![
+            "receive",
+            "--device",
+            "10.216.0.1",
+            "--frame-size",
+            "500000",
+            "--vp",
+            "0,1",
+            "--frames",
+            "12",
+            "--timeout",
+            "5",
+            "--json",
+            "--xdp",
+            &ns.vb,
+        ];
+        args.extend_from_slice(extra);
+        output(rocelink(&h, &args))
+    };
+    let (ok, out, err) = receive(&[
+        "--xdp-queue",
+        "0,1",
+        "--pin-cpu",
+        "0,1",
+        "--rx-coalesce-us",
+        "50",
+    ]);
+    assert!(ok, "{out}\n{err}");
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for vp in [0, 1] {
+        let mine = rows.iter().filter(|r| r["vp"] == vp).count();
+        assert_eq!(mine, 12, "vp {vp}: {out}");
+        assert!(
+            err.contains(&format!(
+                "vp {vp}: 12 frames: 12 good, 0 damaged; 0 packets dropped; 0 ICRC errors; 0 refused"
+            )),
+            "{err}"
+        );
+    }
+    assert!(rows.iter().all(|r| r["good"] == true), "{out}");
+    // one AF_XDP socket per queue, each with its own VP's packets and nothing for another
+    for q in [0, 1] {
+        let line = err
+            .lines()
+            .find(|l| l.contains(&format!("AF_XDP on {} queue {q} ", ns.vb)))
+            .unwrap_or_else(|| panic!("no queue {q} socket: {err}"));
+        let frames: u64 = line
+            .split("): ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(frames >= 12 * 356, "{line}");
+        assert!(line.contains(", 0 to no port"), "{line}");
+        // exactly the datagrams of the VP steered to it
+        let vp_line = err
+            .lines()
+            .find(|l| l.contains(&format!("receive: vp {q}: ")))
+            .unwrap();
+        assert!(
+            vp_line.contains(&format!(" of {frames} datagrams")),
+            "{vp_line} / {line}"
+        );
+    }
+    // the lists must match --vp, before anything opens
+    let (ok, _, err) = receive(&["--xdp-queue", "0,1,1"]);
+    assert!(
+        !ok && err.contains("--xdp-queue gives 3 values for 2"),
+        "{err}"
+    );
+    let (ok, _, err) = receive(&["--xdp-queue", "0,2"]);
+    assert!(!ok && err.contains("no queue 2"), "{err}");
+}

@@ -67,6 +67,10 @@ impl<'a> Outgoing<'a> {
     }
 }
 
+/// What [`Backend::recv_lent`] calls on each datagram: (sender, IPv4 header as received if
+/// the backend sees it, payload) → take more.
+pub type Lender<'a> = dyn FnMut(SocketAddr, Option<&[u8]>, &[u8]) -> bool + 'a;
+
 /// A datagram I/O backend (see the module documentation).
 pub trait Backend: std::fmt::Debug {
     /// The address datagrams are received at (and sent from).
@@ -75,6 +79,22 @@ pub trait Backend: std::fmt::Debug {
     /// Receive up to the batch's capacity; with `wait`, sleep up to about that long for
     /// the first datagram. Returns how many were received (0 when none came).
     fn recv(&self, batch: &mut RecvBatch, wait: Option<Duration>) -> io::Result<usize>;
+
+    /// Receive without copying out: call `each(sender, IPv4 header as received, payload)`
+    /// on up to `max` datagrams where they lie in the backend's own buffers, in arrival
+    /// order, until it returns false (the datagram it was given counts as taken; the rest
+    /// stay for the next call); with `wait`, sleep up to about that long for the first.
+    /// Returns how many were taken. Backends that must copy datagrams out (a socket) return
+    /// `Unsupported`, the default: use [`Backend::recv`].
+    fn recv_lent(
+        &self,
+        max: usize,
+        wait: Option<Duration>,
+        each: &mut Lender<'_>,
+    ) -> io::Result<usize> {
+        let _ = (max, wait, each);
+        Err(io::ErrorKind::Unsupported.into())
+    }
 
     /// Send each datagram of `out`, in order. Returns how many went out (fewer when the
     /// backend is full).
@@ -111,6 +131,14 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn recv(&self, batch: &mut RecvBatch, wait: Option<Duration>) -> io::Result<usize> {
         (**self).recv(batch, wait)
+    }
+    fn recv_lent(
+        &self,
+        max: usize,
+        wait: Option<Duration>,
+        each: &mut Lender<'_>,
+    ) -> io::Result<usize> {
+        (**self).recv_lent(max, wait, each)
     }
     fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
         (**self).send(out)

@@ -471,6 +471,33 @@ pub(crate) fn if_hwaddr(name: &str) -> io::Result<[u8; 6]> {
     Ok(mac)
 }
 
+/// The channels of interface `name` as `ethtool -l` shows them (`SIOCETHTOOL`,
+/// `ETHTOOL_GCHANNELS`): (receive, transmit, combined), in this thread's namespace.
+pub(crate) fn if_channels(name: &str) -> io::Result<(u32, u32, u32)> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    if name.len() >= libc::IFNAMSIZ {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    let sock = Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    // struct ethtool_channels: cmd, four maxima, then rx, tx, other, combined counts
+    let mut ch = [0u32; 9];
+    ch[0] = ETHTOOL_GCHANNELS;
+    // SAFETY: ifreq is plain data, for which all-zero bytes are valid.
+    let mut req: libc::ifreq = unsafe { zeroed() };
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = ch.as_mut_ptr().cast();
+    // SAFETY: SIOCETHTOOL reads the NUL-terminated name and, for ETHTOOL_GCHANNELS, writes
+    // a struct ethtool_channels (nine u32) through ifru_data, which points at `ch`, live
+    // and that large, for the duration of the call.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((ch[5], ch[6], ch[8]))
+}
+
 /// Move the calling thread into the network namespace open at `fd` (`setns`).
 pub(crate) fn setns_net(fd: RawFd) -> io::Result<()> {
     // SAFETY: setns with a descriptor the caller keeps open for the call; it changes only

@@ -82,6 +82,8 @@ pub struct Driver<B: Backend = UdpSocket> {
     tap: Option<Tap>,
     /// Segments of the current batch already handled (the rest wait for the next run).
     resume: usize,
+    /// Whether the backend lends its buffers ([`Backend::recv_lent`]); false once it said not.
+    lend: bool,
     /// The send loop (segmented runs on by default).
     tx: Transmitter,
     /// Counters.
@@ -111,6 +113,7 @@ impl<B: Backend> Driver<B> {
             spare: Vec::new(),
             tap: None,
             resume: 0,
+            lend: true,
             tx: Transmitter::new(true),
             stats: DriverStats::default(),
             publish: None,
@@ -233,6 +236,12 @@ impl<B: Backend> Driver<B> {
         done: &mut dyn FnMut(&mut Endpoint) -> bool,
         wait: Option<Duration>,
     ) -> io::Result<(usize, bool)> {
+        if self.resume == 0 && self.lend {
+            match self.receive_lent(ep, now, each, done, wait) {
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => self.lend = false,
+                r => return r,
+            }
+        }
         if self.resume == 0 {
             let n = self.sock.recv(&mut self.batch, wait)?;
             if n == 0 {
@@ -271,6 +280,58 @@ impl<B: Backend> Driver<B> {
         }
         self.resume = 0;
         Ok((handled, false))
+    }
+
+    /// As [`Driver::receive`], from the backend's own buffers (no copy into the batch): the
+    /// datagrams after the one `done` stopped at stay in the backend.
+    fn receive_lent(
+        &mut self,
+        ep: &mut Endpoint,
+        now: Instant,
+        each: &mut dyn FnMut(&mut Endpoint),
+        done: &mut dyn FnMut(&mut Endpoint) -> bool,
+        wait: Option<Duration>,
+    ) -> io::Result<(usize, bool)> {
+        let local = Backend::local_addr(&self.sock);
+        let max = self.batch.capacity();
+        let Driver {
+            sock, stats, tap, ..
+        } = self;
+        let (mut handled, mut stopped, mut failed) = (0, false, None);
+        let n = sock.recv_lent(max, wait, &mut |src, ip, seg| {
+            stats.rx_segments += 1;
+            handled += 1;
+            ep.handle_datagram(
+                now,
+                Datagram {
+                    src,
+                    dst: local,
+                    ip_header: ip,
+                    payload: seg,
+                },
+            );
+            each(ep);
+            if let Some(tap) = tap.as_mut() {
+                let id = match (ip, ep.last_icrc()) {
+                    (Some(h), _) => u16::from_be_bytes([h[4], h[5]]),
+                    (None, Some(IcrcStatus::IdRecovered(id))) => id,
+                    _ => 0,
+                };
+                if let Err(e) = tap.record(src, local, seg, id) {
+                    failed = Some(e);
+                    return false;
+                }
+            }
+            stopped = done(ep);
+            !stopped
+        })?;
+        if n > 0 {
+            self.stats.rx_batches += 1;
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok((handled, stopped)),
+        }
     }
 
     /// Run until `done(ep)` holds or `deadline` passes. Returns whether `done` held.

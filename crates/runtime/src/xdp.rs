@@ -14,7 +14,7 @@
 //! Every received datagram keeps its real IPv4 header, so the transport checks each ICRC
 //! exactly (IPv4 identification included) instead of recovering the ID.
 
-use rocelink_io::backend::{Backend, Outgoing};
+use rocelink_io::backend::{Backend, Lender, Outgoing};
 use rocelink_io::udp::RecvBatch;
 use rocelink_io::xdp::{Steer, XdpProgram, Xsk, XskConfig};
 use rocelink_netstack::iface::{IfaceConfig, IfaceStats, Interface, Rx, UdpTx};
@@ -56,6 +56,12 @@ pub struct XdpPortConfig {
     pub host_ports: (u16, u16),
     /// The ARP cache's geometry, lifetime and retries.
     pub arp: rocelink_netstack::arp_cache::ArpConfig,
+    /// Receive coalescing: while frames keep coming, wait this long between looks at the
+    /// ring instead of sleeping until the kernel wakes us for the next frame — fewer,
+    /// larger batches (a wake-up costs more than the frames it brings at a few per batch)
+    /// for at most this much added latency. Once a look finds nothing, the next wait sleeps
+    /// until a frame comes, as without. Zero (the default): off.
+    pub rx_coalesce: Duration,
 }
 
 impl XdpPortConfig {
@@ -71,6 +77,7 @@ impl XdpPortConfig {
             vlan: None,
             host_ports: (rocelink_wire::ROCE_V2_PORT, rocelink_wire::ROCE_V2_PORT),
             arp: Default::default(),
+            rx_coalesce: Duration::ZERO,
         }
     }
 }
@@ -104,6 +111,8 @@ struct Inner {
     pauses: VecDeque<rocelink_wire::pfc::Repr>,
     /// A frame the stack gave that the socket had no room for.
     unsent: Option<Vec<u8>>,
+    /// The last look at the ring found frames (receive coalescing).
+    flowing: bool,
     stats: XdpPortStats,
 }
 
@@ -114,6 +123,34 @@ impl Inner {
     /// Take frames from the socket: those for `port` appended to `batch` (while it has
     /// room), the others queued for their ports; replies the stack makes (ARP, ICMP) sent.
     fn receive(&mut self, port: u16, batch: Option<&mut RecvBatch>) -> io::Result<usize> {
+        match batch {
+            Some(b) => {
+                let room = b.capacity().saturating_sub(b.len()).max(1);
+                self.receive_lent(
+                    port,
+                    room,
+                    Some(&mut |src, ip, payload| {
+                        let ip = ip.and_then(|h| <[u8; 20]>::try_from(h).ok());
+                        // the room was counted: a frame (≤ 4 KiB) always fits a slot
+                        b.push(src, ip, payload);
+                        true
+                    }),
+                )
+            }
+            None => self.receive_lent(port, 256, None),
+        }
+    }
+
+    /// Take up to `max` frames from the socket: those for `port` lent to `each` in place
+    /// (until it returns false; the rest stay in the ring), the others queued for their
+    /// ports — and `port`'s own too when there is no `each`; replies the stack makes (ARP,
+    /// ICMP) sent. Returns how many `each` took.
+    fn receive_lent(
+        &mut self,
+        port: u16,
+        max: usize,
+        mut each: Option<&mut Lender<'_>>,
+    ) -> io::Result<usize> {
         let Inner {
             xsk,
             iface,
@@ -124,32 +161,25 @@ impl Inner {
             ..
         } = self;
         let now = Instant::now();
-        let room = batch
-            .as_ref()
-            .map_or(256, |b| b.capacity().saturating_sub(b.len()));
-        let mut batch = batch;
         let mut mine = 0;
-        let n = xsk.recv(room.max(1), |f| {
+        let n = xsk.recv_while(max, |f| {
             stats.rx_frames += 1;
             match iface.handle_frame(now, f) {
                 Some(Rx::Udp(u)) => {
-                    let mut ip = [0u8; 20];
-                    let ip = (u.ip_header.len() == 20).then(|| {
-                        ip.copy_from_slice(u.ip_header);
-                        ip
-                    });
+                    let ip = (u.ip_header.len() == 20).then_some(u.ip_header);
                     let src = SocketAddr::V4(u.src);
                     if u.dst_port == port
-                        && let Some(b) = batch.as_deref_mut()
-                        && b.push(src, ip, u.payload)
+                        && let Some(take) = each.as_deref_mut()
                     {
                         mine += 1;
-                        return;
+                        return take(src, ip, u.payload);
                     }
                     match ports.get_mut(&u.dst_port) {
-                        Some(q) if q.len() < PORT_QUEUE => {
-                            q.push_back((src, ip, u.payload.to_vec()))
-                        }
+                        Some(q) if q.len() < PORT_QUEUE => q.push_back((
+                            src,
+                            ip.and_then(|h| <[u8; 20]>::try_from(h).ok()),
+                            u.payload.to_vec(),
+                        )),
                         Some(_) => stats.queue_full += 1,
                         None => stats.no_port += 1,
                     }
@@ -166,8 +196,10 @@ impl Inner {
                 },
                 Some(_) | None => {}
             }
+            true
         })?;
         if n > 0 {
+            self.flowing = true;
             self.transmit_stack()?;
         }
         Ok(mine)
@@ -202,7 +234,11 @@ pub struct XdpPort {
     inner: Arc<Mutex<Inner>>,
     ip: Ipv4Addr,
     fd: i32,
-    _prog: Arc<XdpProgram>,
+    queue: u32,
+    prog: Arc<XdpProgram>,
+    cfg: Arc<XdpPortConfig>,
+    /// Slots in the program's map: the queues a port can be bound to.
+    queues: u32,
 }
 
 impl std::fmt::Debug for XdpPort {
@@ -217,11 +253,6 @@ impl XdpPort {
     /// Open the AF_XDP socket, attach the steering program and start the stack. Errors
     /// say what the kernel refused and what to do about it.
     pub fn open(cfg: &XdpPortConfig) -> io::Result<XdpPort> {
-        let mac = match cfg.mac {
-            Some(m) => m,
-            None => rocelink_io::xdp::iface_mac(&cfg.ifname)?,
-        };
-        let xsk = Xsk::open(&cfg.ifname, &cfg.xsk)?;
         let queues = rocelink_io::xdp::iface_queues(&cfg.ifname).max(cfg.xsk.queue + 1);
         let steer = match cfg.role {
             XdpRole::Host => Steer::UdpPorts {
@@ -230,7 +261,61 @@ impl XdpPort {
             },
             XdpRole::Device => Steer::Device(cfg.ip),
         };
-        let prog = XdpProgram::attach(&cfg.ifname, steer, queues)?;
+        // the socket first: its errors (no such interface, queue) say more than the program's
+        let xsk = Xsk::open(&cfg.ifname, &cfg.xsk)?;
+        let prog = Arc::new(XdpProgram::attach(&cfg.ifname, steer, queues)?);
+        XdpPort::start(xsk, prog, Arc::new(cfg.clone()), queues)
+    }
+
+    /// Another port on the same interface, bound to receive queue `queue`, sharing the
+    /// steering program and the configuration: one per queue, each read by its own thread
+    /// (the NIC's flow steering, or the sender's transmit queue on veth, decides which
+    /// datagrams arrive on which queue). Its stack is its own (ARP cache, counters).
+    ///
+    /// ```no_run
+    /// use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+    /// # fn main() -> std::io::Result<()> {
+    /// let mut cfg = XdpPortConfig::new("eth1", "10.0.0.1".parse().unwrap(), XdpRole::Host);
+    /// cfg.host_ports = (4791, 4792);
+    /// let q0 = XdpPort::open(&cfg)?;
+    /// let q1 = q0.open_queue(1)?;
+    /// let (a, b) = (q0.socket(4791), q1.socket(4792));
+    /// std::thread::scope(|s| {
+    ///     s.spawn(move || { /* receive from a */ drop(a) });
+    ///     s.spawn(move || { /* receive from b */ drop(b) });
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn open_queue(&self, queue: u32) -> io::Result<XdpPort> {
+        if queue >= self.queues {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} has {} receive queue(s): no queue {queue}",
+                    self.cfg.ifname, self.queues
+                ),
+            ));
+        }
+        if queue == self.queue {
+            return Ok(self.clone());
+        }
+        let mut cfg = (*self.cfg).clone();
+        cfg.xsk.queue = queue;
+        let xsk = Xsk::open(&cfg.ifname, &cfg.xsk)?;
+        XdpPort::start(xsk, self.prog.clone(), Arc::new(cfg), self.queues)
+    }
+
+    /// Register the socket with the program and start the stack.
+    fn start(
+        xsk: Xsk,
+        prog: Arc<XdpProgram>,
+        cfg: Arc<XdpPortConfig>,
+        queues: u32,
+    ) -> io::Result<XdpPort> {
+        let mac = match cfg.mac {
+            Some(m) => m,
+            None => rocelink_io::xdp::iface_mac(&cfg.ifname)?,
+        };
         prog.register(cfg.xsk.queue, &xsk)?;
         let mut ic = IfaceConfig::new(Mac(mac), cfg.ip);
         ic.prefix_len = cfg.prefix_len;
@@ -247,6 +332,7 @@ impl XdpPort {
             other: None,
             pauses: VecDeque::new(),
             unsent: None,
+            flowing: false,
             stats: XdpPortStats::default(),
         };
         if cfg.role == XdpRole::Device {
@@ -258,8 +344,16 @@ impl XdpPort {
             inner: Arc::new(Mutex::new(inner)),
             ip: cfg.ip,
             fd,
-            _prog: Arc::new(prog),
+            queue: cfg.xsk.queue,
+            prog,
+            cfg,
+            queues,
         })
+    }
+
+    /// The receive queue it is bound to.
+    pub fn queue(&self) -> u32 {
+        self.queue
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -372,6 +466,13 @@ impl XdpPort {
             let now = Instant::now();
             g.iface.handle_timeout(now);
             g.transmit_stack()?;
+            let coalesce = self.cfg.rx_coalesce;
+            if !coalesce.is_zero() && std::mem::take(&mut g.flowing) {
+                // frames were coming: look again after a while rather than on the next one
+                drop(g);
+                std::thread::sleep(timeout.map_or(coalesce, |t| t.min(coalesce)));
+                return Ok(true);
+            }
             match (g.iface.poll_timeout(), timeout) {
                 (Some(t), Some(d)) => Some(d.min(t.saturating_duration_since(now))),
                 (Some(t), None) => Some(t.saturating_duration_since(now)),
@@ -446,6 +547,43 @@ impl Backend for XdpSocket {
         let Some(w) = wait else { return Ok(0) };
         if self.port.wait_readable(Some(w))? {
             return fill(batch);
+        }
+        Ok(0)
+    }
+
+    fn recv_lent(
+        &self,
+        max: usize,
+        wait: Option<Duration>,
+        each: &mut Lender<'_>,
+    ) -> io::Result<usize> {
+        let p = self.local.port();
+        let take = |each: &mut Lender<'_>| -> io::Result<usize> {
+            let mut g = self.port.lock();
+            let mut n = 0;
+            // what another reader queued came first
+            if let Some(q) = g.ports.get_mut(&p) {
+                while n < max
+                    && let Some((src, ip, bytes)) = q.pop_front()
+                {
+                    n += 1;
+                    if !each(src, ip.as_ref().map(|h| &h[..]), &bytes) {
+                        return Ok(n);
+                    }
+                }
+            }
+            if n < max {
+                n += g.receive_lent(p, max - n, Some(each))?;
+            }
+            Ok(n)
+        };
+        let n = take(each)?;
+        if n > 0 {
+            return Ok(n);
+        }
+        let Some(w) = wait else { return Ok(0) };
+        if self.port.wait_readable(Some(w))? {
+            return take(each);
         }
         Ok(0)
     }

@@ -61,6 +61,12 @@ impl VethPair {
     /// Namespaces `rl<tag>a<pid>` / `rl<tag>b<pid>`, `a_addrs` on A's end and `b_addrs` on
     /// B's (CIDR), links and loopback up. Panics naming the step that failed.
     pub fn new(tag: &str, a_addrs: &[&str], b_addrs: &[&str]) -> VethPair {
+        VethPair::with_queues(tag, a_addrs, b_addrs, 1)
+    }
+
+    /// As [`VethPair::new`], each end with `queues` transmit and receive queues (a frame
+    /// arrives on the receive queue numbered as the transmit queue it left by).
+    pub fn with_queues(tag: &str, a_addrs: &[&str], b_addrs: &[&str], queues: u32) -> VethPair {
         let id = std::process::id();
         let p = VethPair {
             a: format!("rl{tag}a{id}"),
@@ -71,9 +77,29 @@ impl VethPair {
         let run = |args: &[&str]| assert!(sh(args), "{args:?} (needs root and iproute2)");
         run(&["ip", "netns", "add", &p.a]);
         run(&["ip", "netns", "add", &p.b]);
+        let q = queues.max(1).to_string();
         run(&[
-            "ip", "link", "add", &p.va, "netns", &p.a, "type", "veth", "peer", "name", &p.vb,
-            "netns", &p.b,
+            "ip",
+            "link",
+            "add",
+            &p.va,
+            "netns",
+            &p.a,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &p.vb,
+            "netns",
+            &p.b,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
         ]);
         for (ns, dev, addrs) in [(&p.a, &p.va, a_addrs), (&p.b, &p.vb, b_addrs)] {
             for addr in addrs {

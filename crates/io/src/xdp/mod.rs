@@ -9,10 +9,12 @@
 
 pub mod prog;
 mod ring;
+pub mod txq;
 mod xsk;
 
 pub use prog::{Steer, XdpProgram};
 pub use ring::Desc;
+pub use txq::TxQueueSteer;
 pub use xsk::{XdpMode, Xsk, XskConfig, XskCounters, XskStats};
 
 use std::io;
@@ -23,12 +25,30 @@ pub fn iface_mac(ifname: &str) -> io::Result<[u8; 6]> {
         .map_err(|e| io::Error::new(e.kind(), format!("interface {ifname:?}: {e}")))
 }
 
-/// How many receive queues interface `ifname` has (1 when sysfs does not say).
+/// How many receive queues interface `ifname` has: its receive and combined channels
+/// (`ethtool -l`, in this thread's namespace), else what sysfs lists, else 1.
 pub fn iface_queues(ifname: &str) -> u32 {
+    queues(ifname, true)
+}
+
+/// How many transmit queues interface `ifname` has (as [`iface_queues`]).
+pub fn iface_tx_queues(ifname: &str) -> u32 {
+    queues(ifname, false)
+}
+
+fn queues(ifname: &str, rx: bool) -> u32 {
+    if let Ok((r, t, combined)) = crate::sys::if_channels(ifname) {
+        let n = if rx { r } else { t } + combined;
+        if n > 0 {
+            return n;
+        }
+    }
+    // sysfs shows the namespace it was mounted in: right only outside other namespaces
+    let prefix = if rx { "rx-" } else { "tx-" };
     std::fs::read_dir(format!("/sys/class/net/{ifname}/queues"))
         .map(|d| {
             d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
                 .count() as u32
         })
         .unwrap_or(1)

@@ -39,17 +39,17 @@ impl Insn {
 }
 
 // opcode pieces (linux/bpf.h)
-const LDX_MEM: u8 = 0x61; // BPF_LDX | BPF_MEM; | size
-const W: u8 = 0x00;
-const H: u8 = 0x08;
-const B: u8 = 0x10;
-const ALU64_MOV_X: u8 = 0xbf;
-const ALU64_MOV_K: u8 = 0xb7;
-const ALU64_ADD_K: u8 = 0x07;
-const JMP_JGT_X: u8 = 0x2d;
-const JMP_JNE_K: u8 = 0x55;
+pub(crate) const LDX_MEM: u8 = 0x61; // BPF_LDX | BPF_MEM; | size
+pub(crate) const W: u8 = 0x00;
+pub(crate) const H: u8 = 0x08;
+pub(crate) const B: u8 = 0x10;
+pub(crate) const ALU64_MOV_X: u8 = 0xbf;
+pub(crate) const ALU64_MOV_K: u8 = 0xb7;
+pub(crate) const ALU64_ADD_K: u8 = 0x07;
+pub(crate) const JMP_JGT_X: u8 = 0x2d;
+pub(crate) const JMP_JNE_K: u8 = 0x55;
 const CALL: u8 = 0x85;
-const EXIT: u8 = 0x95;
+pub(crate) const EXIT: u8 = 0x95;
 const LD_IMM64: u8 = 0x18;
 const PSEUDO_MAP_FD: u8 = 1;
 const HELPER_REDIRECT_MAP: i32 = 51;
@@ -57,7 +57,7 @@ const HELPER_REDIRECT_MAP: i32 = 51;
 /// XDP verdicts.
 const XDP_PASS: i32 = 2;
 
-fn i(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+pub(crate) fn i(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     Insn {
         code,
         dst,
@@ -67,10 +67,10 @@ fn i(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
-const JMP_JEQ_K: u8 = 0x15;
+pub(crate) const JMP_JEQ_K: u8 = 0x15;
 const JMP_JLT_K: u8 = 0xa5;
 const JMP_JGT_K: u8 = 0x25;
-const ALU_END_TO_BE: u8 = 0xdc;
+pub(crate) const ALU_END_TO_BE: u8 = 0xdc;
 const JMP32_JNE_K: u8 = 0x56;
 
 /// What the program sends to the AF_XDP sockets; everything else goes to the kernel.
@@ -247,16 +247,16 @@ const MAP_TYPE_XSKMAP: u32 = 17;
 const PROG_TYPE_XDP: u32 = 6;
 const ATTACH_XDP: u32 = 37;
 
-fn put32(a: &mut [u8; 128], at: usize, v: u32) {
+pub(crate) fn put32(a: &mut [u8; 128], at: usize, v: u32) {
     a[at..at + 4].copy_from_slice(&v.to_ne_bytes());
 }
 
-fn put64(a: &mut [u8; 128], at: usize, v: u64) {
+pub(crate) fn put64(a: &mut [u8; 128], at: usize, v: u64) {
     a[at..at + 8].copy_from_slice(&v.to_ne_bytes());
 }
 
 /// Why XDP could not be set up, with what to do about it.
-fn explain(e: io::Error, what: &str) -> io::Error {
+pub(crate) fn explain(e: io::Error, what: &str) -> io::Error {
     let hint = match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => {
             " (XDP needs CAP_NET_ADMIN and CAP_BPF: run as root, or grant them with setcap)"
@@ -288,12 +288,18 @@ pub fn create_xskmap(entries: u32) -> io::Result<OwnedFd> {
 
 /// Load `prog` as an XDP program; a refusal carries the verifier's log.
 pub fn load_xdp(prog: &[Insn]) -> io::Result<OwnedFd> {
+    load(PROG_TYPE_XDP, ATTACH_XDP, prog, "XDP")
+}
+
+/// Load `prog` as a program of type `kind` (expected attach type `attach`); a refusal
+/// carries the verifier's log. `what` names it in errors.
+pub(crate) fn load(kind: u32, attach: u32, prog: &[Insn], what: &str) -> io::Result<OwnedFd> {
     let code: Vec<u8> = prog.iter().flat_map(|i| i.bytes()).collect();
     let license = b"Dual MIT/GPL\0";
     let mut log = vec![0u8; 1 << 16];
     let attr = |log: Option<&mut Vec<u8>>| {
         let mut a = [0u8; 128];
-        put32(&mut a, 0, PROG_TYPE_XDP);
+        put32(&mut a, 0, kind);
         put32(&mut a, 4, prog.len() as u32);
         put64(&mut a, 8, code.as_ptr() as u64);
         put64(&mut a, 16, license.as_ptr() as u64);
@@ -303,7 +309,7 @@ pub fn load_xdp(prog: &[Insn]) -> io::Result<OwnedFd> {
             put64(&mut a, 32, l.as_mut_ptr() as u64);
         }
         a[48..56].copy_from_slice(b"rocelink");
-        put32(&mut a, 68, ATTACH_XDP);
+        put32(&mut a, 68, attach);
         a
     };
     let mut a = attr(None);
@@ -321,20 +327,28 @@ pub fn load_xdp(prog: &[Insn]) -> io::Result<OwnedFd> {
                     .to_owned();
             match again {
                 Ok(fd) => Ok(fd),
-                Err(e) if text.is_empty() => Err(explain(e, "the kernel refused the XDP program")),
+                Err(e) if text.is_empty() => Err(explain(
+                    e,
+                    &format!("the kernel refused the {what} program"),
+                )),
                 Err(e) => Err(io::Error::new(
                     e.kind(),
-                    format!("the kernel refused the XDP program: {e}; verifier: {text}"),
+                    format!("the kernel refused the {what} program: {e}; verifier: {text}"),
                 )),
             }
         }
-        Err(e) => Err(explain(e, "cannot load the XDP program")),
+        Err(e) => Err(explain(e, &format!("cannot load the {what} program"))),
     }
 }
 
 /// Attach program `prog` to interface `ifname`; it stays attached while the returned link
 /// is open.
 pub fn attach(prog: &OwnedFd, ifname: &str) -> io::Result<OwnedFd> {
+    link(prog, ifname, ATTACH_XDP, "XDP")
+}
+
+/// A BPF link of `prog` to interface `ifname` at attach point `attach`.
+pub(crate) fn link(prog: &OwnedFd, ifname: &str, attach: u32, what: &str) -> io::Result<OwnedFd> {
     let ifindex = sys::if_index(ifname).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
@@ -344,9 +358,9 @@ pub fn attach(prog: &OwnedFd, ifname: &str) -> io::Result<OwnedFd> {
     let mut a = [0u8; 128];
     put32(&mut a, 0, prog.as_raw_fd() as u32);
     put32(&mut a, 4, ifindex);
-    put32(&mut a, 8, ATTACH_XDP);
+    put32(&mut a, 8, attach);
     sys::bpf_fd(LINK_CREATE, &mut a)
-        .map_err(|e| explain(e, &format!("cannot attach XDP to {ifname}")))
+        .map_err(|e| explain(e, &format!("cannot attach {what} to {ifname}")))
 }
 
 #[cfg(test)]

@@ -171,10 +171,12 @@ impl<T: Copy> Ring<T> {
 
     // ---- our side produces (fill, TX) ----
 
-    /// Entries we may produce now.
-    pub(crate) fn free(&mut self) -> u32 {
+    /// Entries we may produce now, looking at the kernel's consumer index when the cached
+    /// view shows fewer than `want` (a stale view would say too few: what does not fit
+    /// must then go elsewhere).
+    pub(crate) fn free(&mut self, want: u32) -> u32 {
         let free = self.size - self.prod.wrapping_sub(self.cons);
-        if free > 0 {
+        if free >= want {
             return free;
         }
         self.cons = self.shared_cons();
@@ -238,5 +240,49 @@ impl<T: Copy> Ring<T> {
         self.cons = self.cons.wrapping_add(n);
         // SAFETY: as in `shared_prod`; the release store orders our reads before it.
         unsafe { self.consumer.as_ref() }.store(self.cons, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fill-style ring of 8 entries on a memfd; the "kernel" side is the shared indices.
+    fn ring() -> (Ring<u64>, NonNull<AtomicU32>) {
+        // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"ring-test".as_ptr(), 0) };
+        assert!(fd >= 0);
+        // SAFETY: sizes the memfd just made and owned here.
+        assert_eq!(unsafe { libc::ftruncate(fd, 4096) }, 0);
+        let off = RingOffset {
+            producer: 0,
+            consumer: 64,
+            flags: 128,
+            desc: 192,
+        };
+        let r = Ring::<u64>::map(fd, off, 8, 0).unwrap();
+        // SAFETY: the mapping keeps the memory; the descriptor is no longer needed.
+        unsafe { libc::close(fd) };
+        let cons = r.consumer;
+        (r, cons)
+    }
+
+    #[test]
+    fn a_stale_view_is_refreshed_when_it_shows_fewer_than_wanted() {
+        let (mut r, cons) = ring();
+        assert_eq!(r.free(1), 8);
+        for a in 0..7 {
+            r.push(a);
+        }
+        r.publish();
+        assert_eq!(r.free(1), 1, "the cached view suffices for one");
+        // the kernel takes all seven
+        // SAFETY: the consumer index lies in the live mapping.
+        unsafe { cons.as_ref() }.store(7, Ordering::Release);
+        assert_eq!(r.free(5), 8, "five wanted: the kernel's index is read");
+        for a in 0..8 {
+            r.push(a);
+        }
+        assert_eq!(r.free(1), 0);
     }
 }

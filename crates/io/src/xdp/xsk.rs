@@ -260,7 +260,7 @@ impl Xsk {
         let tx = Ring::<Desc>::map(raw, off.tx, cfg.tx_size, PGOFF_TX)?;
         // the first half of the frames to the fill ring (as many as it holds), the rest to send
         let fs = u64::from(cfg.frame_size);
-        let to_fill = half.min(fill.free());
+        let to_fill = half.min(fill.free(half));
         for f in 0..to_fill {
             fill.push(u64::from(f) * fs);
         }
@@ -354,17 +354,34 @@ impl Xsk {
     /// Take up to `max` received frames, calling `each` on each in place, then give their
     /// UMEM frames back to the fill ring. Returns how many.
     pub fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8])) -> io::Result<usize> {
-        let n = self.rx.ready().min(max as u32);
-        for i in 0..n {
-            let d = self.rx.get(i);
+        self.recv_while(max, |f| {
+            each(f);
+            true
+        })
+    }
+
+    /// As [`Xsk::recv`], stopping early once `each` returns false: the frame it was given
+    /// counts as taken, the rest stay in the RX ring for the next call.
+    pub fn recv_while(
+        &mut self,
+        max: usize,
+        mut each: impl FnMut(&[u8]) -> bool,
+    ) -> io::Result<usize> {
+        let ready = self.rx.ready().min(max as u32);
+        let mut n = 0;
+        while n < ready {
+            let d = self.rx.get(n);
             self.counters.rx_bytes += u64::from(d.len);
-            each(self.frame(d.addr, d.len));
+            n += 1;
+            if !each(self.frame(d.addr, d.len)) {
+                break;
+            }
         }
         if n > 0 {
             self.counters.rx_frames += u64::from(n);
             // the frames go back to the kernel: the chunk's base (aligned mode)
             let mask = !(u64::from(self.frame_size) - 1);
-            let room = self.fill.free().min(n);
+            let room = self.fill.free(n).min(n);
             for i in 0..room {
                 self.fill.push(self.rx.get(i).addr & mask);
             }
@@ -409,7 +426,7 @@ impl Xsk {
         if self.free.is_empty() {
             self.reap();
         }
-        !self.free.is_empty() && self.tx.free() > 0
+        !self.free.is_empty() && self.tx.free(1) > 0
     }
 
     /// Write one frame of up to `len` bytes with `fill` (which returns the length it wrote;
