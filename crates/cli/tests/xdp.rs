@@ -360,4 +360,6 @@ fn two_virtual_ports_on_two_queues_two_threads() {
     );
     let (ok, _, err) = receive(&["--xdp-queue", "0,2"]);
     assert!(!ok && err.contains("no queue 2"), "{err}");
+    let (ok, _, err) = receive(&["--xdp-queue", "2"]);
+    assert!(!ok && err.contains("has 2 receive queue(s)"), "{err}");
 }

@@ -262,7 +262,16 @@ impl XdpPort {
             XdpRole::Device => Steer::Device(cfg.ip),
         };
         // the socket first: its errors (no such interface, queue) say more than the program's
-        let xsk = Xsk::open(&cfg.ifname, &cfg.xsk)?;
+        let xsk = Xsk::open(&cfg.ifname, &cfg.xsk).map_err(|e| {
+            let have = rocelink_io::xdp::iface_queues(&cfg.ifname);
+            match e.kind() {
+                io::ErrorKind::InvalidInput if cfg.xsk.queue >= have => io::Error::new(
+                    e.kind(),
+                    format!("{e} ({} has {have} receive queue(s))", cfg.ifname),
+                ),
+                _ => e,
+            }
+        })?;
         let prog = Arc::new(XdpProgram::attach(&cfg.ifname, steer, queues)?);
         XdpPort::start(xsk, prog, Arc::new(cfg.clone()), queues)
     }
