@@ -119,8 +119,9 @@ pub(crate) struct ReceiveArgs {
     #[arg(long, value_parser = args::sensor)]
     pub(crate) sensor: Option<SensorSpec>,
     /// Camera over Ethernet: receive the device's raw IEEE 1722B frames on interface
-    /// IFACE (an AF_PACKET socket, root) instead of RoCE, and program the device for CoE.
-    #[arg(long, value_name = "IFACE", conflicts_with_all = ["listen", "md_disable", "pcap", "xdp"])]
+    /// IFACE (an AF_PACKET socket, root; with `--xdp IFACE`, an AF_XDP socket steered
+    /// EtherType 0x22F0) instead of RoCE, and program the device for CoE.
+    #[arg(long, value_name = "IFACE", conflicts_with_all = ["listen", "md_disable", "pcap"])]
     pub(crate) coe: Option<String>,
     /// CoE channel the device is told to send on (0..=63; HSB's examples use 1).
     #[arg(long, default_value_t = 1, requires = "coe", value_parser = clap::value_parser!(u8).range(0..=63))]

@@ -1,4 +1,5 @@
-//! `receive --coe IFACE`: Camera-over-Ethernet frames from a raw socket, the device
+//! `receive --coe IFACE`: Camera-over-Ethernet frames from a raw socket (or AF_XDP with
+//! `--xdp IFACE`), the device
 //! programmed for CoE over ECB, then the same frame loop and sinks as RoCE receive.
 
 use crate::receive::{ReceiveArgs, finish_recording, frame_loop, sensor_and_frame};
@@ -40,6 +41,8 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     if let Some(g) = sensor.as_ref().and_then(|s| s.image()) {
         cfg.line_bytes = g.width;
     }
+    cfg.xdp = a.tune.open_xdp_coe(ifname)?;
+    let xdp = cfg.xdp.clone();
     let mut rx = CoeReceiver::new(cfg).with_context(|| format!("--coe {ifname}"))?;
     let counters = crate::stats::Counters::start("receive", &a.counters)?;
     let mut out = a.out.open(sensor.as_ref(), frame_size)?;
@@ -104,6 +107,22 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
                 ""
             }
         );
+        if let Some(x) = &xdp {
+            let (c, k) = x.xsk_stats();
+            let (i, q) = x.bound();
+            eprintln!(
+                "rocelink receive: AF_XDP on {i} queue {q} ({}): {} frames",
+                if x.zero_copy() {
+                    "zero-copy"
+                } else {
+                    "copy mode"
+                },
+                c.rx_frames
+            );
+            if let Err(e) = k {
+                eprintln!("rocelink receive: warning: AF_XDP statistics: {e}");
+            }
+        }
         counters.summary("receive", false);
     }
     Ok(if rec_ok {

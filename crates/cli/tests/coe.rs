@@ -2,7 +2,8 @@
 //! emulated device, told over ECB to send CoE (`DP_QP` bit 24) by `rocelink receive --coe`,
 //! sends IMX274 frames as raw IEEE 1722B frames from a raw socket (as HSB's emulator) or
 //! from the AF_XDP port it owns; the receiver reassembles and verifies them from an
-//! AF_PACKET socket into the same frame pipeline and recorder as RoCE. tshark dissects
+//! AF_PACKET socket, or from an AF_XDP socket steered EtherType 0x22F0 (`--xdp`), into
+//! the same frame pipeline and recorder as RoCE. tshark dissects
 //! the frames it sends (AVTP subtype, stream ID); nftables drops data packets at random
 //! and the receiver counts exactly the packets it dropped, never passing a frame off as
 //! good.
@@ -258,7 +259,7 @@ fn coe_frames_end_to_end_dissected_by_tshark_and_losses_counted_exactly() {
 }
 
 #[test]
-fn coe_from_a_device_owning_its_port_with_the_documented_short_metadata() {
+fn coe_between_two_af_xdp_ports_with_the_documented_short_metadata() {
     if !common::root_or_ci() || !common::need("ip", "iproute2") {
         return;
     }
@@ -295,6 +296,8 @@ fn coe_from_a_device_owning_its_port_with_the_documented_short_metadata() {
             "10.212.0.1",
             "--coe",
             &ns.vb,
+            "--xdp",
+            &ns.vb,
             "--coe-channel",
             "9",
             "--frame-size",
@@ -315,6 +318,16 @@ fn coe_from_a_device_owning_its_port_with_the_documented_short_metadata() {
         "{out}"
     );
     assert!(err.contains("CoE channel 9"), "{err}");
+    // the host took them through AF_XDP too: at least 10 frames of 214 packets
+    let line = err.lines().find(|l| l.contains("AF_XDP on")).unwrap();
+    let n: u64 = line
+        .rsplit(": ")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n >= 10 * 214, "{line}");
     let (_, emu_err) = emu.wait_output();
     assert!(
         emu_err.contains("CoE 10 frames; 0 packets found no room"),
@@ -346,6 +359,16 @@ fn coe_flags_are_checked_before_anything_starts() {
     assert!(!ok && err.contains("one virtual port"), "{err}");
     let (ok, err) = run(&["receive", "--coe", "lo", "--listen", "127.0.0.1:4791"]);
     assert!(!ok && err.contains("cannot be used with"), "{err}");
+    let (ok, err) = run(&[
+        "receive",
+        "--coe",
+        "lo",
+        "--device",
+        "127.0.0.1",
+        "--xdp",
+        "nosuchif0",
+    ]);
+    assert!(!ok && err.contains("name different interfaces"), "{err}");
     let (ok, err) = run(&["receive", "--coe-channel", "3", "--device", "127.0.0.1"]);
     assert!(!ok && err.contains("--coe"), "{err}");
     let (ok, err) = run(&[

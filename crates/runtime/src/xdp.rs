@@ -33,6 +33,9 @@ pub enum XdpRole {
     Host,
     /// A device owning its address.
     Device,
+    /// A host taking raw frames of one EtherType (CoE, 0x22F0) — kept for
+    /// [`XdpPort::recv_other`]; the kernel keeps the interface.
+    Raw(u16),
 }
 
 /// How to open an [`XdpPort`].
@@ -81,6 +84,9 @@ impl XdpPortConfig {
         }
     }
 }
+
+/// What [`XdpPort::recv_other_with`] calls on each frame: (EtherType, payload).
+pub type OtherLender<'a> = dyn FnMut(u16, &[u8]) + 'a;
 
 /// A datagram for a port nobody was reading when it came.
 type Queued = (SocketAddr, Option<[u8; 20]>, Vec<u8>);
@@ -135,9 +141,10 @@ impl Inner {
                         b.push(src, ip, payload);
                         true
                     }),
+                    None,
                 )
             }
-            None => self.receive_lent(port, 256, None),
+            None => self.receive_lent(port, 256, None, None),
         }
     }
 
@@ -150,6 +157,7 @@ impl Inner {
         port: u16,
         max: usize,
         mut each: Option<&mut Lender<'_>>,
+        mut each_other: Option<&mut OtherLender<'_>>,
     ) -> io::Result<usize> {
         let Inner {
             xsk,
@@ -189,6 +197,12 @@ impl Inner {
                         pauses.pop_front();
                     }
                     pauses.push_back(f);
+                }
+                Some(Rx::Other { ethertype, payload }) if each_other.is_some() => {
+                    if let Some(take) = each_other.as_deref_mut() {
+                        mine += 1;
+                        take(ethertype, payload);
+                    }
                 }
                 Some(Rx::Other { ethertype, payload }) => match other.as_mut() {
                     Some(q) if q.len() < PORT_QUEUE => q.push_back((ethertype, payload.to_vec())),
@@ -260,6 +274,7 @@ impl XdpPort {
                 last: cfg.host_ports.1,
             },
             XdpRole::Device => Steer::Device(cfg.ip),
+            XdpRole::Raw(et) => Steer::EtherType(et),
         };
         // the socket first: its errors (no such interface, queue) say more than the program's
         let xsk = Xsk::open(&cfg.ifname, &cfg.xsk).map_err(|e| {
@@ -344,6 +359,9 @@ impl XdpPort {
             flowing: false,
             stats: XdpPortStats::default(),
         };
+        if matches!(cfg.role, XdpRole::Raw(_)) {
+            inner.other = Some(VecDeque::new());
+        }
         if cfg.role == XdpRole::Device {
             // as a board coming up: tell the segment who we are
             inner.iface.announce();
@@ -390,6 +408,25 @@ impl XdpPort {
             g.receive(0, None)?;
         }
         Ok(g.other.as_mut().and_then(|q| q.pop_front()))
+    }
+
+    /// Lend up to `max` frames of other EtherTypes (CoE) to `each` where they lie (kept
+    /// ones first), without waiting. Returns how many.
+    pub fn recv_other_with(&self, max: usize, each: &mut OtherLender<'_>) -> io::Result<usize> {
+        let mut g = self.lock();
+        let mut n = 0;
+        if let Some(q) = g.other.as_mut() {
+            while n < max
+                && let Some((et, payload)) = q.pop_front()
+            {
+                each(et, &payload);
+                n += 1;
+            }
+        }
+        if n < max {
+            n += g.receive_lent(0, max - n, None, Some(each))?;
+        }
+        Ok(n)
     }
 
     /// Send a frame of another EtherType (CoE) to `dst`, its payload gathered from
@@ -582,7 +619,7 @@ impl Backend for XdpSocket {
                 }
             }
             if n < max {
-                n += g.receive_lent(p, max - n, Some(each))?;
+                n += g.receive_lent(p, max - n, Some(each), None)?;
             }
             Ok(n)
         };

@@ -38,6 +38,9 @@ pub struct CoeReceiverConfig {
     pub endian: Endian,
     /// Socket receive buffer.
     pub recv_buffer: usize,
+    /// Take the frames from this AF_XDP port (opened with `XdpRole::Raw(0x22F0)` on the
+    /// interface) instead of an AF_PACKET socket: in place, without the kernel's skb path.
+    pub xdp: Option<rocelink_runtime::xdp::XdpPort>,
 }
 
 impl CoeReceiverConfig {
@@ -53,6 +56,7 @@ impl CoeReceiverConfig {
             data_plane: 0,
             endian: Endian::Big,
             recv_buffer: 32 << 20,
+            xdp: None,
         }
     }
 }
@@ -62,11 +66,18 @@ pub const fn coe_pages_for_mtu(mtu: u32) -> u32 {
     mtu.saturating_sub(coe::OVERHEAD as u32) / 128
 }
 
+/// Where the frames come from.
+#[derive(Debug)]
+enum Source {
+    Packet(PacketSocket),
+    Xdp(rocelink_runtime::xdp::XdpPort),
+}
+
 /// The receiver (see the module documentation).
 #[derive(Debug)]
 pub struct CoeReceiver {
     cfg: CoeReceiverConfig,
-    sock: PacketSocket,
+    sock: Source,
     mac: [u8; 6],
     asm: CoeAssembler,
     buf: Vec<u8>,
@@ -92,7 +103,14 @@ impl CoeReceiver {
             ));
         }
         let mac = rocelink_io::xdp::iface_mac(&cfg.ifname)?;
-        let sock = PacketSocket::open(&cfg.ifname, ethertype::IEEE1722, cfg.recv_buffer)?;
+        let sock = match &cfg.xdp {
+            Some(port) => Source::Xdp(port.clone()),
+            None => Source::Packet(PacketSocket::open(
+                &cfg.ifname,
+                ethertype::IEEE1722,
+                cfg.recv_buffer,
+            )?),
+        };
         Ok(CoeReceiver {
             asm: CoeAssembler::new(cfg.channel, cfg.frame_size, cfg.endian),
             buf: vec![0u8; 16 << 10],
@@ -164,25 +182,46 @@ impl CoeReceiver {
             if let Some(f) = self.asm.poll_frame() {
                 break Some(f);
             }
-            match self.sock.recv(&mut self.buf)? {
-                Some(n) => {
-                    let n = n.min(self.buf.len());
-                    if n > ethernet::HEADER_LEN
-                        && self.buf[12..14] == ethertype::IEEE1722.to_be_bytes()
-                    {
-                        self.asm.handle(&self.buf[ethernet::HEADER_LEN..n]);
+            let got = match &self.sock {
+                Source::Packet(sock) => match sock.recv(&mut self.buf)? {
+                    Some(n) => {
+                        let n = n.min(self.buf.len());
+                        if n > ethernet::HEADER_LEN
+                            && self.buf[12..14] == ethertype::IEEE1722.to_be_bytes()
+                        {
+                            self.asm.handle(&self.buf[ethernet::HEADER_LEN..n]);
+                        }
+                        1
                     }
+                    None => 0,
+                },
+                Source::Xdp(port) => {
+                    let asm = &mut self.asm;
+                    // one at a time: a frame that completes is reported before the next lands
+                    port.recv_other_with(1, &mut |et, payload| {
+                        if et == ethertype::IEEE1722 {
+                            asm.handle(payload);
+                        }
+                    })?
                 }
-                None => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break None;
-                    }
-                    self.sock.wait_readable(Some(deadline - now))?;
+            };
+            if got == 0 {
+                let now = Instant::now();
+                if now >= deadline {
+                    break None;
                 }
+                match &self.sock {
+                    Source::Packet(sock) => sock.wait_readable(Some(deadline - now))?,
+                    Source::Xdp(port) => port.wait_readable(Some(deadline - now))?,
+                };
             }
         };
-        self.kernel_drops += self.sock.drops().unwrap_or(0);
+        self.kernel_drops = match &self.sock {
+            Source::Packet(sock) => self.kernel_drops + sock.drops().unwrap_or(0),
+            Source::Xdp(port) => port.xsk_stats().1.map_or(self.kernel_drops, |k| {
+                k.rx_dropped + k.rx_ring_full + k.rx_fill_ring_empty_descs
+            }),
+        };
         self.stats = self.asm.stats;
         Ok(f)
     }

@@ -88,6 +88,9 @@ pub enum Steer {
     /// Everything a device owning this address handles: ARP, MAC control (PFC), CoE
     /// (0x22F0), 802.1Q-tagged frames, and IPv4 to this address.
     Device(std::net::Ipv4Addr),
+    /// Untagged frames of one EtherType (a host taking raw frames: CoE, 0x22F0); the
+    /// kernel keeps everything else.
+    EtherType(u16),
 }
 
 /// Jumps to patch: (instruction index, label).
@@ -164,6 +167,11 @@ pub fn program(steer: Steer, map_fd: i32) -> Vec<Insn> {
             a.op(i(ALU_END_TO_BE, 5, 0, 0, 16));
             a.jump_pass(i(JMP_JLT_K, 5, 0, 0, i32::from(first)));
             a.jump_pass(i(JMP_JGT_K, 5, 0, 0, i32::from(last)));
+        }
+        Steer::EtherType(et) => {
+            a.need(14);
+            a.op(i(LDX_MEM | H, 5, 2, 12, 0));
+            a.jump_pass(i(JMP_JNE_K, 5, 0, 0, i32::from(et.swap_bytes())));
         }
         Steer::Device(ip) => {
             a.need(14);
@@ -402,6 +410,17 @@ mod tests {
         let at = p.iter().position(|x| x.code == JMP32_JNE_K).unwrap();
         assert_eq!(p[at].imm, i32::from_ne_bytes([10, 0, 0, 200]));
         assert_eq!(target(at), pass);
+    }
+
+    #[test]
+    fn ethertype_program_redirects_only_its_ethertype() {
+        let p = program(Steer::EtherType(0x22F0), 3);
+        let pass = p.len() - 2;
+        // the EtherType, read as a little-endian u16, is compared byte-swapped
+        let at = p.iter().position(|x| x.code == JMP_JNE_K).unwrap();
+        assert_eq!((p[at].dst, p[at].imm), (5, 0xF022));
+        assert_eq!(at as i64 + 1 + i64::from(p[at].off), pass as i64);
+        assert_eq!(p[at + 1], i(LDX_MEM | W, 2, 6, 16, 0), "then the redirect");
     }
 
     #[test]
