@@ -1,12 +1,15 @@
 //! `rocelink pingpong {rc,uc,ud}`: rdma-core's `ibv_rc_pingpong` / `ibv_uc_pingpong` /
 //! `ibv_ud_pingpong` on rocelink's user-space transport — same TCP exchange (port 18515,
 //! `"%04x:%06x:%06x:%s"` + NUL, then `"done"` + NUL from the client), same traffic
-//! (SEND/RECV ping-pong, one buffer, `rx_depth` receives), same summary lines, so either side
-//! can be the real tool running over the Linux kernel's RoCE.
+//! (SEND/RECV ping-pong, `rx_depth` receives), same summary lines, so either side can be the
+//! real tool running over the Linux kernel's RoCE.
 //!
 //! Differences, all additive: UC/UD exchanges that get no answer within `--loss-timeout`
 //! are counted as lost instead of hanging (the real tools hang); `--check` stamps and
-//! verifies every payload; a last line reports losses and ICRC verification.
+//! verifies every payload; a last line reports losses and ICRC verification. Sends and
+//! receives use two areas of the buffer, not one as rdma-core's: after a timeout the next
+//! send is stamped while a late reply may still be arriving, and a posted receive's buffer
+//! is the transport's until it completes (the wire is the same).
 
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
