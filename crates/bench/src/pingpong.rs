@@ -9,7 +9,8 @@
 //! [`Pingpong::run`] connects it to the peer's and runs the traffic. `rocelink pingpong` is
 //! this plus rdma-core's printing.
 
-use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_io::backend::Backend;
+use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_runtime::Driver;
 use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
@@ -145,20 +146,40 @@ pub struct Pingpong {
     ep: Endpoint,
     qpn: u32,
     lkey: u32,
-    drv: Driver,
+    drv: Driver<Box<dyn Backend + Send>>,
 }
 
 impl Pingpong {
     /// Over `sock`, with QP number `qpn` (chosen before, so a server can print it before
     /// it waits). Checks the configuration before making anything.
     pub fn new(sock: UdpSocket, cfg: PingpongConfig, qpn: u32) -> Result<Pingpong, PingpongError> {
+        // with GRO one receive holds up to 64 KiB
+        let size = if sock.gro() { 65_536 } else { 9_216 };
+        Pingpong::make(Box::new(sock), RecvBatch::new(64, size), cfg, qpn)
+    }
+
+    /// As [`Pingpong::new`], over any backend (an AF_XDP port's socket, say).
+    pub fn with_backend(
+        sock: Box<dyn Backend + Send>,
+        cfg: PingpongConfig,
+        qpn: u32,
+    ) -> Result<Pingpong, PingpongError> {
+        Pingpong::make(sock, RecvBatch::new(64, 9_216), cfg, qpn)
+    }
+
+    fn make(
+        sock: Box<dyn Backend + Send>,
+        batch: RecvBatch,
+        cfg: PingpongConfig,
+        qpn: u32,
+    ) -> Result<Pingpong, PingpongError> {
         if cfg.qp_type == QpType::Ud && cfg.size > cfg.mtu.bytes() {
             return Err(PingpongError::SizeOverMtu(cfg.mtu.bytes()));
         }
         if cfg.rx_depth == 0 {
             return Err(PingpongError::NoRxDepth);
         }
-        let mut ecfg = EndpointConfig::new(sock.local_addr());
+        let mut ecfg = EndpointConfig::new(Backend::local_addr(&sock));
         ecfg.icrc = IcrcPolicy::RecoverIpv4Id;
         let mut ep = Endpoint::new(ecfg);
         // two areas: what arrives (a UD GRH slot, then the payload) and what is sent. One
@@ -183,7 +204,7 @@ impl Pingpong {
             ep,
             qpn,
             lkey: mr.lkey,
-            drv: Driver::new(sock),
+            drv: Driver::with_backend(sock, batch),
         })
     }
 
@@ -193,7 +214,7 @@ impl Pingpong {
     }
 
     /// The driver (to record to a pcap, say).
-    pub fn driver_mut(&mut self) -> &mut Driver {
+    pub fn driver_mut(&mut self) -> &mut Driver<Box<dyn Backend + Send>> {
         &mut self.drv
     }
 

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rocelink_bench::perf::{Kind, MAX_QPS, Perf, PerfConfig, Progress, Test};
 use rocelink_bench::pingpong::bind_roce;
 use rocelink_io::perftest::Oob;
+use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
 use rocelink_transport::{Mtu, QpType};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
@@ -111,6 +112,11 @@ pub(crate) struct Args {
     /// UDP port of RoCE v2 (4791; change only between two rocelink processes).
     #[arg(long, default_value_t = 4791)]
     roce_port: u16,
+    /// Send and receive RoCE through an AF_XDP socket on this interface (root): the
+    /// steering program takes UDP --roce-port, the kernel keeps the rest (perftest's TCP
+    /// exchange, ARP); every ICRC is checked over the IPv4 header as received.
+    #[arg(long, value_name = "IFACE")]
+    xdp: Option<String>,
     /// Seconds to wait for the peer at each exchange step.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
@@ -242,8 +248,24 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         let link = rocelink_io::net::mtu_for_ip(local_ip).unwrap_or(1500);
         cfg.mtu = Mtu::for_link(link);
     }
-    let (sock, _) = bind_roce(local_ip, a.roce_port, a.bind.is_some())?;
-    let mut p = Perf::new(cfg.clone(), sock)?;
+    let xdp = match &a.xdp {
+        Some(ifname) => {
+            let IpAddr::V4(ip) = local_ip else {
+                bail!("--xdp: IPv4 only, not {local_ip}");
+            };
+            let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
+            x.host_ports = (a.roce_port, a.roce_port);
+            Some(XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?)
+        }
+        None => None,
+    };
+    let mut p = match &xdp {
+        Some(port) => Perf::with_backend(cfg.clone(), Box::new(port.socket(a.roce_port)))?,
+        None => {
+            let (sock, _) = bind_roce(local_ip, a.roce_port, a.bind.is_some())?;
+            Perf::new(cfg.clone(), sock)?
+        }
+    };
     p.publish_to(counters.board.clone());
     let report = Report {
         cfg: cfg.clone(),
@@ -286,6 +308,11 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     }
     if let Some(path) = &a.plot {
         report.plot(path, &out)?;
+    }
+    if let Some(x) = &xdp
+        && !a.json
+    {
+        eprintln!("rocelink perf: {}", crate::sinks::xdp_summary(x));
     }
     counters.print(a.json, false);
     Ok(ExitCode::SUCCESS)

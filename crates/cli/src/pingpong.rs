@@ -16,6 +16,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rocelink_bench::pingpong::{Pingpong, PingpongConfig, bind_roce};
 use rocelink_io::oob;
 use rocelink_io::tap::Tap;
+use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
 use rocelink_transport::sim::Rng;
 use rocelink_transport::{Mtu, QpType};
 use rocelink_wire::oob::{PingpongDest as Dest, gid_of, ip_of_gid};
@@ -65,6 +66,11 @@ pub(crate) struct Args {
     /// Record every RoCE datagram to this pcap.
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// Send and receive RoCE through an AF_XDP socket on this interface (root): the
+    /// steering program takes UDP --roce-port, the kernel keeps the rest (the TCP exchange,
+    /// ARP); every ICRC is checked over the IPv4 header as received.
+    #[arg(long, value_name = "IFACE")]
+    xdp: Option<String>,
     /// UC/UD: seconds without an answer before an exchange counts as lost (server: before
     /// it stops waiting).
     #[arg(long, default_value = "1", value_parser = crate::args::secs)]
@@ -178,12 +184,28 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         let _ = std::io::stdout().flush();
     }
     let mut made: Option<Pingpong> = None;
+    let mut xdp_port: Option<XdpPort> = None;
     let (me, peer, _, tcp_peer) = exchange(args, listener, |local_ip| {
-        let (sock, local_ip) = bind_roce(local_ip, args.roce_port, args.bind.is_some())?;
-        for n in &sock.notes {
-            eprintln!("rocelink: note: {n}");
-        }
-        let pp = Pingpong::new(sock, cfg, my_qpn)?;
+        let (pp, local_ip) = match &args.xdp {
+            Some(ifname) => {
+                let IpAddr::V4(ip) = local_ip else {
+                    bail!("--xdp: IPv4 only, not {local_ip}");
+                };
+                let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
+                x.host_ports = (args.roce_port, args.roce_port);
+                let port = XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?;
+                let sock = Box::new(port.socket(args.roce_port));
+                xdp_port = Some(port);
+                (Pingpong::with_backend(sock, cfg, my_qpn)?, local_ip)
+            }
+            None => {
+                let (sock, local_ip) = bind_roce(local_ip, args.roce_port, args.bind.is_some())?;
+                for n in &sock.notes {
+                    eprintln!("rocelink: note: {n}");
+                }
+                (Pingpong::new(sock, cfg, my_qpn)?, local_ip)
+            }
+        };
         let dest = Dest {
             lid: 0,
             qpn: pp.qpn(),
@@ -239,6 +261,9 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         qs.naks_received,
         qs.drops
     );
+    if let Some(x) = &xdp_port {
+        println!("rocelink: {}", crate::sinks::xdp_summary(x));
+    }
     counters.print(false, args.quiet);
     if r.corrupt > 0 {
         return Ok(ExitCode::from(1));

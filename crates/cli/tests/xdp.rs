@@ -363,3 +363,130 @@ fn two_virtual_ports_on_two_queues_two_threads() {
     let (ok, _, err) = receive(&["--xdp-queue", "2"]);
     assert!(!ok && err.contains("has 2 receive queue(s)"), "{err}");
 }
+
+/// `rocelink pingpong --xdp` and `rocelink perf --xdp` at both ends of a veth link: RC and
+/// UC exchanges and a write_bw run over two AF_XDP sockets (the TCP exchanges and ARP stay
+/// with the kernels), every payload checked, every ICRC over the IPv4 header as received
+/// (none through a recovered identification).
+#[test]
+fn pingpong_and_perf_between_two_af_xdp_ports() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") {
+        return;
+    }
+    let ns = common::VethPair::new("p16", &["10.217.0.1/24"], &["10.217.0.2/24"]);
+    let a = common::VethPair::exec(&ns.a);
+    let b = common::VethPair::exec(&ns.b);
+    for (i, kind) in ["rc", "uc"].into_iter().enumerate() {
+        let port = (18600 + i).to_string();
+        let base = ["pingpong", kind, "-p", &port, "-n", "300", "--check"];
+        let mut s = rocelink(&b, &base);
+        s.args(["--bind", "10.217.0.2", "--xdp", &ns.vb]);
+        let server = s
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let mut c = rocelink(&a, &base);
+        c.args(["10.217.0.2", "--bind", "10.217.0.1", "--xdp", &ns.va]);
+        let (ok, out, err) = output(c);
+        let so = server.wait_with_output().unwrap();
+        let sout =
+            String::from_utf8_lossy(&so.stdout).into_owned() + &String::from_utf8_lossy(&so.stderr);
+        assert!(ok && so.status.success(), "{kind}: {out}\n{err}\n{sout}");
+        for (text, ifname) in [(format!("{out}{err}"), &ns.va), (sout, &ns.vb)] {
+            assert!(
+                text.contains("rocelink: 300 received, 0 lost, 0 corrupt; ICRC: 0 bad, 0 IPv4 via recovered ID"),
+                "{kind}: {text}"
+            );
+            // every RoCE datagram went through the AF_XDP socket, with its header
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!("AF_XDP on {ifname} queue 0")))
+                .unwrap_or_else(|| panic!("{kind}: no AF_XDP line in {text}"));
+            let frames: u64 = line
+                .split("): ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(frames >= 300, "{line}");
+            assert!(
+                line.contains(&format!("{frames} UDP datagrams with their IPv4 header")),
+                "{line}"
+            );
+        }
+    }
+    // perftest's write_bw: the server's socket takes every WRITE packet
+    use std::io::BufRead as _;
+    let mut srv = rocelink(
+        &b,
+        &[
+            "perf",
+            "write_bw",
+            "--bind",
+            "10.217.0.2",
+            "-p",
+            "18610",
+            "-s",
+            "4096",
+            "-n",
+            "2000",
+            "--xdp",
+            &ns.vb,
+        ],
+    );
+    let mut srv = srv
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sout = std::io::BufReader::new(srv.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.contains("Waiting for client") {
+        assert!(sout.read_line(&mut text).unwrap() > 0, "{text}");
+    }
+    let mut c = rocelink(
+        &a,
+        &[
+            "perf",
+            "write_bw",
+            "10.217.0.2",
+            "--bind",
+            "10.217.0.1",
+            "-p",
+            "18610",
+            "-s",
+            "4096",
+            "-n",
+            "2000",
+            "--xdp",
+            &ns.va,
+            "--timeout",
+            "20",
+        ],
+    );
+    c.stdout(std::process::Stdio::piped());
+    let (ok, out, err) = output(c);
+    let so = srv.wait_with_output().unwrap();
+    let serr = String::from_utf8_lossy(&so.stderr).into_owned();
+    assert!(ok && so.status.success(), "{out}\n{err}\n{text}\n{serr}");
+    let line = serr
+        .lines()
+        .find(|l| l.contains(&format!("AF_XDP on {} queue 0", ns.vb)))
+        .unwrap_or_else(|| panic!("no AF_XDP line: {serr}"));
+    let frames: u64 = line
+        .split("): ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 2000 writes of 4096 bytes at MTU 1024: four packets each
+    assert!(frames >= 8000, "{line}");
+    assert!(
+        err.contains(&format!("AF_XDP on {} queue 0", ns.va)),
+        "{err}"
+    );
+}

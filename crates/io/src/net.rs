@@ -38,6 +38,27 @@ pub fn mac_for_ip(ip: IpAddr) -> Option<Mac> {
     interface_of(ip).map(|(_, mac)| mac)
 }
 
+/// The MAC of neighbour `ip` in the kernel's ARP table (`/proc/net/arp`, this thread's
+/// network namespace), if resolved.
+pub fn neighbour_mac(ip: std::net::Ipv4Addr) -> Option<[u8; 6]> {
+    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
+    let want = ip.to_string();
+    table.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // IP address, HW type, Flags (0x2: complete), HW address, Mask, Device
+        let flags = u32::from_str_radix(f.get(2)?.trim_start_matches("0x"), 16).ok()?;
+        if f[0] != want || flags & 0x2 == 0 {
+            return None;
+        }
+        let mut mac = [0u8; 6];
+        let mut parts = f.get(3)?.split(':');
+        for b in &mut mac {
+            *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+        }
+        Some(mac)
+    })
+}
+
 /// The name of the interface that has `ip` and its MAC (loopback: all zeros).
 fn interface_of(ip: IpAddr) -> Option<(Vec<u8>, Mac)> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();

@@ -191,6 +191,13 @@ impl Interface {
         &self.arp
     }
 
+    /// Learn that neighbour `ip` is at `mac` from elsewhere (a host sharing its port with a
+    /// kernel that keeps the ARP replies: the kernel's neighbour table); frames waiting on
+    /// it are released.
+    pub fn learn(&mut self, ip: Ipv4Addr, mac: Mac, now: Instant) {
+        self.arp.insert(ip, mac, now);
+    }
+
     fn on_subnet(&self, ip: Ipv4Addr) -> bool {
         let bits = u32::from(self.cfg.prefix_len.min(32));
         let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);

@@ -14,8 +14,9 @@ mod stats;
 pub use loopback::{headline, higher_is_better, loopback};
 pub use stats::{BwRow, LatRow, LatStats, bw_row, lat_row};
 
+use rocelink_io::backend::Backend;
 use rocelink_io::perftest::Oob;
-use rocelink_io::udp::UdpSocket;
+use rocelink_io::udp::{RecvBatch, UdpSocket};
 use rocelink_runtime::Driver;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_transport::sim::Rng;
@@ -284,7 +285,7 @@ const CACHE_LINE: usize = 64;
 pub struct Perf {
     cfg: PerfConfig,
     ep: Endpoint,
-    drv: Driver,
+    drv: Driver<Box<dyn Backend + Send>>,
     qps: Vec<Side>,
     cq: CqId,
     mr: MrKeys,
@@ -339,9 +340,19 @@ impl Perf {
     /// The endpoint on `sock` (whose address goes in the key string's GID), the QPs and
     /// the buffer for the largest size.
     pub fn new(cfg: PerfConfig, sock: UdpSocket) -> io::Result<Perf> {
+        let size = if sock.gro() { 65_536 } else { 9_216 };
+        Perf::make(cfg, Box::new(sock), RecvBatch::new(64, size))
+    }
+
+    /// As [`Perf::new`], over any backend (an AF_XDP port's socket, say).
+    pub fn with_backend(cfg: PerfConfig, sock: Box<dyn Backend + Send>) -> io::Result<Perf> {
+        Perf::make(cfg, sock, RecvBatch::new(64, 9_216))
+    }
+
+    fn make(cfg: PerfConfig, sock: Box<dyn Backend + Send>, batch: RecvBatch) -> io::Result<Perf> {
         cfg.check()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let local = sock.local_addr();
+        let local = Backend::local_addr(&sock);
         let mut ecfg = EndpointConfig::new(local).random_keys();
         // a kernel peer (rxe, a NIC) numbers its IPv4 IDs, which a UDP socket does not show:
         // recover them from the ICRC (a weaker check, counted as `icrc_unverified`)
@@ -382,7 +393,7 @@ impl Perf {
                 dest: None,
             });
         }
-        let mut drv = Driver::new(sock);
+        let mut drv = Driver::with_backend(sock, batch);
         drv.set_gso(cfg.gso);
         Ok(Perf {
             cfg,

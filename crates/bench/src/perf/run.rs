@@ -205,7 +205,7 @@ impl Periods<'_> {
     /// Returns when the last, unreported period began.
     fn run(
         self,
-        drv: &mut Driver,
+        drv: &mut Driver<Box<dyn rocelink_io::backend::Backend + Send>>,
         ep: &mut Endpoint,
         step: &mut dyn FnMut(&mut Endpoint) -> bool,
         period: Option<Duration>,
