@@ -198,6 +198,15 @@ impl Interface {
         self.arp.insert(ip, mac, now);
     }
 
+    /// The neighbour a datagram to `dst` goes to: `dst` on the subnet, else the gateway.
+    pub fn next_hop(&self, dst: Ipv4Addr) -> Ipv4Addr {
+        if self.on_subnet(dst) || dst == Ipv4Addr::BROADCAST {
+            dst
+        } else {
+            self.cfg.gateway.unwrap_or(dst)
+        }
+    }
+
     fn on_subnet(&self, ip: Ipv4Addr) -> bool {
         let bits = u32::from(self.cfg.prefix_len.min(32));
         let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
@@ -429,11 +438,7 @@ impl Interface {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Sent {
-        let hop = if self.on_subnet(dst) || dst == Ipv4Addr::BROADCAST {
-            dst
-        } else {
-            self.cfg.gateway.unwrap_or(dst)
-        };
+        let hop = self.next_hop(dst);
         let eth = self.header(Mac::BROADCAST, ethertype::IPV4, pcp);
         let h = eth.buffer_len();
         let mut f = vec![0u8; h + len];
@@ -520,11 +525,7 @@ impl Interface {
             return Ok(None);
         }
         let dst = *to.dst.ip();
-        let hop = if self.on_subnet(dst) {
-            dst
-        } else {
-            self.cfg.gateway.unwrap_or(dst)
-        };
+        let hop = self.next_hop(dst);
         if self.arp.peek(hop, now).is_none() {
             return Ok(None);
         }

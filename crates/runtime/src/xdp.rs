@@ -655,12 +655,13 @@ impl Backend for XdpSocket {
                 pcp: 0,
             };
             let Inner { xsk, iface, .. } = &mut *g;
+            let hop = iface.next_hop(*dst.ip());
             if self.port.cfg.role == XdpRole::Host
-                && iface.arp().peek(*dst.ip(), now).is_none()
-                && let Some(mac) = rocelink_io::net::neighbour_mac(*dst.ip())
+                && iface.arp().peek(hop, now).is_none()
+                && let Some(mac) = rocelink_io::net::neighbour_mac(hop)
             {
                 // a host's kernel keeps the ARP replies: take what it resolved
-                iface.learn(*dst.ip(), Mac(mac), now);
+                iface.learn(hop, Mac(mac), now);
             }
             if !xsk.can_push() {
                 g.stats.tx_full += 1;
