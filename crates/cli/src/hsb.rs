@@ -499,7 +499,8 @@ impl RxTuning {
     }
 
     /// Open the AF_XDP ports when `--xdp` is given: host `ip`, data ports `first..=last`,
-    /// one for each of `vps` virtual ports (the same port where they share a queue).
+    /// one for each of `vps` virtual ports (the same port where they share a queue); the
+    /// lists were checked against `vps` ([`RxTuning::check`]) before anything started.
     pub(crate) fn open_xdp(
         &self,
         ip: std::net::IpAddr,
@@ -512,7 +513,6 @@ impl RxTuning {
         let Some(ifname) = &self.xdp else {
             return Ok(Vec::new());
         };
-        self.check(vps)?;
         let std::net::IpAddr::V4(ip) = ip else {
             bail!("--xdp receives IPv4 only, not {ip}");
         };

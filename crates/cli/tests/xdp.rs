@@ -19,6 +19,22 @@ fn rocelink(prefix: &[&str], args: &[&str]) -> Command {
     c
 }
 
+/// The summary line of the AF_XDP socket on `ifname` queue `queue` in `text`, and the
+/// frames it says came through it.
+fn af_xdp_frames<'a>(text: &'a str, ifname: &str, queue: u32) -> (&'a str, u64) {
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("AF_XDP on {ifname} queue {queue} ")))
+        .unwrap_or_else(|| panic!("no AF_XDP line for {ifname} queue {queue} in {text}"));
+    let frames = line
+        .split("): ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no frame count in {line}"));
+    (line, frames)
+}
+
 fn output(mut c: Command) -> (bool, String, String) {
     let out = c.output().unwrap();
     (
@@ -329,17 +345,7 @@ fn two_virtual_ports_on_two_queues_two_threads() {
     assert!(rows.iter().all(|r| r["good"] == true), "{out}");
     // one AF_XDP socket per queue, each with its own VP's packets and nothing for another
     for q in [0, 1] {
-        let line = err
-            .lines()
-            .find(|l| l.contains(&format!("AF_XDP on {} queue {q} ", ns.vb)))
-            .unwrap_or_else(|| panic!("no queue {q} socket: {err}"));
-        let frames: u64 = line
-            .split("): ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap()
-            .parse()
-            .unwrap();
+        let (line, frames) = af_xdp_frames(&err, &ns.vb, q);
         assert!(frames >= 12 * 356, "{line}");
         assert!(line.contains(", 0 to no port"), "{line}");
         // exactly the datagrams of the VP steered to it
@@ -400,17 +406,7 @@ fn pingpong_and_perf_between_two_af_xdp_ports() {
                 "{kind}: {text}"
             );
             // every RoCE datagram went through the AF_XDP socket, with its header
-            let line = text
-                .lines()
-                .find(|l| l.contains(&format!("AF_XDP on {ifname} queue 0")))
-                .unwrap_or_else(|| panic!("{kind}: no AF_XDP line in {text}"));
-            let frames: u64 = line
-                .split("): ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .unwrap()
-                .parse()
-                .unwrap();
+            let (line, frames) = af_xdp_frames(&text, ifname, 0);
             assert!(frames >= 300, "{line}");
             assert!(
                 line.contains(&format!("{frames} UDP datagrams with their IPv4 header")),
@@ -472,17 +468,7 @@ fn pingpong_and_perf_between_two_af_xdp_ports() {
     let so = srv.wait_with_output().unwrap();
     let serr = String::from_utf8_lossy(&so.stderr).into_owned();
     assert!(ok && so.status.success(), "{out}\n{err}\n{text}\n{serr}");
-    let line = serr
-        .lines()
-        .find(|l| l.contains(&format!("AF_XDP on {} queue 0", ns.vb)))
-        .unwrap_or_else(|| panic!("no AF_XDP line: {serr}"));
-    let frames: u64 = line
-        .split("): ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (line, frames) = af_xdp_frames(&serr, &ns.vb, 0);
     // 2000 writes of 4096 bytes at MTU 1024: four packets each
     assert!(frames >= 8000, "{line}");
     assert!(

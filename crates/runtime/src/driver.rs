@@ -57,6 +57,30 @@ impl Pending {
     }
 }
 
+/// Hand one received datagram to the endpoint, then to `each`, and record it to `tap`
+/// (with the IPv4 identification it came with, or the one its ICRC gave back).
+fn deliver(
+    ep: &mut Endpoint,
+    now: Instant,
+    d: Datagram<'_>,
+    stats: &mut DriverStats,
+    tap: Option<&mut Tap>,
+    each: &mut dyn FnMut(&mut Endpoint),
+) -> io::Result<()> {
+    stats.rx_segments += 1;
+    ep.handle_datagram(now, d);
+    each(ep);
+    if let Some(tap) = tap {
+        let id = match (d.ip_header, ep.last_icrc()) {
+            (Some(h), _) if h.len() >= 6 => u16::from_be_bytes([h[4], h[5]]),
+            (None, Some(IcrcStatus::IdRecovered(id))) => id,
+            _ => 0,
+        };
+        tap.record(d.src, d.dst, d.payload, id)?;
+    }
+    Ok(())
+}
+
 /// Counters of the driver itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DriverStats {
@@ -253,26 +277,14 @@ impl<B: Backend> Driver<B> {
         let mut handled = 0;
         let skip = self.resume;
         for (i, (src, ip, seg)) in self.batch.segments_with_ip().enumerate().skip(skip) {
-            self.stats.rx_segments += 1;
             handled += 1;
-            ep.handle_datagram(
-                now,
-                Datagram {
-                    src,
-                    dst: local,
-                    ip_header: ip.map(|h| &h[..]),
-                    payload: seg,
-                },
-            );
-            each(ep);
-            if let Some(tap) = self.tap.as_mut() {
-                let id = match (ip, ep.last_icrc()) {
-                    (Some(h), _) => u16::from_be_bytes([h[4], h[5]]),
-                    (None, Some(IcrcStatus::IdRecovered(id))) => id,
-                    _ => 0,
-                };
-                tap.record(src, local, seg, id)?;
-            }
+            let d = Datagram {
+                src,
+                dst: local,
+                ip_header: ip.map(|h| &h[..]),
+                payload: seg,
+            };
+            deliver(ep, now, d, &mut self.stats, self.tap.as_mut(), each)?;
             if done(ep) {
                 self.resume = i + 1;
                 return Ok((handled, true));
@@ -299,28 +311,16 @@ impl<B: Backend> Driver<B> {
         } = self;
         let (mut handled, mut stopped, mut failed) = (0, false, None);
         let n = sock.recv_lent(max, wait, &mut |src, ip, seg| {
-            stats.rx_segments += 1;
             handled += 1;
-            ep.handle_datagram(
-                now,
-                Datagram {
-                    src,
-                    dst: local,
-                    ip_header: ip,
-                    payload: seg,
-                },
-            );
-            each(ep);
-            if let Some(tap) = tap.as_mut() {
-                let id = match (ip, ep.last_icrc()) {
-                    (Some(h), _) => u16::from_be_bytes([h[4], h[5]]),
-                    (None, Some(IcrcStatus::IdRecovered(id))) => id,
-                    _ => 0,
-                };
-                if let Err(e) = tap.record(src, local, seg, id) {
-                    failed = Some(e);
-                    return false;
-                }
+            let d = Datagram {
+                src,
+                dst: local,
+                ip_header: ip,
+                payload: seg,
+            };
+            if let Err(e) = deliver(ep, now, d, stats, tap.as_mut(), each) {
+                failed = Some(e);
+                return false;
             }
             stopped = done(ep);
             !stopped
