@@ -3,8 +3,10 @@
 //! A receiver that can predict the layout of the next datagrams (an HSB stream: fixed-size
 //! RDMA WRITEs to consecutive addresses) gives a *plan*: for each expected segment, a head
 //! (headers, to scratch), a body (a range of the caller's region: the payload's place) and a
-//! tail (ICRC, to scratch). `recvmmsg` is called with one iovec per piece, so a predicted
-//! payload lands in the region with the kernel's one copy and no second one. What does not
+//! tail (ICRC, to scratch). `recvmmsg` is called with one iovec per body and one per run of
+//! scratch between bodies (a slot's tail and the next slot's head are adjacent in scratch,
+//! so the kernel walks two iovecs per segment, not three), so a predicted payload lands in
+//! the region with the kernel's one copy and no second one. What does not
 //! fit the plan (a spill area per message catches the excess) the caller [`ScatterRx::gather`]s
 //! into a contiguous buffer and processes the slow way.
 //!
@@ -27,6 +29,8 @@ pub const MAX_HEAD: usize = 64;
 pub const MAX_TAIL: usize = 8;
 /// Largest number of messages per call.
 pub const MAX_MSGS: usize = 64;
+/// A tail, then the next slot's head.
+const JOINT: usize = MAX_TAIL + MAX_HEAD;
 
 /// Where one predicted segment goes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -68,8 +72,9 @@ pub struct ScatterMeta {
 /// Reusable state for scatter receives on one socket.
 pub struct ScatterRx {
     spill_len: usize,
-    heads: Vec<[u8; MAX_HEAD]>,
-    tails: Vec<[u8; MAX_TAIL]>,
+    /// Scratch between bodies: `joints[j]` holds slot `j - 1`'s tail (ending at
+    /// [`MAX_TAIL`]) and then slot `j`'s head, so the kernel fills both through one iovec.
+    joints: Vec<[u8; JOINT]>,
     spill: Vec<u8>,
     /// Start of each slot within its message.
     starts: Vec<usize>,
@@ -100,8 +105,7 @@ impl ScatterRx {
     pub fn new(spill_len: usize) -> ScatterRx {
         ScatterRx {
             spill_len,
-            heads: Vec::new(),
-            tails: Vec::new(),
+            joints: Vec::new(),
             spill: vec![0; spill_len * MAX_MSGS],
             starts: Vec::new(),
             plan: Vec::new(),
@@ -164,34 +168,55 @@ impl ScatterRx {
         }
         self.plan.clear();
         self.plan.extend_from_slice(plan);
-        if self.heads.len() < plan.len() {
-            self.heads.resize(plan.len(), [0; MAX_HEAD]);
-            self.tails.resize(plan.len(), [0; MAX_TAIL]);
+        if self.joints.len() < plan.len() + 1 {
+            self.joints.resize(plan.len() + 1, [0; JOINT]);
         }
         self.starts.clear();
         self.iovs.clear();
         let base = region.as_mut_ptr();
+        let joints = self.joints.as_mut_ptr();
         let mut first_iov = [0usize; MAX_MSGS + 1];
         for (m, first) in first_iov.iter_mut().enumerate().take(msgs) {
             *first = self.iovs.len();
             let slots = (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len());
             let mut at = 0;
+            // scratch bytes owed before the next body: the previous slot's tail, in the
+            // joint that also takes this slot's head
+            let mut owed = 0;
             for j in slots {
                 let s = &plan[j];
                 self.starts.push(at);
                 at += s.len();
-                let pieces = [
-                    (self.heads[j].as_mut_ptr(), s.head),
-                    // SAFETY: `s.body` was checked to lie within `region`, so the offset
-                    // stays inside the same allocation.
-                    (unsafe { base.add(s.body.start) }, s.body.len()),
-                    (self.tails[j].as_mut_ptr(), s.tail),
-                ];
+                // SAFETY: `j` and `j + 1` are below `joints.len()` (resized above), and
+                // `MAX_TAIL - owed` and `MAX_TAIL + s.head` lie within a joint (`owed` ≤
+                // MAX_TAIL, `s.head` ≤ MAX_HEAD, both checked); `s.body` was checked to lie
+                // within `region`, so those offsets stay inside their allocations.
+                let pieces = unsafe {
+                    [
+                        (
+                            joints.add(j).cast::<u8>().add(MAX_TAIL - owed),
+                            owed + s.head,
+                        ),
+                        (base.add(s.body.start), s.body.len()),
+                    ]
+                };
                 for (p, n) in pieces {
                     if n > 0 {
                         self.iovs.push(libc::iovec {
                             iov_base: p.cast(),
                             iov_len: n,
+                        });
+                    }
+                }
+                owed = s.tail;
+                if j + 1 == (m + 1) * per_msg || j + 1 == plan.len() {
+                    // the message's last slot: its tail alone, before the spill area
+                    if owed > 0 {
+                        // SAFETY: as above, `j + 1` < `joints.len()`.
+                        let p = unsafe { joints.add(j + 1).cast::<u8>().add(MAX_TAIL - owed) };
+                        self.iovs.push(libc::iovec {
+                            iov_base: p.cast(),
+                            iov_len: owed,
                         });
                     }
                 }
@@ -205,7 +230,7 @@ impl ScatterRx {
         self.groups.clear();
         self.groups
             .extend((0..msgs).map(|m| first_iov[m]..first_iov[m + 1]));
-        // SAFETY: the iovecs point into `self.heads`/`self.tails`/`self.spill` (not resized
+        // SAFETY: the iovecs point into `self.joints`/`self.spill` (not resized
         // until the call returns) and into disjoint ranges of `region`, which is mutably
         // borrowed for the whole call; message m's group is its own iovecs.
         let r = unsafe {
@@ -259,12 +284,12 @@ impl ScatterRx {
 
     /// The head bytes slot `j` received.
     pub fn head(&self, j: usize) -> &[u8] {
-        &self.heads[j][..self.plan[j].head]
+        &self.joints[j][MAX_TAIL..][..self.plan[j].head]
     }
 
     /// The tail bytes slot `j` received.
     pub fn tail(&self, j: usize) -> &[u8] {
-        &self.tails[j][..self.plan[j].tail]
+        &self.joints[j + 1][MAX_TAIL - self.plan[j].tail..MAX_TAIL]
     }
 
     /// Append bytes `range` of message `msg` to `out`, from
@@ -287,9 +312,9 @@ impl ScatterRx {
         };
         for j in m.slots.clone() {
             let s = &self.plan[j];
-            take(&self.heads[j][..s.head], out);
+            take(self.head(j), out);
             take(region.get(s.body.clone()).unwrap_or(&[]), out);
-            take(&self.tails[j][..s.tail], out);
+            take(self.tail(j), out);
         }
         take(&self.spill[msg * self.spill_len..][..self.spill_len], out);
     }
@@ -408,6 +433,10 @@ mod tests {
                     assert_eq!(rx.slot_for(m, r.clone()), Some(k));
                     out.clear();
                     rx.gather(&region, m, r.clone(), &mut out);
+                    // a tail and the next head share one joint: neither clobbers the other
+                    let sent = &s[segs.len()];
+                    assert_eq!(rx.head(k), &sent[..4]);
+                    assert_eq!(rx.tail(k), &sent[104..]);
                     segs.push(out.clone());
                     at = r.end;
                 }

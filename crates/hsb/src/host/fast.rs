@@ -248,11 +248,12 @@ impl FastPath {
         Ok(n)
     }
 
-    /// Size the next plan to what arrives: twice the segments of the last receive and some.
-    /// A plan names a slot (three I/O vectors, built here and read by the kernel) for every
-    /// segment a receive could bring, though at a steady rate one brings a fraction of them;
-    /// a receive that brings more than planned sends the rest the slow way once, and the
-    /// next plan is as long as the full one again.
+    /// Size the next plan to what arrives: the segments of the last receive and some.
+    /// A plan names a slot (two I/O vectors, built here and all read by the kernel for a GRO
+    /// message) for every segment a receive could bring, though at a steady rate one brings
+    /// a fraction of them (a GSO sender's runs are all the same length); a receive that
+    /// brings more than planned sends the rest the slow way once, and the next plan is as
+    /// long as the full one again.
     fn adapt(&mut self) {
         let got: usize = self
             .rx
@@ -421,13 +422,13 @@ impl FastPath {
 }
 
 /// The plan length after a receive that brought `got` segments of a plan of `planned`: all
-/// it may be if the plan was filled (or there was none), else twice what came and some; a
-/// receive that brought nothing changes nothing.
+/// it may be if the plan was filled (or there was none), else what came and some; a receive
+/// that brought nothing changes nothing.
 fn next_want(want: usize, got: usize, planned: usize) -> usize {
     match got {
         0 => want,
         _ if got >= planned => usize::MAX,
-        _ => 2 * got + ADAPT_MIN,
+        _ => got + ADAPT_MIN,
     }
 }
 
@@ -443,11 +444,11 @@ mod tests {
     fn the_plan_follows_what_arrives() {
         // nothing planned yet (the packet size is not known): the first plan is a full one
         assert_eq!(next_want(ADAPT_MIN, 3, 0), usize::MAX);
-        // 15 of 45 came: 38 next time; then 40 of 38 (the plan was too short): full again
-        assert_eq!(next_want(usize::MAX, 15, 45), 38);
-        assert_eq!(next_want(38, 38, 38), usize::MAX);
+        // 15 of 45 came: 23 next time; then 24 of 23 (the plan was too short): full again
+        assert_eq!(next_want(usize::MAX, 15, 45), 23);
+        assert_eq!(next_want(23, 24, 23), usize::MAX);
         // a timeout changes nothing; a trickle keeps the shortest plan
-        assert_eq!(next_want(38, 0, 38), 38);
-        assert_eq!(next_want(38, 1, 38), 2 + ADAPT_MIN);
+        assert_eq!(next_want(23, 0, 23), 23);
+        assert_eq!(next_want(23, 1, 23), 1 + ADAPT_MIN);
     }
 }
