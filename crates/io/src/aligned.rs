@@ -6,6 +6,8 @@ use std::ptr::NonNull;
 
 /// Alignment of [`AlignedBuf`] memory.
 pub const ALIGN: usize = 4096;
+/// A transparent huge page (x86-64, and arm64 with 4 KiB pages).
+const HUGE: usize = 2 << 20;
 
 /// A zero-initialised, 4096-aligned byte buffer whose capacity is a multiple of 4096.
 #[derive(Debug)]
@@ -78,6 +80,56 @@ impl AlignedBuf {
         }
     }
 
+    /// As [`AlignedBuf::zeroed`], but in an anonymous mapping aligned to 2 MiB that asks
+    /// for transparent huge pages (`MADV_HUGEPAGE`, honoured where THP is `always` or
+    /// `madvise`) and is populated up front (`MADV_POPULATE_WRITE`, Linux 5.14), so no page
+    /// fault lands in a receive. For a ring the kernel copies payloads into and the ICRC
+    /// reads back: one TLB entry per 2 MiB instead of per 4 KiB. Where huge pages are not
+    /// given the pages are ordinary ones; where the mapping fails, [`AlignedBuf::zeroed`].
+    pub fn huge_zeroed(len: usize) -> AlignedBuf {
+        let cap = len.max(1).next_multiple_of(HUGE);
+        let span = cap + HUGE;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is touched. The
+        // result is checked before use.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                span,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED || raw.is_null() {
+            return AlignedBuf::zeroed(len);
+        }
+        let start = raw as usize;
+        let aligned = start.next_multiple_of(HUGE);
+        let (head, tail) = (aligned - start, start + span - (aligned + cap));
+        // SAFETY: the head and tail are parts of the mapping just made that the buffer will
+        // not use; unmapping them leaves exactly [aligned, aligned + cap) mapped, which
+        // `Drop` unmaps as a whole. madvise only advises on that range.
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw, head);
+            }
+            if tail > 0 {
+                libc::munmap((aligned + cap) as *mut libc::c_void, tail);
+            }
+            let p = aligned as *mut libc::c_void;
+            libc::madvise(p, cap, libc::MADV_HUGEPAGE);
+            libc::madvise(p, cap, libc::MADV_POPULATE_WRITE);
+        }
+        AlignedBuf {
+            // SAFETY: `aligned` lies inside a successful mapping, so it is not null.
+            ptr: unsafe { NonNull::new_unchecked(aligned as *mut u8) },
+            cap,
+            len,
+            mapped: true,
+        }
+    }
+
     /// Capacity (a multiple of 4096).
     pub fn capacity(&self) -> usize {
         self.cap
@@ -144,7 +196,8 @@ impl AsMut<[u8]> for AlignedBuf {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if self.mapped {
-            // SAFETY: mapped in `new` with exactly this length; no reference outlives self.
+            // SAFETY: mapped (`lazy_zeroed`, `huge_zeroed`) with exactly this length; no
+            // reference outlives self.
             unsafe {
                 libc::munmap(self.ptr.as_ptr().cast(), self.cap);
             }
@@ -186,6 +239,18 @@ mod tests {
         b.as_mut()[(3 << 20) - 1] = 9;
         assert_eq!(b.as_ref()[(3 << 20) - 1], 9);
         assert!(!AlignedBuf::zeroed(3 << 20).mapped);
+    }
+
+    #[test]
+    fn huge_buffers_are_2mib_aligned_zeroed_and_writable() {
+        let mut b = AlignedBuf::huge_zeroed(5 << 20);
+        assert!(b.mapped);
+        assert_eq!((b.len(), b.capacity()), (5 << 20, 6 << 20));
+        assert_eq!(b.as_ref().as_ptr() as usize % HUGE, 0);
+        assert!(b.as_ref().iter().step_by(4096).all(|&x| x == 0));
+        b.as_mut()[(5 << 20) - 1] = 9;
+        assert_eq!(b.as_ref()[(5 << 20) - 1], 9);
+        assert_eq!(b.as_mut().len(), 5 << 20);
     }
 
     #[test]

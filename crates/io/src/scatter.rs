@@ -261,14 +261,20 @@ impl ScatterRx {
 
     /// The slot that bytes `range` of message `msg` filled exactly, if one did.
     pub fn slot_for(&self, msg: usize, range: Range<usize>) -> Option<usize> {
+        let segment = self.meta.get(msg)?.segment.max(1);
+        self.slot_for_segment(msg, range.start / segment, range)
+    }
+
+    /// [`ScatterRx::slot_for`] for bytes `range`, the `k`-th segment of message `msg`: a
+    /// caller that walks the segments in order knows `k` and saves the division.
+    pub fn slot_for_segment(&self, msg: usize, k: usize, range: Range<usize>) -> Option<usize> {
         let m = self.meta.get(msg)?;
         let starts = self.starts.get(m.slots.clone())?;
         // the common case first: a plan of equal slots, each taking one segment, so segment
-        // `i` (at `i × segment`) is slot `i` — one load instead of a search whose dependent
-        // loads cost more per packet than the rest of the lookup
-        let guess = range.start / m.segment.max(1);
-        if starts.get(guess) == Some(&range.start) {
-            let j = m.slots.start + guess;
+        // `k` is slot `k` — one load instead of a search whose dependent loads cost more per
+        // packet than the rest of the lookup
+        if starts.get(k) == Some(&range.start) {
+            let j = m.slots.start + k;
             if self.plan[j].len() == range.len() {
                 return Some(j);
             }

@@ -129,7 +129,7 @@ pub(super) struct FastPath {
     cursor: usize,
     /// Segments of the last receive: message and byte range. (Senders stay in the
     /// receive's metadata: copied along with every segment they cost more than the rest.)
-    segs: Vec<(usize, Range<usize>)>,
+    segs: Vec<(usize, usize, Range<usize>)>,
     pub(super) stats: FastStats,
 }
 
@@ -264,17 +264,19 @@ impl FastPath {
         self.want = next_want(self.want, got, self.plan.len());
     }
 
-    /// Split the received messages into segments (`segs`: message, byte range).
+    /// Split the received messages into segments (`segs`: message, index in it, byte range).
     fn split(&mut self) {
         self.segs.clear();
         for (m, meta) in self.rx.meta().iter().enumerate() {
             // a truncated datagram's last segment is incomplete; gathered, it fails the
             // slow path's length and ICRC checks
             let mut at = 0;
+            let mut k = 0;
             while at < meta.len {
                 let r = at..(at + meta.segment).min(meta.len);
                 at = r.end;
-                self.segs.push((m, r));
+                self.segs.push((m, k, r));
+                k += 1;
             }
         }
     }
@@ -286,8 +288,12 @@ impl FastPath {
     /// between were lost) fits too, to be moved there, and `shift` becomes `Some(d)`; after
     /// that only segments shifted by exactly `d` do, so the moves (done in reverse order)
     /// never overwrite a body not yet moved.
-    fn fit(&self, msg: usize, range: Range<usize>, shift: &mut Option<u64>) -> Option<Accepted> {
-        let j = self.rx.slot_for(msg, range.clone())?;
+    fn fit(
+        &self,
+        (msg, k, range): (usize, usize, Range<usize>),
+        shift: &mut Option<u64>,
+    ) -> Option<Accepted> {
+        let j = self.rx.slot_for_segment(msg, k, range)?;
         let e = self.expect[j];
         let h = self.rx.head(j).get(..28)?;
         let va = u64::from_be_bytes(h[12..20].try_into().ok()?);
@@ -336,9 +342,9 @@ impl FastPath {
         let mut shift = None;
         let region = ep.mr(self.g.lkey).map_err(io::Error::other)?.bytes();
         for i in 0..self.segs.len() {
-            let (m, r) = self.segs[i].clone();
+            let (m, k, r) = self.segs[i].clone();
             if !missed {
-                if let Some(a) = self.fit(m, r.clone(), &mut shift) {
+                if let Some(a) = self.fit((m, k, r.clone()), &mut shift) {
                     self.accepted.push(a);
                     continue;
                 }

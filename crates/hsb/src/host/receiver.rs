@@ -165,7 +165,7 @@ impl Receiver {
         check_config(&cfg)?;
         // page-aligned: every payload offset the device uses (multiples of 64) is then a
         // cache-line boundary for the kernel's copy
-        let mem = rocelink_io::aligned::AlignedBuf::zeroed(Receiver::ring_len(&cfg));
+        let mem = rocelink_io::aligned::AlignedBuf::huge_zeroed(Receiver::ring_len(&cfg));
         Receiver::with_memory(cfg, mem)
     }
 
