@@ -164,7 +164,8 @@ impl Receiver {
     pub fn new(cfg: ReceiverConfig) -> io::Result<Receiver> {
         check_config(&cfg)?;
         // page-aligned: every payload offset the device uses (multiples of 64) is then a
-        // cache-line boundary for the kernel's copy
+        // cache-line boundary for the kernel's copy; in huge pages where the kernel gives
+        // them (one TLB entry per 2 MiB for the copy and the ICRC pass), faulted in here
         let mem = rocelink_io::aligned::AlignedBuf::huge_zeroed(Receiver::ring_len(&cfg));
         Receiver::with_memory(cfg, mem)
     }
