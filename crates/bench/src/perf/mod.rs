@@ -7,6 +7,7 @@
 //! [`Perf::new`] makes the endpoint, region and QP; [`Perf::run`] exchanges, connects and
 //! runs the test as the client (a server name given) or the server.
 
+mod lat;
 mod loopback;
 mod run;
 mod stats;

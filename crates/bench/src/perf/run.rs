@@ -6,7 +6,7 @@
 //! SEND LAT — receives posted, a hand-shake, both ping-pong (the client sends first), the
 //! close.
 
-use super::{BwRow, Kind, Outcome, Perf, Progress, Verb, bw_row, lat_row};
+use super::{BwRow, Kind, Outcome, Perf, Progress, Verb, bw_row};
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::Driver;
 use rocelink_transport::*;
@@ -17,10 +17,10 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-const SEND_ID: u64 = 1;
-const RECV_ID: u64 = 2;
+pub(super) const SEND_ID: u64 = 1;
+pub(super) const RECV_ID: u64 = 2;
 
-fn failed(what: &str, wc: &WorkCompletion) -> io::Error {
+pub(super) fn failed(what: &str, wc: &WorkCompletion) -> io::Error {
     io::Error::other(format!(
         "{what} completed with {:?} (QP {:#x}): the peer refused it or stopped answering",
         wc.status, wc.qpn
@@ -29,7 +29,7 @@ fn failed(what: &str, wc: &WorkCompletion) -> io::Error {
 
 /// How a latency loop ended: its error, Ctrl-C, or not done by its deadline (`unfinished`
 /// says how far it got) — or fine.
-fn ended(
+pub(super) fn ended(
     err: Option<io::Error>,
     stop: &AtomicBool,
     done: bool,
@@ -47,7 +47,7 @@ fn ended(
     Ok(())
 }
 
-fn stopped() -> io::Error {
+pub(super) fn stopped() -> io::Error {
     io::Error::new(io::ErrorKind::Interrupted, "stopped (Ctrl-C)")
 }
 
@@ -255,7 +255,7 @@ struct Flow {
 }
 
 impl Perf {
-    fn sge(&self, off: usize, size: usize) -> Sge {
+    pub(super) fn sge(&self, off: usize, size: usize) -> Sge {
         Sge {
             lkey: self.mr.lkey,
             va: self.base + off as u64,
@@ -273,7 +273,7 @@ impl Perf {
     }
 
     /// A SEND, as the connection type wants it.
-    fn send_op(&self, i: usize) -> SendOp {
+    pub(super) fn send_op(&self, i: usize) -> SendOp {
         match self.qps[i].dest {
             Some(dest) => SendOp::UdSend { dest, imm: None },
             None => SendOp::Send,
@@ -281,7 +281,7 @@ impl Perf {
     }
 
     /// A latency run's limit: the exchange timeout, at least a minute.
-    fn lat_deadline(&self) -> Instant {
+    pub(super) fn lat_deadline(&self) -> Instant {
         Instant::now() + self.cfg.timeout.max(Duration::from_secs(60))
     }
 
@@ -436,7 +436,7 @@ impl Perf {
         Ok(())
     }
 
-    fn recv_wr(&self, i: usize, size: usize) -> (u32, RecvWr) {
+    pub(super) fn recv_wr(&self, i: usize, size: usize) -> (u32, RecvWr) {
         let grh = if self.cfg.conn == QpType::Ud {
             super::GRH
         } else {
@@ -579,184 +579,5 @@ impl Perf {
                 return Ok(());
             }
         }
-    }
-
-    /// perftest's WRITE ping-pong: each side writes `size` bytes whose last byte is its
-    /// iteration count into the peer's buffer and waits for the peer's count in its own.
-    fn write_lat(
-        &mut self,
-        size: usize,
-        rem: &KeyMsg,
-        client: bool,
-        stop: &AtomicBool,
-    ) -> io::Result<super::LatRow> {
-        let iters = self.cfg.iters;
-        let lkey = self.mr.lkey;
-        let poll_at = self.half + size - 1;
-        let wr = SendWr {
-            wr_id: SEND_ID,
-            op: SendOp::Write {
-                va: rem.vaddr,
-                rkey: rem.rkey,
-            },
-            sge: self.sge(0, size),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
-        let (qpn, cq) = (self.qps[0].qpn, self.cq);
-        let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
-        let mut posted = Vec::with_capacity(iters as usize);
-        let mut err = None;
-        let deadline = self.lat_deadline();
-        let Perf { ep, drv, .. } = self;
-        // the server writes first
-        let mut waiting = client;
-        let done = drv.run(ep, deadline, |ep| {
-            while let Some(wc) = ep.poll_cq(cq) {
-                if wc.status != WcStatus::Success {
-                    err = Some(failed("a WRITE", &wc));
-                    return true;
-                }
-                ccnt += 1;
-            }
-            if stop.load(Ordering::Relaxed) {
-                return true;
-            }
-            if waiting {
-                let seen = ep.mr(lkey).map_or(0, |m| m.bytes()[poll_at]);
-                if seen != (rcnt + 1) as u8 {
-                    return false;
-                }
-                rcnt += 1;
-                waiting = false;
-            }
-            if scnt < iters {
-                scnt += 1;
-                if let Ok(m) = ep.mr_mut(lkey) {
-                    m.bytes_mut()[size - 1] = scnt as u8;
-                }
-                posted.push(Instant::now());
-                if let Err(e) = ep.post_send(qpn, wr) {
-                    err = Some(io::Error::other(e));
-                    return true;
-                }
-            }
-            waiting = rcnt < iters;
-            scnt >= iters && rcnt >= iters && ccnt >= iters
-        })?;
-        ended(err, stop, done, || {
-            format!("write_lat: {rcnt} of {iters} answers came")
-        })?;
-        Ok(lat_row(size, &posted, 2.0))
-    }
-
-    /// One READ at a time.
-    fn read_lat(
-        &mut self,
-        size: usize,
-        rem: &KeyMsg,
-        stop: &AtomicBool,
-    ) -> io::Result<super::LatRow> {
-        let iters = self.cfg.iters;
-        let wr = SendWr {
-            wr_id: SEND_ID,
-            op: SendOp::Read {
-                va: rem.vaddr,
-                rkey: rem.rkey,
-            },
-            sge: self.sge(0, size),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
-        let (qpn, cq) = (self.qps[0].qpn, self.cq);
-        let mut posted = Vec::with_capacity(iters as usize);
-        let mut ccnt = 0u64;
-        let mut err = None;
-        let deadline = self.lat_deadline();
-        let Perf { ep, drv, .. } = self;
-        let done = drv.run(ep, deadline, |ep| {
-            while let Some(wc) = ep.poll_cq(cq) {
-                if wc.status != WcStatus::Success {
-                    err = Some(failed("a READ", &wc));
-                    return true;
-                }
-                ccnt += 1;
-            }
-            if ccnt >= iters || stop.load(Ordering::Relaxed) {
-                return true;
-            }
-            if posted.len() as u64 == ccnt {
-                posted.push(Instant::now());
-                if let Err(e) = ep.post_send(qpn, wr) {
-                    err = Some(io::Error::other(e));
-                    return true;
-                }
-            }
-            false
-        })?;
-        ended(err, stop, done, || "read_lat did not finish".into())?;
-        Ok(lat_row(size, &posted, 1.0))
-    }
-
-    /// perftest's SEND ping-pong: the client sends first, each side answers a receive with
-    /// a send.
-    fn send_lat(
-        &mut self,
-        size: usize,
-        client: bool,
-        stop: &AtomicBool,
-    ) -> io::Result<super::LatRow> {
-        let iters = self.cfg.iters;
-        let wr = SendWr {
-            wr_id: SEND_ID,
-            op: self.send_op(0),
-            sge: self.sge(0, size),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
-        let cq = self.cq;
-        let (qpn, rwr) = self.recv_wr(0, size);
-        let depth = self.cfg.rx_depth.min(iters as usize) as u64;
-        let (mut scnt, mut rcnt) = (0u64, 0u64);
-        let mut posted = Vec::with_capacity(iters as usize);
-        let mut err = None;
-        let mut turn = client;
-        let deadline = self.lat_deadline();
-        let Perf { ep, drv, .. } = self;
-        let done = drv.run(ep, deadline, |ep| {
-            while let Some(wc) = ep.poll_cq(cq) {
-                if wc.status != WcStatus::Success {
-                    err = Some(failed("a SEND or receive", &wc));
-                    return true;
-                }
-                if wc.wr_id == RECV_ID {
-                    rcnt += 1;
-                    turn = true;
-                    if rcnt + depth <= iters {
-                        let _ = ep.post_recv(qpn, rwr);
-                    }
-                }
-            }
-            if stop.load(Ordering::Relaxed) {
-                return true;
-            }
-            if turn && scnt < iters {
-                turn = false;
-                scnt += 1;
-                posted.push(Instant::now());
-                if let Err(e) = ep.post_send(qpn, wr) {
-                    err = Some(io::Error::other(e));
-                    return true;
-                }
-            }
-            scnt >= iters && rcnt >= iters
-        })?;
-        ended(err, stop, done, || {
-            format!("send_lat: {rcnt} of {iters} messages came")
-        })?;
-        Ok(lat_row(size, &posted, 2.0))
     }
 }

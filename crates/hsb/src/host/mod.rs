@@ -21,6 +21,7 @@ pub mod enumerate;
 mod fast;
 pub mod i2c;
 pub mod imx274;
+mod program;
 pub mod receiver;
 pub mod sensor_tx;
 mod source;

@@ -8,12 +8,10 @@
 //! packets wait in the socket buffer and, if that overflows, are lost — counted as dropped
 //! packets of a damaged frame, never passed off as good.
 
-use super::control::{Control, EcbError};
 use super::fast::{FastPath, Geometry, Item};
 use super::tracker::Tracker;
 pub use super::tracker::{FrameReport, ReceiverStats, page_layout};
 use crate::device::packetizer::PacketizerOptions;
-use crate::regs::{self, hif, vp};
 use rocelink_io::backend::Backend;
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
@@ -24,7 +22,6 @@ use rocelink_transport::{
     Access, Endpoint, EndpointConfig, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit, QpType,
     RecvWr, RegionMemory, Sge,
 };
-use rocelink_wire::bytes::Mac;
 use rocelink_wire::ib::Opcode;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -335,6 +332,10 @@ impl Receiver {
     pub fn rkey(&self) -> u32 {
         self.mr.rkey
     }
+    /// The settings it was made with.
+    pub fn config(&self) -> &ReceiverConfig {
+        &self.t.cfg
+    }
     /// Bytes per page (frame rounded up to 128, plus the 128-byte metadata slot).
     pub fn page_size(&self) -> usize {
         self.t.page_size
@@ -342,62 +343,6 @@ impl Receiver {
     /// The address the device must send to.
     pub fn local_addr(&self) -> SocketAddr {
         self.drv.socket().local_addr()
-    }
-
-    /// Program the device's data channel over ECB as HSB's host does: disable the VP,
-    /// set packet size and source port, QP, R_Key, ring base 0, page stride, pages, frame
-    /// size, host MAC/IP/port (with `md_disable`), then enable the VP.
-    pub fn configure(&self, ctl: &mut Control) -> Result<(), EcbError> {
-        let c = &self.t.cfg;
-        let mask = 1u32 << c.vp;
-        let local = self.local_addr();
-        let IpAddr::V4(host_ip) = local.ip() else {
-            return Err(EcbError::Io(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "HSB data channels are IPv4",
-            )));
-        };
-        let mac = rocelink_io::net::mac_for_ip(local.ip()).unwrap_or(Mac([0; 6]));
-        let m = mac.0;
-        let vpr = |off| regs::vp_reg(c.vp, off);
-        ctl.and(regs::hif_reg(c.data_plane, hif::VP_MASK), !mask)?;
-        let port = u32::from(local.port()) | if c.md_disable { regs::MD_DISABLE } else { 0 };
-        ctl.write_block(&[
-            (
-                regs::hif_reg(c.data_plane, hif::PACKET_SIZE),
-                regs::packet_pages_for_mtu(c.mtu),
-            ),
-            (
-                regs::hif_reg(c.data_plane, hif::PACKET_UDP_PORT),
-                u32::from(rocelink_wire::hsb::DATA_SOURCE_PORT),
-            ),
-            (vpr(vp::QP), self.qpn),
-            (vpr(vp::RKEY), self.mr.rkey),
-            (vpr(vp::PAGE_LSB), 0),
-            (vpr(vp::PAGE_MSB), 0),
-            (vpr(vp::PAGE_INC), (self.t.page_size >> 7) as u32),
-            (vpr(vp::MAX_BUFF), c.pages - 1),
-            (vpr(vp::BUFFER_LENGTH), c.frame_size as u32),
-            (
-                vpr(vp::HOST_MAC_LOW),
-                u32::from_be_bytes([m[2], m[3], m[4], m[5]]),
-            ),
-            (
-                vpr(vp::HOST_MAC_HIGH),
-                u32::from_be_bytes([0, 0, m[0], m[1]]),
-            ),
-            (vpr(vp::HOST_IP), u32::from(host_ip)),
-            (vpr(vp::HOST_UDP_PORT), port),
-        ])?;
-        ctl.or(regs::hif_reg(c.data_plane, hif::VP_MASK), mask)
-    }
-
-    /// Stop the device's stream (clear the VP's enable bit).
-    pub fn stop(&self, ctl: &mut Control) -> Result<(), EcbError> {
-        ctl.and(
-            regs::hif_reg(self.t.cfg.data_plane, hif::VP_MASK),
-            !(1u32 << self.t.cfg.vp),
-        )
     }
 
     /// Wait up to `timeout` for the next frame.
