@@ -88,7 +88,7 @@ pub(crate) struct ServeArgs {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct SendArgs {
-    /// The buffer unit: IP[:port].
+    /// The buffer unit: `IP[:port]`.
     server: String,
     /// Local address (default: 127.0.0.1 for a loopback server, else the unspecified one).
     #[arg(long)]

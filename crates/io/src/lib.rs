@@ -8,7 +8,7 @@
 //! * [`tap`] — a pcap tap of a UDP socket's datagrams (raw-IP records).
 //! * [`packet`] — AF_PACKET sockets for one EtherType (CoE without XDP).
 //! * [`oob`] — rdma-core's out-of-band TCP exchange.
-//! * [`file`] — disk-space reservation for the recorder's index.
+//! * [`file`](mod@file) — disk-space reservation for the recorder's index.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
 //!

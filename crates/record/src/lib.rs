@@ -9,7 +9,7 @@
 //! each frame's index record is appended, in arrival order, only after its write and every
 //! earlier one completed, and every batch of records only after an `fdatasync` of the data. After
 //! `kill -9` every frame in the index reads back intact; a full disk ends the recording with a
-//! clear error and a valid directory. See [`format`] for the layout.
+//! clear error and a valid directory. See [`format`](mod@format) for the layout.
 //!
 //! ```no_run
 //! use rocelink_record::{Recorder, RecordConfig, FrameMeta, format::Header};

@@ -57,8 +57,8 @@ pub struct ReceiverConfig {
     pub gro: bool,
     /// Record every datagram.
     pub pcap: Option<std::path::PathBuf>,
-    /// Let the kernel copy predicted payloads straight into the ring (see
-    /// [`super::fast`]); off, or with `pcap`, every datagram goes through the generic
+    /// Let the kernel copy predicted payloads straight into the ring (the fast path:
+    /// `host::fast`); off, or with `pcap`, every datagram goes through the generic
     /// endpoint.
     pub fast_path: bool,
     /// Messages per `recvmmsg` on the fast path (with GRO each holds up to 64 KiB).

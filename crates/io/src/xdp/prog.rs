@@ -189,7 +189,7 @@ pub fn program(steer: Steer, map_fd: i32) -> Vec<Insn> {
     a.finish(map_fd)
 }
 
-/// The steering program for UDP destination `port` (see [`Steer::UdpPort`]).
+/// The steering program for UDP destination `port` (see [`Steer::UdpPorts`]).
 pub fn steer_udp(port: u16, map_fd: i32) -> Vec<Insn> {
     program(
         Steer::UdpPorts {

@@ -18,7 +18,7 @@
 //! | 39 | reserved |
 //! | 40 | channel (6 bits, from `DP_QP`) |
 //! | 41 | flags: [`FRAME_START`], [`FRAME_END`], [`LINE_END`] |
-//! | 42–45 | frame number[1:0] in bits 29:28, byte offset in bits 27:0 |
+//! | 42–45 | frame number\[1:0\] in bits 29:28, byte offset in bits 27:0 |
 //!
 //! Layout from HSB's emulator (`coe_transmitter.cpp`, `net.hpp`) and Linux receiver
 //! (`linux_coe_receiver.cpp`), which agree with the IP's `dataplane.mdx` table.

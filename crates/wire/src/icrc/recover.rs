@@ -19,7 +19,7 @@ fn crc_raw0(bytes: &[u8]) -> u32 {
 }
 
 /// For an IPv4 packet received through a UDP socket, the IPv4 Identification is unknown.
-/// Given the check made assuming ID 0 ([`check_socket`]) over `ib_len` bytes (BTH … ICRC),
+/// Given the check made assuming ID 0 ([`super::check_socket`]) over `ib_len` bytes (BTH … ICRC),
 /// find the ID that makes the ICRC correct, if any. The CRC is linear in the ID, so this is
 /// a 16-unknown linear system; a random corruption passes with probability 2⁻¹⁶, so this
 /// is a weaker check than an exact one and callers must report it as such.

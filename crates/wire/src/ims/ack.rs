@@ -1,6 +1,6 @@
 //! Data-channel ACK/NACK packet (Tables 3.5–3.7): 16 bytes in a UC SEND from the receiver.
 //!
-//! Words: ACK type, event bits, VA[31:0], VA[63:32]. The VA is 0 for "no start of frame".
+//! Words: ACK type, event bits, VA\[31:0\], VA\[63:32\]. The VA is 0 for "no start of frame".
 
 use crate::bytes::{be_u32, set_be_u32};
 use crate::{Error, Result};
