@@ -1,7 +1,7 @@
 //! The latency tests as perftest runs them: WRITE, READ and SEND ping-pong (see [`super::run`]
 //! for the exchanges around them).
 
-use super::run::{RECV_ID, SEND_ID, ended, failed};
+use super::run::{RECV_ID, ended, failed};
 use super::{Perf, lat_row};
 use rocelink_transport::*;
 use rocelink_wire::perftest::KeyMsg;
@@ -22,17 +22,14 @@ impl Perf {
         let iters = self.cfg.iters;
         let lkey = self.mr.lkey;
         let poll_at = self.half + size - 1;
-        let wr = SendWr {
-            wr_id: SEND_ID,
-            op: SendOp::Write {
+        let wr = self.signaled_wr(
+            0,
+            SendOp::Write {
                 va: rem.vaddr,
                 rkey: rem.rkey,
             },
-            sge: self.sge(0, size),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
+            size,
+        );
         let (qpn, cq) = (self.qps[0].qpn, self.cq);
         let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
         let mut posted = Vec::with_capacity(iters as usize);
@@ -88,17 +85,14 @@ impl Perf {
         stop: &AtomicBool,
     ) -> io::Result<super::LatRow> {
         let iters = self.cfg.iters;
-        let wr = SendWr {
-            wr_id: SEND_ID,
-            op: SendOp::Read {
+        let wr = self.signaled_wr(
+            0,
+            SendOp::Read {
                 va: rem.vaddr,
                 rkey: rem.rkey,
             },
-            sge: self.sge(0, size),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
+            size,
+        );
         let (qpn, cq) = (self.qps[0].qpn, self.cq);
         let mut posted = Vec::with_capacity(iters as usize);
         let mut ccnt = 0u64;
@@ -138,14 +132,7 @@ impl Perf {
         stop: &AtomicBool,
     ) -> io::Result<super::LatRow> {
         let iters = self.cfg.iters;
-        let wr = SendWr {
-            wr_id: SEND_ID,
-            op: self.send_op(0),
-            sge: self.sge(0, size),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
+        let wr = self.signaled_wr(0, self.send_op(0), size);
         let cq = self.cq;
         let (qpn, rwr) = self.recv_wr(0, size);
         let depth = self.cfg.rx_depth.min(iters as usize) as u64;

@@ -263,6 +263,18 @@ impl Perf {
         }
     }
 
+    /// A signaled work request of `size` bytes from QP `i`'s part of the buffer.
+    pub(super) fn signaled_wr(&self, i: usize, op: SendOp, size: usize) -> SendWr {
+        SendWr {
+            wr_id: SEND_ID,
+            op,
+            sge: self.sge(self.qps[i].off, size),
+            signaled: true,
+            solicited: false,
+            marks: 0,
+        }
+    }
+
     /// The index of the QP a completion names.
     fn qp_index(&self) -> HashMap<u32, usize> {
         self.qps
@@ -327,15 +339,7 @@ impl Perf {
                     },
                     Verb::Send => self.send_op(i),
                 };
-                let wr = SendWr {
-                    wr_id: SEND_ID,
-                    op,
-                    sge: self.sge(self.qps[i].off, size),
-                    signaled: true,
-                    solicited: false,
-                    marks: 0,
-                };
-                (self.qps[i].qpn, wr)
+                (self.qps[i].qpn, self.signaled_wr(i, op, size))
             })
             .collect();
         let index = self.qp_index();
