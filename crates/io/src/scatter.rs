@@ -183,44 +183,39 @@ impl ScatterRx {
             // scratch bytes owed before the next body: the previous slot's tail, in the
             // joint that also takes this slot's head
             let mut owed = 0;
+            let last = slots.end;
+            let iovs = &mut self.iovs;
+            let mut push = |p: *mut u8, n: usize| {
+                if n > 0 {
+                    iovs.push(libc::iovec {
+                        iov_base: p.cast(),
+                        iov_len: n,
+                    });
+                }
+            };
             for j in slots {
                 let s = &plan[j];
                 self.starts.push(at);
                 at += s.len();
-                // SAFETY: `j` and `j + 1` are below `joints.len()` (resized above), and
-                // `MAX_TAIL - owed` and `MAX_TAIL + s.head` lie within a joint (`owed` ≤
-                // MAX_TAIL, `s.head` ≤ MAX_HEAD, both checked); `s.body` was checked to lie
-                // within `region`, so those offsets stay inside their allocations.
-                let pieces = unsafe {
-                    [
-                        (
-                            joints.add(j).cast::<u8>().add(MAX_TAIL - owed),
-                            owed + s.head,
-                        ),
-                        (base.add(s.body.start), s.body.len()),
-                    ]
-                };
-                for (p, n) in pieces {
-                    if n > 0 {
-                        self.iovs.push(libc::iovec {
-                            iov_base: p.cast(),
-                            iov_len: n,
-                        });
-                    }
+                // SAFETY: `j` is below `joints.len()` (resized above) and `MAX_TAIL - owed`
+                // and `MAX_TAIL + s.head` lie within a joint (`owed` ≤ MAX_TAIL, `s.head` ≤
+                // MAX_HEAD, both checked); `s.body` was checked to lie within `region`, so
+                // those offsets stay inside their allocations.
+                unsafe {
+                    push(
+                        joints.add(j).cast::<u8>().add(MAX_TAIL - owed),
+                        owed + s.head,
+                    );
+                    push(base.add(s.body.start), s.body.len());
                 }
                 owed = s.tail;
-                if j + 1 == (m + 1) * per_msg || j + 1 == plan.len() {
-                    // the message's last slot: its tail alone, before the spill area
-                    if owed > 0 {
-                        // SAFETY: as above, `j + 1` < `joints.len()`.
-                        let p = unsafe { joints.add(j + 1).cast::<u8>().add(MAX_TAIL - owed) };
-                        self.iovs.push(libc::iovec {
-                            iov_base: p.cast(),
-                            iov_len: owed,
-                        });
-                    }
-                }
             }
+            // the message's last tail alone, before its spill area
+            // SAFETY: `last` ≤ `plan.len()` < `joints.len()`, and `owed` ≤ MAX_TAIL.
+            push(
+                unsafe { joints.add(last).cast::<u8>().add(MAX_TAIL - owed) },
+                owed,
+            );
             self.iovs.push(libc::iovec {
                 iov_base: self.spill[m * self.spill_len..].as_mut_ptr().cast(),
                 iov_len: self.spill_len,
