@@ -10,12 +10,12 @@
 //! this plus rdma-core's printing.
 
 use rocelink_io::backend::Backend;
-use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
+use rocelink_io::udp::{RecvBatch, UdpSocket};
 use rocelink_runtime::Driver;
 use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const RECV_WRID: u64 = 1;
@@ -398,32 +398,7 @@ fn grh(cfg: &PingpongConfig) -> usize {
     if cfg.qp_type == QpType::Ud { 40 } else { 0 }
 }
 
-/// The RoCE socket at `ip:port`. On one host the rdma-core idiom runs both ends on the
-/// loopback address; when its port is taken by the other end and no address was asked for
-/// (`chosen` false), the next free 127/8 address is used (the peer learns it from the GID).
-/// Errors name the address.
-pub fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> io::Result<(UdpSocket, IpAddr)> {
-    let e = match UdpSocket::bind(SocketAddr::new(ip, port), &UdpConfig::default()) {
-        Ok(s) => return Ok((s, ip)),
-        Err(e) => e,
-    };
-    let named = |what: String| io::Error::new(e.kind(), format!("{what}: {e}"));
-    if chosen || !ip.is_loopback() || e.kind() != io::ErrorKind::AddrInUse {
-        return Err(named(format!("cannot bind RoCE UDP socket {ip}:{port}")));
-    }
-    for k in 2..=254u8 {
-        let alt = IpAddr::V4(Ipv4Addr::new(127, 0, 0, k));
-        if alt == ip {
-            continue;
-        }
-        if let Ok(s) = UdpSocket::bind(SocketAddr::new(alt, port), &UdpConfig::default()) {
-            return Ok((s, alt));
-        }
-    }
-    Err(named(format!(
-        "cannot bind RoCE UDP socket {ip}:{port}, nor port {port} on 127.0.0.2..254"
-    )))
-}
+pub use rocelink_runtime::bind_roce;
 
 /// Stamp `buf` for exchange `seq`.
 pub fn stamp(buf: &mut [u8], seq: u64) {
@@ -450,6 +425,7 @@ pub fn stamped_ok(buf: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
 
     #[test]
     fn stamps() {

@@ -4,7 +4,7 @@
 use crate::args;
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
-use rocelink_bench::pingpong::bind_roce;
+use rocelink_runtime::bind_roce;
 use rocelink_runtime::{Driver, RunOpts};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};

@@ -153,7 +153,9 @@ fn refusals_are_counted_and_readable_while_running() {
     assert_eq!(before["pid"], srv.id());
     let net0 = &before["links"][0]["net"];
 
-    // from the client's address (a UC responder does not check the source), DF set: IPv4 ID 0
+    // from the client's address at another UDP port, DF set: IPv4 ID 0. The ICRC and the
+    // QPN are checked first; a packet for the QP from a port that is not its peer's is
+    // refused before its R_Key is looked at
     let sock = rocelink_io::udp::UdpSocket::bind(
         SocketAddr::new(cip.parse().unwrap(), 0),
         &rocelink_io::udp::UdpConfig::default(),
@@ -195,7 +197,7 @@ fn refusals_are_counted_and_readable_while_running() {
         let net = s["links"][0]["net"].clone();
         if (
             want(&net, "icrc_errors"),
-            want(&net, "access_violations"),
+            want(&net, "foreign_port"),
             want(&net, "unknown_qp"),
         ) == (5, 9, 7)
             || Instant::now() > deadline
@@ -205,7 +207,8 @@ fn refusals_are_counted_and_readable_while_running() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(want(&mid, "icrc_errors"), 5, "{mid}");
-    assert_eq!(want(&mid, "access_violations"), 9, "{mid}");
+    assert_eq!(want(&mid, "foreign_port"), 9, "{mid}");
+    assert_eq!(want(&mid, "access_violations"), 0, "{mid}");
     assert_eq!(want(&mid, "unknown_qp"), 7, "{mid}");
     // the table form of the same, over the same socket
     let table = rocelink()

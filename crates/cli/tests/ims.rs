@@ -47,6 +47,13 @@ fn stream(
     frame: &str,
     extra: &[&str],
 ) -> (Value, Value) {
+    // a free port in this namespace (4791 may be someone else's); in a namespace of the
+    // test's own, RoCE's own
+    let port = match ns {
+        Some(_) => 4791,
+        None => free_port(ip),
+    };
+    let (port_s, unit) = (port.to_string(), format!("{ip}:{port}"));
     let total = common_bytes(bytes) / common_bytes(frame);
     let (ps, pw) = match ns {
         Some((s, w)) => (
@@ -63,6 +70,8 @@ fn stream(
             "serve",
             "--bind",
             ip,
+            "--port",
+            &port_s,
             "--ring",
             "64M",
             "--frames",
@@ -75,7 +84,7 @@ fn stream(
     let mut args = vec![
         "ims",
         "send",
-        ip,
+        &unit,
         "--bytes",
         bytes,
         "--frame",
@@ -91,6 +100,11 @@ fn stream(
     assert_eq!(wc, Some(0), "worker: {w} {we}");
     assert_eq!(sc, Some(0), "server: {s} {se}");
     (w, s)
+}
+
+/// A UDP port free on the unit's address and on 127.0.0.1 (where a loopback worker binds).
+fn free_port(ip: &str) -> u16 {
+    rocelink_testkit::ports::free_udp_port(&[ip, "127.0.0.1"])
 }
 
 fn common_bytes(s: &str) -> u64 {
@@ -239,6 +253,8 @@ fn namespaces_with_loss_stream_one_gib_intact() {
 
 #[test]
 fn ctrl_c_finishes_the_frames_in_flight_and_closes_the_channels() {
+    let port = free_port("127.0.0.62").to_string();
+    let unit = format!("127.0.0.62:{port}");
     let serve = spawn(
         &[],
         &[
@@ -246,6 +262,8 @@ fn ctrl_c_finishes_the_frames_in_flight_and_closes_the_channels() {
             "serve",
             "--bind",
             "127.0.0.62",
+            "--port",
+            &port,
             "--ring",
             "64M",
             "--seconds",
@@ -258,7 +276,7 @@ fn ctrl_c_finishes_the_frames_in_flight_and_closes_the_channels() {
         &[
             "ims",
             "send",
-            "127.0.0.62",
+            &unit,
             "--frame",
             "64K",
             "--timeout",
@@ -327,7 +345,8 @@ fn bad_input_is_refused_before_anything_starts() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
-    // a taken address is named
+    // a taken address is named, with who holds it
+    let port = free_port("127.0.0.64").to_string();
     let first = spawn(
         &[],
         &[
@@ -335,6 +354,8 @@ fn bad_input_is_refused_before_anything_starts() {
             "serve",
             "--bind",
             "127.0.0.64",
+            "--port",
+            &port,
             "--seconds",
             "5",
             "--quiet",
@@ -342,14 +363,39 @@ fn bad_input_is_refused_before_anything_starts() {
     );
     std::thread::sleep(Duration::from_millis(300));
     let out = rocelink()
-        .args(["ims", "serve", "--bind", "127.0.0.64", "--quiet"])
+        .args([
+            "ims",
+            "serve",
+            "--bind",
+            "127.0.0.64",
+            "--port",
+            &port,
+            "--quiet",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("127.0.0.64:4791"),
+        !out.status.success() && err.contains(&format!("127.0.0.64:{port}")),
         "{err}"
     );
+    assert!(err.contains(&format!("process {}", first.id())), "{err}");
+    // a bad value is reported before the busy port
+    let out = rocelink()
+        .args([
+            "ims",
+            "serve",
+            "--bind",
+            "127.0.0.64",
+            "--port",
+            &port,
+            "--ring",
+            "100",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ring size 100"), "{err}");
     assert!(common::sh(&["kill", "-INT", &first.id().to_string()]));
     let _ = first.wait_with_output();
 }
@@ -359,11 +405,15 @@ fn serve_records_every_frame_it_consumes() {
     let dir = common::tmpdir("ims_record");
     let rec = dir.join("rec");
     let rec_s = rec.to_str().unwrap();
+    let port = free_port("127.0.0.65").to_string();
+    let unit = format!("127.0.0.65:{port}");
     let serve = spawn(
         &[],
         &[
             "ims",
             "serve",
+            "--port",
+            &port,
             "--bind",
             "127.0.0.65",
             "--ring",
@@ -382,7 +432,7 @@ fn serve_records_every_frame_it_consumes() {
         &[
             "ims",
             "send",
-            "127.0.0.65",
+            &unit,
             "--image4",
             "--frames",
             "50",
@@ -408,4 +458,242 @@ fn serve_records_every_frame_it_consumes() {
     assert_eq!(v["frames"], 50, "{v}");
     assert_eq!(v["good"], 50, "{v}");
     assert_eq!(v["frame_size"], 64 + 256 * 128, "{v}");
+}
+
+/// The QPNs of a running rocelink process (from its control socket), busiest sender first.
+fn qpns_of(pid: u32) -> Vec<u32> {
+    let mut out = rocelink()
+        .args(["stats", &pid.to_string(), "--json"])
+        .output()
+        .unwrap();
+    for _ in 0..50 {
+        if out.status.success() {
+            break;
+        }
+        // not up yet
+        std::thread::sleep(Duration::from_millis(100));
+        out = rocelink()
+            .args(["stats", &pid.to_string(), "--json"])
+            .output()
+            .unwrap();
+    }
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let mut qps: Vec<(u64, u32)> = v["links"][0]["qps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["counters"]["tx_bytes"].as_u64().unwrap(),
+                q["qpn"].as_u64().unwrap() as u32,
+            )
+        })
+        .collect();
+    qps.sort_unstable_by(|a, b| b.cmp(a));
+    qps.into_iter().map(|(_, q)| q).collect()
+}
+
+/// A RoCE v2 packet with a valid ICRC from `src` to `dst`: UC SEND ONLY (IMS answer) or
+/// UD SEND ONLY (status packet, `deth`) to `qpn` at `psn`.
+fn forged(
+    src: std::net::SocketAddr,
+    dst: std::net::SocketAddr,
+    qpn: u32,
+    psn: u32,
+    deth: Option<rocelink_wire::ib::DethRepr>,
+    body: &[u8],
+) -> Vec<u8> {
+    use rocelink_wire::ib::{BthRepr, IbRepr, Opcode};
+    let ib = IbRepr {
+        bth: BthRepr {
+            opcode: if deth.is_some() {
+                Opcode::UD_SEND_ONLY
+            } else {
+                Opcode::UC_SEND_ONLY
+            },
+            dest_qp: qpn,
+            psn,
+            ..Default::default()
+        },
+        deth,
+        payload_len: body.len(),
+        ..Default::default()
+    };
+    let mut b = vec![0u8; ib.buffer_len()];
+    ib.emit(&mut b, body);
+    rocelink_wire::icrc::fill_socket(src, dst, &mut b).unwrap();
+    b
+}
+
+#[test]
+fn forged_acks_are_refused_and_a_vanished_unit_is_an_error() {
+    let ip = "127.0.0.66";
+    let port = free_port(ip);
+    let (port_s, unit) = (port.to_string(), format!("{ip}:{port}"));
+    let mut serve = spawn(
+        &[],
+        &["ims", "serve", "--bind", ip, "--port", &port_s, "--quiet"],
+    );
+    let send = spawn(
+        &[],
+        &[
+            "ims",
+            "send",
+            &unit,
+            "--frame",
+            "64K",
+            "--timeout",
+            "0.2",
+            "--silence",
+            "1",
+            "--json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let data_qpn = qpns_of(send.id())[0];
+    // the unit goes away; someone else on its address sends ACKs for the next frames
+    serve.kill().unwrap();
+    let _ = serve.wait();
+    let forger_port = rocelink_testkit::ports::free_udp_port(&[ip]);
+    let src: std::net::SocketAddr = format!("{ip}:{forger_port}").parse().unwrap();
+    let dst: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let sock = std::net::UdpSocket::bind(src).unwrap();
+    for i in 0..400u64 {
+        let mut ack = [0u8; 16];
+        ack[8..12].copy_from_slice(&((i * 65536) as u32).to_be_bytes());
+        let p = forged(src, dst, data_qpn, i as u32, None, &ack);
+        sock.send_to(&p, dst).unwrap();
+    }
+    let (code, w, err) = json_of(send);
+    assert_eq!(code, Some(2), "{w} {err}");
+    assert!(
+        w["error"].as_str().unwrap().contains("answered nothing"),
+        "{w}"
+    );
+    assert!(w["answers_refused"].as_u64().unwrap() >= 300, "{w}");
+    assert!(w["unacknowledged_frames"].as_u64().unwrap() > 0, "{w}");
+    assert!(err.contains("never acknowledged"), "{err}");
+}
+
+#[test]
+fn a_worker_cannot_be_torn_down_by_another_address() {
+    let ip = "127.0.0.67";
+    let port = free_port(ip);
+    let (port_s, unit) = (port.to_string(), format!("{ip}:{port}"));
+    let serve = spawn(
+        &[],
+        &[
+            "ims",
+            "serve",
+            "--bind",
+            ip,
+            "--port",
+            &port_s,
+            "--ring",
+            "16M",
+            "--frames",
+            "50000",
+            "--seconds",
+            "60",
+            "--json",
+        ],
+    );
+    let send = spawn(
+        &[],
+        &[
+            "ims",
+            "send",
+            &unit,
+            "--frame",
+            "64K",
+            "--frames",
+            "50000",
+            "--timeout",
+            "0.05",
+            "--json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let qpns = qpns_of(send.id());
+    let dst: std::net::SocketAddr = unit.parse().unwrap();
+    // STAT_TERM and DATA_TERM for each of the worker's QPs (one is its status QP), with
+    // its LID, from its address at another port and from another address
+    for from in ["127.0.0.1", "127.0.0.68"] {
+        let fp = rocelink_testkit::ports::free_udp_port(&[from]);
+        let src: std::net::SocketAddr = format!("{from}:{fp}").parse().unwrap();
+        let sock = std::net::UdpSocket::bind(src).unwrap();
+        for &q in &qpns {
+            for method in [6u8, 2] {
+                let mut p = [0u8; 28];
+                p[0] = 1;
+                p[1] = 1;
+                p[3] = method;
+                p[4..8].copy_from_slice(&[127, 0, 0, 1]);
+                p[8..12].copy_from_slice(&q.to_be_bytes());
+                let d = rocelink_wire::ib::DethRepr {
+                    qkey: 0x494D_5300,
+                    src_qp: q,
+                };
+                sock.send_to(&forged(src, dst, 0x10, 0, Some(d), &p), dst)
+                    .unwrap();
+            }
+        }
+    }
+    let (wc, w, we) = json_of(send);
+    let (sc, s, se) = json_of(serve);
+    assert_eq!(wc, Some(0), "{w} {we}");
+    assert_eq!(sc, Some(0), "{s} {se}");
+    assert_eq!(w["frames"], 50000, "{w}");
+    assert_eq!(s["frames_consumed"], 50000, "{s}");
+    assert!(s["status_foreign"].as_u64().unwrap() >= 4, "{s}");
+}
+
+#[test]
+fn stopping_a_recording_unit_keeps_every_frame_it_acked() {
+    let dir = common::tmpdir("ims_record_stop");
+    let rec = dir.join("rec");
+    let rec_s = rec.to_str().unwrap();
+    let ip = "127.0.0.69";
+    let port = free_port(ip);
+    let (port_s, unit) = (port.to_string(), format!("{ip}:{port}"));
+    let serve = spawn(
+        &[],
+        &[
+            "ims", "serve", "--bind", ip, "--port", &port_s, "--ring", "64M", "--record", rec_s,
+            "--json",
+        ],
+    );
+    let send = spawn(
+        &[],
+        &[
+            "ims",
+            "send",
+            &unit,
+            "--frame",
+            "256K",
+            "--timeout",
+            "0.2",
+            "--silence",
+            "1",
+            "--json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(common::sh(&["kill", "-TERM", &serve.id().to_string()]));
+    let (sc, s, se) = json_of(serve);
+    let (_, w, _) = json_of(send);
+    assert_eq!(sc, Some(0), "{s} {se}");
+    let acked = w["frames"].as_u64().unwrap();
+    assert!(acked > 0, "{w}");
+    let out = rocelink()
+        .args(["inspect", rec_s, "--json", "--verify"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["good"].as_u64().unwrap() >= acked,
+        "the worker saw {acked} frames ACKed, the recording holds {v}"
+    );
+    assert_eq!(v["recorder_drops"], 0, "{v}");
 }

@@ -74,7 +74,7 @@ pub mod source;
 pub mod worker;
 
 pub use consumer::{Consumer, RateConsumer, RecordConsumer};
-pub use nack::{NackCounts, events_for};
+pub use nack::{NackCounts, events_for, events_for_faults};
 pub use server::{Frame, Server, ServerConfig, ServerStats};
 pub use source::{FrameSource, ImageSource, PatternSource, Verify};
 pub use worker::{MarkBad, Worker, WorkerConfig, WorkerState, WorkerStats};
@@ -152,4 +152,26 @@ pub enum Error {
     /// The frame source failed.
     #[error("frame source: {0}")]
     Source(String),
+    /// The buffer unit refused this worker: it holds as many as it takes.
+    #[error(
+        "the buffer unit at {server} refused another {what}: it is full (try again later, or raise its --max-workers)"
+    )]
+    Full {
+        /// The buffer unit.
+        server: SocketAddr,
+        /// What it had no room for ("worker", "data channel").
+        what: &'static str,
+    },
+    /// The buffer unit stopped answering while frames were unanswered.
+    #[error(
+        "the buffer unit at {server} answered nothing for {secs:.1} s with {frames} frame(s) unanswered (is it still running?)"
+    )]
+    Silent {
+        /// The buffer unit.
+        server: SocketAddr,
+        /// How long it was silent.
+        secs: f64,
+        /// Frames sent and never answered.
+        frames: usize,
+    },
 }

@@ -1,7 +1,7 @@
 //! What a buffer unit answers for each way a frame can end (the transport's
 //! [`MessageOutcome`]), and NACK counters per cause of Table 3.7.
 
-use rocelink_transport::MessageOutcome;
+use rocelink_transport::{Faults, MessageOutcome};
 use rocelink_wire::ims::{Events, marks};
 
 /// The Table 3.7 event bits of a NACK for `outcome` (0: ACK).
@@ -29,6 +29,12 @@ pub fn events_for(outcome: MessageOutcome) -> u32 {
         MessageOutcome::Marked(bits) if marks::events(bits) != 0 => marks::events(bits),
         _ => Events::FRAME_LENGTH,
     }
+}
+
+/// The Table 3.7 event bits for every check a frame failed (Table 3.7: "for each detected
+/// error the corresponding bit is set"); 0 for none.
+pub fn events_for_faults(faults: Faults) -> u32 {
+    faults.iter().fold(0, |bits, o| bits | events_for(o))
 }
 
 /// NACKs counted per cause (a NACK with several causes counts under each).
@@ -103,6 +109,22 @@ mod tests {
                 "{o:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_fault_sets_its_bit() {
+        let mut f = Faults::of(MessageOutcome::UnknownKey);
+        f.add(MessageOutcome::Misaligned);
+        f.add(MessageOutcome::Length);
+        assert_eq!(
+            events_for_faults(f),
+            Events::INVALID_RKEY | Events::INVALID_VA | Events::PACKET_LENGTH
+        );
+        assert_eq!(events_for_faults(Faults::default()), 0);
+        assert_eq!(
+            events_for_faults(Faults::of(MessageOutcome::Marked(marks::EBF | marks::EBP))),
+            marks::events(marks::EBF | marks::EBP)
+        );
     }
 
     #[test]

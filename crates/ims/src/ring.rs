@@ -88,6 +88,11 @@ impl RingBook {
         }
     }
 
+    /// True when a frame at `va` was delivered and is not yet consumed.
+    pub fn holds(&self, va: u64) -> bool {
+        self.delivered.contains_key(&self.offset(va))
+    }
+
     /// Frames delivered and not yet consumed.
     pub fn pending(&self) -> usize {
         self.delivered.len()

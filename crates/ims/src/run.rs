@@ -9,7 +9,7 @@ pub use rocelink_runtime::RunOpts;
 use rocelink_runtime::{Driver, Role, drive};
 use rocelink_transport::Endpoint;
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 struct Serving<'a> {
     server: &'a mut Server,
@@ -54,7 +54,12 @@ impl Role for Sending<'_> {
     }
 }
 
-/// Serve until `stop` is set or `deadline` passes.
+/// Longest a stopping buffer unit waits for its consumer to take the frames it ACKed.
+pub const DRAIN: Duration = Duration::from_secs(30);
+
+/// Serve until `stop` is set or `deadline` passes; then hand the consumer every frame
+/// that was ACKed and not yet consumed (waiting for it up to [`DRAIN`]). Returns how many
+/// it could not take in that time (0: every ACKed frame was consumed).
 pub fn serve(
     drv: &mut Driver,
     ep: &mut Endpoint,
@@ -62,9 +67,25 @@ pub fn serve(
     consumer: &mut dyn Consumer,
     opts: RunOpts<'_>,
     progress: &mut dyn FnMut(&Server),
-) -> io::Result<()> {
-    let mut role = Serving { server, consumer };
-    drive(drv, ep, &mut role, opts, &mut |r| progress(r.server))
+) -> io::Result<usize> {
+    let mut role = Serving {
+        server,
+        consumer: &mut *consumer,
+    };
+    drive(drv, ep, &mut role, opts, &mut |r| progress(r.server))?;
+    let end = Instant::now() + DRAIN;
+    loop {
+        let now = Instant::now();
+        let left = server.drain(ep, now, consumer);
+        if left == 0 || now >= end {
+            return Ok(left);
+        }
+        let wake = consumer.wake().unwrap_or(now + Duration::from_millis(1));
+        std::thread::sleep(
+            wake.saturating_duration_since(now)
+                .min(Duration::from_millis(10)),
+        );
+    }
 }
 
 /// Stream from `source` until the worker finishes (every frame ACKed and both channels

@@ -216,7 +216,9 @@ fn a_packet_shorter_than_64_bytes_is_nacked_packet_length() {
     }
     let (qpn, rkey, first) = n.worker.data_channel().unwrap();
     let src = n.pair.a.register_mr(vec![7u8; 64], 0, Access::NONE);
-    let va = first.wrapping_add(1 << 20); // inside the window, past every frame
+    // inside the window (256 KiB from the read pointer) and at no frame's VA (frames are
+    // 10 048 bytes apart)
+    let va = first.wrapping_add(192 << 10);
     let wr = SendWr {
         wr_id: 99,
         op: SendOp::Write { va, rkey },
@@ -240,4 +242,36 @@ fn a_packet_shorter_than_64_bytes_is_nacked_packet_length() {
         "no frame of its own"
     );
     assert_all_delivered(&n, FRAME, FRAMES);
+}
+
+#[test]
+fn a_packet_with_several_faults_is_nacked_with_every_cause() {
+    let mut n = setup(17);
+    // the 4th frame's FIRST: R_Key damaged and VA moved off the 64-byte grid
+    let hits = tamper(
+        &mut n,
+        WRITE_FIRST,
+        3,
+        Some(|b| {
+            b[20] ^= 0x80; // the R_Key's top byte
+            b[19] ^= 0x04; // the VA's lowest byte
+        }),
+    );
+    n.run(Duration::from_secs(5));
+    assert_eq!(*hits.borrow(), 1);
+    let (ss, ws) = (n.server.stats(), n.worker.stats());
+    assert_eq!(ss.nacked.get(Events::INVALID_RKEY), 1, "{ss:?}");
+    assert_eq!(ss.nacked.get(Events::INVALID_VA), 1, "{ss:?}");
+    // one NACK packet carried both causes; the others held the worker back while the
+    // frame was missing from the ring
+    assert_eq!(ss.nacks, 1 + ss.out_of_window, "{ss:?}");
+    assert_eq!(ws.nacks, ss.nacks);
+    assert_eq!(ws.nacked.total(), ss.nacks + 1);
+    assert_eq!(
+        ss.seen_again, ss.out_of_window,
+        "each refused frame came again"
+    );
+    // its VA (as the worker sent it) is unknown to the worker: the NACK is stale, and
+    // the frame is sent again on its timeout
+    assert!(matches!(n.worker.state(), rocelink_ims::WorkerState::Done));
 }

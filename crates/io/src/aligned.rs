@@ -56,7 +56,13 @@ impl AlignedBuf {
     /// zeroed path writes every byte up front, about a second per GiB here). Falls back to
     /// [`AlignedBuf::zeroed`] if the mapping fails.
     pub fn lazy_zeroed(len: usize) -> AlignedBuf {
-        let cap = len.max(1).next_multiple_of(ALIGN);
+        AlignedBuf::try_lazy_zeroed(len).unwrap_or_else(|| AlignedBuf::zeroed(len))
+    }
+
+    /// As [`AlignedBuf::lazy_zeroed`], but `None` where the mapping fails (more than the
+    /// kernel will give), instead of an allocation that aborts the process.
+    pub fn try_lazy_zeroed(len: usize) -> Option<AlignedBuf> {
+        let cap = len.max(1).checked_next_multiple_of(ALIGN)?;
         // SAFETY: a fresh private anonymous mapping of `cap` bytes; no existing memory is
         // touched. The result is checked before use.
         let raw = unsafe {
@@ -70,13 +76,13 @@ impl AlignedBuf {
             )
         };
         match NonNull::new(raw.cast::<u8>()) {
-            Some(ptr) if raw != libc::MAP_FAILED => AlignedBuf {
+            Some(ptr) if raw != libc::MAP_FAILED => Some(AlignedBuf {
                 ptr,
                 cap,
                 len,
                 mapped: true,
-            },
-            _ => AlignedBuf::zeroed(len),
+            }),
+            _ => None,
         }
     }
 

@@ -9,6 +9,7 @@
 //! * [`packet`] — AF_PACKET sockets for one EtherType (CoE without XDP).
 //! * [`oob`] — rdma-core's out-of-band TCP exchange.
 //! * [`file`](mod@file) — disk-space reservation for the recorder's index.
+//! * [`mem`] — the machine's memory, to check sizes before allocating them.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
 //!
@@ -18,6 +19,7 @@
 pub mod aligned;
 pub mod backend;
 pub mod file;
+pub mod mem;
 pub mod net;
 pub mod oob;
 pub mod packet;

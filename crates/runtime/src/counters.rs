@@ -143,6 +143,16 @@ pub const LINK: &[Desc] = &[
         "Damaged messages",
         "UC messages discarded because of a gap",
     ),
+    d(
+        "foreign_port",
+        "Other-port refusals",
+        "packets from a peer's address but not its UDP port, dropped",
+    ),
+    d(
+        "psn_refused",
+        "PSN refusals",
+        "ACKs/NAKs for nothing outstanding and requests outside the PSN window, dropped",
+    ),
     d("tx_stalls", "TX stalls", "times the backend was full"),
 ];
 
@@ -200,6 +210,16 @@ pub const QP: &[Desc] = &[
         "Damaged messages",
         "UC messages discarded because of a gap",
     ),
+    d(
+        "foreign_port",
+        "Other-port refusals",
+        "packets from the peer's address but not its UDP port, dropped",
+    ),
+    d(
+        "psn_refused",
+        "PSN refusals",
+        "ACKs/NAKs for nothing outstanding and requests outside the PSN window, dropped",
+    ),
 ];
 
 /// One QP's counters.
@@ -232,6 +252,8 @@ impl QpCounters {
             ("access_violations", s.access_violations),
             ("drops", s.drops),
             ("damaged_messages", s.damaged_messages),
+            ("foreign_port", s.foreign_port),
+            ("psn_refused", s.psn_refused),
         ];
         QpCounters {
             qpn,
@@ -290,6 +312,8 @@ impl Link {
             ("rnr_naks_received", sum("rnr_naks_received")),
             ("qp_drops", sum("drops")),
             ("damaged_messages", sum("damaged_messages")),
+            ("foreign_port", sum("foreign_port")),
+            ("psn_refused", sum("psn_refused")),
         ];
         Link {
             name: name.to_owned(),

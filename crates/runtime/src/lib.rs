@@ -6,11 +6,13 @@
 //! `rocelink-io` stays free of the transport; this crate is where the two meet.
 #![warn(missing_docs)]
 
+pub mod bind;
 pub mod control;
 pub mod counters;
 pub mod driver;
 pub mod run;
 pub mod xdp;
 
+pub use bind::bind_roce;
 pub use driver::{Driver, DriverStats};
 pub use run::{Role, RunOpts, drive};

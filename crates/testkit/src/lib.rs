@@ -12,5 +12,6 @@
 
 pub mod emulator;
 pub mod netns;
+pub mod ports;
 
 pub use rocelink_transport::sim::Rng;

@@ -69,7 +69,7 @@ pub use endpoint::{
     SrcPort, Transmit,
 };
 pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
-pub use qp::{MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
+pub use qp::{Faults, MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
 pub use stats::{EndpointStats, QpStats};
 pub use wr::{
     DISCARD_LKEY, MAX_RECV_SGE, RecvWr, SendOp, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus,
@@ -118,8 +118,10 @@ pub enum Event {
         /// The DMA length of its RETH (0 when no first packet was seen; a longer one than
         /// 2³¹ is refused as [`MessageOutcome::Length`] and reported as 0).
         len: u32,
-        /// How it ended.
+        /// How it ended (the first check it failed).
         outcome: MessageOutcome,
+        /// Every check it failed (empty when delivered).
+        faults: Faults,
     },
     /// A UC message was cut short by a lost packet (or its LAST never came) and discarded.
     /// For a WRITE, `bytes_placed` bytes of it were already written to the region.

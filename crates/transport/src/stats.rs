@@ -36,6 +36,12 @@ pub struct QpStats {
     pub drops: u64,
     /// UC messages discarded because of a gap.
     pub damaged_messages: u64,
+    /// Packets from the peer's IP but another UDP source port than the one learnt
+    /// ([`crate::QpInit::pin_peer_port`]), dropped.
+    pub foreign_port: u64,
+    /// ACKs and NAKs naming a PSN this QP has no packet outstanding at, and UC requests
+    /// outside [`crate::QpInit::psn_window`], dropped.
+    pub psn_refused: u64,
 }
 
 /// Endpoint-wide counters.

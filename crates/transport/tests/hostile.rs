@@ -334,3 +334,170 @@ proptest! {
         prop_assert!(h.b_recv_bytes(0, REGION).iter().skip(4 * 8192).all(|&x| x == 0), "RECV buffers overflowed");
     }
 }
+
+/// A datagram from `src` to B.
+fn from(h: &mut Harness, src: std::net::SocketAddr, b: &mut [u8]) {
+    icrc::fill_socket(src, h.pair.b.config().local, b).unwrap();
+    let t = std::time::Instant::now();
+    h.pair.b.handle_datagram(
+        t,
+        Datagram {
+            src,
+            dst: h.pair.b.config().local,
+            ip_header: None,
+            payload: b,
+        },
+    );
+}
+
+fn write_only(qp: u32, psn: u32, rkey: u32, opcode: Opcode, bytes: &[u8]) -> Vec<u8> {
+    let ib = IbRepr {
+        bth: BthRepr {
+            opcode,
+            dest_qp: qp,
+            psn,
+            ..Default::default()
+        },
+        reth: Some(RethRepr {
+            va: 0,
+            rkey,
+            dma_len: bytes.len() as u32,
+        }),
+        payload_len: bytes.len(),
+        ..Default::default()
+    };
+    let mut b = vec![0u8; ib.buffer_len()];
+    ib.emit(&mut b, bytes);
+    b
+}
+
+#[test]
+fn once_the_peer_was_heard_another_port_of_its_address_is_refused() {
+    for t in [QpType::Rc, QpType::Uc] {
+        let mut h = Harness::new(t, Mtu::M1024, LinkConfig::default(), 26);
+        let base = next_psn(&mut h);
+        run(&mut h); // the peer's zero-length WRITE arrived: its port (4791) is pinned
+        let op = if t == QpType::Rc {
+            Opcode::RC_RDMA_WRITE_ONLY
+        } else {
+            Opcode::UC_RDMA_WRITE_ONLY
+        };
+        let mut b = write_only(h.qb, base, h.b_mem.rkey, op, &[9; 4]);
+        // the peer's IP, the expected PSN, a valid ICRC: only the source port differs
+        from(&mut h, addr("10.0.0.1:50000"), &mut b);
+        let st = h.pair.b.qp_stats(h.qb).unwrap();
+        assert_eq!(st.foreign_port, 1, "{t:?}");
+        assert!(untouched(&h), "{t:?}");
+        // the same packet from the peer's port is taken
+        from(&mut h, addr("10.0.0.1:4791"), &mut b);
+        assert_eq!(h.b_bytes(0, 4), vec![9; 4], "{t:?}");
+    }
+}
+
+#[test]
+fn a_fatal_nak_for_nothing_outstanding_does_not_end_the_qp() {
+    let mut h = Harness::new(QpType::Rc, Mtu::M1024, LinkConfig::default(), 27);
+    next_psn(&mut h);
+    // a remote-access NAK as the responder would send it, for a PSN A never sent
+    let mut nak = |psn: u32| {
+        let ib = IbRepr {
+            bth: BthRepr {
+                opcode: Opcode::RC_ACKNOWLEDGE,
+                dest_qp: h.qa,
+                psn,
+                ..Default::default()
+            },
+            aeth: Some(rocelink_wire::ib::AethRepr::nak(
+                rocelink_wire::ib::ext::NakCode::RemoteAccessError,
+                0,
+            )),
+            ..Default::default()
+        };
+        let mut b = vec![0u8; ib.buffer_len()];
+        ib.emit(&mut b, &[]);
+        let (src, dst) = (h.pair.b.config().local, h.pair.a.config().local);
+        icrc::fill_socket(src, dst, &mut b).unwrap();
+        h.pair.a.handle_datagram(
+            std::time::Instant::now(),
+            Datagram {
+                src,
+                dst,
+                ip_header: None,
+                payload: &b,
+            },
+        );
+        h.pair.a.qp_stats(h.qa).unwrap().psn_refused
+    };
+    for (i, psn) in [0u32, 0x7F_FFFF, 0xFF_FFFF].into_iter().enumerate() {
+        assert_eq!(nak(psn), i as u64 + 1);
+    }
+    assert_eq!(h.pair.a.qp_state(h.qa), Some(QpState::Rts));
+    // and the QP still works
+    let sge = h.sge_a(0, 8);
+    h.pair
+        .a
+        .post_send(
+            h.qa,
+            SendWr {
+                wr_id: 5,
+                op: SendOp::Write {
+                    va: 0,
+                    rkey: h.b_mem.rkey,
+                },
+                sge,
+                signaled: true,
+                solicited: false,
+                marks: 0,
+            },
+        )
+        .unwrap();
+    let done = h.pair.run_until(Duration::from_secs(1), |p| {
+        p.a.poll_completion()
+            .is_some_and(|w| w.wr_id == 5 && w.status == WcStatus::Success)
+    });
+    assert!(done);
+}
+
+#[test]
+fn a_uc_psn_window_refuses_replays_and_far_jumps() {
+    let link = LinkConfig::default();
+    let (aa, ba) = (addr("10.0.0.1:4791"), addr("10.0.0.2:4791"));
+    let mut a = Endpoint::new(EndpointConfig::new(aa));
+    let mut b = Endpoint::new(EndpointConfig::new(ba));
+    let mem = b.register_mr(
+        vec![0u8; 64].into_boxed_slice(),
+        0,
+        Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+    );
+    let qa = a.create_qp(QpInit::new(QpType::Uc)).unwrap();
+    let qb = b
+        .create_qp(QpInit {
+            psn_window: 8,
+            ..QpInit::new(QpType::Uc)
+        })
+        .unwrap();
+    sim::connect(&mut a, qa, &mut b, qb, Mtu::M1024, 0, 0, 0).unwrap();
+    let _ = link;
+    let mut put = |psn: u32, byte: u8| {
+        let mut d = write_only(qb, psn, mem.rkey, Opcode::UC_RDMA_WRITE_ONLY, &[byte; 4]);
+        icrc::fill_socket(aa, ba, &mut d).unwrap();
+        b.handle_datagram(
+            std::time::Instant::now(),
+            Datagram {
+                src: aa,
+                dst: ba,
+                ip_header: None,
+                payload: &d,
+            },
+        );
+        (
+            b.mr(mem.lkey).unwrap().bytes()[0],
+            b.qp_stats(qb).unwrap().psn_refused,
+        )
+    };
+    assert_eq!(put(0, 1), (1, 0), "in sequence");
+    assert_eq!(put(9, 2), (1, 1), "8 ahead of 1: outside a window of 8");
+    assert_eq!(put(0, 3), (1, 2), "a replay");
+    assert_eq!(put(5, 4), (4, 2), "4 lost: a gap inside the window");
+    assert_eq!(put(6, 5), (5, 2));
+}

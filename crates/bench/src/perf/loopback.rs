@@ -4,9 +4,9 @@
 //! against, measured in the same run (`rocelink bench perf`).
 
 use super::{Kind, Outcome, Perf, PerfConfig};
-use crate::pingpong::bind_roce;
 use rocelink_io::net::pin_current_thread;
 use rocelink_io::perftest::Oob;
+use rocelink_runtime::bind_roce;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::sync::atomic::AtomicBool;

@@ -44,6 +44,24 @@ impl Worker {
         Ok(())
     }
 
+    /// A unit that answered nothing for [`WorkerConfig::silence`] while frames wait for an
+    /// answer is gone.
+    pub(super) fn check_silence(&self, now: Instant) -> Result<(), Error> {
+        let waiting = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s.state, SlotState::Sent { .. } | SlotState::Waiting { .. }))
+            .count();
+        match self.last_answer {
+            Some(t) if waiting > 0 && now >= t + self.cfg.silence => Err(Error::Silent {
+                server: self.cfg.server,
+                secs: now.duration_since(t).as_secs_f64(),
+                frames: waiting,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     pub(super) fn resend_due(&mut self, ep: &mut Endpoint, now: Instant) -> Result<(), Error> {
         for i in 0..self.slots.len() {
             match self.slots[i].state {
@@ -90,6 +108,7 @@ impl Worker {
                 va,
                 state: SlotState::Free,
                 queued: self.slots[i].queued,
+                sent_whole: false,
             };
             self.next_index += 1;
             self.next_va = align_up(va.wrapping_add(self.frame_len as u64));
@@ -127,11 +146,21 @@ impl Worker {
         now: Instant,
         a: AckRepr,
     ) -> Result<(), Error> {
+        let slot = self.slot_for(&a);
+        if a.kind == AckType::Ack && slot.is_some_and(|i| !self.slots[i].sent_whole) {
+            // no transmission of that frame has completely left: no unit has it whole
+            self.stats.early_acks += 1;
+            return Ok(());
+        }
+        self.last_answer = Some(now);
         match a.kind {
             AckType::Ack => self.stats.acked += 1,
-            AckType::Nack => self.stats.nacked.add(a.events),
+            AckType::Nack => {
+                self.stats.nacks += 1;
+                self.stats.nacked.add(a.events);
+            }
         }
-        let Some(i) = self.slot_for(&a) else {
+        let Some(i) = slot else {
             self.stats.stale += 1;
             return Ok(());
         };

@@ -45,6 +45,18 @@ pub struct WorkerConfig {
     /// Mark frames bad on their first transmission, to exercise a buffer unit's EBF/EBP
     /// handling (none by default: this worker only sends frames it holds whole).
     pub mark_bad: Option<MarkBad>,
+    /// A buffer unit that answers nothing for this long while frames are unanswered is
+    /// gone: the stream ends with [`Error::Silent`].
+    pub silence: Duration,
+    /// Answers are taken only with a PSN at most this many ahead of the next one expected
+    /// from the unit (the unit's UC SEND stream starts at 0 and counts one per answer; a
+    /// lost answer leaves a gap). Others are dropped and counted
+    /// ([`rocelink_transport::QpStats::psn_refused`]).
+    pub answer_window: u32,
+    /// The UDP port the unit's data QP answers from, if not the one its DATA_RES came from
+    /// (a unit whose QPs each send from their own port). Answers from any other port are
+    /// dropped ([`rocelink_transport::QpStats::foreign_port`]).
+    pub unit_data_port: Option<u16>,
 }
 
 /// Which frames a worker marks bad ([`WorkerConfig::mark_bad`]): every `every`-th frame
@@ -76,6 +88,9 @@ impl WorkerConfig {
             setup_timeout: Duration::from_secs(5),
             major: VERSION.0,
             mark_bad: None,
+            silence: Duration::from_secs(60),
+            answer_window: 1024,
+            unit_data_port: None,
         }
     }
 
@@ -107,6 +122,20 @@ impl WorkerConfig {
         if self.in_flight == 0 {
             return Err(Error::Config("frames in flight: at least 1".into()));
         }
+        let bytes = (self.in_flight as u64).saturating_mul(frame_len as u64);
+        if bytes > MAX_SEND_BUFFER {
+            return Err(Error::Config(format!(
+                "{} frames in flight of {frame_len} bytes need {bytes} bytes of send buffer; at most {} GiB (fewer frames in flight, or smaller frames)",
+                self.in_flight,
+                MAX_SEND_BUFFER >> 30
+            )));
+        }
+        if self.answer_window == 0 || self.answer_window > 1 << 22 {
+            return Err(Error::Config(format!(
+                "answer window {}: 1 to 4194304 PSNs",
+                self.answer_window
+            )));
+        }
         if let Some(m) = self.mark_bad
             && (m.every == 0 || m.marks & !marks::ALL != 0 || m.marks == 0)
         {
@@ -118,6 +147,9 @@ impl WorkerConfig {
         Ok(())
     }
 }
+
+/// The most send buffer a worker allocates (frames in flight × frame size).
+pub const MAX_SEND_BUFFER: u64 = 16 << 30;
 
 /// Where a worker is.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,7 +180,9 @@ pub struct WorkerStats {
     pub bytes: u64,
     /// ACKs received (late duplicates included).
     pub acked: u64,
-    /// NACKs received, per cause.
+    /// NACK packets received.
+    pub nacks: u64,
+    /// NACK causes received (a NACK with two causes counts under each).
     pub nacked: NackCounts,
     /// Frames sent again (after a NACK or a timeout).
     pub retransmissions: u64,
@@ -160,6 +194,9 @@ pub struct WorkerStats {
     pub stale: u64,
     /// Frames sent marked bad ([`WorkerConfig::mark_bad`]).
     pub marked: u64,
+    /// ACKs refused: for a frame none of whose transmissions had completely left, so no
+    /// buffer unit can have received it whole (forged, or not about this stream).
+    pub early_acks: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -185,6 +222,8 @@ struct Slot {
     state: SlotState,
     /// Transmissions posted and not yet completed (the bytes must stay until then).
     queued: u32,
+    /// A transmission of this frame has completely left (only then can an ACK be true).
+    sent_whole: bool,
 }
 
 /// A worker over an endpoint.
@@ -209,6 +248,10 @@ pub struct Worker {
     source_done: bool,
     stop: bool,
     seq: u64,
+    /// When the unit last answered a frame (or the data channel opened).
+    last_answer: Option<Instant>,
+    /// Why the stream failed, while the channels are being closed before it ends.
+    failing: Option<Error>,
     stats: WorkerStats,
 }
 
@@ -230,6 +273,9 @@ impl Worker {
         let data_qpn = ep.create_qp(QpInit {
             send_cq,
             recv_cq: rcq,
+            // answers only from the unit's data QP as it first answered, in its PSN order
+            pin_peer_port: true,
+            psn_window: cfg.answer_window,
             ..QpInit::new(QpType::Uc)
         })?;
         // receives may be posted from INIT on; connected at DATA_RES
@@ -242,6 +288,7 @@ impl Worker {
                 va: 0,
                 state: SlotState::Free,
                 queued: 0,
+                sent_whole: false,
             };
             cfg.in_flight
         ];
@@ -265,6 +312,8 @@ impl Worker {
             source_done: false,
             stop: false,
             seq: 0,
+            last_answer: None,
+            failing: None,
             stats: WorkerStats::default(),
         })
     }
@@ -302,15 +351,25 @@ impl Worker {
         if self.finished() {
             return None;
         }
+        // frames are sent again only while streaming (not while closing after a failure)
+        let streaming = self.state == WorkerState::Streaming;
         let frames = self.slots.iter().filter_map(|s| match s.state {
-            SlotState::Sent { deadline, .. } => Some(deadline),
-            SlotState::Waiting { until } => Some(until),
+            SlotState::Sent { deadline, .. } if streaming => Some(deadline),
+            SlotState::Waiting { until } if streaming => Some(until),
             _ => None,
         });
         let status = self
             .asked
             .map(|(first, last)| (last + self.cfg.retry).min(first + self.cfg.setup_timeout));
-        frames.chain(status).min()
+        let waiting = self
+            .slots
+            .iter()
+            .any(|s| matches!(s.state, SlotState::Sent { .. } | SlotState::Waiting { .. }));
+        let silence = self
+            .last_answer
+            .filter(|_| waiting && self.state == WorkerState::Streaming)
+            .map(|t| t + self.cfg.silence);
+        frames.chain(status).chain(silence).min()
     }
 
     /// Act on what arrived and on what is due; send frames from `source` while fewer
@@ -320,8 +379,60 @@ impl Worker {
             return;
         }
         if let Err(e) = self.step(ep, now, source) {
+            self.fail(ep, now, e);
+        }
+    }
+
+    /// End the stream with `e`: first, as the specification's worker does, take the
+    /// channels the unit holds for it down (DATA_TERM, STAT_TERM); the frames still in
+    /// flight stay unanswered. A unit that does not answer that ends it at once.
+    fn fail(&mut self, ep: &mut Endpoint, now: Instant, e: Error) {
+        let next = match (&self.state, self.failing.is_some()) {
+            // already closing after a failure: the unit did not answer that either; or it
+            // answers nothing at all
+            (_, true) => None,
+            _ if matches!(e, Error::Silent { .. }) => None,
+            // the unit answered STAT_REQ (with a version this worker refuses): it holds an
+            // entry for us
+            (WorkerState::Introducing, _) if matches!(e, Error::Version { .. }) => {
+                Some((WorkerState::Leaving, Method::StatTerm))
+            }
+            // no data channel for us, or no DATA_RES: the status channel is still ours
+            (WorkerState::Connecting, _)
+                if matches!(e, Error::Full { .. } | Error::NoAnswer { .. }) =>
+            {
+                Some((WorkerState::Leaving, Method::StatTerm))
+            }
+            (WorkerState::Connecting | WorkerState::Streaming, _) => {
+                Some((WorkerState::Closing, Method::DataTerm))
+            }
+            _ => None,
+        };
+        let Some((state, method)) = next else {
+            self.state = WorkerState::Failed(self.failing.take().unwrap_or(e));
+            return;
+        };
+        self.failing = Some(e);
+        self.state = state;
+        if self.ask(ep, now, method, true).is_err() {
+            let e = self
+                .failing
+                .take()
+                .unwrap_or(Error::Source("closing".into()));
             self.state = WorkerState::Failed(e);
         }
+    }
+
+    /// The VAs of the frames sent and never acknowledged (in the order they were taken).
+    pub fn unacknowledged(&self) -> Vec<u64> {
+        let mut v: Vec<(u64, u64)> = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s.state, SlotState::Sent { .. } | SlotState::Waiting { .. }))
+            .map(|s| (s.index, s.va))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, va)| va).collect()
     }
 
     fn step(
@@ -341,6 +452,7 @@ impl Worker {
         while let Some(wc) = ep.poll_cq(self.send_cq) {
             if let Some(s) = self.slots.get_mut(wc.wr_id as usize) {
                 s.queued = s.queued.saturating_sub(1);
+                s.sent_whole |= wc.status == WcStatus::Success;
                 if s.queued == 0 && s.state == SlotState::Acked {
                     s.state = SlotState::Free;
                 }
@@ -381,6 +493,7 @@ impl Worker {
         if self.state != WorkerState::Streaming {
             return Ok(());
         }
+        self.check_silence(now)?;
         self.resend_due(ep, now)?;
         self.send_new(ep, now, source)?;
         if (self.stop || self.source_done) && self.in_flight() == 0 {
@@ -438,8 +551,8 @@ impl Worker {
         p: StatusRepr,
         src: SocketAddr,
     ) -> Result<(), Error> {
-        if p.lid != self.lid || p.qpn != self.status_qpn {
-            return Ok(()); // not about us
+        if p.lid != self.lid || p.qpn != self.status_qpn || src.ip() != self.cfg.server.ip() {
+            return Ok(()); // not about us, or not from the unit
         }
         if p.major != self.cfg.major {
             return Err(Error::Version {
@@ -452,27 +565,60 @@ impl Worker {
                 self.state = WorkerState::Connecting;
                 self.ask(ep, now, Method::DataReq, true)?;
             }
+            (WorkerState::Introducing, Method::StatDown) => {
+                return Err(Error::Full {
+                    server: self.cfg.server,
+                    what: "worker",
+                });
+            }
+            (WorkerState::Connecting, Method::DataDown) => {
+                return Err(Error::Full {
+                    server: self.cfg.server,
+                    what: "data channel",
+                });
+            }
             (WorkerState::Connecting, Method::DataRes) => {
                 let mtu = Mtu::from_bytes(self.cfg.packet_bytes)
                     .unwrap_or(Mtu::Jumbo(self.cfg.packet_bytes as u16));
-                ep.connect_qp(self.data_qpn, Some(src), p.qkey_or_qpnd, mtu)?;
+                // RoCE v2: every packet goes to the unit's RoCE port, whatever port its
+                // status QP answered from
+                let to = SocketAddr::new(src.ip(), self.cfg.server.port());
+                ep.connect_qp(self.data_qpn, Some(to), p.qkey_or_qpnd, mtu)?;
+                // answers come from the unit as it set the channel up, not from whoever
+                // sends first
+                let port = self.cfg.unit_data_port.unwrap_or(src.port());
+                ep.set_peer_port(self.data_qpn, port)?;
                 self.rkey = p.rkey;
                 self.next_va = align_up(p.va);
                 self.first_va = self.next_va;
                 self.state = WorkerState::Streaming;
                 self.asked = None;
+                self.last_answer = Some(now);
             }
             (WorkerState::Closing, Method::DataDown) => {
                 self.state = WorkerState::Leaving;
                 self.ask(ep, now, Method::StatTerm, true)?;
             }
             (WorkerState::Leaving, Method::StatDown) => {
-                self.state = WorkerState::Done;
+                self.state = match self.failing.take() {
+                    Some(e) => WorkerState::Failed(e),
+                    None => WorkerState::Done,
+                };
                 self.asked = None;
             }
             _ => {} // a repeated answer
         }
         Ok(())
+    }
+
+    /// Its data QPN (the UC QP it sends frames from and takes answers on).
+    pub fn data_qpn(&self) -> u32 {
+        self.data_qpn
+    }
+
+    /// Its status QPN (with its LID, its identity at the buffer unit).
+    pub fn status_qpn(&self) -> u32 {
+        self.status_qpn
     }
 
     /// The data channel once it is open: (local data QPN, the ring's R_Key, first VA).

@@ -44,7 +44,7 @@ impl Endpoint {
         } = self;
         let q = qps.get_mut(&qpn)?;
         if !pkey_match(bth.pkey(), q.pkey)
-            || q.remote.is_none_or(|r| r.ip() != d.src.ip())
+            || !q.is_peer(d.src)
             || !q.uc_write_only_ready(psn, d.len)
         {
             return None;
@@ -62,6 +62,7 @@ impl Endpoint {
         stats.rx_datagrams += 1;
         *last_icrc = Some(status);
         sinks.landing = None;
+        q.learn_peer_port(d.src);
         let p = q.uc_write_only_placed(psn, rkey, va, d.len, pcrc, sinks);
         Some(Landing::InPlace(Some(p)))
     }

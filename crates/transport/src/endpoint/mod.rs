@@ -406,6 +406,16 @@ impl Endpoint {
         )
     }
 
+    /// Take packets for RC/UC QP `qpn` only from its peer's UDP source port `port` (its
+    /// IP is the one it was connected to), instead of learning the port from the first
+    /// packet in sequence ([`QpInit::pin_peer_port`]): for a protocol that knows where its
+    /// peer sends from before the first packet arrives.
+    pub fn set_peer_port(&mut self, qpn: u32, port: u16) -> Result<(), QpError> {
+        let q = self.qp_mut(qpn)?;
+        q.peer_port = Some(port);
+        Ok(())
+    }
+
     /// A QP's state.
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         self.qps.get(&qpn).map(|q| q.state)

@@ -238,8 +238,12 @@ impl Endpoint {
             return;
         }
         let src = d.src;
-        if q.qp_type != QpType::Ud && q.remote.is_none_or(|r| r.ip() != src.ip()) {
-            stats.unknown_qp += 1; // not this QP's peer
+        if q.qp_type != QpType::Ud && !q.is_peer(src) {
+            if q.remote.is_some_and(|r| r.ip() == src.ip()) {
+                q.stats.foreign_port += 1; // the peer's address, another port
+            } else {
+                stats.unknown_qp += 1; // not this QP's peer
+            }
             return;
         }
         q.stats.rx_packets += 1;
@@ -253,6 +257,10 @@ impl Endpoint {
             return;
         }
         let op = ib.bth.opcode;
+        let in_sequence = q.in_sequence(ib);
+        if q.qp_type != QpType::Ud && in_sequence {
+            q.learn_peer_port(src);
+        }
         if op == Opcode::RC_ACKNOWLEDGE || op == Opcode::RC_ATOMIC_ACKNOWLEDGE {
             if matches!(q.state, QpState::Rts)
                 && let Some(a) = ib.aeth

@@ -3,7 +3,7 @@
 mod requester;
 mod responder;
 
-pub use responder::MessageOutcome;
+pub use responder::{Faults, MessageOutcome};
 
 use crate::stats::QpStats;
 use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
@@ -144,6 +144,15 @@ pub struct QpInit {
     pub send_cq: crate::CqId,
     /// Where receive completions go.
     pub recv_cq: crate::CqId,
+    /// RC/UC: once a packet from the peer's IP was accepted in sequence, take packets only
+    /// from the UDP source port it came from (RoCE v2 peers choose their source port, so it
+    /// is learnt, not configured). On by default.
+    pub pin_peer_port: bool,
+    /// UC: accept a request only if its PSN is at most this many ahead of the one expected
+    /// (a packet behind it, or further ahead, is dropped and counted in
+    /// [`crate::QpStats::psn_refused`]) — for a channel whose peer's PSNs are known to
+    /// start where this QP expects them (0: InfiniBand's rule, any PSN resynchronises).
+    pub psn_window: u32,
 }
 
 impl QpInit {
@@ -159,6 +168,8 @@ impl QpInit {
             write_rules: WriteRules::NONE,
             send_cq: crate::CqId::DEFAULT,
             recv_cq: crate::CqId::DEFAULT,
+            pin_peer_port: true,
+            psn_window: 0,
         }
     }
 }
@@ -272,6 +283,10 @@ pub(crate) struct Qp {
     /// Our address as the peer sees it (IP of the endpoint, UDP source port of this QP).
     pub(crate) local: SocketAddr,
     pub(crate) remote: Option<SocketAddr>,
+    /// The peer's UDP source port, once learnt ([`QpInit::pin_peer_port`]).
+    pub(crate) peer_port: Option<u16>,
+    pub(crate) pin_peer_port: bool,
+    pub(crate) psn_window: u32,
     pub(crate) dest_qpn: u32,
     pub(crate) mtu: Mtu,
     /// `mtu.bytes()`, kept: the per-packet checks read it.
@@ -311,6 +326,9 @@ impl Qp {
             response_turn: false,
             local,
             remote: None,
+            peer_port: None,
+            pin_peer_port: init.pin_peer_port,
+            psn_window: init.psn_window,
             dest_qpn: 0,
             mtu: Mtu::M1024,
             mtu_bytes: Mtu::M1024.bytes(),
@@ -353,6 +371,7 @@ impl Qp {
                     }
                 }
                 self.dest_qpn = dest_qpn & psn::MASK;
+                self.peer_port = None;
                 self.resp.epsn = rq_psn & psn::MASK;
                 self.mtu = mtu;
                 self.mtu_bytes = mtu.bytes();
@@ -385,12 +404,45 @@ impl Qp {
                     write_rules: self.write_rules,
                     send_cq: self.send_cq,
                     recv_cq: self.recv_cq,
+                    pin_peer_port: self.pin_peer_port,
+                    psn_window: self.psn_window,
                 };
                 *self = Qp::new(qpn, init, local);
             }
             (from, _) => return Err(QpError::BadTransition(from)),
         }
         Ok(())
+    }
+
+    /// Whether a packet from `src` may be this connected QP's peer's: its IP, and once
+    /// learnt its UDP source port.
+    #[inline]
+    pub(crate) fn is_peer(&self, src: SocketAddr) -> bool {
+        self.remote.is_some_and(|r| r.ip() == src.ip())
+            && self.peer_port.is_none_or(|p| p == src.port())
+    }
+
+    /// Whether `ib` is where the peer's stream is: a request at the PSN expected next, or
+    /// an ACK, NAK or READ response for a packet outstanding.
+    pub(crate) fn in_sequence(&self, ib: &IbRepr) -> bool {
+        let op = ib.bth.opcode;
+        let p = ib.bth.psn;
+        if op == rocelink_wire::ib::Opcode::RC_ACKNOWLEDGE
+            || op == rocelink_wire::ib::Opcode::RC_ATOMIC_ACKNOWLEDGE
+            || op.is_read_response()
+        {
+            self.req.ack_in_range(p)
+        } else {
+            p == self.resp.epsn
+        }
+    }
+
+    /// Learn the peer's source port from a packet it accepted in sequence, if it pins one.
+    #[inline]
+    pub(crate) fn learn_peer_port(&mut self, src: SocketAddr) {
+        if self.pin_peer_port && self.peer_port.is_none() && self.state != QpState::Error {
+            self.peer_port = Some(src.port());
+        }
     }
 
     /// Enter ERROR: flush every send and receive WR with `WrFlushError`.

@@ -48,6 +48,13 @@ impl Qp {
 
     /// ACKNOWLEDGE (or ATOMIC ACKNOWLEDGE) from the responder.
     pub(crate) fn handle_ack(&mut self, now: Instant, p: u32, aeth: AethRepr, sinks: &mut Sinks) {
+        let nak = !matches!(aeth.kind(), AethKind::Ack { .. });
+        if nak && !self.req.nak_in_range(p) {
+            // a NAK for nothing outstanding (stale, or not from the peer's stream): a
+            // fatal one would otherwise end the QP
+            self.stats.psn_refused += 1;
+            return;
+        }
         match aeth.kind() {
             AethKind::Ack { .. } => {
                 let before = self.req.una;

@@ -169,6 +169,18 @@ impl Requester {
     }
 
     /// Cumulative acknowledgement of every PSN up to and including `p`.
+    /// Whether an ACK naming `p` can be for this requester: a packet it sent and has not
+    /// seen acknowledged (or the one just before, a repeated ACK).
+    pub(crate) fn ack_in_range(&self, p: u32) -> bool {
+        psn::diff(p, self.una) >= -1 && psn::diff(p, self.sent_end()) < 0
+    }
+
+    /// Whether a NAK naming `p` can be for this requester: a packet it sent and has not
+    /// seen acknowledged, or (a sequence NAK) the next one it would send.
+    pub(crate) fn nak_in_range(&self, p: u32) -> bool {
+        psn::diff(p, self.una) >= 0 && psn::diff(p, self.sent_end()) <= 0
+    }
+
     fn ack_through(&mut self, p: u32) {
         // ignore ACKs for PSNs we never sent or already covered
         let sent_end = self.sent_end();

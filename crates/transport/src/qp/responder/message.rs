@@ -114,12 +114,28 @@ impl Qp {
                 rkey: reth.rkey,
                 len: u32::try_from(dma_len).unwrap_or(0),
             };
+            let mut faults = Faults::default();
             if dma_len > 1 << 31 {
-                self.note_refusal(id, MessageOutcome::FrameLength);
-                return Err(Refuse::Nak(NakCode::InvalidRequest));
+                faults.add(MessageOutcome::FrameLength);
             }
             if !self.write_rules.aligned(reth.va) {
-                self.note_refusal(id, MessageOutcome::Misaligned);
+                faults.add(MessageOutcome::Misaligned);
+            }
+            if !faults.is_empty() {
+                // refused: say everything else wrong with it too (IMS reports every cause)
+                let access = mrs
+                    .get(reth.rkey)
+                    .and_then(|r| r.check_remote_write(reth.va, dma_len.min(1 << 31)));
+                if let Err(e) = access {
+                    faults.add(MessageOutcome::from(e));
+                }
+                let first = InMsg::first(ib, dma_len);
+                faults = self.packet_faults(faults, ib, &first, payload.len() as u64);
+                let primary = faults.iter().find(|o| {
+                    matches!(o, MessageOutcome::FrameLength | MessageOutcome::Misaligned)
+                });
+                let primary = primary.unwrap_or(MessageOutcome::Misaligned);
+                self.note_refusal_all(id, primary, faults);
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
             // a WRITE ONLY without immediate is checked once, where it is placed (the same
@@ -131,19 +147,14 @@ impl Qp {
                     .and_then(|r| r.check_remote_write(reth.va, dma_len));
                 if let Err(e) = ok {
                     self.stats.access_violations += 1;
-                    self.note_refusal(id, MessageOutcome::from(e));
+                    let outcome = MessageOutcome::from(e);
+                    let first = InMsg::first(ib, dma_len);
+                    let all = self.packet_faults(Faults::of(outcome), ib, &first, plen);
+                    self.note_refusal_all(id, outcome, all);
                     return Err(Refuse::Nak(NakCode::RemoteAccessError));
                 }
             }
-            InMsg {
-                write: true,
-                first_psn: ib.bth.psn,
-                offset: 0,
-                va: reth.va,
-                rkey: reth.rkey,
-                dma_len,
-                recv: None,
-            }
+            InMsg::first(ib, dma_len)
         } else {
             match self.resp.msg {
                 Some(m @ InMsg { write: true, .. }) => m,
@@ -171,16 +182,18 @@ impl Qp {
         };
         if !len_ok || plen < u64::from(rules.min_packet) {
             self.resp.msg = None;
-            // a packet that fits the MTU but not what is left of the message: the message
-            // is longer or shorter than its RETH says
-            let frame =
-                plen <= mtu && plen >= u64::from(rules.min_packet) && (end || rules.stepped(plen));
-            let why = if frame {
-                MessageOutcome::FrameLength
-            } else {
-                MessageOutcome::Length
-            };
-            self.note_refusal(MsgId::from(&m), why);
+            let mut faults = self.packet_faults(Faults::default(), ib, &m, plen);
+            let why = faults.iter().next().unwrap_or(MessageOutcome::Length);
+            if start && op.is_only() && !op.has_immediate() && m.dma_len > 0 {
+                // its access is checked where it would be placed: say if that is wrong too
+                let access = mrs
+                    .get(m.rkey)
+                    .and_then(|r| r.check_remote_write(m.va, m.dma_len));
+                if let Err(e) = access {
+                    faults.add(MessageOutcome::from(e));
+                }
+            }
+            self.note_refusal_all(MsgId::from(&m), why, faults);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
         let recv = if op.has_immediate() {
@@ -268,12 +281,66 @@ impl Qp {
     }
 }
 
+impl InMsg {
+    /// The WRITE message a FIRST or ONLY packet `ib` starts.
+    fn first(ib: &IbRepr, dma_len: u64) -> InMsg {
+        let reth = ib.reth.unwrap_or_default();
+        InMsg {
+            write: true,
+            first_psn: ib.bth.psn,
+            offset: 0,
+            va: reth.va,
+            rkey: reth.rkey,
+            dma_len,
+            recv: None,
+        }
+    }
+}
+
 impl Qp {
     /// Keep why a UC WRITE packet was refused for `uc_request`, which reports the message
     /// (RC answers with a NAK and the requester retries: nothing to report).
     fn note_refusal(&mut self, id: MsgId, outcome: MessageOutcome) {
+        self.note_refusal_all(id, outcome, Faults::of(outcome));
+    }
+
+    /// [`Qp::note_refusal`] with every check the message failed.
+    fn note_refusal_all(&mut self, id: MsgId, outcome: MessageOutcome, faults: Faults) {
         if self.qp_type == QpType::Uc {
-            self.resp.why = Some((id, outcome));
+            self.resp.why = Some((id, outcome, faults));
         }
+    }
+
+    /// `faults` plus what is wrong with WRITE packet `ib` of `plen` payload bytes at its
+    /// place in message `m`: marks its sender set, a length its opcode or the QP's rules do
+    /// not allow (a packet that fits the MTU but not what is left of the message means the
+    /// message is longer or shorter than its RETH says: a frame length fault).
+    fn packet_faults(&self, mut faults: Faults, ib: &IbRepr, m: &InMsg, plen: u64) -> Faults {
+        let op = ib.bth.opcode;
+        let rules = self.write_rules;
+        let mtu = self.mtu.bytes() as u64;
+        let marked = ib.bth.resv7 & rules.marks;
+        if marked != 0 {
+            faults.add(MessageOutcome::Marked(marked));
+        }
+        let remaining = m.dma_len.saturating_sub(m.offset);
+        let end = op.is_last() || op.is_only();
+        let len_ok = if op.is_first() || op.is_middle() {
+            (plen == mtu || rules.variable_packets && plen <= mtu)
+                && rules.stepped(plen)
+                && remaining > plen
+        } else {
+            plen == remaining && plen <= mtu
+        };
+        if !len_ok || plen < u64::from(rules.min_packet) {
+            let frame =
+                plen <= mtu && plen >= u64::from(rules.min_packet) && (end || rules.stepped(plen));
+            faults.add(if frame {
+                MessageOutcome::FrameLength
+            } else {
+                MessageOutcome::Length
+            });
+        }
+        faults
     }
 }

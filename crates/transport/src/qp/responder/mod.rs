@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-pub use outcome::MessageOutcome;
 use outcome::MsgId;
+pub use outcome::{Faults, MessageOutcome};
 
 /// READ requests remembered for duplicate replay.
 const READ_HISTORY: usize = 16;
@@ -55,7 +55,7 @@ pub(crate) struct Responder {
     uc_drop: bool,
     msg: Option<InMsg>,
     /// Why the last UC WRITE packet was refused, for the message's report.
-    why: Option<(MsgId, MessageOutcome)>,
+    why: Option<(MsgId, MessageOutcome, Faults)>,
     out: VecDeque<Resp>,
     history: VecDeque<ReadReply>,
 }

@@ -54,6 +54,87 @@ impl From<AccessError> for MessageOutcome {
     }
 }
 
+impl MessageOutcome {
+    fn bit(self) -> u16 {
+        1 << match self {
+            MessageOutcome::Delivered => 0,
+            MessageOutcome::Sequence => 1,
+            MessageOutcome::NoStart => 2,
+            MessageOutcome::Length => 3,
+            MessageOutcome::FrameLength => 4,
+            MessageOutcome::Misaligned => 5,
+            MessageOutcome::UnknownKey => 6,
+            MessageOutcome::Denied => 7,
+            MessageOutcome::OutOfBounds => 8,
+            MessageOutcome::OutsideWindow => 9,
+            MessageOutcome::Interrupted => 10,
+            MessageOutcome::NoReceive => 11,
+            MessageOutcome::Marked(_) => 12,
+        }
+    }
+}
+
+/// Every check a WRITE message failed ([`crate::Event::WriteMessage`]'s `faults`): one
+/// packet can break several rules at once — a FIRST with an unknown R_Key and an unaligned
+/// VA — and a protocol that reports each (IMS's NACK event bits) needs all of them. A
+/// delivered message has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Faults {
+    bits: u16,
+    marks: u8,
+}
+
+impl Faults {
+    /// Only `o` (none for [`MessageOutcome::Delivered`]).
+    pub fn of(o: MessageOutcome) -> Faults {
+        let mut f = Faults::default();
+        f.add(o);
+        f
+    }
+
+    /// Add `o`.
+    pub fn add(&mut self, o: MessageOutcome) {
+        if o == MessageOutcome::Delivered {
+            return;
+        }
+        self.bits |= o.bit();
+        if let MessageOutcome::Marked(m) = o {
+            self.marks |= m;
+        }
+    }
+
+    /// Whether `o` is among them (any marks match [`MessageOutcome::Marked`]).
+    pub fn contains(&self, o: MessageOutcome) -> bool {
+        self.bits & o.bit() != 0
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.bits == 0
+    }
+
+    /// Each of them, in the order of [`MessageOutcome`]'s variants.
+    pub fn iter(&self) -> impl Iterator<Item = MessageOutcome> + '_ {
+        use MessageOutcome::*;
+        [
+            Sequence,
+            NoStart,
+            Length,
+            FrameLength,
+            Misaligned,
+            UnknownKey,
+            Denied,
+            OutOfBounds,
+            OutsideWindow,
+            Interrupted,
+            NoReceive,
+            Marked(self.marks),
+        ]
+        .into_iter()
+        .filter(|o| self.contains(*o))
+    }
+}
+
 /// A message's identity for its report: first PSN, VA, R_Key, DMA length.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct MsgId {
@@ -89,6 +170,19 @@ impl Qp {
     /// Report how WRITE message `m` ended, if this QP reports messages.
     #[inline]
     pub(super) fn report_message(&self, sinks: &mut Sinks, m: MsgId, outcome: MessageOutcome) {
+        self.report_faults(sinks, m, outcome, Faults::of(outcome));
+    }
+
+    /// Report how WRITE message `m` ended: `outcome`, the first check it failed, and
+    /// `faults`, every one it failed.
+    #[inline]
+    pub(super) fn report_faults(
+        &self,
+        sinks: &mut Sinks,
+        m: MsgId,
+        outcome: MessageOutcome,
+        faults: Faults,
+    ) {
         if self.report_messages {
             sinks.events.push_back(Event::WriteMessage {
                 qpn: self.qpn,
@@ -97,6 +191,7 @@ impl Qp {
                 rkey: m.rkey,
                 len: m.len,
                 outcome,
+                faults,
             });
         }
     }

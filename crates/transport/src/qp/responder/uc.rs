@@ -16,6 +16,11 @@ impl Qp {
         let op = ib.bth.opcode;
         let start = op.is_first() || op.is_only();
         let d = psn::diff(p, self.resp.epsn);
+        if self.psn_window > 0 && (d < 0 || d as u32 >= self.psn_window) {
+            // not where the peer's stream is: a replay, or not the peer's
+            self.stats.psn_refused += 1;
+            return;
+        }
         if d != 0 || self.resp.uc_drop {
             if d > 0 {
                 self.stats.psn_gaps += 1;
@@ -61,10 +66,16 @@ impl Qp {
                 self.stats.drops += 1;
                 let why = self.resp.why.take();
                 if self.resp.msg.is_some() {
-                    let outcome = why.map_or(MessageOutcome::Sequence, |(_, o)| o);
-                    self.uc_damage(sinks, outcome);
-                } else if let Some((id, outcome)) = why {
-                    self.report_message(sinks, id, outcome);
+                    let (outcome, faults) = why.map_or(
+                        (
+                            MessageOutcome::Sequence,
+                            Faults::of(MessageOutcome::Sequence),
+                        ),
+                        |(_, o, f)| (o, f),
+                    );
+                    self.uc_damage_faults(sinks, outcome, faults);
+                } else if let Some((id, outcome, faults)) = why {
+                    self.report_faults(sinks, id, outcome, faults);
                 }
                 self.resp.uc_drop = true;
                 self.resp.epsn = psn::add(p, 1);
@@ -75,10 +86,15 @@ impl Qp {
     /// Discard the UC message in progress, reporting it (a WRITE also with `why`); its
     /// RECV WR is reused.
     pub(super) fn uc_damage(&mut self, sinks: &mut Sinks, why: MessageOutcome) {
+        self.uc_damage_faults(sinks, why, Faults::of(why));
+    }
+
+    /// [`Qp::uc_damage`] with every check the message failed.
+    fn uc_damage_faults(&mut self, sinks: &mut Sinks, why: MessageOutcome, faults: Faults) {
         if let Some(m) = self.resp.msg.take() {
             self.stats.damaged_messages += 1;
             if m.write {
-                self.report_message(sinks, MsgId::from(&m), why);
+                self.report_faults(sinks, MsgId::from(&m), why, faults);
             }
             if let Some(r) = m.recv {
                 self.rq.push_front(r);
