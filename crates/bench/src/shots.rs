@@ -14,7 +14,7 @@ use rocelink_runtime::{Driver, RunOpts};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
 use rocelink_ultrasound::shot::Echoes;
-use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig};
+use rocelink_ultrasound::{GateConfig, Geometry, Host, HostConfig, Probe, ProbeConfig};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,7 +134,16 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
                 deadline: None,
                 every: Duration::from_secs(3600),
             };
-            run::probe(&mut drv, &mut pep, &mut probe, &trig, opts, &mut |_| {})?;
+            let gate = GateConfig::allowing(ends.host);
+            run::probe(
+                &mut drv,
+                &mut pep,
+                &mut probe,
+                &trig,
+                gate,
+                opts,
+                &mut |_| {},
+            )?;
             Ok(*probe.stats())
         });
         if ends.pin {

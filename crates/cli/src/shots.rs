@@ -103,6 +103,11 @@ pub(crate) struct ProbeArgs {
     /// UDP port the probe takes trigger commands on.
     #[arg(long, default_value_t = 4792)]
     trigger_port: u16,
+    /// Hosts that may trigger the probe: ADDR, ADDR/PREFIX or any, comma-separated or
+    /// repeated (loopback is always allowed). Each must first echo the probe's challenge
+    /// from its address, and only the host that started a session may stop or change it.
+    #[arg(long, value_delimiter = ',', value_name = "ADDR[/PREFIX]")]
+    allow: Vec<rocelink_ultrasound::Prefix>,
     /// The probe's own trigger frequency, used when a start command names none.
     #[arg(long, default_value = "1000", value_parser = args::rate)]
     trigger_hz: f64,
@@ -126,6 +131,19 @@ fn bind_link(ip: IpAddr, port: u16, chosen: bool) -> Result<(Driver, Endpoint, S
     let local = SocketAddr::new(ip, port);
     let ep = Endpoint::new(EndpointConfig::new(local).random_keys());
     Ok((Driver::new(sock), ep, local))
+}
+
+/// The trigger port's rules: loopback and `--allow`; a note when the probe listens
+/// beyond loopback and nobody there may trigger it.
+fn probe_gate(a: &ProbeArgs, ips: &[IpAddr]) -> rocelink_ultrasound::GateConfig {
+    let mut gate = rocelink_ultrasound::GateConfig::default();
+    gate.allow.extend(a.allow.iter().copied());
+    if a.allow.is_empty() && !a.quiet && !a.json && ips.iter().any(|ip| !ip.is_loopback()) {
+        eprintln!(
+            "rocelink probe: note: only loopback hosts may trigger it; --allow ADDR[/PREFIX] lets others in"
+        );
+    }
+    gate
 }
 
 pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
@@ -158,11 +176,13 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         }
         links.push((drv, ep, probe, trig));
     }
+    let gate = probe_gate(a, &ips);
     let stop = StopFlag::install()?;
     let flag = stop.arc();
     let t0 = Instant::now();
     let deadline = a.seconds.map(|s| t0 + s);
     let pb = progress_bar(a.json || a.quiet);
+    let gate = &gate;
     let results: Vec<Result<(rocelink_ultrasound::ProbeStats, run::TriggerStats)>> =
         std::thread::scope(|s| {
             let handles: Vec<_> = links
@@ -178,6 +198,7 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
                             &mut ep,
                             &mut probe,
                             &trig,
+                            gate.clone(),
                             RunOpts {
                                 stop: flag,
                                 deadline,
@@ -237,19 +258,34 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         sum(&|p| p.refused),
     );
     let malformed: u64 = per.iter().map(|(_, t)| t.malformed).sum();
+    let gate = |f: &dyn Fn(&rocelink_ultrasound::GateStats) -> u64| -> u64 {
+        per.iter().map(|(_, t)| f(&t.gate)).sum()
+    };
+    let (challenges, not_allowed, not_owner) = (
+        gate(&|g| g.challenges),
+        gate(&|g| g.not_allowed),
+        gate(&|g| g.not_owner),
+    );
     let snap = counters.summary("probe", a.json || a.quiet);
     if a.json {
         println!(
             "{}",
             json!({"links": per.len(), "triggers": triggers, "shots": shots, "missed": missed,
                    "messages": sum(&|p| p.messages), "bytes": bytes, "refused": refused,
-                   "malformed_commands": malformed, "gbps": gbps(bytes, secs), "seconds": secs,
+                   "malformed_commands": malformed, "challenges": challenges,
+                   "not_allowed": not_allowed, "not_owner": not_owner,
+                   "gbps": gbps(bytes, secs), "seconds": secs,
                    "counters": snap})
         );
     } else if !a.quiet {
         println!(
             "{shots} shots ({bytes} bytes) sent in {secs:.2} s; {triggers} triggers, {missed} missed while sending, {refused} refused, {malformed} malformed commands"
         );
+        if challenges + not_allowed + not_owner > 0 {
+            println!(
+                "trigger port: {challenges} challenges sent, {not_allowed} commands from hosts not allowed, {not_owner} from a host that did not start the session"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -267,9 +303,14 @@ pub(crate) struct ShotsArgs {
     /// Trigger frequency asked of the probe (default: the probe's own).
     #[arg(long, value_parser = args::rate)]
     trigger_hz: Option<f64>,
-    /// Do not trigger: receive what a probe triggered by someone else sends.
+    /// Do not trigger: receive what the probe at --probe sends, triggered by someone
+    /// else (messages from any other address are dropped).
     #[arg(long, conflicts_with_all = ["trigger_hz"])]
     passive: bool,
+    /// Take messages of shots at most this many ahead of the next one to hand on (the
+    /// rest are stray: a forged number cannot make the host give up real shots).
+    #[arg(long, default_value = "64", value_parser = clap::value_parser!(u64).range(2..=16384))]
+    ahead: u64,
     /// Stop after this many shots (per link).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     shots: Option<u64>,
@@ -344,9 +385,15 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
         let cfg = HostConfig {
             buffers: a.buffers,
             timeout: a.timeout,
+            ahead: a.ahead,
             ..HostConfig::new(g)
         };
-        let host = Host::new(&mut ep, cfg)?;
+        let mut host = Host::new(&mut ep, cfg)?;
+        if a.passive
+            && let Some(p) = a.probe.get(i).or(a.probe.first())
+        {
+            host.accept_from(p.ip(), None);
+        }
         let record = a.record.as_ref().map(|d| {
             let dir = if n == 1 {
                 d.clone()
@@ -492,7 +539,8 @@ fn summarize(
             json!({"addr": e.local.to_string(), "shots": e.sink.shots, "complete": e.sink.complete,
                    "missing_messages": e.host.missing, "moved": e.host.moved,
                    "duplicates": e.host.duplicates, "late": e.host.late, "malformed": e.host.malformed,
-                   "icrc_errors": e.icrc_errors, "trigger_commands": e.triggers.commands,
+                   "stray": e.host.stray, "icrc_errors": e.icrc_errors,
+                   "trigger_commands": e.triggers.commands, "challenges": e.triggers.challenges,
                    "recording": e.recorded.as_ref().map(|r| json!({"frames": r.frames, "bytes": r.bytes,
                        "dropped": r.dropped, "direct": r.direct, "stopped": r.stopped}))})
         })
@@ -504,7 +552,7 @@ fn summarize(
                    "shot_bytes": g.bytes(), "shots": shots, "complete": complete,
                    "incomplete": shots - complete, "missing_messages": sum(&|e| e.host.missing),
                    "bytes": bytes, "verified": sum(&|e| e.sink.verified), "corrupt": corrupt,
-                   "recorded": recorded, "dropped": dropped,
+                   "recorded": recorded, "dropped": dropped, "stray": sum(&|e| e.host.stray),
                    "frame_rate_hz": fr, "gbps": gbps(bytes, span), "seconds": secs, "per_link": per_link,
                    "counters": counters})
         );
@@ -529,6 +577,12 @@ fn summarize(
             } else {
                 String::new()
             }
+        );
+    }
+    let stray = sum(&|e| e.host.stray);
+    if stray > 0 && !a.quiet && !a.json {
+        println!(
+            "{stray} messages dropped as stray: not from the probe triggered (its address and QP), or numbered more than --ahead shots ahead"
         );
     }
     let stopped = ends

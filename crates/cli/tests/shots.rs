@@ -362,7 +362,15 @@ fn namespaces_trigger_and_shots_across_a_veth() {
     let (a, b) = (common::VethPair::exec(&p.a), common::VethPair::exec(&p.b));
     // 4096-byte UD messages travel whole: at the default MTU of 1500 the probe says so
     let at_1500 = rocelink(&a)
-        .args(["probe", "--bind", "10.203.0.1", "--seconds", "20"])
+        .args([
+            "probe",
+            "--bind",
+            "10.203.0.1",
+            "--allow",
+            "10.203.0.0/24",
+            "--seconds",
+            "20",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -396,7 +404,7 @@ fn namespaces_trigger_and_shots_across_a_veth() {
             "ip", "-n", ns, "link", "set", dev, "mtu", "9000"
         ]));
     }
-    let probe = ProbeProc::start(&a, &["--bind", "10.203.0.1"]);
+    let probe = ProbeProc::start(&a, &["--bind", "10.203.0.1", "--allow", "10.203.0.2"]);
     let o = run(
         &b,
         &[
@@ -493,4 +501,94 @@ fn bench_shots_measures_roce_against_udp_and_plots() {
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("Frame rate against trigger frequency") && text.contains("UDP N_s=500"));
     let _ = std::fs::remove_file(&svg);
+}
+
+/// A 64-byte trigger command (rocelink's format) with `command`, `port`, `cookie`.
+fn trigger_bytes(command: u8, port: u16, cookie: u64) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    b[..4].copy_from_slice(b"USTR");
+    b[4] = 1;
+    b[5] = command;
+    b[24..28].copy_from_slice(&0x0012_3456u32.to_be_bytes());
+    b[28..32].copy_from_slice(&0x5553_0001u32.to_be_bytes());
+    b[32..34].copy_from_slice(&port.to_be_bytes());
+    if command == 2 {
+        b[36..40].copy_from_slice(&1_000_000u32.to_be_bytes()); // 1 kHz, until stopped
+    }
+    b[56..64].copy_from_slice(&cookie.to_be_bytes());
+    b
+}
+
+#[test]
+fn the_probe_amplifies_nothing_and_obeys_only_the_host_that_started_it() {
+    use std::net::UdpSocket;
+    let ports = |ip: &str| rocelink_testkit::ports::free_udp_port(&[ip]);
+    let (rp, tp) = (ports("127.0.0.91"), ports("127.0.0.91"));
+    let (rp_s, tp_s) = (rp.to_string(), tp.to_string());
+    let probe = ProbeProc::start(
+        &[],
+        &[
+            "--bind",
+            "127.0.0.91",
+            "--port",
+            &rp_s,
+            "--trigger-port",
+            &tp_s,
+        ],
+    );
+    let trig: std::net::SocketAddr = format!("127.0.0.91:{tp}").parse().unwrap();
+    // someone asks for a stream to a victim's RoCE port without proving its address
+    let a = UdpSocket::bind("127.0.0.92:0").unwrap();
+    let victim = UdpSocket::bind("127.0.0.92:0").unwrap();
+    let vport = victim.local_addr().unwrap().port();
+    a.send_to(&trigger_bytes(2, vport, 0), trig).unwrap();
+    a.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 128];
+    let (n, from) = a.recv_from(&mut buf).unwrap();
+    assert_eq!(
+        (n, from, buf[5]),
+        (64, trig, 4),
+        "one 64-byte challenge back"
+    );
+    let cookie = u64::from_be_bytes(buf[56..64].try_into().unwrap());
+    victim
+        .set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    assert!(victim.recv_from(&mut buf).is_err(), "nothing to the victim");
+    // a real host starts a session (its trigger socket echoes the challenge)
+    let host = rocelink(&[])
+        .args([
+            "shots",
+            "--bind",
+            "127.0.0.93",
+            "--port",
+            &rp_s,
+            "--probe",
+            &trig.to_string(),
+            "--trigger-hz",
+            "200",
+            "--seconds",
+            "3",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // the other host, its address proven, tries to stop it and to take it over
+    a.send_to(&trigger_bytes(3, vport, cookie), trig).unwrap();
+    a.send_to(&trigger_bytes(2, vport, cookie), trig).unwrap();
+    let o = host.wait_with_output().unwrap();
+    let (shots, _) = shots_of(&o);
+    let p = probe.stop();
+    assert_eq!(p["not_owner"], 2, "{p}");
+    assert!(p["challenges"].as_u64().unwrap() >= 2, "{p}");
+    // shots kept coming after the refused stop: ~200 Hz for ~2 s more
+    assert!(shots.len() > 400, "{} shots; {p}", shots.len());
+    assert!(
+        victim.recv_from(&mut buf).is_err(),
+        "still nothing to the victim"
+    );
 }

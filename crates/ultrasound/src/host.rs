@@ -52,6 +52,10 @@ pub struct HostConfig {
     pub timeout: Duration,
     /// The number of the first shot expected.
     pub first_shot: u64,
+    /// Messages of a shot more than this many ahead of the next one to hand on are
+    /// refused as stray (a forged or corrupt number would otherwise give up every shot
+    /// before it).
+    pub ahead: u64,
 }
 
 impl HostConfig {
@@ -69,6 +73,7 @@ impl HostConfig {
             reorder: 2,
             timeout: Duration::from_millis(100),
             first_shot: 0,
+            ahead: 64,
         }
     }
 }
@@ -119,6 +124,9 @@ pub struct HostStats {
     pub stash_full: u64,
     /// Receives that completed with an error.
     pub recv_errors: u64,
+    /// Messages not from the probe (another address or source QP), or of a shot more
+    /// than [`HostConfig::ahead`] ahead: dropped.
+    pub stray: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -184,6 +192,8 @@ pub struct Host {
     max_seen: Option<u64>,
     last_arrival: Option<Instant>,
     aside: usize,
+    /// Messages are taken only from this address (and source QP, once known).
+    source: Option<(std::net::IpAddr, Option<u32>)>,
     stats: HostStats,
 }
 
@@ -196,6 +206,12 @@ impl Host {
             return Err(Error::Config(
                 "host: at least 2 shot buffers, 1 posted receive, 1 bounce buffer and a reorder window of 1".into(),
             ));
+        }
+        if !(cfg.reorder..=1 << 14).contains(&cfg.ahead) {
+            return Err(Error::Config(format!(
+                "host: shots accepted ahead {}: from the reorder window ({}) to 16384",
+                cfg.ahead, cfg.reorder
+            )));
         }
         let stride = g.stride();
         let len = cfg
@@ -233,6 +249,7 @@ impl Host {
             max_seen: None,
             last_arrival: None,
             aside: 0,
+            source: None,
             stats: HostStats::default(),
         };
         h.post(ep)?;
@@ -262,6 +279,12 @@ impl Host {
     /// The next shot to be handed on.
     pub fn next_shot(&self) -> u64 {
         self.next_report
+    }
+
+    /// Take messages only from the probe at `ip` (and, once known, its UD QP `qpn`); the
+    /// rest count as [`HostStats::stray`].
+    pub fn accept_from(&mut self, ip: std::net::IpAddr, qpn: Option<u32>) {
+        self.source = Some((ip, qpn));
     }
 
     /// Remember when the trigger of `shot` was sent (reported with the shot).
@@ -340,6 +363,14 @@ impl Host {
             return None;
         }
         let g = self.cfg.geometry;
+        if let Some((ip, qpn)) = self.source {
+            let from_probe =
+                wc.src.is_some_and(|s| s.ip() == ip) && qpn.is_none_or(|q| q == wc.src_qp);
+            if !from_probe {
+                self.stats.stray += 1;
+                return None;
+            }
+        }
         let Some(v) = wc.imm else {
             self.stats.malformed += 1;
             return None;
@@ -355,8 +386,8 @@ impl Host {
             self.stats.late += 1;
             return None;
         }
-        if shot - self.next_report > 1 << 15 {
-            self.stats.malformed += 1;
+        if shot - self.next_report > self.cfg.ahead {
+            self.stats.stray += 1;
             return None;
         }
         let pos = self.pos(shot, index);

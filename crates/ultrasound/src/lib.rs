@@ -27,7 +27,7 @@
 //! let start = TriggerRepr {
 //!     command: Command::Start { millihertz: 1_000_000, count: 3 }, // 1 kHz, 3 shots
 //!     number: 0, host_ns: 0, qpn: host.qpn(), qkey: HostConfig::new(g).qkey,
-//!     port: 4791, samples: 0, channels: 0,
+//!     port: 4791, samples: 0, channels: 0, cookie: 0,
 //! };
 //! probe.handle_trigger(link.now, &start, ha.ip());
 //! let mut good = 0;
@@ -44,12 +44,14 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod gate;
 pub mod host;
 pub mod probe;
 pub mod run;
 pub mod shot;
 pub mod sink;
 
+pub use gate::{Gate, GateConfig, GateStats, Prefix, Verdict};
 pub use host::{Host, HostConfig, HostStats, ShotReport};
 pub use probe::{Probe, ProbeConfig, ProbeStats};
 pub use shot::Geometry;

@@ -208,6 +208,8 @@ impl Probe {
                 });
             }
             Command::Stop => self.periodic = None,
+            // a probe's own message, never a command to it
+            Command::Challenge => self.stats.refused += 1,
         }
     }
 

@@ -7,7 +7,7 @@
 //!   not at all, once with a start command (periodic shots), or one shot at a time, each
 //!   trigger sent when the shot before was handed on (the round-trip measurement).
 
-use crate::{Host, Probe, ShotReport};
+use crate::{Gate, GateConfig, GateStats, Host, Probe, ShotReport, Verdict};
 use rocelink_io::backend::Backend;
 use rocelink_io::udp::wait_readable_any;
 use rocelink_runtime::{Driver, Role, RunOpts, drive};
@@ -27,24 +27,43 @@ pub struct TriggerStats {
     pub malformed: u64,
     /// One-at-a-time triggers whose shot never came within the timeout (host).
     pub unanswered: u64,
+    /// Challenges received and answered (host).
+    pub challenges: u64,
+    /// What the probe's gate decided (probe).
+    pub gate: GateStats,
 }
 
 struct Probing<'a> {
     probe: &'a mut Probe,
     triggers: &'a UdpSocket,
+    gate: Gate,
+    /// The probe's RoCE port, told in challenges.
+    port: u16,
     stats: TriggerStats,
 }
 
 impl Probing<'_> {
-    /// Take every trigger command waiting on the socket.
+    /// Take every trigger command waiting on the socket that passes the gate; answer the
+    /// others that need a challenge.
     fn take_triggers(&mut self, now: Instant) -> io::Result<()> {
         let mut buf = [0u8; 2 * TRIGGER_LEN];
         loop {
             match self.triggers.recv_from(&mut buf) {
                 Ok((n, from)) => match TriggerRepr::parse(&buf[..n]) {
                     Ok(t) => {
-                        self.stats.commands += 1;
-                        self.probe.handle_trigger(now, &t, from.ip());
+                        let me = (self.probe.qpn(), self.port);
+                        match self.gate.check(now, from, &t, self.probe.busy(), me) {
+                            Verdict::Take => {
+                                self.stats.commands += 1;
+                                self.probe.handle_trigger(now, &t, from.ip());
+                            }
+                            Verdict::Challenge(c) => {
+                                // no bigger than what came: nothing is amplified
+                                let _ = self.triggers.send_to(&c.emit(), from);
+                            }
+                            Verdict::Refuse => {}
+                        }
+                        self.stats.gate = self.gate.stats();
                     }
                     Err(_) => self.stats.malformed += 1,
                 },
@@ -80,20 +99,25 @@ impl Role for Probing<'_> {
     }
 }
 
-/// Run `probe` over `drv`: trigger commands from `triggers` (made non-blocking here), shots
-/// sent until `opts` ends the run. Returns the trigger channel's counters.
+/// Run `probe` over `drv`: trigger commands from `triggers` (made non-blocking here) that
+/// pass `gate`, shots sent until `opts` ends the run. Returns the trigger channel's
+/// counters.
 pub fn probe<B: Backend>(
     drv: &mut Driver<B>,
     ep: &mut Endpoint,
     probe: &mut Probe,
     triggers: &UdpSocket,
+    gate: GateConfig,
     opts: RunOpts<'_>,
     progress: &mut dyn FnMut(&Probe),
 ) -> io::Result<TriggerStats> {
     triggers.set_nonblocking(true)?;
+    let port = ep.config().local.port();
     let mut role = Probing {
         probe,
         triggers,
+        gate: Gate::new(gate),
+        port,
         stats: TriggerStats::default(),
     };
     drive(drv, ep, &mut role, opts, &mut |r| progress(r.probe))?;
@@ -155,6 +179,10 @@ struct Hosting<'a> {
     /// One by one: the next trigger number and the shot waited for.
     next: u64,
     waiting: Option<(u64, Instant)>,
+    /// The probe's cookie for us, once its challenge came.
+    cookie: Option<u64>,
+    /// The last command sent, to send again with the cookie.
+    last: Option<(Command, u64, SocketAddr)>,
     t0: Instant,
     stats: TriggerStats,
 }
@@ -171,10 +199,55 @@ impl Hosting<'_> {
             port: self.target.port,
             samples: g.samples,
             channels: g.channels,
+            cookie: self.cookie.unwrap_or(0),
         };
         self.sock.send_to(&t.emit(), to)?;
+        self.last = Some((command, number, to));
         self.stats.commands += 1;
         Ok(())
+    }
+
+    /// Take the probe's challenges: keep its cookie and QPN (shots are taken only from
+    /// it), and send the command it challenged again with the cookie.
+    fn take_challenges(&mut self) -> io::Result<()> {
+        let mut buf = [0u8; 2 * TRIGGER_LEN];
+        loop {
+            let (n, from) = match self.sock.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // an ICMP unreachable from an earlier send: the probe is not there (yet)
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(e),
+            };
+            let Ok(t) = TriggerRepr::parse(&buf[..n]) else {
+                continue;
+            };
+            let Some((command, number, to)) = self.last else {
+                continue;
+            };
+            if t.command != Command::Challenge || from != to || self.cookie == Some(t.cookie) {
+                continue;
+            }
+            self.stats.challenges += 1;
+            self.cookie = Some(t.cookie);
+            self.host.accept_from(to.ip(), Some(t.qpn));
+            if let (Command::Shot, Some((shot, _))) = (command, self.waiting) {
+                // the round trip starts now, not at the challenged send
+                let at = Instant::now();
+                self.host.note_trigger(shot, at);
+                self.waiting = Some((shot, at));
+            }
+            self.send(command, number, to)?;
+        }
+    }
+
+    /// The probe's trigger address, if the host triggers one.
+    fn probe_addr(&self) -> Option<SocketAddr> {
+        match self.plan {
+            Triggering::None => None,
+            Triggering::Periodic { probe, .. } | Triggering::OneByOne { probe, .. } => Some(probe),
+        }
     }
 
     fn handed(&self) -> u64 {
@@ -184,6 +257,7 @@ impl Hosting<'_> {
 
 impl Role for Hosting<'_> {
     fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<()> {
+        self.take_challenges()?;
         self.host
             .poll(ep, now, self.sink)
             .map_err(io::Error::other)?;
@@ -238,6 +312,11 @@ impl Role for Hosting<'_> {
         if let (Triggering::OneByOne { timeout, .. }, Some((_, at))) = (self.plan, self.waiting) {
             t = Some(t.map_or(at + timeout, |x| x.min(at + timeout)));
         }
+        if self.last.is_some() && self.cookie.is_none() {
+            // a challenge comes on the trigger socket, which the driver does not watch
+            let soon = Instant::now() + Duration::from_millis(1);
+            t = Some(t.map_or(soon, |x| x.min(soon)));
+        }
         t
     }
     fn finished(&self) -> bool {
@@ -279,6 +358,7 @@ pub fn host<B: Backend>(
 ) -> io::Result<TriggerStats> {
     let local = drv.socket().local_addr();
     let sock = UdpSocket::bind(SocketAddr::new(local.ip(), 0))?;
+    sock.set_nonblocking(true)?;
     let mut role = Hosting {
         host,
         sock,
@@ -291,9 +371,15 @@ pub fn host<B: Backend>(
         silent: 0,
         next: 0,
         waiting: None,
+        cookie: None,
+        last: None,
         t0: Instant::now(),
         stats: TriggerStats::default(),
     };
+    if let Some(p) = role.probe_addr() {
+        // shots only from the probe triggered (its QP once its challenge names it)
+        role.host.accept_from(p.ip(), None);
+    }
     let run = drive(drv, ep, &mut role, opts, &mut |r| progress(r.host));
     if let (Triggering::Periodic { probe, .. }, true) = (plan, role.started) {
         let next = role.host.next_shot();

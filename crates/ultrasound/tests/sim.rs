@@ -61,6 +61,7 @@ impl Net {
             port: 4791,
             samples: 0,
             channels: 0,
+            cookie: 0,
         };
         self.probe
             .handle_trigger(self.pair.now, &start, self.host_ip);

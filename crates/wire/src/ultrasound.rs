@@ -21,9 +21,15 @@
 //!   | 40..48 | start: shots to take (0: until stop) |
 //!   | 48..52 | samples per channel N_s (0: the probe's own setting) |
 //!   | 52..54 | channels (0: the probe's own setting) |
-//!   | 54..64 | reserved (0) |
+//!   | 54..56 | reserved (0) |
+//!   | 56..64 | cookie: what the probe's challenge carried (0 before one came) |
 //!
-//!   Shots go to the address the trigger came from, at the given port and QPN.
+//!   Shots go to the address the trigger came from, at the given port and QPN — once that
+//!   address has shown it receives there: a probe answers a command whose cookie is not the
+//!   one it derives for the sender's address and port with a **challenge** (command 4, 64
+//!   bytes back to the sender, carrying that cookie, the probe's QPN and RoCE port) and acts
+//!   only on commands that echo it, as QUIC validates an address before sending more than
+//!   a few times what it received from it. A spoofed sender never sees the cookie.
 //!
 //! * **Message numbering** — every message of a shot is a UD SEND ONLY WITH IMMEDIATE whose
 //!   immediate is `shot[15:0] << 16 | index`, index counting the shot's messages from 0, so
@@ -53,6 +59,9 @@ pub enum Command {
     },
     /// Stop periodic triggers.
     Stop,
+    /// Probe → host: prove you receive at your address; send the command again with this
+    /// message's cookie.
+    Challenge,
 }
 
 /// A trigger command.
@@ -74,6 +83,8 @@ pub struct TriggerRepr {
     pub samples: u32,
     /// Channels (0: the probe's setting).
     pub channels: u16,
+    /// The probe's cookie for the sender's address (0 before a challenge gave it).
+    pub cookie: u64,
 }
 
 mod field {
@@ -89,6 +100,7 @@ mod field {
     pub(super) const COUNT: usize = 40;
     pub(super) const SAMPLES: usize = 48;
     pub(super) const CHANNELS: usize = 52;
+    pub(super) const COOKIE: usize = 56;
 }
 
 impl TriggerRepr {
@@ -107,7 +119,7 @@ impl TriggerRepr {
         let reserved = b[6..8]
             .iter()
             .chain(&b[34..36])
-            .chain(&b[54..64])
+            .chain(&b[54..56])
             .any(|&x| x != 0);
         let qpn = be_u32(&b[field::QPN..]);
         if reserved || qpn > 0xFF_FFFF {
@@ -121,6 +133,7 @@ impl TriggerRepr {
                 count,
             },
             3 => Command::Stop,
+            4 => Command::Challenge,
             _ => return Err(Error::Malformed),
         };
         if !matches!(command, Command::Start { .. }) && (mhz != 0 || count != 0) {
@@ -135,6 +148,7 @@ impl TriggerRepr {
             port: be_u16(&b[field::PORT..]),
             samples: be_u32(&b[field::SAMPLES..]),
             channels: be_u16(&b[field::CHANNELS..]),
+            cookie: be_u64(&b[field::COOKIE..]),
         })
     }
 
@@ -147,6 +161,7 @@ impl TriggerRepr {
             Command::Shot => (1, 0, 0),
             Command::Start { millihertz, count } => (2, millihertz, count),
             Command::Stop => (3, 0, 0),
+            Command::Challenge => (4, 0, 0),
         };
         b[field::COMMAND] = cmd;
         set_be_u64(&mut b[field::NUMBER..], self.number);
@@ -158,6 +173,7 @@ impl TriggerRepr {
         set_be_u64(&mut b[field::COUNT..], count);
         set_be_u32(&mut b[field::SAMPLES..], self.samples);
         set_be_u16(&mut b[field::CHANNELS..], self.channels);
+        set_be_u64(&mut b[field::COOKIE..], self.cookie);
         b
     }
 }
@@ -215,6 +231,7 @@ mod tests {
             port: 4791,
             samples: 2000,
             channels: 96,
+            cookie: 0,
         }
     }
 
@@ -232,6 +249,15 @@ mod tests {
             ..start()
         };
         assert_eq!(TriggerRepr::parse(&stop.emit()), Ok(stop));
+        let challenge = TriggerRepr {
+            command: Command::Challenge,
+            cookie: 0x0102_0304_0506_0708,
+            ..start()
+        };
+        let b = challenge.emit();
+        assert_eq!(b[5], 4);
+        assert_eq!(b[56..64], [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(TriggerRepr::parse(&b), Ok(challenge));
     }
 
     #[test]
@@ -247,7 +273,8 @@ mod tests {
         assert_eq!(edit(4, 2), Err(Error::Unsupported)); // version
         assert_eq!(edit(5, 9), Err(Error::Malformed)); // command
         assert_eq!(edit(7, 1), Err(Error::Malformed)); // reserved
-        assert_eq!(edit(60, 1), Err(Error::Malformed)); // reserved
+        assert_eq!(edit(55, 1), Err(Error::Malformed)); // reserved
+        assert!(edit(60, 1).is_ok_and(|t| t.cookie == 1 << 24)); // cookie
         assert_eq!(edit(24, 1), Err(Error::Malformed)); // QPN over 24 bits
         assert_eq!(edit(5, 1), Err(Error::Malformed)); // a one-shot with a rate
         let mut b = START;
