@@ -93,7 +93,9 @@ pub(crate) fn sensor(s: &str) -> Result<rocelink_hsb::catalogue::SensorSpec, Str
         .map_err(|e: rocelink_hsb::catalogue::SensorError| e.to_string())
 }
 
-/// A file to create: its directory must exist. Opens (creates) nothing.
+/// A file to create or replace: its directory must exist, and it must be absent or a
+/// regular file rocelink may write (not a link, a device, a FIFO, a file with other hard
+/// links, another user's file in a shared directory). Opens (creates) nothing.
 pub(crate) fn out_file(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     if p.as_os_str().is_empty() {
@@ -102,13 +104,7 @@ pub(crate) fn out_file(s: &str) -> Result<PathBuf, String> {
     if p.is_dir() {
         return Err(format!("{s} is a directory"));
     }
-    let parent = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    if !parent.is_dir() {
-        return Err(format!("{s}: no directory {}", parent.display()));
-    }
+    rocelink_io::file::check_output(&p).map_err(|e| e.to_string())?;
     Ok(p)
 }
 
@@ -117,44 +113,40 @@ pub(crate) fn out_file(s: &str) -> Result<PathBuf, String> {
 /// replaced). Creates the directory and proves it writable; writes nothing else.
 pub(crate) fn record_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
     use anyhow::{Context, bail};
-    if dir.exists() {
-        if !dir.is_dir() {
-            bail!("--record {}: not a directory", dir.display());
+    let shown = dir.display();
+    // a real directory of this user's, made if absent (never a link to one)
+    rocelink_io::file::own_dir(dir, 0o755).context("--record")?;
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("--record {shown}: cannot read the directory"))?
+        .filter_map(|e| e.ok())
+        .collect();
+    if !entries.is_empty() {
+        if !force {
+            bail!(
+                "--record {shown}: the directory is not empty ({} entries); choose another, or --force to replace the recording in it",
+                entries.len()
+            );
         }
-        let entries: Vec<_> = std::fs::read_dir(dir)
-            .with_context(|| format!("--record {}: cannot read the directory", dir.display()))?
-            .filter_map(|e| e.ok())
-            .collect();
-        if !entries.is_empty() {
-            if !force {
-                bail!(
-                    "--record {}: the directory is not empty ({} entries); choose another, or --force to replace the recording in it",
-                    dir.display(),
-                    entries.len()
-                );
-            }
-            if !dir.join("recording.json").exists() {
-                bail!(
-                    "--record {}: --force replaces only a recording, and this directory holds other files",
-                    dir.display()
-                );
-            }
-            for e in entries {
-                let p = e.path();
-                let r = if p.is_dir() {
-                    std::fs::remove_dir_all(&p)
-                } else {
-                    std::fs::remove_file(&p)
-                };
-                r.with_context(|| format!("--record --force: cannot remove {}", p.display()))?;
-            }
+        if !dir.join("recording.json").exists() {
+            bail!(
+                "--record {shown}: --force replaces only a recording, and this directory holds other files"
+            );
+        }
+        for e in entries {
+            let p = e.path();
+            // a link inside is removed itself, never followed
+            let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_dir());
+            let r = if is_dir {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            r.with_context(|| format!("--record --force: cannot remove {}", p.display()))?;
         }
     }
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("--record {}: cannot create the directory", dir.display()))?;
     let probe = dir.join(".rocelink-write-test");
-    std::fs::write(&probe, b"")
-        .with_context(|| format!("--record {}: cannot write there", dir.display()))?;
+    rocelink_io::file::write_atomic(&probe, b"")
+        .with_context(|| format!("--record {shown}: cannot write there"))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }

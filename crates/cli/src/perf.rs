@@ -304,7 +304,7 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     if let (Some(x), Some(path)) = (&seen, &report.out_json)
         && let Some(text) = report.perftest_json(x, &out)
     {
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        rocelink_io::file::write_atomic(path, text.as_bytes()).context("--out_json")?;
     }
     if let Some(path) = &a.plot {
         report.plot(path, &out)?;

@@ -218,8 +218,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     })?;
     let mut pp = made.ok_or_else(|| anyhow!("exchange did not set up the endpoint"))?;
     if let Some(p) = &args.pcap {
-        let f =
-            std::fs::File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
+        let f = rocelink_io::file::create_output(p).context("--pcap")?;
         pp.driver_mut()
             .set_tap(Tap::new(Box::new(std::io::BufWriter::new(f)))?);
     }

@@ -118,7 +118,7 @@ pub(crate) fn lines(
     series: &[Series],
 ) -> Result<()> {
     let s = lines_svg(title, xlabel, ylabel, series);
-    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+    rocelink_io::file::write_atomic(path, s.as_bytes()).context("cannot write the plot")
 }
 
 /// Line charts stacked in one SVG, each (title, x label, y label, series).
@@ -135,7 +135,7 @@ pub(crate) fn panels(path: &Path, charts: &[(&str, &str, &str, Vec<Series>)]) ->
         s.push_str(&inner.replacen("<svg ", &format!(r#"<svg y="{}" "#, H * i as f64), 1));
     }
     s.push_str("</svg>\n");
-    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+    rocelink_io::file::write_atomic(path, s.as_bytes()).context("cannot write the plot")
 }
 
 /// [`lines`] as SVG text. Series named "UDP…" are drawn dashed.
@@ -272,7 +272,7 @@ pub(crate) fn histogram(
     let names: Vec<&str> = series.iter().map(|(n, _)| n.as_str()).collect();
     legend(&mut s, &names);
     s.push_str("</svg>\n");
-    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+    rocelink_io::file::write_atomic(path, s.as_bytes()).context("cannot write the plot")
 }
 
 #[cfg(test)]

@@ -145,8 +145,8 @@ pub(crate) struct ExportArgs {
     /// pgm (16-bit grey Bayer image), png (demosaiced RGB8, half resolution).
     #[arg(long, default_value = "png", value_parser = ["raw", "npy", "pgm", "png"])]
     format: String,
-    /// Output file (default: DIR/frame-N.FORMAT).
-    #[arg(short, long)]
+    /// Output file (default: frame-N.FORMAT in the current directory).
+    #[arg(short, long, value_parser = crate::args::out_file)]
     out: Option<PathBuf>,
     /// Export even when the stored bytes no longer match the frame's recorded CRC.
     #[arg(long)]
@@ -186,7 +186,8 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
     let out = a
         .out
         .clone()
-        .unwrap_or_else(|| a.dir.join(format!("frame-{}.{}", a.frame, a.format)));
+        .unwrap_or_else(|| PathBuf::from(format!("frame-{}.{}", a.frame, a.format)));
+    rocelink_io::file::check_output(&out)?;
     let bytes = match a.format.as_str() {
         "raw" => data,
         "npy" => match image::unpack(&r.header, &data) {
@@ -196,7 +197,7 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
         "pgm" => image::unpack(&r.header, &data)?.to_pgm(),
         _ => png_image(&r.header, &data)?,
     };
-    std::fs::write(&out, bytes).with_context(|| format!("cannot write {}", out.display()))?;
+    rocelink_io::file::write_atomic(&out, &bytes).context("cannot write the export")?;
     println!("{}", out.display());
     Ok(ExitCode::SUCCESS)
 }

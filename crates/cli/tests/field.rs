@@ -579,6 +579,7 @@ fn inspect_reports_damage_and_verify_finds_changed_bytes() {
     ]);
     assert_eq!(code, 2, "exported a damaged frame silently");
     assert!(err.contains("no longer match"), "{err}");
+    let forced = rec.with_extension("raw");
     let (code, _, _) = common::rocelink(&[
         "export",
         rec.to_str().unwrap(),
@@ -587,6 +588,8 @@ fn inspect_reports_damage_and_verify_finds_changed_bytes() {
         "--format",
         "raw",
         "--force",
+        "-o",
+        forced.to_str().unwrap(),
     ]);
     assert_eq!(code, 0);
     // one byte in the middle of the index hides only that record
@@ -770,4 +773,77 @@ fn an_ecb_flood_does_not_stop_the_stream_or_the_host() {
     let sent = flood.join().unwrap();
     assert_eq!(code, 0, "under a flood of {sent} ECB requests: {err}");
     assert!(sent > 1000, "the flood ran: {sent}");
+}
+
+/// rocelink is often root: a file or directory another user plants where it will write is
+/// never followed, replaced or written into — and says so before anything starts.
+#[test]
+fn planted_links_devices_and_directories_are_refused_up_front() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::tmpdir("planted");
+    // a world-writable sticky directory, like /tmp
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let precious = dir.join("precious");
+    std::fs::write(&precious, b"root's file").unwrap();
+    let snap = dir.join("last.png");
+    std::os::unix::fs::symlink(&precious, &snap).unwrap();
+    let pcap = dir.join("cap.pcap");
+    std::os::unix::fs::symlink(&precious, &pcap).unwrap();
+    let rec = dir.join("rec");
+    std::os::unix::fs::symlink(&*dir, &rec).unwrap();
+    let svg = dir.join("plot.svg");
+    std::os::unix::fs::symlink(&precious, &svg).unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "demo",
+                "--frames",
+                "3",
+                "--snapshot",
+                snap.to_str().unwrap(),
+            ],
+            "symbolic link",
+        ),
+        (
+            vec!["demo", "--frames", "3", "--pcap", pcap.to_str().unwrap()],
+            "symbolic link",
+        ),
+        (
+            vec!["demo", "--frames", "3", "--record", rec.to_str().unwrap()],
+            "symbolic link",
+        ),
+        (
+            vec!["demo", "--frames", "3", "--snapshot", "/dev/null"],
+            "character device",
+        ),
+        (
+            vec!["trigger", "--plot", svg.to_str().unwrap()],
+            "symbolic link",
+        ),
+    ];
+    for (args, says) in cases {
+        let t = std::time::Instant::now();
+        let out = rocelink().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{args:?} started first"
+        );
+    }
+    assert_eq!(std::fs::read(&precious).unwrap(), b"root's file");
+    assert!(
+        std::fs::symlink_metadata(&snap)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
 }

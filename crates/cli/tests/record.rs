@@ -96,6 +96,7 @@ print("ok", len(rec))
     );
     run_python(&script);
     // export: PNG and npy exist and have the right size
+    let out_png = dir.join("f3.png");
     let (code, png, _) = common::rocelink(&[
         "export",
         rec.to_str().unwrap(),
@@ -103,10 +104,13 @@ print("ok", len(rec))
         "3",
         "--format",
         "png",
+        "-o",
+        out_png.to_str().unwrap(),
     ]);
     assert_eq!(code, 0);
     let png = std::fs::read(png.trim()).unwrap();
     assert_eq!(&png[1..4], b"PNG");
+    let out_npy = dir.join("f3.npy");
     let (code, npy, _) = common::rocelink(&[
         "export",
         rec.to_str().unwrap(),
@@ -114,6 +118,8 @@ print("ok", len(rec))
         "3",
         "--format",
         "npy",
+        "-o",
+        out_npy.to_str().unwrap(),
     ]);
     assert_eq!(code, 0);
     assert_eq!(
@@ -122,6 +128,7 @@ print("ok", len(rec))
     );
     // the snapshot is the last frame, rendered as export renders it
     let last = v["last_frame"].as_u64().unwrap().to_string();
+    let out_last = dir.join("last.png");
     let (code, png, _) = common::rocelink(&[
         "export",
         rec.to_str().unwrap(),
@@ -129,6 +136,8 @@ print("ok", len(rec))
         &last,
         "--format",
         "png",
+        "-o",
+        out_last.to_str().unwrap(),
     ]);
     assert_eq!(code, 0);
     assert_eq!(
@@ -320,6 +329,7 @@ fn coe_packed_recordings_export_the_packed_pixels() {
         ]);
         drop(emu);
         assert_eq!(code, 0, "{err}");
+        let npy_path = rec.join("frame-1.npy");
         let (code, npy, err) = common::rocelink(&[
             "export",
             rec.to_str().unwrap(),
@@ -327,6 +337,8 @@ fn coe_packed_recordings_export_the_packed_pixels() {
             "1",
             "--format",
             "npy",
+            "-o",
+            npy_path.to_str().unwrap(),
         ]);
         assert_eq!(code, 0, "{err}");
         let npy = std::fs::read(npy.trim()).unwrap();
@@ -339,7 +351,6 @@ fn coe_packed_recordings_export_the_packed_pixels() {
             .collect();
         assert_eq!(got, image, "RAW{bits} CoE pixels");
         // the Python reader unpacks the same pixels
-        let npy_path = rec.join("frame-1.npy");
         let script = format!(
             "import sys, numpy as np\nsys.path.insert(0, {py_dir:?})\nfrom rocelink_reader import Recording\n\
              rec = Recording({rec:?})\nref = np.load({npy:?})\n\

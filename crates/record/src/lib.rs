@@ -128,17 +128,15 @@ pub(crate) fn now_ns() -> u64 {
 impl Recorder {
     /// Create the directory and its files and start the writer thread.
     pub fn start(mut cfg: RecordConfig) -> io::Result<Recorder> {
-        std::fs::create_dir_all(&cfg.dir)?;
+        rocelink_io::file::own_dir(&cfg.dir, 0o755)?;
         cfg.header.format = "rocelink-recording".into();
         cfg.header.version = 1;
         cfg.header.alignment = ALIGN;
         cfg.header.created_ns = now_ns();
-        let tmp = cfg.dir.join("recording.json.tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(&cfg.header).map_err(io::Error::other)?,
+        rocelink_io::file::write_atomic(
+            &cfg.dir.join("recording.json"),
+            &serde_json::to_vec_pretty(&cfg.header).map_err(io::Error::other)?,
         )?;
-        std::fs::rename(&tmp, cfg.dir.join("recording.json"))?;
         let max_len = (cfg.header.frame_size as usize).max(1);
         let nbuf = cfg.queue.max(1) + 1;
         let (free_tx, free) = sync_channel(nbuf);

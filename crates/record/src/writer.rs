@@ -38,9 +38,17 @@ const INDEX_CHUNK: u64 = 256 * 1024;
 fn open_data(cfg: &RecordConfig) -> io::Result<(File, bool)> {
     let path = cfg.dir.join("data.bin");
     let mut o = OpenOptions::new();
-    o.create(true).write(true).truncate(true);
+    // inside a directory of our own (own_dir); never through a link placed there
+    o.create(true)
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
     if cfg.direct {
-        match o.clone().custom_flags(libc::O_DIRECT).open(&path) {
+        match o
+            .clone()
+            .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
             Ok(f) => return Ok((f, true)),
             Err(e) => eprintln!(
                 "rocelink record: O_DIRECT refused on {} ({e}); writing through the page cache",
@@ -206,6 +214,7 @@ pub(crate) fn run(
             .create(true)
             .write(true)
             .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(cfg.dir.join("index.bin"))?,
         reserved: 0,
         pending: Vec::new(),

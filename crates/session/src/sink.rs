@@ -154,7 +154,8 @@ impl FrameSink for RecordSink {
 }
 
 /// The latest good frame as a PNG, rewritten at most once a second and on the last frame;
-/// written to a temporary name and renamed, so a reader never sees half a file.
+/// written to a fresh temporary file and renamed ([`rocelink_io::file::write_atomic`]), so
+/// a reader never sees half a file and nothing is written through a planted link.
 #[derive(Debug)]
 pub struct SnapshotSink {
     path: PathBuf,
@@ -185,10 +186,7 @@ impl FrameSink for SnapshotSink {
         let png = rocelink_record::image::unpack(&self.header, d.data)
             .and_then(|i| i.to_png())
             .map_err(|e| sink_err(&what, e))?;
-        let mut tmp = self.path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        std::fs::write(&tmp, &png).map_err(|e| sink_err(&what, e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| sink_err(&what, e))?;
+        rocelink_io::file::write_atomic(&self.path, &png).map_err(|e| sink_err(&what, e))?;
         self.saved = Some(Instant::now());
         Ok(())
     }

@@ -83,14 +83,12 @@ impl Emulator {
         let raw = coe::RawLink::open(cfg.xdp.as_ref(), cfg.coe_iface.as_deref())?;
         let tap = match &cfg.pcap {
             Some(p) => Some(Tap::new(Box::new(io::BufWriter::new(
-                std::fs::File::create(p).map_err(|e| named(e, &p.display().to_string()))?,
+                rocelink_io::file::create_output(p)?,
             )))?),
             None => None,
         };
         let stx_record = match &cfg.sensor_tx_record {
-            Some(p) => Some(io::BufWriter::new(
-                std::fs::File::create(p).map_err(|e| named(e, &p.display().to_string()))?,
-            )),
+            Some(p) => Some(io::BufWriter::new(rocelink_io::file::create_output(p)?)),
             None => None,
         };
         Ok(Emulator {

@@ -213,8 +213,7 @@ impl Receiver {
             }
         };
         if let Some(p) = &cfg.pcap {
-            let f = std::fs::File::create(p)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+            let f = rocelink_io::file::create_output(p)?;
             drv.set_tap(Tap::new(Box::new(io::BufWriter::new(f)))?);
         }
         // QPN and R_Key differ every session, as with verbs: a stale or blind sender
