@@ -3,8 +3,9 @@
 //! which reads a running process's counters from its control socket.
 
 use anyhow::{Context, Result, bail};
-use rocelink_runtime::control::{self, Control, Metrics};
+use rocelink_runtime::control::{self, Control};
 use rocelink_runtime::counters::{Board, Snapshot};
+use rocelink_web::{Exposure, Limits, Server, check_addr};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,13 +14,27 @@ use std::time::Duration;
 /// Options of every command that moves packets.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct CounterArgs {
-    /// Serve the network counters in Prometheus' text format at ADDR (HTTP, GET /metrics),
-    /// e.g. 127.0.0.1:9464.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve the network counters in Prometheus' text format over HTTP (GET /metrics) at
+    /// ADDR: a port (on 127.0.0.1), or IP:PORT. A wildcard address (0.0.0.0, [::]) needs
+    /// --metrics-public; another interface's address is served with a warning.
+    #[arg(long, value_name = "ADDR", value_parser = metrics_addr)]
     metrics: Option<SocketAddr>,
+    /// Let --metrics serve every interface (0.0.0.0 or [::]).
+    #[arg(long, requires = "metrics")]
+    metrics_public: bool,
     /// Do not open the control socket `rocelink stats PID` reads.
     #[arg(long)]
     no_control: bool,
+}
+
+/// `--metrics`: `PORT` (on 127.0.0.1) or `IP:PORT`.
+fn metrics_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| {
+        format!("{s:?}: a metrics address is PORT or IP:PORT (e.g. 9464, 127.0.0.1:9464)")
+    })
 }
 
 /// A command's counters while it runs: the board its drivers publish to, and the control
@@ -29,7 +44,7 @@ pub(crate) struct Counters {
     /// Where drivers publish.
     pub(crate) board: Board,
     _control: Option<Control>,
-    _metrics: Option<Metrics>,
+    _metrics: Option<Server>,
 }
 
 impl Counters {
@@ -39,7 +54,22 @@ impl Counters {
     pub(crate) fn start(command: &str, a: &CounterArgs) -> Result<Counters> {
         let board = Board::new(command);
         let metrics = match a.metrics {
-            Some(addr) => Some(Metrics::serve(board.clone(), addr)?),
+            Some(addr) => {
+                let exposure = if a.metrics_public {
+                    Exposure::Public
+                } else {
+                    Exposure::Local
+                };
+                if let Some(warning) =
+                    check_addr(addr, exposure, "--metrics").map_err(anyhow::Error::msg)?
+                {
+                    eprintln!("rocelink: warning: {warning}");
+                }
+                let app = rocelink_web::metrics(board.clone());
+                let server = Server::start(addr, app, Limits::default(), "metrics")?;
+                eprintln!("rocelink: metrics at http://{}/metrics", server.addr());
+                Some(server)
+            }
             None => None,
         };
         let control = if a.no_control {

@@ -10,7 +10,7 @@ mod common;
 use rocelink_wire::ib::{BthRepr, IbRepr, Opcode, RethRepr};
 use rocelink_wire::roce::{IpParams, RoceRepr};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -447,4 +447,54 @@ fn receive_publishes_its_counters() {
         err.contains("rocelink emulate: counters: RX pkgs "),
         "{err}"
     );
+}
+
+#[test]
+fn metrics_serve_loopback_unless_asked_and_many_clients_at_once() {
+    // the wildcard is refused before anything binds, with the way out
+    let out = rocelink()
+        .args(["ims", "serve", "--metrics", "0.0.0.0:0", "--seconds", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--metrics-public"), "{err}");
+    // on loopback, a port of its choosing, named at start
+    let port = rocelink_testkit::ports::free_udp_port(&["127.0.0.71"]).to_string();
+    let mut c = rocelink()
+        .args([
+            "ims",
+            "serve",
+            "--bind",
+            "127.0.0.71",
+            "--port",
+            &port,
+            "--metrics",
+            "127.0.0.1:0",
+            "--seconds",
+            "10",
+            "--quiet",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    let line = until(&mut err, "metrics at");
+    let url = line.split("http://").nth(1).unwrap().trim();
+    let addr: std::net::SocketAddr = url.trim_end_matches("/metrics").parse().unwrap();
+    // idle connections do not hold up a reader
+    let idle: Vec<_> = (0..5)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    let t = Instant::now();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.contains("rocelink_roce_rx_total"), "{body}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    drop(idle);
+    let _ = c.kill();
+    let _ = c.wait();
 }

@@ -1,6 +1,6 @@
-//! Reading a running process's counters: a local control socket (`rocelink stats PID`) and
-//! a Prometheus endpoint (`--metrics 127.0.0.1:PORT`), both served from a [`Board`] by a
-//! thread of their own, so the packet loops never wait for a reader.
+//! Reading a running process's counters: a local control socket (`rocelink stats PID`),
+//! served from a [`Board`] by a thread of its own, so the packet loops never wait for a
+//! reader. (The Prometheus endpoint is `rocelink-web`'s.)
 //!
 //! The control socket is a Unix stream socket at [`socket_path`] (`$XDG_RUNTIME_DIR/rocelink/
 //! PID.sock`, else `/tmp/rocelink-UID/PID.sock`): a client connects and reads one JSON
@@ -9,7 +9,6 @@
 
 use crate::counters::{Board, Snapshot};
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -204,72 +203,6 @@ fn list_in(dir: &Path) -> Vec<(u32, PathBuf)> {
     v
 }
 
-/// A Prometheus endpoint being served (the thread ends with the process).
-#[derive(Debug)]
-pub struct Metrics {
-    addr: SocketAddr,
-}
-
-impl Metrics {
-    /// Serve `board` over HTTP at `addr`: `GET /metrics` answers the text format, anything
-    /// else 404.
-    pub fn serve(board: Board, addr: SocketAddr) -> io::Result<Metrics> {
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| io::Error::new(e.kind(), format!("metrics at {addr}: {e}")))?;
-        let addr = listener.local_addr()?;
-        std::thread::Builder::new()
-            .name("rocelink-metrics".into())
-            .spawn(move || {
-                for conn in listener.incoming().flatten() {
-                    let _ = answer(conn, &board);
-                }
-            })?;
-        Ok(Metrics { addr })
-    }
-
-    /// The address it listens at (the port chosen when 0 was asked for).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-/// One HTTP/1.0-style exchange: read the request head (at most 8 KiB, 2 s), answer, close.
-fn answer(mut conn: TcpStream, board: &Board) -> io::Result<()> {
-    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = conn.read(&mut buf)?;
-        if n == 0 || head.len() > 8192 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let line = String::from_utf8_lossy(&head);
-    let mut words = line.split_whitespace();
-    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, ctype, body) = if method == "GET" && (path == "/metrics" || path == "/") {
-        (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            board.snapshot().prometheus(),
-        )
-    } else {
-        (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "rocelink serves GET /metrics\n".to_owned(),
-        )
-    };
-    write!(
-        conn,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,33 +287,5 @@ mod tests {
         assert!(e.to_string().contains("more than"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(3));
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn metrics_over_http() {
-        let m = Metrics::serve(board(), "127.0.0.1:0".parse().unwrap()).unwrap();
-        let get = |req: &str| {
-            let mut c = TcpStream::connect(m.addr()).unwrap();
-            c.write_all(req.as_bytes()).unwrap();
-            let mut s = String::new();
-            c.read_to_string(&mut s).unwrap();
-            s
-        };
-        let ok = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
-        assert!(
-            ok.contains("\nrocelink_rx_packets_total{link=\"data\""),
-            "{ok}"
-        );
-        let body = ok.split("\r\n\r\n").nth(1).unwrap();
-        let len: usize = ok
-            .lines()
-            .find_map(|l| l.strip_prefix("Content-Length: "))
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert_eq!(body.len(), len);
-        let nf = get("GET /other HTTP/1.1\r\n\r\n");
-        assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
     }
 }
