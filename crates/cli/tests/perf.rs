@@ -397,12 +397,19 @@ fn out_json_and_a_plotted_sweep() {
 }
 
 /// `--run_infinitely`: a row per `-D` period until Ctrl-C, which ends the client cleanly;
-/// the server learns the end from the closed exchange.
+/// the server learns the end from the closed exchange — in every bandwidth test.
 #[test]
 fn run_infinitely_until_ctrl_c() {
-    let port = "19138";
+    for test in ["write_bw", "read_bw", "send_bw"] {
+        run_infinitely(test);
+    }
+}
+
+fn run_infinitely(test: &str) {
+    let port = rocelink_testkit::ports::free_udp_port(&["127.0.0.112"]).to_string();
+    let port = port.as_str();
     let (mut srv, mut sout, text) = server(&[
-        "write_bw",
+        test,
         "--bind",
         "127.0.0.112",
         "-p",
@@ -415,7 +422,7 @@ fn run_infinitely_until_ctrl_c() {
     let mut cli = rocelink()
         .args([
             "perf",
-            "write_bw",
+            test,
             "127.0.0.112",
             "--bind",
             "127.0.0.113",
@@ -454,11 +461,11 @@ fn run_infinitely_until_ctrl_c() {
     let st = cli.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut cli.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(st.success(), "client {st}: {err}");
+    assert!(st.success(), "{test} client {st}: {err}");
     let sst = srv.wait().unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
-    assert!(sst.success(), "server {sst}: {text}{rest}");
+    assert!(sst.success(), "{test} server {sst}: {text}{rest}");
     assert!(rest.contains("Client closed connection"), "{rest}");
 }
 

@@ -4,8 +4,9 @@
 use super::*;
 
 impl Qp {
-    /// Complete finished WQEs from the front, in order.
-    pub(super) fn retire(&mut self, sinks: &mut Sinks) {
+    /// Complete finished WQEs from the front, in order; a message sent once gives a
+    /// round-trip sample.
+    pub(super) fn retire(&mut self, now: Instant, sinks: &mut Sinks) {
         while let Some(w) = self.req.sq.front() {
             let finished = if w.is_read() {
                 w.done
@@ -15,7 +16,13 @@ impl Qp {
             if !finished {
                 break;
             }
-            let w = self.req.sq.pop_front().map(|w| w.wr);
+            let Some(w) = self.req.sq.pop_front() else {
+                break;
+            };
+            if let (Some(t), false) = (w.sent_at, w.resent) {
+                self.req.sample(now.saturating_duration_since(t));
+            }
+            let w = Some(w.wr);
             if let Some(wr) = w
                 && wr.signaled
             {
@@ -59,7 +66,7 @@ impl Qp {
             AethKind::Ack { .. } => {
                 let before = self.req.una;
                 self.req.ack_through(p);
-                self.retire(sinks);
+                self.retire(now, sinks);
                 if self.req.una != before {
                     self.req.progress(now);
                 }
@@ -68,7 +75,7 @@ impl Qp {
                 self.stats.naks_received += 1;
                 self.stats.rnr_naks_received += 1;
                 self.req.ack_through(psn::sub1(p));
-                self.retire(sinks);
+                self.retire(now, sinks);
                 if self.req.rnr_retry != 7 {
                     if self.req.rnr_left == 0 {
                         self.fail(Some(p), WcStatus::RnrRetryExceeded, sinks);
@@ -86,7 +93,7 @@ impl Qp {
                 self.stats.naks_received += 1;
                 let before = self.req.una;
                 self.req.ack_through(psn::sub1(p));
-                self.retire(sinks);
+                self.retire(now, sinks);
                 if self.req.una == before && self.req.retry_cnt != 7 {
                     if self.req.retries_left == 0 {
                         self.fail(Some(p), WcStatus::RetryExceeded, sinks);
@@ -132,19 +139,23 @@ impl Qp {
             self.stats.duplicates += 1;
             return;
         };
-        // The responder answers in order: a response for this READ means every response of
-        // an earlier, unfinished READ was sent and lost. Ask again from the first missing
-        // one (and everything after it) instead of running ahead of it.
-        if let Some(earlier) = self
+        // The responder answers in order: a response for this READ means the rest of an
+        // earlier, unfinished READ was sent and lost. Ask again from the first missing one
+        // (and everything after it, go-back-N as InfiniBand's requester does) — once: the
+        // responses to the old requests still on their way say nothing new.
+        if let Some(resume) = self
             .req
             .sq
             .iter()
             .take(idx)
             .find(|w| w.is_read() && !w.done)
+            .map(|w| psn::add(w.first_psn, w.read_pkts))
         {
-            let resume = psn::add(earlier.first_psn, earlier.read_pkts);
-            self.stats.psn_gaps += 1;
-            self.req.go_back(resume);
+            if self.req.start_retry(resume) {
+                self.stats.psn_gaps += 1;
+            } else {
+                self.stats.duplicates += 1;
+            }
             return;
         }
         let mtu = self.mtu.bytes();
@@ -156,9 +167,13 @@ impl Qp {
             return;
         }
         if d > 0 {
-            // a response was lost: ask again from the missing one
-            self.stats.psn_gaps += 1;
-            self.req.go_back(expected);
+            // a response was lost: ask again from the missing one (once per gap: the
+            // responses still coming for the old request say nothing new)
+            if self.req.start_retry(expected) {
+                self.stats.psn_gaps += 1;
+            } else {
+                self.stats.duplicates += 1;
+            }
             return;
         }
         let total = w.wr.sge.len as usize;
@@ -206,7 +221,7 @@ impl Qp {
             psn::add(p, 1)
         };
         self.req.advance_una(una);
-        self.retire(sinks);
+        self.retire(now, sinks);
         self.req.progress(now);
     }
 
@@ -230,7 +245,9 @@ impl Qp {
             }
             let una = self.req.una;
             self.req.go_back(una);
-            self.req.retry_deadline = Some(now + self.req.timeout);
+            self.req.retrying.clear();
+            self.req.backoff = (self.req.backoff + 1).min(MAX_BACKOFF);
+            self.req.retry_deadline = Some(now + self.req.rto());
         }
     }
 }

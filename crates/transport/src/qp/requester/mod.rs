@@ -30,6 +30,11 @@ pub(crate) struct SendWqe {
     read_pkts: u32,
     /// READ finished.
     done: bool,
+    /// When its first packet was first sent (for a round-trip sample).
+    sent_at: Option<Instant>,
+    /// Some packet of it was sent again: its completion says nothing of the round trip
+    /// (Karn's rule).
+    resent: bool,
 }
 
 impl SendWqe {
@@ -67,6 +72,16 @@ pub(crate) struct Requester {
     since_ackreq: u32,
     /// The congestion window below `window`.
     pub(crate) cc: window::Cwnd,
+    /// Smoothed round trip (request to completion of a message sent once) and its
+    /// variation (RFC 6298), once measured.
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    /// Timeouts in a row with no progress: each doubles the next wait.
+    backoff: u32,
+    /// The READs (their first PSNs) asked for again after a gap: until one is done, more
+    /// signs of a gap in it — responses of later READs still on their way, a response past
+    /// a lost one — are not a reason to ask again (as rxe's `started_retry`); the timer is.
+    retrying: Vec<u32>,
 }
 
 impl Default for Requester {
@@ -86,7 +101,58 @@ impl Default for Requester {
             ack_every: 64,
             since_ackreq: 0,
             cc: window::Cwnd::default(),
+            srtt: None,
+            rttvar: Duration::ZERO,
+            backoff: 0,
+            retrying: Vec::new(),
         }
+    }
+}
+
+/// Most doublings of the retransmit timeout in a row.
+const MAX_BACKOFF: u32 = 6;
+
+impl Requester {
+    /// How long to wait for progress before sending again: the configured timeout, or the
+    /// measured round trip plus four deviations when that is longer, doubled for each
+    /// timeout in a row (so a slow peer is not flooded with the same requests).
+    pub(crate) fn rto(&self) -> Duration {
+        let measured = self.srtt.map_or(Duration::ZERO, |s| s + 4 * self.rttvar);
+        self.timeout.max(measured) * (1 << self.backoff)
+    }
+
+    /// A round-trip sample (RFC 6298's update).
+    fn sample(&mut self, rtt: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(s) => {
+                let dev = s.abs_diff(rtt);
+                self.rttvar = (self.rttvar * 3 + dev) / 4;
+                self.srtt = Some((s * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    /// A READ's responses stopped at `p` (lost): send again from `p` on. True the first
+    /// time for that READ, false while a retry of it is already under way.
+    pub(crate) fn start_retry(&mut self, p: u32) -> bool {
+        let Some(first) = self
+            .sq
+            .iter()
+            .find(|w| w.is_read() && !w.done && w.contains(p))
+            .map(|w| w.first_psn)
+        else {
+            return false;
+        };
+        if self.retrying.contains(&first) {
+            return false;
+        }
+        self.retrying.push(first);
+        self.go_back(p);
+        true
     }
 }
 
@@ -102,6 +168,10 @@ impl Requester {
         self.una = sq_psn;
         self.cc = window::Cwnd::default();
         self.timeout = timeout.max(Duration::from_micros(100));
+        self.srtt = None;
+        self.rttvar = Duration::ZERO;
+        self.backoff = 0;
+        self.retrying.clear();
         self.retry_cnt = retry_cnt.min(7);
         self.rnr_retry = rnr_retry.min(7);
         self.retries_left = self.retry_cnt;
@@ -154,6 +224,12 @@ impl Requester {
     fn progress(&mut self, now: Instant) {
         self.retries_left = self.retry_cnt;
         self.rnr_left = self.rnr_retry;
+        self.backoff = 0;
+        let sq = &self.sq;
+        self.retrying.retain(|&first| {
+            sq.iter()
+                .any(|w| w.is_read() && !w.done && w.first_psn == first)
+        });
         self.rearm(now);
     }
 
@@ -165,7 +241,7 @@ impl Requester {
                 w.max_sent > 0
             }
         });
-        self.retry_deadline = in_flight.then(|| now + self.timeout);
+        self.retry_deadline = in_flight.then(|| now + self.rto());
     }
 
     /// Cumulative acknowledgement of every PSN up to and including `p`.
@@ -295,6 +371,8 @@ impl Qp {
             npkts,
             next_pkt: 0,
             max_sent: 0,
+            sent_at: None,
+            resent: false,
             read_pkts: 0,
             done: false,
         });

@@ -167,15 +167,18 @@ impl Qp {
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += plen as u64;
         let wq = &mut self.req.sq[idx];
+        wq.sent_at.get_or_insert(now);
         if wq.is_read() {
             if wq.max_sent > 0 {
                 self.stats.retransmissions += 1;
+                wq.resent = true;
             }
             wq.next_pkt = 1;
             wq.max_sent = 1;
         } else {
             if wq.next_pkt < wq.max_sent {
                 self.stats.retransmissions += 1;
+                wq.resent = true;
             }
             wq.next_pkt += 1;
             wq.max_sent = wq.max_sent.max(wq.next_pkt);
@@ -183,7 +186,7 @@ impl Qp {
         match self.qp_type {
             QpType::Rc => {
                 if self.req.retry_deadline.is_none() {
-                    self.req.retry_deadline = Some(now + self.req.timeout);
+                    self.req.retry_deadline = Some(now + self.req.rto());
                 }
             }
             // unreliable: done once the last packet left
