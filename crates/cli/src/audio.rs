@@ -56,12 +56,17 @@ pub(crate) struct SendAudioArgs {
     quiet: bool,
 }
 
+/// The largest file send-audio takes (over 1.5 hours of 8-channel 48 kHz 24-bit audio).
+const MAX_FILE: u64 = 1 << 30;
+
 pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
     let IpAddr::V4(device) = a.dev.device else {
         bail!("--device {}: HSB devices are IPv4", a.dev.device);
     };
-    let bytes =
-        std::fs::read(&a.file).with_context(|| format!("cannot read {}", a.file.display()))?;
+    // the whole file is held in memory (and sent over and over): bounded, so a device
+    // or a pipe given by mistake is refused rather than read without end
+    let bytes = rocelink_io::file::read_bounded(&a.file, MAX_FILE)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
     // everything is checked before the first write to the device
     let (stream, rate, what) = if a.raw {
         (bytes, None, "raw".to_owned())

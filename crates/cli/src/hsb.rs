@@ -95,7 +95,7 @@ pub(crate) struct EmulateArgs {
     #[arg(long)]
     no_sequence_check: bool,
     /// Latched-sequence trailer bytes of ECB replies (2: FPGA, 4: HSB emulator).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(2..=4))]
+    #[arg(long, default_value_t = 2, value_parser = trailer_len)]
     trailer: u8,
     /// IMX274 cameras on the I2C bus (camera N feeds virtual port N). With cameras, a port
     /// streams only after the host configured and started its camera over I2C, in the
@@ -464,9 +464,9 @@ pub(crate) struct RxTuning {
     /// Every datagram through the generic endpoint (no in-place scatter receive).
     #[arg(long)]
     no_fast_path: bool,
-    /// Messages per recvmmsg (0: 1 with GRO, 64 without).
-    #[arg(long, default_value = "0", value_parser = args::usize_in(0, 1024))]
-    batch: usize,
+    /// Messages per recvmmsg, 1 to 1024 (default: 1 with GRO, 64 without).
+    #[arg(long, value_parser = args::usize_in(1, 1024))]
+    batch: Option<usize>,
     /// Receive with AF_XDP on this interface instead of a UDP socket (kernel bypass;
     /// root). The data ports are steered to the AF_XDP socket, the kernel keeps the rest.
     #[arg(long, value_name = "IFACE")]
@@ -592,11 +592,22 @@ impl RxTuning {
         cfg.recv_buffer = self.rcvbuf;
         cfg.gro = !self.no_gro;
         cfg.fast_path = !self.no_fast_path;
-        cfg.batch = self.batch;
+        cfg.batch = self.batch.unwrap_or(0);
         if let Some(c) = self.cpu_for(0) {
             rocelink_io::net::pin_current_thread(c)
                 .with_context(|| format!("cannot pin to CPU {c}"))?;
         }
         Ok(())
+    }
+}
+
+/// `--trailer`: 2 or 4 bytes.
+fn trailer_len(s: &str) -> Result<u8, String> {
+    match s {
+        "2" => Ok(2),
+        "4" => Ok(4),
+        _ => Err(format!(
+            "{s}: an ECB trailer is 2 bytes (FPGA) or 4 (HSB emulator)"
+        )),
     }
 }

@@ -218,9 +218,8 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     })?;
     let mut pp = made.ok_or_else(|| anyhow!("exchange did not set up the endpoint"))?;
     if let Some(p) = &args.pcap {
-        let f = rocelink_io::file::create_output(p).context("--pcap")?;
-        pp.driver_mut()
-            .set_tap(Tap::new(Box::new(std::io::BufWriter::new(f)))?);
+        let f = rocelink_io::file::Output::create(p).context("--pcap")?;
+        pp.driver_mut().set_tap(Tap::new(Box::new(f))?);
     }
     pp.driver_mut()
         .publish_to(counters.board.clone(), "pingpong");

@@ -363,6 +363,31 @@ fn bad_input_is_refused_before_any_side_effect_and_never_panics() {
             vec!["receive", "--device", "127.0.25.2", "--batch", "100000"],
             "--batch",
         ),
+        (
+            vec!["receive", "--device", "127.0.25.2", "--batch", "0"],
+            "--batch",
+        ),
+        (vec!["emulate", "--trailer", "3"], "2 bytes (FPGA) or 4"),
+        (
+            vec![
+                "ims",
+                "send",
+                "127.0.25.2",
+                "--in-flight",
+                "64",
+                "--frame",
+                "2G",
+            ],
+            "send buffer",
+        ),
+        (
+            vec!["ims", "serve", "--ring", "1T"],
+            "more than this machine's",
+        ),
+        (
+            vec!["send-audio", "--device", "127.0.25.2", "/dev/zero"],
+            "larger than",
+        ),
     ];
     for (args, want) in cases {
         let t = Instant::now();

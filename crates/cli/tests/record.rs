@@ -250,6 +250,41 @@ fn full_disk_ends_the_recording_with_a_valid_directory() {
     );
 }
 
+#[test]
+fn a_full_disk_under_a_capture_names_the_file() {
+    if !common::root_or_ci() {
+        return;
+    }
+    let dir = common::tmpdir("pcap_full");
+    let mnt = dir.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    assert!(common::sh(&[
+        "mount",
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=1m",
+        "tmpfs",
+        mnt.to_str().unwrap()
+    ]));
+    let pcap = mnt.join("cap.pcap");
+    let (code, _, err) = common::rocelink(&[
+        "demo",
+        "--device-ip",
+        "127.0.66.2",
+        "--frames",
+        "5",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains(pcap.to_str().unwrap()) && err.contains("No space left"),
+        "the full file is named: {err}"
+    );
+}
+
 /// Pack pixels the way the CoE (Thor) packetizer does, written from `hsb.md` §8 here
 /// rather than shared with the unpacker under test.
 fn coe_pack(bits: u32, px: &[u16], bpl: usize) -> Vec<u8> {

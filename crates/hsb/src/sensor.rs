@@ -201,10 +201,14 @@ fn pack_raw12(px: &[u32], out: &mut [u8]) {
     }
 }
 
+/// The largest file a replay sensor takes (`file:PATH`).
+pub const MAX_REPLAY: u64 = 4 << 30;
+
 impl Sensor {
-    /// Load a replay source.
+    /// Load a replay source (at most [`MAX_REPLAY`] bytes).
     pub fn replay(path: &Path, frame: usize) -> std::io::Result<Sensor> {
-        let data = std::fs::read(path)?;
+        // held in memory whole: bounded (a device or a pipe never ends)
+        let data = rocelink_io::file::read_bounded(path, MAX_REPLAY)?;
         if data.is_empty() || frame == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,

@@ -100,6 +100,35 @@ fn check_existing(path: &Path, m: &std::fs::Metadata) -> io::Result<()> {
     Ok(())
 }
 
+/// Read all of `path`, refusing one larger than `limit` bytes before reading it (a
+/// regular file's size is known) or as soon as it passes the limit (a device or a pipe:
+/// `/dev/zero` never ends).
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let too_big = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}: larger than {limit} bytes, the most this reads",
+                path.display()
+            ),
+        )
+    };
+    let f = File::open(path).map_err(|e| named(path, e))?;
+    let m = f.metadata().map_err(|e| named(path, e))?;
+    if m.file_type().is_file() && m.len() > limit {
+        return Err(too_big());
+    }
+    let mut buf = Vec::new();
+    f.take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| named(path, e))?;
+    if buf.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(buf)
+}
+
 /// Whether rocelink may write `path` (a file it will create or replace), checked before
 /// anything else happens: its directory exists, and it is absent or a regular file
 /// rocelink may write ([module rules](self)). Creates nothing.
@@ -148,6 +177,33 @@ pub fn create_output(path: &Path) -> io::Result<File> {
     check_existing(path, &m)?;
     f.set_len(0).map_err(|e| named(path, e))?;
     Ok(f)
+}
+
+/// An output file opened by [`Output::create`]: buffered, and every error it returns names
+/// the file (a full disk says which file it could not write).
+#[derive(Debug)]
+pub struct Output {
+    path: PathBuf,
+    w: io::BufWriter<File>,
+}
+
+impl Output {
+    /// [`create_output`] `path`, buffered.
+    pub fn create(path: &Path) -> io::Result<Output> {
+        Ok(Output {
+            path: path.to_path_buf(),
+            w: io::BufWriter::new(create_output(path)?),
+        })
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.w.write(buf).map_err(|e| named(&self.path, e))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush().map_err(|e| named(&self.path, e))
+    }
 }
 
 /// A name no one can guess in advance, for a temporary file.
@@ -328,6 +384,29 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_output_error_names_the_file() {
+        let d = sticky("named");
+        let p = d.join("x.pcap");
+        let mut o = Output::create(&p).unwrap();
+        o.write_all(b"ok").unwrap();
+        o.flush().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"ok");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn reads_are_bounded() {
+        let e = read_bounded(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("larger than 1048576"), "{e}");
+        let d = sticky("bounded");
+        let f = d.join("f");
+        std::fs::write(&f, vec![1u8; 100]).unwrap();
+        assert_eq!(read_bounded(&f, 100).unwrap().len(), 100);
+        assert!(read_bounded(&f, 99).is_err());
         std::fs::remove_dir_all(&d).unwrap();
     }
 

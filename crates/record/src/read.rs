@@ -60,12 +60,13 @@ pub struct Inspect {
 impl Recording {
     /// Open `dir`: header, index (stopping at the first invalid record), data file.
     pub fn open(dir: &Path) -> io::Result<Recording> {
-        let h = std::fs::read(dir.join("recording.json")).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{}: no recording.json ({e})", dir.display()),
-            )
-        })?;
+        let h =
+            rocelink_io::file::read_bounded(&dir.join("recording.json"), 1 << 20).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("{}: no recording.json ({e})", dir.display()),
+                )
+            })?;
         let header: Header = serde_json::from_slice(&h).map_err(|e| {
             io::Error::new(io::ErrorKind::InvalidData, format!("recording.json: {e}"))
         })?;
@@ -78,7 +79,8 @@ impl Recording {
         header.check().map_err(|e| {
             io::Error::new(io::ErrorKind::InvalidData, format!("recording.json: {e}"))
         })?;
-        let idx = std::fs::read(dir.join("index.bin"))?;
+        // 128 bytes a frame: 2^34 bytes is more than 100 million frames
+        let idx = rocelink_io::file::read_bounded(&dir.join("index.bin"), 1 << 34)?;
         let data = File::open(dir.join("data.bin"))?;
         let len = data.metadata()?.len();
         let mut entries = Vec::new();

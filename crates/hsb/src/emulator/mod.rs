@@ -53,7 +53,7 @@ pub struct Emulator {
     socks: Sockets,
     raw: Option<coe::RawLink>,
     tap: Option<Tap>,
-    stx_record: Option<io::BufWriter<std::fs::File>>,
+    stx_record: Option<rocelink_io::file::Output>,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -82,13 +82,11 @@ impl Emulator {
         )?;
         let raw = coe::RawLink::open(cfg.xdp.as_ref(), cfg.coe_iface.as_deref())?;
         let tap = match &cfg.pcap {
-            Some(p) => Some(Tap::new(Box::new(io::BufWriter::new(
-                rocelink_io::file::create_output(p)?,
-            )))?),
+            Some(p) => Some(Tap::new(Box::new(rocelink_io::file::Output::create(p)?))?),
             None => None,
         };
         let stx_record = match &cfg.sensor_tx_record {
-            Some(p) => Some(io::BufWriter::new(rocelink_io::file::create_output(p)?)),
+            Some(p) => Some(rocelink_io::file::Output::create(p)?),
             None => None,
         };
         Ok(Emulator {
@@ -443,7 +441,7 @@ fn receive_sensor_tx(
     sock: &Dgram,
     stx: &mut SensorTx,
     buf: &mut [u8],
-    mut record: Option<&mut io::BufWriter<std::fs::File>>,
+    mut record: Option<&mut rocelink_io::file::Output>,
     mut tap: Option<&mut Tap>,
 ) -> io::Result<()> {
     let Ok(local) = sock.local_addr() else {

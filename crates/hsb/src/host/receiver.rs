@@ -213,8 +213,7 @@ impl Receiver {
             }
         };
         if let Some(p) = &cfg.pcap {
-            let f = rocelink_io::file::create_output(p)?;
-            drv.set_tap(Tap::new(Box::new(io::BufWriter::new(f)))?);
+            drv.set_tap(Tap::new(Box::new(rocelink_io::file::Output::create(p)?))?);
         }
         // QPN and R_Key differ every session, as with verbs: a stale or blind sender
         // cannot hit the ring

@@ -236,6 +236,20 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(err.to_string().contains("exceeds"), "{err}");
+        // a record longer than the file's own snapshot length
+        let mut small = f.clone();
+        small[16..20].copy_from_slice(&2u32.to_le_bytes());
+        let err = PcapReader::new(&small[..])
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "at byte offset 24: record length 3 exceeds the file's snapshot length 2"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -9,6 +9,8 @@ enum Format {
         swapped: bool,
         nanos: bool,
         linktype: u32,
+        /// The file's snapshot length: no record may hold more (0: none given).
+        snaplen: u32,
     },
     Ng {
         swapped: bool,
@@ -116,6 +118,7 @@ impl<R: Read> PcapReader<R> {
             return fmt_err(4, format!("unsupported pcap version {major}"));
         }
         let linktype = u32_at(&h[16..20], swapped) & 0x0FFF_FFFF;
+        let snaplen = u32_at(&h[12..16], swapped);
         Ok(PcapReader {
             r,
             pos: 24,
@@ -123,6 +126,7 @@ impl<R: Read> PcapReader<R> {
                 swapped,
                 nanos,
                 linktype,
+                snaplen,
             },
             done: false,
         })
@@ -189,6 +193,7 @@ impl<R: Read> PcapReader<R> {
         swapped: bool,
         nanos: bool,
         linktype: u32,
+        snaplen: u32,
     ) -> Result<Option<Record>, PcapError> {
         let offset = self.pos;
         let mut h = [0u8; 16];
@@ -203,6 +208,14 @@ impl<R: Read> PcapReader<R> {
             return fmt_err(
                 offset,
                 format!("record length {incl} exceeds {MAX_RECORD} (corrupt file?)"),
+            );
+        }
+        if snaplen > 0 && incl > snaplen {
+            return fmt_err(
+                offset,
+                format!(
+                    "record length {incl} exceeds the file's snapshot length {snaplen} (corrupt file?)"
+                ),
             );
         }
         let mut data = vec![0u8; incl as usize];
@@ -359,7 +372,8 @@ impl<R: Read> Iterator for PcapReader<R> {
                 swapped,
                 nanos,
                 linktype,
-            } => self.next_classic(swapped, nanos, linktype),
+                snaplen,
+            } => self.next_classic(swapped, nanos, linktype, snaplen),
             Format::Ng { .. } => self.next_ng(),
         };
         match r {
