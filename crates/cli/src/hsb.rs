@@ -54,6 +54,12 @@ pub(crate) struct EmulateArgs {
     /// ECB port.
     #[arg(long, default_value_t = 8192)]
     control_port: u16,
+    /// Hosts the device hears on ECB and streams to: ADDR, ADDR/PREFIX or any
+    /// (comma-separated or repeated), besides loopback. Default: the subnet of --ip. HSB's
+    /// protocol proves no address, so a spoofed register write could otherwise aim the
+    /// stream anywhere.
+    #[arg(long, value_delimiter = ',', value_name = "ADDR[/PREFIX]")]
+    allow: Vec<rocelink_io::net::Prefix>,
     /// Where enumeration goes, or "none".
     #[arg(long, default_value = "255.255.255.255:12267")]
     bootp_target: String,
@@ -203,7 +209,24 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
         "short" => rocelink_wire::hsb::coe::MetadataForm::Short,
         _ => rocelink_wire::hsb::coe::MetadataForm::Trailing,
     };
+    cfg.allow = allow_list(a);
     Ok(cfg)
+}
+
+/// `--allow`: loopback, and the given hosts — or, when none is given, the device's subnet
+/// (a /24 when no interface has the address, as with --xdp); `None` (everyone) with `any`.
+fn allow_list(a: &EmulateArgs) -> Option<Vec<rocelink_io::net::Prefix>> {
+    use rocelink_io::net::Prefix;
+    if a.allow.contains(&Prefix::ANY_V4) {
+        return None;
+    }
+    let mut v = Prefix::loopback().to_vec();
+    if a.allow.is_empty() {
+        let ip = std::net::IpAddr::V4(a.ip);
+        v.extend(rocelink_io::net::subnet_of(ip).or(Prefix::new(ip, 24)));
+    }
+    v.extend(a.allow.iter().copied());
+    Some(v)
 }
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
@@ -248,17 +271,24 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
         );
     }
     eprintln!(
-        "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused); {} enumerations; {} sequencer programs, {} I2C transactions, {} resets",
+        "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused, {} from hosts not allowed); {} enumerations; {} sequencer programs, {} I2C transactions, {} resets",
         s.frames,
         s.packets,
         s.bytes,
         s.ecb_requests,
         s.ecb_errors,
+        s.ecb_not_allowed,
         s.enumerations,
         s.programs,
         s.i2c_transactions,
         s.resets
     );
+    if s.streams_not_allowed > 0 {
+        eprintln!(
+            "rocelink emulate: {} frames not sent: a virtual port's destination is not allowed (--allow)",
+            s.streams_not_allowed
+        );
+    }
     if s.coe_frames > 0 || s.coe_lost > 0 {
         eprintln!(
             "rocelink emulate: CoE {} frames; {} packets found no room and were lost; {} dropped by this host on the way out",

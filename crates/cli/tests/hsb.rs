@@ -438,3 +438,97 @@ fn netns_enumerate_set_ip_all_sensors_and_loss() {
     }
     drop(ns);
 }
+
+/// HSB's protocol proves no address: the emulator hears ECB only from allowed hosts and
+/// streams only to them, so a spoofed register write cannot aim its stream elsewhere.
+#[test]
+fn the_emulator_hears_and_streams_to_allowed_hosts_only() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") {
+        return;
+    }
+    let ns = common::VethPair::new("allow", &["10.204.0.1/24"], &["10.204.0.2/24"]);
+    let (d, h) = (common::VethPair::exec(&ns.a), common::VethPair::exec(&ns.b));
+    let emu = emulator(
+        &d,
+        &[
+            "--ip",
+            "10.204.0.1",
+            "--allow",
+            "10.204.0.1/32",
+            "--bootp-target",
+            "none",
+            "--seconds",
+            "30",
+        ],
+    );
+    // a host of the subnet, but not allowed: no answer
+    let out = rocelink(&h, &["read", "--device", "10.204.0.1", "0x80"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "answered a host not allowed");
+    // configured from the device's own namespace (loopback: allowed) to stream to that
+    // host: nothing is sent to it
+    let w = |addr: u32, v: u32| {
+        let o = rocelink(
+            &d,
+            &[
+                "write",
+                "--device",
+                "10.204.0.1",
+                &format!("{addr:#x}"),
+                &format!("{v:#x}"),
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    use rocelink_hsb::regs::{hif, hif_reg, vp, vp_reg};
+    w(hif_reg(0, hif::PACKET_SIZE), 11);
+    w(vp_reg(0, vp::QP), 5);
+    w(vp_reg(0, vp::RKEY), 0x77);
+    w(vp_reg(0, vp::PAGE_INC), 8);
+    w(vp_reg(0, vp::MAX_BUFF), 3);
+    w(vp_reg(0, vp::BUFFER_LENGTH), 800);
+    w(
+        vp_reg(0, vp::HOST_IP),
+        u32::from(std::net::Ipv4Addr::new(10, 204, 0, 2)),
+    );
+    w(vp_reg(0, vp::HOST_UDP_PORT), 4791);
+    w(hif_reg(0, hif::VP_MASK), 1);
+    let got = rocelink(
+        &h,
+        &[
+            "receive",
+            "--listen",
+            "10.204.0.2:4791",
+            "--qp",
+            "5",
+            "--rkey",
+            "0x77",
+            "--device-ip",
+            "10.204.0.1",
+            "--frame-size",
+            "800",
+            "--frames",
+            "1",
+            "--timeout",
+            "1",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        !got.status.success(),
+        "a frame reached a host not allowed: {}",
+        String::from_utf8_lossy(&got.stdout)
+    );
+    let mut emu = emu;
+    let _ = common::sh(&["kill", "-INT", &emu.child().id().to_string()]);
+    let (_, err) = emu.wait_output();
+    assert!(
+        err.contains("1 from hosts not allowed") || err.contains("from hosts not allowed"),
+        "{err}"
+    );
+    assert!(err.contains("destination is not allowed"), "{err}");
+}

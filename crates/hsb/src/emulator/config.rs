@@ -68,6 +68,10 @@ pub struct EmulatorConfig {
     pub coe_iface: Option<String>,
     /// How CoE frame ends carry the metadata.
     pub coe_form: rocelink_wire::hsb::coe::MetadataForm,
+    /// Hosts heard on ECB, and the only addresses a virtual port streams to: HSB's
+    /// protocol proves no sender's address, so a spoofed register write could otherwise
+    /// point a multi-gigabit stream anywhere. `None`: every host (an FPGA's behaviour).
+    pub allow: Option<Vec<rocelink_io::net::Prefix>>,
 }
 
 impl EmulatorConfig {
@@ -98,7 +102,15 @@ impl EmulatorConfig {
             sensor_tx_record: None,
             coe_iface: None,
             coe_form: Default::default(),
+            allow: None,
         }
+    }
+
+    /// Whether `ip` may use the device (ECB) and receive its streams.
+    pub fn allows(&self, ip: std::net::IpAddr) -> bool {
+        self.allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|p| p.contains(ip)))
     }
 }
 
@@ -115,6 +127,10 @@ pub struct EmulatorStats {
     pub ecb_requests: u64,
     /// ECB requests refused.
     pub ecb_errors: u64,
+    /// ECB requests from hosts not allowed ([`EmulatorConfig::allow`]), dropped unanswered.
+    pub ecb_not_allowed: u64,
+    /// Frames not sent because a virtual port's destination is not allowed.
+    pub streams_not_allowed: u64,
     /// Enumeration packets sent.
     pub enumerations: u64,
     /// Times the device changed IP.

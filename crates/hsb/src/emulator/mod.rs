@@ -169,6 +169,10 @@ impl Emulator {
                 let Ok((n, from)) = socks.control.recv_from(&mut buf) else {
                     break;
                 };
+                if !cfg.allows(from.ip()) {
+                    stats.ecb_not_allowed += 1;
+                    continue;
+                }
                 if let Some(t) = tap.as_mut() {
                     t.record(
                         from,
@@ -279,6 +283,12 @@ impl Emulator {
                     vps[vp as usize] = None;
                     continue;
                 };
+                if stream.coe.is_none() && !cfg.allows(IpAddr::V4(*stream.host.ip())) {
+                    // nothing to an address the device may not send to
+                    stats.streams_not_allowed += 1;
+                    vps[vp as usize] = None;
+                    continue;
+                }
                 if stream.src_port != data_port {
                     // only the data socket moves; a port that cannot be had keeps the old
                     // one (the device keeps serving, as an FPGA would)
