@@ -209,8 +209,15 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         (None, Some(dev)) => {
             let ip = match a.bind {
                 Some(ip) => ip,
-                None => rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
-                    .with_context(|| format!("no route to --device {dev}"))?,
+                None => {
+                    let ip = rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
+                        .with_context(|| format!("no route to --device {dev}"))?;
+                    // one host, its port taken (the emulator's sensor TX, another
+                    // receiver): another loopback address serves as well, since the device
+                    // is told where to send
+                    let n = if several { vps.len() as u16 } else { 1 };
+                    free_loopback(ip, IpAddr::V4(dev), a.port, n)
+                }
             };
             (SocketAddr::new(ip, a.port), dev, None)
         }
@@ -572,4 +579,23 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `ip` if ports `port..port+n` are free on it; for a loopback `ip` whose ports are taken,
+/// the first other 127.0.0.x (not the device's) where they are free; else `ip` (the bind
+/// then names who holds it).
+fn free_loopback(ip: IpAddr, device: IpAddr, port: u16, n: u16) -> IpAddr {
+    let free = |ip: IpAddr| {
+        let held: Vec<_> = (0..n)
+            .map(|i| std::net::UdpSocket::bind(SocketAddr::new(ip, port.saturating_add(i))))
+            .collect();
+        held.iter().all(Result::is_ok)
+    };
+    if port == 0 || !ip.is_loopback() || free(ip) {
+        return ip;
+    }
+    (1..=254u8)
+        .map(|k| IpAddr::V4(Ipv4Addr::new(127, 0, 0, k)))
+        .find(|&alt| alt != ip && alt != device && free(alt))
+        .unwrap_or(ip)
 }

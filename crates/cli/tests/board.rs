@@ -123,13 +123,14 @@ fn i2c_and_camera_bring_up_from_the_command_line() {
 #[test]
 fn reset_comes_back_and_ptp_is_checked() {
     let dev = "127.0.174.2";
+    let bootp = rocelink_testkit::ports::free_udp_port(&["127.0.174.1"]);
     let _emu = emulator(
         &[],
         &[
             "--ip",
             dev,
             "--bootp-target",
-            "127.0.174.1:19150",
+            &format!("127.0.174.1:{bootp}"),
             "--cameras",
             "1",
             "--ptp-sync-after",
@@ -175,7 +176,7 @@ fn reset_comes_back_and_ptp_is_checked() {
         "--device",
         dev,
         "--bind",
-        "127.0.174.1:19150",
+        &format!("127.0.174.1:{bootp}"),
         "--timeout",
         "10",
     ]);
@@ -210,7 +211,19 @@ fn reset_comes_back_and_ptp_is_checked() {
     ]);
     assert_eq!(code, 2, "{err}");
     // nobody answers the reset: a clear error naming the device
-    let (code, _, err) = common::rocelink(&["reset", "--device", "127.0.174.9", "--timeout", "1"]);
+    let bind = format!(
+        "127.0.174.1:{}",
+        rocelink_testkit::ports::free_udp_port(&["127.0.174.1"])
+    );
+    let (code, _, err) = common::rocelink(&[
+        "reset",
+        "--device",
+        "127.0.174.9",
+        "--bind",
+        &bind,
+        "--timeout",
+        "1",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("127.0.174.9"), "{err}");
 }

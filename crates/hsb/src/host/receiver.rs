@@ -200,7 +200,15 @@ impl Receiver {
                     },
                 )
                 .map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot receive at {}: {e}", cfg.local))
+                    let holder = (e.kind() == io::ErrorKind::AddrInUse)
+                        .then(|| rocelink_io::net::udp_port_holder(cfg.local))
+                        .flatten()
+                        .map(|h| format!(" (held by {h}; --bind or --port choose another)"))
+                        .unwrap_or_default();
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot receive at {}: {e}{holder}", cfg.local),
+                    )
                 })?;
                 for n in &sock.notes {
                     eprintln!("rocelink: note: {n}");
