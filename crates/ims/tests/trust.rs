@@ -95,6 +95,15 @@ fn answers_from_another_port_of_the_units_address_are_refused() {
     assert_eq!(n.pair.a.qp_stats(qpn).unwrap().foreign_port, frames);
     assert_eq!(n.worker.stats().frames, 0);
     assert_eq!(n.worker.stats().acked, 0);
+    // nor does a forged "invalid R_Key" NACK (which would end the stream) from that port
+    let fatal = AckRepr {
+        kind: AckType::Nack,
+        events: Events(Events::INVALID_RKEY),
+        va: vas[0],
+    };
+    answer(&mut n, forger, 0, fatal);
+    n.poll();
+    assert_eq!(n.worker.state(), &WorkerState::Streaming);
     // the same ACK from the unit's own port is believed (the check is the port)
     answer(&mut n, addr(SERVER), 0, ack_of(vas[0]));
     n.poll();
