@@ -15,11 +15,11 @@ use std::time::Duration;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct CounterArgs {
     /// Serve the network counters in Prometheus' text format over HTTP (GET /metrics) at
-    /// ADDR: a port (on 127.0.0.1), or IP:PORT. A wildcard address (0.0.0.0, [::]) needs
+    /// ADDR: a port (on 127.0.0.1), or IP:PORT. A wildcard address (0.0.0.0, ::) needs
     /// --metrics-public; another interface's address is served with a warning.
     #[arg(long, value_name = "ADDR", value_parser = metrics_addr)]
     metrics: Option<SocketAddr>,
-    /// Let --metrics serve every interface (0.0.0.0 or [::]).
+    /// Let --metrics serve every interface (0.0.0.0 or ::).
     #[arg(long, requires = "metrics")]
     metrics_public: bool,
     /// Do not open the control socket `rocelink stats PID` reads.
