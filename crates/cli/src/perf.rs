@@ -126,8 +126,16 @@ pub(crate) struct Args {
     /// Print each result row (and the counters) as one JSON line instead of perftest's text.
     #[arg(long)]
     json: bool,
+    /// Print the network counters at exit (Coyote's table, on stderr), as `rocelink stats`
+    /// does for a running process. Without it the counters are printed only when the test
+    /// fails (they say why).
+    #[arg(long)]
+    counters: bool,
+    /// Only the result rows: no test block, no address lines.
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
     #[command(flatten)]
-    counters: CounterArgs,
+    counter_args: CounterArgs,
 }
 
 fn parse_pow2(s: &str) -> Result<usize, String> {
@@ -204,6 +212,7 @@ fn config(a: &Args) -> Result<PerfConfig> {
     }
     c.rx_depth = a.rx_depth as usize;
     c.out_reads = a.outs;
+    c.roce_port = a.roce_port;
     c.timeout = Duration::from_secs(a.timeout);
     c.gso = !a.no_gso;
     c.qps = a.qp as usize;
@@ -213,7 +222,7 @@ fn config(a: &Args) -> Result<PerfConfig> {
 
 pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     let mut cfg = config(a)?;
-    let counters = Counters::start(&format!("perf {}", cfg.test.name()), &a.counters)?;
+    let counters = Counters::start(&format!("perf {}", cfg.test.name()), &a.counter_args)?;
     let oob = if let Some(server) = &a.server {
         let addr = (server.as_str(), a.port)
             .to_socket_addrs()
@@ -277,9 +286,10 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         client: a.server.is_some(),
     };
     let mut seen = None;
+    let quiet = a.quiet;
     let mut progress = |p: Progress<'_>| match p {
         Progress::Addresses(x) => {
-            if !report.json {
+            if !report.json && !quiet {
                 report.header(x);
             }
             seen = Some(x.clone());
@@ -314,6 +324,8 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     {
         eprintln!("rocelink perf: {}", crate::sinks::xdp_summary(x));
     }
-    counters.print(a.json, false);
+    if a.json || a.counters {
+        counters.print(a.json, false);
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -84,8 +84,13 @@ impl Report {
         println!(" GID index       : {}", self.gid_index.unwrap_or(0));
         println!(" Max inline data : 0[B]");
         println!(" rdma_cm QPs\t : OFF");
+        let peer = if x.peer_rocelink {
+            "rocelink, perftest"
+        } else {
+            "perftest"
+        };
         println!(
-            " Data ex. method : Ethernet (peer perftest {})",
+            " Data ex. method : Ethernet (peer {peer} {})",
             x.peer_version
         );
         println!("{LINE}");
@@ -115,6 +120,10 @@ impl Report {
             }
         }
         println!("{LINE}");
+        if t.kind == Kind::Lat && t.verb == rocelink_bench::perf::Verb::Read && !self.client {
+            // a READ latency server is passive: no row follows, and perftest prints no columns
+            return;
+        }
         if t.kind == Kind::Bw {
             println!(
                 " #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]",
@@ -176,7 +185,10 @@ impl Report {
         if self.cfg.infinite && !self.client && !self.json {
             println!(" Client closed connection");
         }
-        if !self.json {
+        let passive = self.cfg.test.kind == Kind::Lat
+            && self.cfg.test.verb == rocelink_bench::perf::Verb::Read
+            && !self.client;
+        if !self.json && !passive {
             println!("{LINE}");
         }
     }

@@ -70,7 +70,7 @@ fn finish(mut c: Child) -> (String, String) {
 /// as a sender with IPv4 ID 0 computes it), optionally with the ICRC broken.
 fn write_only(
     src: SocketAddr,
-    dst: Ipv4Addr,
+    (dst, dst_port): (Ipv4Addr, u16),
     qpn: u32,
     rkey: u32,
     va: u64,
@@ -83,7 +83,7 @@ fn write_only(
         ip: IpParams::v4(*src.ip(), dst),
         // the ICRC covers the UDP source port
         src_port: src.port(),
-        dst_port: 4791,
+        dst_port,
         ib: IbRepr {
             bth: BthRepr {
                 opcode: Opcode::UC_RDMA_WRITE_ONLY,
@@ -112,9 +112,13 @@ fn write_only(
 #[test]
 fn refusals_are_counted_and_readable_while_running() {
     let (sip, cip) = ("127.0.0.100", "127.0.0.101");
+    // the exchange and RoCE ports: free ones (4791 may be another program's)
+    let tcp = rocelink_testkit::ports::free_udp_port(&[sip]).to_string();
+    let roce = rocelink_testkit::ports::free_udp_port(&[sip, cip]).to_string();
     let mut srv = rocelink()
-        .args(["perf", "write_bw", "-c", "UC", "--bind", sip, "-p", "19130"])
-        .args(["-D", "3", "--timeout", "20", "-s", "1024"])
+        .args(["perf", "write_bw", "-c", "UC", "--bind", sip, "-p", &tcp])
+        .args(["-D", "3", "--timeout", "20", "-s", "1024", "--counters"])
+        .args(["--roce-port", &roce])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -123,7 +127,17 @@ fn refusals_are_counted_and_readable_while_running() {
     until(&mut out, "Waiting for client");
     let cli = rocelink()
         .args([
-            "perf", "write_bw", "-c", "UC", sip, "--bind", cip, "-p", "19130",
+            "perf",
+            "write_bw",
+            "-c",
+            "UC",
+            sip,
+            "--bind",
+            cip,
+            "-p",
+            &tcp,
+            "--roce-port",
+            &roce,
         ])
         .args([
             "-D",
@@ -163,8 +177,11 @@ fn refusals_are_counted_and_readable_while_running() {
     .unwrap()
     .into_std()
     .unwrap();
-    let to: SocketAddr = format!("{sip}:4791").parse().unwrap();
-    let (s4, d4) = (sock.local_addr().unwrap(), sip.parse().unwrap());
+    let to: SocketAddr = format!("{sip}:{roce}").parse().unwrap();
+    let (s4, d4) = (
+        sock.local_addr().unwrap(),
+        (sip.parse().unwrap(), roce.parse().unwrap()),
+    );
     let kinds: [(&str, Vec<u8>, u64); 4] = [
         ("icrc_errors", write_only(s4, d4, qpn, rkey, va, true), 5),
         (
@@ -412,6 +429,8 @@ fn receive_publishes_its_counters() {
     assert!(net["roce_rx"].as_u64().unwrap() > 0, "{net}");
     assert_eq!(net["rx_packets"], net["roce_rx"], "{net}");
     assert_eq!(net["icrc_errors"], 0, "{net}");
+    // a clean stream drops nothing: the device's first PSN is where it starts, not a gap
+    assert_eq!(net["psn_drops"], 0, "{net}");
     let (_, err) = finish(rx);
     assert!(
         err.contains("rocelink receive: counters: RX pkgs "),

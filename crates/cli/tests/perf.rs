@@ -528,3 +528,69 @@ fn ctrl_c_mid_run_reports_what_completed() {
         "{n}: {rest}"
     );
 }
+
+/// Two rocelink sides say which test they run: a mismatch is refused on both, naming both
+/// tests. A READ latency server prints no columns (no row follows, as perftest); the
+/// counters table comes only with --counters; the header names a rocelink peer as such.
+#[test]
+fn mismatched_tests_are_refused_and_output_is_perftests() {
+    let port = rocelink_testkit::ports::free_udp_port(&["127.0.0.117"]).to_string();
+    let (mut srv, mut sout, _) = server(&["write_bw", "--bind", "127.0.0.117", "-p", &port]);
+    let cli = rocelink()
+        .args([
+            "perf",
+            "read_bw",
+            "127.0.0.117",
+            "--bind",
+            "127.0.0.118",
+            "-p",
+            &port,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&cli.stderr);
+    assert_eq!(cli.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the peer runs write_bw over RC, this side read_bw over RC"),
+        "{err}"
+    );
+    let st = srv.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
+    assert!(!st.success(), "the server refused it too: {rest}");
+    // read_lat: the server's output ends at the address lines
+    let (_, text) = pair("read_lat", (119, 120), port.parse().unwrap(), &["-n", "50"]);
+    assert!(!text.contains("t_min"), "{text}");
+    assert!(text.contains("peer rocelink, perftest 6.27"), "{text}");
+    // the counters table on request only
+    for (flag, shown) in [(None, false), (Some("--counters"), true)] {
+        let port = rocelink_testkit::ports::free_udp_port(&["127.0.0.121"]).to_string();
+        let (mut srv, _out, _) = server(&[
+            "write_lat",
+            "--bind",
+            "127.0.0.121",
+            "-p",
+            &port,
+            "-n",
+            "50",
+        ]);
+        let cli = rocelink()
+            .args([
+                "perf",
+                "write_lat",
+                "127.0.0.121",
+                "--bind",
+                "127.0.0.122",
+                "-p",
+                &port,
+            ])
+            .args(["-n", "50"])
+            .args(flag)
+            .output()
+            .unwrap();
+        srv.wait().unwrap();
+        let err = String::from_utf8_lossy(&cli.stderr);
+        assert!(cli.status.success(), "{err}");
+        assert_eq!(err.contains("NET STATS"), shown, "{flag:?}: {err}");
+    }
+}

@@ -328,6 +328,24 @@ fn no_probe_and_bad_input_are_clear_errors() {
         err.contains("127.0.0.90:4792") && err.contains("rocelink probe"),
         "{err}"
     );
+    // so does the host of periodic shots, within a second or so, not never
+    let t = std::time::Instant::now();
+    let o = run(
+        &[],
+        &[
+            "shots",
+            "--bind",
+            "127.0.0.89",
+            "--probe",
+            "127.0.0.90",
+            "--seconds",
+            "30",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no probe answers at 127.0.0.90:4792"), "{err}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
     for (args, says) in [
         (vec!["shots", "--channels", "95"], "even"),
         (

@@ -18,6 +18,10 @@ pub struct Oob {
     pub peer_version: f64,
     /// The peer's version string.
     pub peer_version_str: String,
+    /// What a rocelink peer said it runs: (test, connection type); `None` for perftest.
+    pub peer_tag: Option<(u8, u8)>,
+    /// What this side says it runs (sent with the version).
+    pub my_tag: Option<(u8, u8)>,
 }
 
 fn ctx(e: io::Error, what: &str) -> io::Error {
@@ -41,6 +45,8 @@ impl Oob {
             client: true,
             peer_version: 0.0,
             peer_version_str: String::new(),
+            peer_tag: None,
+            my_tag: None,
         })
     }
 
@@ -87,6 +93,8 @@ impl Oob {
             client: false,
             peer_version: 0.0,
             peer_version_str: String::new(),
+            peer_tag: None,
+            my_tag: None,
         })
     }
 
@@ -147,7 +155,12 @@ impl Oob {
     /// Exchange versions ([`pt::VERSION`] goes out); a peer older than 5.70 is refused, as
     /// perftest refuses it.
     pub fn versions(&mut self) -> io::Result<f64> {
-        let theirs = self.xchg(&pt::encode_version(pt::VERSION), "version")?;
+        let mine = match self.my_tag {
+            Some((test, conn)) => pt::encode_version_tagged(pt::VERSION, test, conn),
+            None => pt::encode_version(pt::VERSION),
+        };
+        let theirs = self.xchg(&mine, "version")?;
+        self.peer_tag = pt::parse_tag(&theirs);
         let end = theirs.iter().position(|&b| b == 0).unwrap_or(VERSION_LEN);
         self.peer_version_str = String::from_utf8_lossy(&theirs[..end]).into_owned();
         self.peer_version = pt::parse_version(&theirs);

@@ -160,6 +160,9 @@ pub struct TriggerTarget {
     pub qkey: u32,
 }
 
+/// How long a probe may take to answer the first command (with its challenge).
+pub const ANSWER: Duration = Duration::from_secs(1);
+
 /// One-at-a-time triggers unanswered in a row after which the run ends.
 const GIVE_UP: u32 = 3;
 
@@ -183,6 +186,10 @@ struct Hosting<'a> {
     cookie: Option<u64>,
     /// The last command sent, to send again with the cookie.
     last: Option<(Command, u64, SocketAddr)>,
+    /// When the first command went out (the probe must answer within [`ANSWER`]).
+    asked: Option<Instant>,
+    /// The probe's port is closed (an ICMP port unreachable came back).
+    refused: bool,
     t0: Instant,
     stats: TriggerStats,
 }
@@ -203,6 +210,7 @@ impl Hosting<'_> {
         };
         self.sock.send_to(&t.emit(), to)?;
         self.last = Some((command, number, to));
+        self.asked.get_or_insert_with(Instant::now);
         self.stats.commands += 1;
         Ok(())
     }
@@ -216,8 +224,11 @@ impl Hosting<'_> {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // an ICMP unreachable from an earlier send: the probe is not there (yet)
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                // an ICMP unreachable from an earlier send: nothing listens there
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    self.refused = self.cookie.is_none();
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             let Ok(t) = TriggerRepr::parse(&buf[..n]) else {
@@ -242,6 +253,24 @@ impl Hosting<'_> {
         }
     }
 
+    /// A probe answers a first command at once (its challenge): one that says nothing for
+    /// [`ANSWER`] — or whose port is closed — is not there.
+    fn check_answered(&self, now: Instant) -> io::Result<()> {
+        let (Some(at), None, Some((_, _, to))) = (self.asked, self.cookie, self.last) else {
+            return Ok(());
+        };
+        if self.refused || now.saturating_duration_since(at) >= ANSWER {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!(
+                    "no probe answers at {to}{}: is `rocelink probe` running there, and does it --allow this host?",
+                    if self.refused { " (port closed)" } else { "" }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The probe's trigger address, if the host triggers one.
     fn probe_addr(&self) -> Option<SocketAddr> {
         match self.plan {
@@ -258,6 +287,7 @@ impl Hosting<'_> {
 impl Role for Hosting<'_> {
     fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<()> {
         self.take_challenges()?;
+        self.check_answered(now)?;
         self.host
             .poll(ep, now, self.sink)
             .map_err(io::Error::other)?;
@@ -373,6 +403,8 @@ pub fn host<B: Backend>(
         waiting: None,
         cookie: None,
         last: None,
+        asked: None,
+        refused: false,
         t0: Instant::now(),
         stats: TriggerStats::default(),
     };

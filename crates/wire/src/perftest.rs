@@ -53,6 +53,31 @@ pub fn encode_version(v: &str) -> [u8; VERSION_LEN] {
     m
 }
 
+/// The bytes after the version string's NUL that say "rocelink, running this test":
+/// perftest reads the version with `atof` and ignores them; two rocelink peers tell each
+/// other which test (and connection type) they run, so a mismatch is refused.
+pub const TAG: [u8; 2] = *b"RL";
+/// Offset of [`TAG`] in the version message.
+pub const TAG_AT: usize = 8;
+
+/// The version message of a rocelink side running test `test` (a code of its own choosing,
+/// the same on both sides for the same test) over connection type `conn`.
+pub fn encode_version_tagged(v: &str, test: u8, conn: u8) -> [u8; VERSION_LEN] {
+    let mut m = encode_version(v);
+    if v.len() < TAG_AT {
+        m[TAG_AT..TAG_AT + 2].copy_from_slice(&TAG);
+        m[TAG_AT + 2] = test;
+        m[TAG_AT + 3] = conn;
+    }
+    m
+}
+
+/// (test, connection type) a rocelink peer's version message carries; `None` from perftest.
+pub fn parse_tag(m: &[u8]) -> Option<(u8, u8)> {
+    let t = m.get(TAG_AT..TAG_AT + 4)?;
+    (t[..2] == TAG).then_some((t[2], t[3]))
+}
+
 /// A peer's version as perftest reads it (C's `atof`: the longest leading decimal number,
 /// 0 when there is none).
 pub fn parse_version(m: &[u8]) -> f64 {
@@ -338,6 +363,10 @@ mod tests {
     #[test]
     fn versions_parse_like_atof() {
         assert_eq!(&encode_version(VERSION)[..5], b"6.27\0");
+        let t = encode_version_tagged(VERSION, 0x11, 2);
+        assert_eq!(parse_version(&t), 6.27, "perftest reads only the version");
+        assert_eq!(parse_tag(&t), Some((0x11, 2)));
+        assert_eq!(parse_tag(&encode_version(VERSION)), None);
         assert_eq!(parse_version(&encode_version("6.06")), 6.06);
         assert_eq!(parse_version(b"5.70-beta\0\0"), 5.70);
         assert_eq!(parse_version(b"\0garbage"), 0.0);

@@ -58,7 +58,44 @@ pub struct Test {
     pub kind: Kind,
 }
 
+/// The connection type's code in rocelink's version tag.
+fn conn_code(c: QpType) -> u8 {
+    match c {
+        QpType::Rc => 1,
+        QpType::Uc => 2,
+        QpType::Ud => 3,
+    }
+}
+
+fn conn_name(code: u8) -> &'static str {
+    match code {
+        1 => "RC",
+        2 => "UC",
+        3 => "UD",
+        _ => "another connection type",
+    }
+}
+
 impl Test {
+    /// Its code in rocelink's version tag (`rocelink_wire::perftest::encode_version_tagged`).
+    pub fn code(self) -> u8 {
+        let v = match self.verb {
+            Verb::Write => 1,
+            Verb::Read => 2,
+            Verb::Send => 3,
+        };
+        let k = match self.kind {
+            Kind::Bw => 0x10,
+            Kind::Lat => 0x20,
+        };
+        v | k
+    }
+
+    /// The test with code `c`, if any.
+    pub fn from_code(c: u8) -> Option<Test> {
+        Test::ALL.into_iter().find(|t| t.code() == c)
+    }
+
     /// The six tests, in perftest's usual order.
     pub const ALL: [Test; 6] = [
         Test {
@@ -160,6 +197,9 @@ pub struct PerfConfig {
     pub mtu: Mtu,
     /// Outstanding READs this side accepts (`-o`).
     pub out_reads: u16,
+    /// The RoCE UDP port packets go to (4791; another only between two rocelink sides
+    /// that both use it).
+    pub roce_port: u16,
     /// Give up on a silent peer after this long.
     pub timeout: Duration,
     /// Send runs of equal packets as one segmented send (UDP GSO).
@@ -189,6 +229,7 @@ impl PerfConfig {
             rx_depth: 512,
             mtu: Mtu::M4096,
             out_reads: 16,
+            roce_port: rocelink_wire::ROCE_V2_PORT,
             timeout: Duration::from_secs(10),
             gso: true,
         }
@@ -458,7 +499,7 @@ impl Perf {
                 "the peer's key string has no GID (an InfiniBand peer): RoCE needs one",
             )
         })?;
-        let remote = SocketAddr::new(ip, rocelink_wire::ROCE_V2_PORT);
+        let remote = SocketAddr::new(ip, self.cfg.roce_port);
         let q = &mut self.qps[i];
         if self.cfg.conn == QpType::Ud {
             q.dest = Some(UdDest {
@@ -503,7 +544,21 @@ impl Perf {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(Progress<'_>),
     ) -> io::Result<Outcome> {
+        let tag = (self.cfg.test.code(), conn_code(self.cfg.conn));
+        oob.my_tag = Some(tag);
         oob.versions()?;
+        if let Some(theirs) = oob.peer_tag.filter(|&t| t != tag) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the peer runs {} over {}, this side {} over {}: run the same test on both sides",
+                    Test::from_code(theirs.0).map_or("another test", |t| t.name()),
+                    conn_name(theirs.1),
+                    self.cfg.test.name(),
+                    conn_name(tag.1),
+                ),
+            ));
+        }
         oob.sys_data(CYCLE_BUFFER as i32, CACHE_LINE as i32)?;
         let mine = mtu_enum(self.cfg.mtu);
         let mtu = mtu_of(oob.mtu(mine)?);
@@ -535,6 +590,7 @@ impl Perf {
             remote: rem.clone(),
             mtu,
             peer_version: oob.peer_version_str.clone(),
+            peer_rocelink: oob.peer_tag.is_some(),
         }));
         if test.verb != Verb::Send {
             oob.hand_shake(&me[0])?;
@@ -555,6 +611,8 @@ pub struct Addresses {
     pub mtu: Mtu,
     /// The peer's perftest version string.
     pub peer_version: String,
+    /// The peer is rocelink (it said so after its version string).
+    pub peer_rocelink: bool,
 }
 
 fn mtu_enum(m: Mtu) -> u8 {

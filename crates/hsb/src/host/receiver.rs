@@ -236,6 +236,8 @@ impl Receiver {
             send_cq: cq,
             recv_cq: cq,
             max_recv_wr: RECVS,
+            // the device's first PSN is wherever it is: not a gap
+            learn_first_psn: true,
             ..QpInit::new(QpType::Uc)
         };
         let (mr, qpn) = match cfg.qp_rkey {

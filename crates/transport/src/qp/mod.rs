@@ -153,6 +153,9 @@ pub struct QpInit {
     /// [`crate::QpStats::psn_refused`]) — for a channel whose peer's PSNs are known to
     /// start where this QP expects them (0: InfiniBand's rule, any PSN resynchronises).
     pub psn_window: u32,
+    /// UC: the peer's first PSN is not known (an HSB device starts wherever it is): the
+    /// first request sets the PSN expected, and is no gap.
+    pub learn_first_psn: bool,
 }
 
 impl QpInit {
@@ -170,6 +173,7 @@ impl QpInit {
             recv_cq: crate::CqId::DEFAULT,
             pin_peer_port: true,
             psn_window: 0,
+            learn_first_psn: false,
         }
     }
 }
@@ -287,6 +291,9 @@ pub(crate) struct Qp {
     pub(crate) peer_port: Option<u16>,
     pub(crate) pin_peer_port: bool,
     pub(crate) psn_window: u32,
+    pub(crate) learn_first_psn: bool,
+    /// No request taken yet (for `learn_first_psn`).
+    pub(crate) psn_unknown: bool,
     pub(crate) dest_qpn: u32,
     pub(crate) mtu: Mtu,
     /// `mtu.bytes()`, kept: the per-packet checks read it.
@@ -329,6 +336,8 @@ impl Qp {
             peer_port: None,
             pin_peer_port: init.pin_peer_port,
             psn_window: init.psn_window,
+            learn_first_psn: init.learn_first_psn,
+            psn_unknown: init.learn_first_psn,
             dest_qpn: 0,
             mtu: Mtu::M1024,
             mtu_bytes: Mtu::M1024.bytes(),
@@ -372,6 +381,7 @@ impl Qp {
                 }
                 self.dest_qpn = dest_qpn & psn::MASK;
                 self.peer_port = None;
+                self.psn_unknown = self.learn_first_psn;
                 self.resp.epsn = rq_psn & psn::MASK;
                 self.mtu = mtu;
                 self.mtu_bytes = mtu.bytes();
@@ -406,6 +416,7 @@ impl Qp {
                     recv_cq: self.recv_cq,
                     pin_peer_port: self.pin_peer_port,
                     psn_window: self.psn_window,
+                    learn_first_psn: self.learn_first_psn,
                 };
                 *self = Qp::new(qpn, init, local);
             }

@@ -15,6 +15,11 @@ impl Qp {
         let p = ib.bth.psn;
         let op = ib.bth.opcode;
         let start = op.is_first() || op.is_only();
+        if self.psn_unknown && start {
+            // the peer's stream starts here
+            self.psn_unknown = false;
+            self.resp.epsn = p;
+        }
         let d = psn::diff(p, self.resp.epsn);
         if self.psn_window > 0 && (d < 0 || d as u32 >= self.psn_window) {
             // not where the peer's stream is: a replay, or not the peer's
