@@ -178,8 +178,20 @@ impl BringUp {
         };
         let cam = Camera::new(vp as usize).map_err(|e| anyhow!("--vp {vp}: {e}"))?;
         let mut bus = I2c::new(ctl, CAM_BUS)?;
-        cam.configure(&mut bus, m)
-            .with_context(|| format!("configuring IMX274 {} ({m:?})", cam.index()))?;
+        cam.configure(&mut bus, m).map_err(|e| {
+            // the expander (0x70) not answering: a device without cameras
+            let no_camera = matches!(&e, rocelink_hsb::host::i2c::I2cError::Nak { address: 0x70, .. });
+            let hint = if no_camera {
+                " — the device has no camera on its I2C bus (an emulator needs `rocelink emulate --cameras N`)"
+            } else {
+                ""
+            };
+            anyhow!(
+                "configuring the IMX274 camera {} for {}: {e}{hint}",
+                cam.index(),
+                SensorSpec::Imx274(m)
+            )
+        })?;
         cam.set_register(&mut bus, rocelink_hsb::imx274::REG_DIGITAL_GAIN, 0x02)?;
         cam.start(&mut bus)
             .with_context(|| format!("starting IMX274 {}", cam.index()))?;

@@ -248,14 +248,29 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let counters = crate::stats::Counters::start("emulate", &a.counters)?;
     cfg.counters = Some(counters.board.clone());
     let stop = StopFlag::install()?;
-    let emu = Emulator::bind(&cfg).context("cannot start the device")?;
+    let emu = Emulator::bind(&cfg).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AddrNotAvailable && a.xdp.is_none() {
+            format!(
+                " ({} is not an address of this host: add it, e.g. `ip addr add {}/24 dev IFACE`, or let the device own it on an interface with --xdp IFACE)",
+                cfg.device.ip, cfg.device.ip
+            )
+        } else {
+            String::new()
+        };
+        anyhow!("cannot start the device: {e}{hint}")
+    })?;
+    let ecb = emu
+        .control_addr()
+        .map_or(format!("{}:{}", cfg.device.ip, cfg.control_port), |a| {
+            a.to_string()
+        });
     let source = match a.cameras {
         0 => a.sensor.to_string(),
         n => format!("{n} IMX274 camera(s) on I2C, streaming once started"),
     };
     eprintln!(
-        "rocelink emulate: HSB device {} (MAC {}) ECB on {}:{}, sensor {source}",
-        cfg.device.ip, cfg.device.mac, cfg.device.ip, cfg.control_port
+        "rocelink emulate: HSB device {} (MAC {}) ECB on {ecb}, sensor {source}",
+        cfg.device.ip, cfg.device.mac
     );
     let s = emu
         .run(stop.arc())

@@ -362,7 +362,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         }
         let s = p.rx.stats;
         eprintln!(
-            "rocelink receive: {}{n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} of {} datagrams verified in place{}",
+            "rocelink receive: {}{n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} datagrams verified, {} of them where they landed{}",
             if several {
                 format!("vp {}: ", p.vp)
             } else {
@@ -373,8 +373,8 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             s.dropped_packets,
             s.icrc_errors,
             s.refused,
-            s.in_place,
             s.datagrams,
+            s.in_place,
             if *ended == StopReason::Stopped {
                 " (stopped by signal)"
             } else {

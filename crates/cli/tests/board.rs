@@ -479,3 +479,69 @@ fn sensor_tx_delivers_files_byte_exact() {
     assert_eq!(v["roce_icrc_ok"], 101 + 51, "{v}");
     assert_eq!(v["linux_trailer_ok"], 101, "{v}");
 }
+
+/// Messages a first try meets say what to do: a camera asked of a device without one, an
+/// address the host does not have, a port chosen by the kernel.
+#[test]
+fn first_try_errors_say_what_to_do() {
+    let dev = "127.0.175.2";
+    let emu = board(dev, "0", &["--control-port", "0"]);
+    let port: u16 = emu
+        .banner
+        .split("ECB on 127.0.175.2:")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    assert_ne!(port, 0, "the port chosen is named: {}", emu.banner);
+    drop(emu);
+    let _emu = board("127.0.176.2", "0", &[]);
+    let (code, _, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        "127.0.176.2",
+        "--camera",
+        "imx274",
+        "--frames",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("emulate --cameras N"), "{err}");
+    assert!(!err.contains("Raw10"), "no Rust names: {err}");
+    let (code, _, err) = common::rocelink(&["emulate", "--ip", "10.99.99.99"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("ip addr add 10.99.99.99") && err.contains("--xdp"),
+        "{err}"
+    );
+}
+
+/// One IP for both: the emulator at 127.0.0.1 holds its RoCE port (sensor TX), and the
+/// receiver moves to another loopback address (the device is told where to send).
+#[test]
+fn device_and_receiver_on_one_address() {
+    // this needs 127.0.0.1's ECB and RoCE ports; another program may hold them
+    let free = ["127.0.0.1:8192", "127.0.0.1:4791"]
+        .iter()
+        .all(|a| std::net::UdpSocket::bind(a).is_ok());
+    if !free {
+        eprintln!("skipped: 127.0.0.1:8192 or :4791 is taken by another program");
+        return;
+    }
+    let _emu = emulator(
+        &[],
+        &["--ip", "127.0.0.1", "--bootp-target", "none", "--fps", "60"],
+    );
+    let (code, out, err) = common::rocelink(&[
+        "receive",
+        "--device",
+        "127.0.0.1",
+        "--frame-size",
+        "100000",
+        "--frames",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 3, "{out}");
+}

@@ -476,3 +476,58 @@ fn pingpong_and_perf_between_two_af_xdp_ports() {
         "{err}"
     );
 }
+
+/// The README's recipe, verbatim: `scripts/veth-pair up`, an emulator owning 10.77.0.1
+/// through AF_XDP in one namespace, a receiver through AF_XDP in the other, `down`.
+#[test]
+fn the_readme_veth_recipe_works_verbatim() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") {
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/veth-pair");
+    let sh = |args: &[&str]| Command::new(script).args(args).output().unwrap();
+    let _ = sh(&["down"]);
+    let up = sh(&["up"]);
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let emu = rocelink_testkit::emulator::Process::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_rocelink")),
+        &["ip", "netns", "exec", "rl-dev"],
+        &[
+            "--ip",
+            "10.77.0.1",
+            "--xdp",
+            "rl-dev0",
+            "--bootp-target",
+            "none",
+        ],
+    );
+    let (ok, out, err) = output(rocelink(
+        &["ip", "netns", "exec", "rl-host"],
+        &[
+            "receive",
+            "--device",
+            "10.77.0.1",
+            "--xdp",
+            "rl-host0",
+            "--frames",
+            "20",
+            "--json",
+        ],
+    ));
+    drop(emu);
+    let down = sh(&["down"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 20, "{out}");
+    assert!(down.status.success());
+    assert!(
+        !Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).contains("rl-dev"))
+            .unwrap_or(false)
+    );
+}

@@ -98,6 +98,11 @@ impl Emulator {
         })
     }
 
+    /// Where ECB is served (the port chosen when 0 was asked for).
+    pub fn control_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.socks.control.local_addr()
+    }
+
     /// Serve until `stop` is set, the frame count or the run time is reached.
     pub fn run(self, stop: Arc<AtomicBool>) -> io::Result<EmulatorStats> {
         let Emulator {
