@@ -26,10 +26,18 @@ mod stats;
 mod stop;
 mod trigger;
 
+/// `rocelink --version`: the release, the commit, and the protocol versions it speaks.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("ROCELINK_COMMIT"),
+    ")\nRoCE v2 (InfiniBand transport over UDP 4791); HSB IP 0x2606 (the immediate layout of 0x2510 selectable); IMS streaming protocol 1.1; perftest exchange 6.27"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "rocelink",
-    version,
+    version = VERSION,
     about = "RoCE v2 in software: HSB/IMS device emulation, verified receive, decode"
 )]
 struct Cli {
@@ -125,3 +133,17 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_version_names_what_it_speaks() {
+        let dev = rocelink_hsb::device::DeviceConfig::new(std::net::Ipv4Addr::LOCALHOST);
+        let hsb = format!("HSB IP {:#06x}", dev.hsb_ip_version);
+        assert!(super::VERSION.contains(&hsb), "{}", super::VERSION);
+        let ims = format!("IMS streaming protocol {}.{}", rocelink_ims::VERSION.0, rocelink_ims::VERSION.1);
+        assert!(super::VERSION.contains(&ims));
+        assert!(super::VERSION.contains(rocelink_wire::perftest::VERSION));
+    }
+}
+
