@@ -16,9 +16,17 @@ fn main() {
         .output()
         .ok()
         .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
-    let commit = if dirty { format!("{commit}+changes") } else { commit };
+    let commit = if dirty {
+        format!("{commit}+changes")
+    } else {
+        commit
+    };
     println!("cargo:rustc-env=ROCELINK_COMMIT={commit}");
-    for f in ["../../.git/HEAD", "../../.git/logs/HEAD", "../../.git/index"] {
+    for f in [
+        "../../.git/HEAD",
+        "../../.git/logs/HEAD",
+        "../../.git/index",
+    ] {
         if std::path::Path::new(f).exists() {
             println!("cargo:rerun-if-changed={f}");
         }

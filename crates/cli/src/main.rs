@@ -10,6 +10,7 @@ mod bench_perf;
 mod bench_shots;
 mod board;
 mod decode;
+mod examples;
 mod hsb;
 mod ims;
 mod out;
@@ -20,6 +21,7 @@ mod plot;
 mod receive;
 mod receive_coe;
 mod record;
+mod reference;
 mod shots;
 mod sinks;
 mod stats;
@@ -98,10 +100,23 @@ enum Cmd {
     /// Network counters of a running rocelink process (its control socket), as the table
     /// printed at exit, JSON or Prometheus text.
     Stats(stats::StatsArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(reference::CompletionsArgs),
+    /// Write a man page for every command into a directory.
+    Man(reference::ManArgs),
+    /// Print the command reference as Markdown (docs/commands.md).
+    #[command(hide = true)]
+    Reference,
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    rocelink_io::signal::default_sigpipe();
+    let matches = examples::with_examples(Cli::command()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let result = match cli.cmd {
         Cmd::Decode(args) => decode::run(&args),
         Cmd::Demo(a) => receive::demo(&a),
@@ -124,6 +139,9 @@ fn main() -> ExitCode {
         Cmd::Shots(a) => shots::shots(&a),
         Cmd::Trigger(a) => trigger::trigger(&a),
         Cmd::Stats(a) => stop::StopFlag::install().and_then(|s| stats::stats(&a, &s)),
+        Cmd::Completions(a) => reference::completions(&a),
+        Cmd::Man(a) => reference::man(&a),
+        Cmd::Reference => reference::to_stdout(reference::markdown().as_bytes()),
     };
     match result {
         Ok(code) => code,
@@ -141,9 +159,12 @@ mod tests {
         let dev = rocelink_hsb::device::DeviceConfig::new(std::net::Ipv4Addr::LOCALHOST);
         let hsb = format!("HSB IP {:#06x}", dev.hsb_ip_version);
         assert!(super::VERSION.contains(&hsb), "{}", super::VERSION);
-        let ims = format!("IMS streaming protocol {}.{}", rocelink_ims::VERSION.0, rocelink_ims::VERSION.1);
+        let ims = format!(
+            "IMS streaming protocol {}.{}",
+            rocelink_ims::VERSION.0,
+            rocelink_ims::VERSION.1
+        );
         assert!(super::VERSION.contains(&ims));
         assert!(super::VERSION.contains(rocelink_wire::perftest::VERSION));
     }
 }
-

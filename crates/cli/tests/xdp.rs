@@ -354,7 +354,7 @@ fn two_virtual_ports_on_two_queues_two_threads() {
             .find(|l| l.contains(&format!("receive: vp {q}: ")))
             .unwrap();
         assert!(
-            vp_line.contains(&format!(" of {frames} datagrams")),
+            vp_line.contains(&format!("; {frames} datagrams verified")),
             "{vp_line} / {line}"
         );
     }

@@ -10,6 +10,7 @@
 //! * [`oob`] — rdma-core's out-of-band TCP exchange.
 //! * [`file`](mod@file) — disk-space reservation for the recorder's index.
 //! * [`mem`] — the machine's memory, to check sizes before allocating them.
+//! * [`signal`] — SIGPIPE back to its default, for a command-line tool.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
 //!
@@ -26,6 +27,7 @@ pub mod packet;
 pub mod pcap;
 pub mod perftest;
 pub mod scatter;
+pub mod signal;
 mod sys;
 pub mod tap;
 pub mod udp;
