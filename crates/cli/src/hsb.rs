@@ -231,6 +231,12 @@ fn allow_list(a: &EmulateArgs) -> Option<Vec<rocelink_io::net::Prefix>> {
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let mut cfg = emulator_config(a)?;
+    if a.xdp.is_some() && std::net::UdpSocket::bind((a.ip, 0)).is_ok() {
+        bail!(
+            "--ip {}: an address of this host; with --xdp the device owns its address and answers ARP for it, so choose one no interface of this host has",
+            a.ip
+        );
+    }
     if let Some(ifname) = &a.xdp {
         use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
         let mut x = XdpPortConfig::new(ifname, cfg.device.ip, XdpRole::Device);

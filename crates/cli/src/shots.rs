@@ -440,7 +440,9 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
                     Triggering::Periodic {
                         probe: a.probe[i],
                         millihertz: a.trigger_hz.map_or(0, |h| (h * 1000.0).round().max(1.0) as u32),
-                        count: a.shots.unwrap_or(0),
+                        // until stopped: --shots counts shots handed on, not triggers
+                        // (a trigger the probe misses while still sending makes none)
+                        count: 0,
                     }
                 };
                 s.spawn(move || -> Result<LinkEnd> {

@@ -166,6 +166,11 @@ pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
         }
         row.rtt.sort_by(f64::total_cmp);
         print_row(a.json, &row);
+        if !a.json && !row.rtt.is_empty() {
+            for l in text_histogram(&row.rtt) {
+                println!("{l}");
+            }
+        }
         rows.push(row);
     }
     if let Some(p) = &a.plot {
@@ -224,6 +229,71 @@ fn print_row(json: bool, r: &Row) {
             f(pct(v, 0.99), 1),
             f(pct(v, 1.0), 1),
             f(rate, 2)
+        );
+    }
+}
+
+/// A histogram of sorted round trips `v` in text: ten bins spaced evenly on a log scale
+/// from the least to the 99.9th percentile, the rest counted above it.
+fn text_histogram(v: &[f64]) -> Vec<String> {
+    const BINS: usize = 10;
+    const WIDTH: usize = 40;
+    let (lo, hi) = (pct(v, 0.0).max(1e-3), pct(v, 0.999));
+    if !(hi > lo) {
+        return vec![format!("    all {} at {lo:.1} µs", v.len())];
+    }
+    let step = (hi / lo).ln() / BINS as f64;
+    let edge = |i: usize| lo * (step * i as f64).exp();
+    let mut counts = [0usize; BINS];
+    let mut above = 0;
+    for &x in v {
+        if x > hi {
+            above += 1;
+            continue;
+        }
+        let i = (((x.max(lo) / lo).ln() / step) as usize).min(BINS - 1);
+        counts[i] += 1;
+    }
+    let most = counts.iter().copied().max().unwrap_or(1).max(1);
+    let mut out: Vec<String> = counts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let bar = "#".repeat((n * WIDTH).div_ceil(most).min(WIDTH));
+            format!(
+                "    {:>9.1} – {:<9.1} µs {bar:<WIDTH$} {n}",
+                edge(i),
+                edge(i + 1)
+            )
+        })
+        .collect();
+    if above > 0 {
+        out.push(format!(
+            "    above the 99.9th percentile ({hi:.1} µs): {above}"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_histogram_counts_every_shot_once() {
+        let mut v: Vec<f64> = (0..1000).map(|i| 20.0 + f64::from(i % 50)).collect();
+        v.push(6000.0); // one outlier
+        v.sort_by(f64::total_cmp);
+        let lines = super::text_histogram(&v);
+        let counted: usize = lines
+            .iter()
+            .filter_map(|l| l.split_whitespace().last()?.parse::<usize>().ok())
+            .sum();
+        assert_eq!(counted, v.len(), "{lines:#?}");
+        assert!(
+            lines
+                .last()
+                .unwrap()
+                .contains("above the 99.9th percentile"),
+            "{lines:#?}"
         );
     }
 }

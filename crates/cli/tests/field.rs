@@ -369,6 +369,10 @@ fn bad_input_is_refused_before_any_side_effect_and_never_panics() {
         ),
         (vec!["emulate", "--trailer", "3"], "2 bytes (FPGA) or 4"),
         (
+            vec!["emulate", "--ip", "127.0.0.1", "--xdp", "lo"],
+            "an address of this host",
+        ),
+        (
             vec![
                 "ims",
                 "send",

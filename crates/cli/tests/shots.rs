@@ -124,21 +124,17 @@ fn trigger_to_shot_over_loopback_recorded_byte_exact() {
         ],
     );
     let (shots, sum) = shots_of(&o);
-    // a trigger that comes while the probe still sends is missed (a busy machine), and
-    // periodic shots are numbered as taken: up to 200, numbered from 0 without a hole
+    // --shots counts shots, not triggers: a trigger that comes while the probe still
+    // sends is missed (a busy machine) and makes none, so the probe runs until the host
+    // has its 200 and stops it; periodic shots are numbered as taken, without a hole
     let p = probe.stop();
-    assert_eq!(p["triggers"], 200, "{p}");
+    assert_eq!(shots.len(), 200, "{sum}");
+    assert_eq!(sum["shots"], 200, "{sum}");
+    assert!(p["shots"].as_u64().unwrap() >= 200, "{p}");
     assert_eq!(
         p["shots"].as_u64().unwrap() + p["missed"].as_u64().unwrap(),
-        200
-    );
-    // how many the probe missed depends on the machine's load, not on rocelink: every
-    // shot it took reaches the host (loopback), whatever their number
-    assert_eq!(
-        shots.len() as u64,
-        p["shots"].as_u64().unwrap(),
-        "{} shots received; probe {p}",
-        shots.len()
+        p["triggers"].as_u64().unwrap(),
+        "{p}"
     );
     // the network counters of both: the host received at most what the probe sent, at
     // least 18 messages for each complete shot
