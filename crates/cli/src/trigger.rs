@@ -239,7 +239,7 @@ fn text_histogram(v: &[f64]) -> Vec<String> {
     const BINS: usize = 10;
     const WIDTH: usize = 40;
     let (lo, hi) = (pct(v, 0.0).max(1e-3), pct(v, 0.999));
-    if !(hi > lo) {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         return vec![format!("    all {} at {lo:.1} µs", v.len())];
     }
     let step = (hi / lo).ln() / BINS as f64;
