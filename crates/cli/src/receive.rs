@@ -461,8 +461,10 @@ pub(crate) struct DemoArgs {
     #[arg(long, value_parser = args::out_file)]
     pcap: Option<PathBuf>,
     /// Loopback address of the emulated device (the receiver uses the same /24 with .1).
-    #[arg(long, default_value = "127.0.0.2")]
-    device_ip: Ipv4Addr,
+    /// Default: 127.0.0.2, or the next 127.0.0.x whose ports are free (another emulator
+    /// may be running there).
+    #[arg(long)]
+    device_ip: Option<Ipv4Addr>,
     #[command(flatten)]
     out: Output,
     #[command(flatten)]
@@ -486,15 +488,12 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow!("--sensor: {e}"))?;
     let frame_size = a.sensor.frame_len().unwrap_or(1 << 20);
     a.out.check(Some(&a.sensor))?;
-    if !a.device_ip.is_loopback() {
-        bail!(
-            "--device-ip {}: the demo runs over loopback (127.0.0.0/8)",
-            a.device_ip
-        );
+    if let Some(ip) = a.device_ip.filter(|ip| !ip.is_loopback()) {
+        bail!("--device-ip {ip}: the demo runs over loopback (127.0.0.0/8)");
     }
     let counters = crate::stats::Counters::start("demo", &a.counters)?;
     let stop = StopFlag::install()?;
-    let dev_ip = a.device_ip;
+    let dev_ip = a.device_ip.unwrap_or_else(free_device_ip);
     let o = dev_ip.octets();
     let host_ip = Ipv4Addr::new(o[0], o[1], o[2], 1);
     let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev_ip));
@@ -598,4 +597,13 @@ fn free_loopback(ip: IpAddr, device: IpAddr, port: u16, n: u16) -> IpAddr {
         .map(|k| IpAddr::V4(Ipv4Addr::new(127, 0, 0, k)))
         .find(|&alt| alt != ip && alt != device && free(alt))
         .unwrap_or(ip)
+}
+
+/// The demo's device address: 127.0.0.2, or the first 127.0.0.x after it whose ECB port is
+/// free (an emulator started by hand may hold 127.0.0.2).
+fn free_device_ip() -> Ipv4Addr {
+    (2..=254u8)
+        .map(|k| Ipv4Addr::new(127, 0, 0, k))
+        .find(|&ip| std::net::UdpSocket::bind((ip, rocelink_wire::hsb::CONTROL_PORT)).is_ok())
+        .unwrap_or(Ipv4Addr::new(127, 0, 0, 2))
 }
