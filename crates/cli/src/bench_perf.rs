@@ -126,10 +126,11 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
                     .with_context(|| format!("perf {} as two processes", t.name()))?
             };
             if bw {
-                // MiB/s → MB/s, the unit of the UDP ceiling
-                mine.push(h * (1 << 20) as f64 / 1e6);
-                base.push(udp_ceiling(pin, Duration::from_secs(2), false)?.0);
-                offl.push(udp_ceiling(pin, Duration::from_secs(2), true)?.0);
+                // perftest's MiB/s; the UDP ceilings come in MB/s
+                let mib = |mb: f64| mb * 1e6 / (1 << 20) as f64;
+                mine.push(h);
+                base.push(mib(udp_ceiling(pin, Duration::from_secs(2), false)?.0));
+                offl.push(mib(udp_ceiling(pin, Duration::from_secs(2), true)?.0));
             } else {
                 mine.push(h);
                 // the datagram a message makes: BTH (+ RETH) + payload + ICRC
@@ -148,7 +149,7 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
         let o = (!offl.is_empty()).then(|| median(offl));
         // bandwidth: how much of the ceiling; latency: how many times the UDP round trip
         let ratio = m / b;
-        let unit = if bw { "MB/s" } else { "µs" };
+        let unit = if bw { "MiB/s" } else { "µs" };
         if a.json {
             println!(
                 "{}",
@@ -158,7 +159,7 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
             );
         } else {
             println!(
-                "{:<10} {:>8} {:>7.1} {unit:<4} {:>9.1} {unit:<4} {:>9} {unit:<4} {:>7.2} {:>10}",
+                "{:<10} {:>8} {:>7.1} {unit:<5} {:>9.1} {unit:<5} {:>9} {unit:<5} {:>7.2} {:>10}",
                 t.name(),
                 cfg.sizes[0],
                 m,

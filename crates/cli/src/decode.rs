@@ -65,12 +65,16 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     let mut out = BufWriter::new(stdout.lock());
     let mut icrc_failures = 0u64;
     let mut undecoded = 0u64;
+    let (mut packets, mut roce, mut hsb) = (0u64, 0u64, 0u64);
     for (index, rec) in reader.enumerate() {
         let rec = rec.with_context(|| format!("{}", args.file.display()))?;
         let d = match rec.network() {
             Some((link, off)) => dissect(&rec.data[off..], link, &opts),
             None => dissect(&[], LinkType::RawIp, &opts),
         };
+        packets += 1;
+        roce += u64::from(d.roce.is_some());
+        hsb += u64::from(d.hsb.is_some() && d.roce.is_none());
         if d.roce.is_some_and(|r| !r.icrc.ok()) {
             icrc_failures += 1;
         }
@@ -96,6 +100,16 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         }
     }
     out.flush()?;
+    eprintln!(
+        "rocelink decode: {packets} packets: {roce} RoCE v2 ({} ICRC verified, {icrc_failures} failed), {hsb} HSB control{}, {undecoded} UDP undecoded, {} other",
+        roce - icrc_failures,
+        if args.hsb {
+            ""
+        } else {
+            " (--hsb decodes them)"
+        },
+        packets - roce - hsb - undecoded
+    );
     if undecoded > 0 {
         eprintln!(
             "rocelink: {undecoded} UDP datagram(s) left undecoded (not RoCE v2 on 4791{}, and not proven RoCE by their ICRC{})",
@@ -323,6 +337,83 @@ fn hsb_json(h: &Hsb) -> (&'static str, Value) {
     }
 }
 
+/// `(address, data)` pairs as `0xADDR=0xDATA` (an address alone where no data word came),
+/// at most four and a count.
+fn ops_human<D: Into<Option<u32>> + Copy>(ops: &[(u32, D)], arrow: &str) -> String {
+    let mut v: Vec<String> = ops
+        .iter()
+        .take(4)
+        .map(|&(a, d)| match d.into() {
+            Some(d) => format!("{a:#x}{arrow}{d:#x}"),
+            None => format!("{a:#x}"),
+        })
+        .collect();
+    if ops.len() > 4 {
+        v.push(format!("… ({} in all)", ops.len()));
+    }
+    v.join(" ")
+}
+
+/// An HSB layer as one line of words, as the other layers print.
+fn hsb_human(h: &Hsb) -> String {
+    match h {
+        Hsb::Metadata { md, page, imm_psn } => format!(
+            "HSB metadata frame {} psn {} crc {:#010x} bytes {} page {page} imm psn {imm_psn} sof {}.{:09} meta {}.{:09} flags {:#x}",
+            md.frame_number,
+            md.psn,
+            md.crc,
+            md.bytes_written,
+            md.sof_s,
+            md.sof_ns,
+            md.meta_s,
+            md.meta_ns,
+            md.flags
+        ),
+        Hsb::EcbRequest {
+            command,
+            flags,
+            sequence,
+            ops,
+        } => format!(
+            "ECB {} request seq {sequence} flags {flags:#x}: {}",
+            command.name().unwrap_or("?"),
+            ops_human(ops, if command.is_read() { "=" } else { "←" })
+        ),
+        Hsb::EcbResponse {
+            command,
+            sequence,
+            status,
+            ops,
+            latched,
+            ..
+        } => format!(
+            "ECB response {command:#04x} seq {sequence} {} (latched {}): {}",
+            status.name().unwrap_or("?"),
+            latched.map_or("-".to_owned(), |l| l.to_string()),
+            ops_human(ops, "=")
+        ),
+        Hsb::Enumeration(e) => format!(
+            "BOOTP announcement MAC {} HSB IP {:#06x} FPGA CRC {:#x} data plane {} serial {}",
+            e.mac,
+            e.vendor.hsb_ip_version,
+            e.vendor.fpga_crc,
+            e.vendor.data_plane,
+            e.vendor.serial_string()
+        ),
+        Hsb::SetIp(x) => format!(
+            "BOOTP set-IP MAC {} -> {} (host {})",
+            x.mac(),
+            x.yiaddr,
+            x.siaddr
+        ),
+        Hsb::Event(e) => format!(
+            "HSB event active {:#x} state {:#x} at {}.{:09}",
+            e.interrupt_active, e.interrupt_state, e.seconds, e.nanoseconds
+        ),
+        _ => "HSB (unknown)".to_owned(),
+    }
+}
+
 /// One indented line per layer.
 pub(crate) fn to_human(index: usize, d: &Dissection) -> String {
     let mut s = String::new();
@@ -517,8 +608,7 @@ pub(crate) fn to_human(index: usize, d: &Dissection) -> String {
         );
     }
     if let Some(h) = &d.hsb {
-        let (k, v) = hsb_json(h);
-        line(depth, format!("{k} {v}"));
+        line(depth, hsb_human(h));
     }
     if let Some((layer, e)) = d.error {
         line(depth, format!("[{layer}: {e}]"));

@@ -294,11 +294,12 @@ impl Report {
                 let pts = |f: &dyn Fn(&BwRow) -> f64| -> Vec<(f64, f64)> {
                     rows.iter().map(|r| (r.bytes as f64, f(r))).collect()
                 };
+                // the table's unit: MiB/sec, or Gb/sec with --report_gbits
                 (
-                    "Gbit/s",
+                    self.unit_name(),
                     vec![
-                        ("BW average".into(), pts(&|r| r.avg_bps * 8.0 / 1e9)),
-                        ("BW peak".into(), pts(&|r| r.peak_bps * 8.0 / 1e9)),
+                        ("BW average".into(), pts(&|r| self.unit(r.avg_bps))),
+                        ("BW peak".into(), pts(&|r| self.unit(r.peak_bps))),
                     ],
                 )
             }

@@ -142,7 +142,8 @@ pub(crate) struct ExportArgs {
     #[arg(long)]
     frame: u64,
     /// raw (bytes as received), npy (numpy: 16-bit image for CSI recordings, else bytes),
-    /// pgm (16-bit grey Bayer image), png (demosaiced RGB8, half resolution).
+    /// pgm (16-bit grey image), png (a camera's frame demosaiced to RGB8 at half
+    /// resolution; ultrasound echoes as 16-bit grey at full resolution).
     #[arg(long, default_value = "png", value_parser = ["raw", "npy", "pgm", "png"])]
     format: String,
     /// Output file (default: frame-N.FORMAT in the current directory).
@@ -202,7 +203,13 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A CSI/CoE frame as a PNG (RGGB demosaiced to RGB8 at half resolution).
+/// A frame as a PNG: a camera's RGGB demosaiced to RGB8 at half resolution; a grey
+/// recording's (ultrasound echoes) 16-bit grey at full resolution.
 pub(crate) fn png_image(header: &Header, data: &[u8]) -> Result<Vec<u8>> {
-    Ok(image::unpack(header, data)?.to_png()?)
+    let img = image::unpack(header, data)?;
+    Ok(if header.grey {
+        img.to_grey_png()?
+    } else {
+        img.to_png()?
+    })
 }

@@ -148,7 +148,8 @@ pub(crate) struct StatsArgs {
     /// Print Prometheus' text format.
     #[arg(long)]
     prometheus: bool,
-    /// Print again every SECS seconds until Ctrl-C.
+    /// Print again every SECS seconds until Ctrl-C: the first time the whole table, then
+    /// only the counters that moved, each with its rate per second.
     #[arg(long, value_name = "SECS", value_parser = crate::args::secs)]
     watch: Option<Duration>,
 }
@@ -188,16 +189,22 @@ pub(crate) fn stats(a: &StatsArgs, stop: &crate::stop::StopFlag) -> Result<ExitC
             live
         }
     };
+    let mut before: Vec<Option<(Snapshot, std::time::Instant)>> = vec![None; targets.len()];
     loop {
-        for p in &targets {
+        for (p, was) in targets.iter().zip(before.iter_mut()) {
             let s = control::query(p).with_context(|| "cannot read the counters")?;
+            let at = std::time::Instant::now();
             if a.json {
                 println!("{}", serde_json::to_string(&s)?);
             } else if a.prometheus {
                 print!("{}", s.prometheus());
             } else {
-                print!("{}", s.table());
+                match was {
+                    Some((b, then)) => print!("{}", s.changes(b, at - *then)),
+                    None => print!("{}", s.table()),
+                }
             }
+            *was = Some((s, at));
         }
         let Some(every) = a.watch else {
             return Ok(ExitCode::SUCCESS);

@@ -163,7 +163,7 @@ fn bench_perf_puts_each_test_next_to_udp() {
         .collect();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(rows[0]["test"], "write_bw");
-    assert_eq!(rows[0]["unit"], "MB/s");
+    assert_eq!(rows[0]["unit"], "MiB/s");
     assert!(
         rows[0]["udp_gso_gro"].as_f64().unwrap() > 0.0,
         "{}",

@@ -117,7 +117,7 @@ fn refusals_are_counted_and_readable_while_running() {
     let roce = rocelink_testkit::ports::free_udp_port(&[sip, cip]).to_string();
     let mut srv = rocelink()
         .args(["perf", "write_bw", "-c", "UC", "--bind", sip, "-p", &tcp])
-        .args(["-D", "3", "--timeout", "20", "-s", "1024", "--counters"])
+        .args(["-D", "5", "--timeout", "20", "-s", "1024", "--counters"])
         .args(["--roce-port", &roce])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -141,7 +141,7 @@ fn refusals_are_counted_and_readable_while_running() {
         ])
         .args([
             "-D",
-            "3",
+            "5",
             "--timeout",
             "20",
             "-s",
@@ -238,12 +238,44 @@ fn refusals_are_counted_and_readable_while_running() {
         "{table}"
     );
     assert!(table.contains("\nICRC errors: 5\n"), "{table}");
+    assert!(
+        !table.contains("Sensor TX"),
+        "rows no one set are left out: {table}"
+    );
+    // --watch: the table once, then only what moved, with rates; Ctrl-C ends it
+    let watch = rocelink()
+        .args(["stats", "--watch", "0.2", &srv.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..4 {
+        sock.send_to(&kinds[0].1, to).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(900));
+    assert!(common::sh(&["kill", "-INT", &watch.id().to_string()]));
+    let watched = watch.wait_with_output().unwrap();
+    assert!(watched.status.success(), "{watched:?}");
+    let watched = String::from_utf8(watched.stdout).unwrap();
+    let blocks: Vec<&str> = watched.split("\n\n").collect();
+    assert!(blocks.len() >= 3, "{watched}");
+    assert!(blocks[0].contains("\nICRC errors: 5\n"), "{watched}");
+    let moved = blocks
+        .iter()
+        .find(|b| b.contains("ICRC errors: 9 ("))
+        .unwrap_or_else(|| panic!("{watched}"));
+    assert!(moved.contains("/s)\n"), "{moved}");
+    assert!(
+        !moved.contains("Unknown QP"),
+        "only rows that moved: {moved}"
+    );
 
     let pid = srv.id();
     let (_, serr) = finish(srv);
     let (cout, _) = finish(cli);
     // at exit: the table on stderr, the control socket gone
-    assert!(serr.contains("\nICRC errors: 5\n"), "{serr}");
+    assert!(serr.contains("\nICRC errors: 9\n"), "{serr}");
     assert!(serr.contains("\nUnknown QP: 7\n"), "{serr}");
     let gone = rocelink()
         .args(["stats", &pid.to_string()])

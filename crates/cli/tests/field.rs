@@ -758,8 +758,26 @@ fn decode_finds_roce_on_the_hosts_ephemeral_port() {
         err.contains("left undecoded") && err.contains("--hsb"),
         "{err}"
     );
-    let (_, _, err) = common::rocelink(&["decode", "--hsb", pcap.to_str().unwrap()]);
+    let (_, out, err) = common::rocelink(&["decode", "--hsb", pcap.to_str().unwrap()]);
     assert!(!err.contains("left undecoded"), "{err}");
+    // a summary that adds up, and HSB layers in words like the others (no raw JSON)
+    let summary = err
+        .lines()
+        .find(|l| l.starts_with("rocelink decode: "))
+        .unwrap_or_else(|| panic!("no summary: {err}"));
+    let n: u64 = summary.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert_eq!(n, pkts.len() as u64, "{summary}");
+    assert!(
+        summary.contains(&format!(
+            "{} RoCE v2 ({} ICRC verified, 0 failed)",
+            roce.len(),
+            roce.len()
+        )),
+        "{summary}"
+    );
+    assert!(out.contains("ECB RD_DWORD request"), "{out}");
+    assert!(out.contains("HSB metadata frame 0"), "{out}");
+    assert!(!out.contains("{\""), "raw JSON in the human output");
 }
 
 #[test]

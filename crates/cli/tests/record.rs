@@ -285,7 +285,7 @@ fn a_full_disk_under_a_capture_names_the_file() {
     );
 }
 
-/// Pack pixels the way the CoE (Thor) packetizer does, written from `hsb.md` §8 here
+/// Pack pixels the way the CoE (Thor) packetizer does, written from `docs/reference/hsb.md` ("Formats") here
 /// rather than shared with the unpacker under test.
 fn coe_pack(bits: u32, px: &[u16], bpl: usize) -> Vec<u8> {
     let mut line = Vec::new();

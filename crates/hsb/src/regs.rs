@@ -1,4 +1,4 @@
-//! The HSB register map (`shared/reference/hsb.md` §1.4, §3, §4.4), as HSB IP 0x2602+ and
+//! The HSB register map (`docs/reference/hsb.md`), as HSB IP 0x2602+ and
 //! the HSB host software use it. All registers are 32-bit at 4-byte-aligned addresses.
 
 /// HSB IP version (low 16 bits), e.g. 0x2606.

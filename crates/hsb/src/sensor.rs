@@ -3,7 +3,7 @@
 //! * [`Sensor::Pattern`] — a deterministic pattern whose size is whatever the host
 //!   programmed (DP_BUFFER_LENGTH), as with a real sensor window; byte `i` of frame `n` is
 //!   [`pattern_byte`]`(n, i)`, so a receiver can check every byte.
-//! * [`Sensor::Imx274`] — IMX274 CSI-2 frames as HSB delivers them (`hsb.md` §8): one
+//! * [`Sensor::Imx274`] — IMX274 CSI-2 frames as HSB delivers them (`docs/reference/hsb.md`, "Formats"): one
 //!   embedded-data line (175 bytes padded to 176; RAW12: 210 → 216), optical-black lines
 //!   (8; RAW12: 16), then the active lines, each zero-padded to 8 bytes; pixels RAW10 (4 in
 //!   5 bytes) or RAW12 (2 in 3 bytes) showing colour bars over a gradient, Bayer RGGB.

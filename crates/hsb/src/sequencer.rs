@@ -1,6 +1,6 @@
 //! HSB's APB sequencer: the small programs a host writes into the device's APB RAM and the
-//! device runs when an event fires (`shared/reference/hsb.md` §1.4, "Other register
-//! blocks"). The host drives I2C this way: it writes a program that fills the I2C
+//! device runs when an event fires (`docs/reference/hsb.md`, "Session start and the
+//! sequencer"). The host drives I2C this way: it writes a program that fills the I2C
 //! controller's buffer, starts it, polls its status and copies the result back into the
 //! program, then fires the software event and reads the copied status.
 //!

@@ -1,7 +1,7 @@
 //! UDP sockets for RoCE v2: batched receive (`recvmmsg`, optional `UDP_GRO`), batched send
 //! (`sendmmsg`), gather send with `UDP_SEGMENT` (GSO), and the socket options that make the
 //! kernel's IPv4 header predictable for the ICRC (unconnected, explicit source,
-//! `IP_PMTUDISC_DO` → DF and Identification 0; see `shared/reference/udp-socket-icrc.md`).
+//! `IP_PMTUDISC_DO` → DF and Identification 0; see `docs/reference/udp-socket.md`).
 //!
 //! The libc plumbing (addresses, options, the one `recvmmsg`) is in `sys`; the `unsafe`
 //! blocks left here are the `sendmmsg` calls, each saying why it is sound.

@@ -66,6 +66,10 @@ pub struct Header {
     pub alignment: u64,
     /// Creation time, ns since the epoch.
     pub created_ns: u64,
+    /// The image is grey (echo data: samples × channels), not a Bayer mosaic. Absent in
+    /// recordings that predate it (they are camera frames).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grey: bool,
 }
 
 /// What the index says about one frame.

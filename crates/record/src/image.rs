@@ -130,6 +130,27 @@ impl Image {
         b
     }
 
+    /// A 16-bit grey PNG at full resolution, values scaled to the full 16 bits (echo data,
+    /// or a Bayer image seen as it was sampled).
+    pub fn to_grey_png(&self) -> Result<Vec<u8>, ImageError> {
+        let shift = 16u32.saturating_sub(self.bits);
+        let body: Vec<u8> = self
+            .pixels
+            .iter()
+            .flat_map(|&v| (v << shift).to_be_bytes())
+            .collect();
+        let mut b = Vec::new();
+        {
+            let mut enc = png::Encoder::new(&mut b, self.width as u32, self.height as u32);
+            enc.set_color(png::ColorType::Grayscale);
+            enc.set_depth(png::BitDepth::Sixteen);
+            enc.write_header()
+                .and_then(|mut w| w.write_image_data(&body))
+                .map_err(|e| ImageError::Png(e.to_string()))?;
+        }
+        Ok(b)
+    }
+
     /// RGGB 2×2 cells demosaiced to one RGB8 pixel each (half resolution), as a PNG.
     pub fn to_png(&self) -> Result<Vec<u8>, ImageError> {
         let (w, px) = (self.width, &self.pixels);
@@ -188,6 +209,30 @@ mod tests {
         assert_eq!(&pgm[pgm.len() - 2..], &[0x04, 0x04]);
         let png = img.to_png().unwrap();
         assert_eq!(&png[1..4], b"PNG");
+    }
+
+    #[test]
+    fn grey_png_holds_every_sample_scaled_to_16_bits() {
+        let img = Image {
+            width: 3,
+            height: 2,
+            bits: 12,
+            pixels: vec![0, 1, 0xFFF, 7, 0x800, 42],
+        };
+        let png = img.to_grey_png().unwrap();
+        let mut r = png::Decoder::new(std::io::Cursor::new(png))
+            .read_info()
+            .unwrap();
+        let mut buf = vec![0; r.output_buffer_size().unwrap()];
+        let info = r.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (3, 2));
+        assert_eq!(info.color_type, png::ColorType::Grayscale);
+        assert_eq!(info.bit_depth, png::BitDepth::Sixteen);
+        let got: Vec<u16> = buf[..info.buffer_size()]
+            .chunks(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]) >> 4)
+            .collect();
+        assert_eq!(got, img.pixels);
     }
 
     #[test]

@@ -154,7 +154,27 @@ pub const LINK: &[Desc] = &[
         "ACKs/NAKs for nothing outstanding and requests outside the PSN window, dropped",
     ),
     d("tx_stalls", "TX stalls", "times the backend was full"),
+    d(
+        "stx_bytes",
+        "Sensor TX bytes",
+        "bytes the host sent to an emulated device's sensors",
+    ),
+    d(
+        "stx_lost",
+        "Sensor TX lost",
+        "sensor TX packets lost (PSN gaps at the emulated device)",
+    ),
+    d(
+        "stx_icrc_errors",
+        "Sensor TX ICRC errors",
+        "sensor TX packets whose ICRC did not match (dropped)",
+    ),
 ];
+
+/// Link counters a backend may be unable to see: the table marks them `-` when absent
+/// (ARP and ICMP over a UDP socket are answered by the kernel). Other absent counters
+/// are left out of the table.
+const SHOWN_ABSENT: &[&str] = &["arp_rx", "arp_tx", "icmp_rx", "icmp_tx"];
 
 /// QP counters, in table order.
 pub const QP: &[Desc] = &[
@@ -385,9 +405,10 @@ impl Snapshot {
                     Some(v) => {
                         let _ = writeln!(s, "{}: {v}", d.label);
                     }
-                    None => {
+                    None if SHOWN_ABSENT.contains(&d.key) => {
                         let _ = writeln!(s, "{}: -", d.label);
                     }
+                    None => {}
                 }
             }
             for q in &l.qps {
@@ -400,6 +421,66 @@ impl Snapshot {
                         q.counters.get(d.key).copied().unwrap_or(0)
                     );
                 }
+            }
+        }
+        if self.links.is_empty() {
+            let _ = writeln!(
+                s,
+                " -- NET STATS ({}, pid {}): no link yet",
+                self.command, self.pid
+            );
+        }
+        s
+    }
+
+    /// What moved since `before`, `elapsed` earlier (`stats --watch`): per link and per QP
+    /// only the counters that changed, each with its total and its rate per second. A link
+    /// where nothing moved is one line saying so.
+    pub fn changes(&self, before: &Snapshot, elapsed: std::time::Duration) -> String {
+        let secs = elapsed.as_secs_f64().max(1e-3);
+        let mut s = String::new();
+        let row = |s: &mut String, label: &str, now: u64, then: u64| {
+            let rate = now.saturating_sub(then) as f64 / secs;
+            let _ = writeln!(s, "{label}: {now} ({}/s)", per_sec(rate));
+        };
+        for l in &self.links {
+            let was = before.links.iter().find(|b| b.name == l.name);
+            let mut body = String::new();
+            for d in LINK {
+                let (Some(&now), then) = (l.net.get(d.key), was.map_or(0, |b| b.get(d.key))) else {
+                    continue;
+                };
+                if now != then {
+                    row(&mut body, d.label, now, then);
+                }
+            }
+            for q in &l.qps {
+                let old = was.and_then(|b| b.qps.iter().find(|o| o.qpn == q.qpn));
+                let mut qbody = String::new();
+                for d in QP {
+                    let now = q.counters.get(d.key).copied().unwrap_or(0);
+                    let then = old
+                        .and_then(|o| o.counters.get(d.key).copied())
+                        .unwrap_or(0);
+                    if now != then {
+                        row(&mut qbody, d.label, now, then);
+                    }
+                }
+                if !qbody.is_empty() {
+                    let _ = writeln!(body, " -- QP {:#08x}", q.qpn);
+                    body.push_str(&qbody);
+                }
+            }
+            let _ = write!(
+                s,
+                " -- NET STATS {} ({}, pid {}) {}",
+                l.name, self.command, self.pid, l.local
+            );
+            if body.is_empty() {
+                let _ = writeln!(s, ": nothing moved");
+            } else {
+                s.push('\n');
+                s.push_str(&body);
             }
         }
         if self.links.is_empty() {
@@ -478,6 +559,16 @@ impl Snapshot {
     }
 }
 
+/// A rate with an SI prefix: `950`, `12.3k`, `1.25M`.
+fn per_sec(r: f64) -> String {
+    match r {
+        r if r >= 1e9 => format!("{:.3}G", r / 1e9),
+        r if r >= 1e6 => format!("{:.3}M", r / 1e6),
+        r if r >= 1e3 => format!("{:.1}k", r / 1e3),
+        r => format!("{r:.0}"),
+    }
+}
+
 /// A Prometheus label value: backslash, quote and newline escaped.
 fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -550,6 +641,41 @@ mod tests {
         assert!(t.contains("\nARP RX pkgs: -\n"), "{t}");
         assert!(t.contains("\nTX stalls: 2\n"), "{t}");
         assert!(t.contains("\nRX pkgs: 1\n"), "{t}");
+    }
+
+    #[test]
+    fn table_leaves_out_what_no_one_set() {
+        let mut s = Snapshot::new("t");
+        s.links.push(link("a", 1));
+        let t = s.table();
+        assert!(!t.contains("TX stalls"), "{t}");
+        assert!(!t.contains("Sensor TX"), "{t}");
+        let mut l = Link::named("device", "127.0.0.2:4791");
+        l.set("stx_lost", 3);
+        s.links.push(l);
+        assert!(s.table().contains("\nSensor TX lost: 3\n"));
+    }
+
+    #[test]
+    fn changes_show_only_what_moved_with_rates() {
+        let mut before = Snapshot::new("t");
+        before.links.push(link("a", 100));
+        before.links.push(link("b", 5));
+        let mut now = before.clone();
+        now.links[0].set("rx_packets", 2_600);
+        now.links[0].set("icrc_errors", 2);
+        let c = now.changes(&before, std::time::Duration::from_millis(500));
+        assert!(c.contains("\nRX pkgs: 2600 (5.0k/s)\n"), "{c}");
+        assert!(c.contains("\nICRC errors: 2 (4/s)\n"), "{c}");
+        assert!(!c.contains("TX pkgs"), "unchanged rows left out: {c}");
+        assert!(c.contains(" -- NET STATS b (t, pid "), "{c}");
+        assert!(c.contains(": nothing moved\n"), "{c}");
+        // a link that was not there before counts from zero
+        let mut l = Link::named("device", "x");
+        l.set("stx_bytes", 3_000_000);
+        now.links.push(l);
+        let c = now.changes(&before, std::time::Duration::from_secs(1));
+        assert!(c.contains("\nSensor TX bytes: 3000000 (3.000M/s)\n"), "{c}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! discipline). `rocelink-io` drives it with UDP sockets; [`sim`] drives two endpoints over a
 //! lossy virtual link for tests.
 //!
-//! What it implements (rules from Linux rxe, see `../shared/reference/roce.md`):
+//! What it implements (rules from Linux rxe, see `docs/reference/roce.md`):
 //! RC (SEND/RECV, WRITE, WRITE with immediate, READ; AckReq, cumulative ACKs, go-back-N on
 //! timeout and on NAK-PSN-sequence, RNR NAK back-off, retry counters with 7 = forever,
 //! duplicate detection with re-ACK and READ replay, MSN), UC (drop to the next FIRST/ONLY

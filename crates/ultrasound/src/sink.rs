@@ -6,7 +6,8 @@
 //! A recording of shots is an ordinary rocelink recording (`rocelink inspect`, `export`,
 //! the numpy reader): one frame per complete shot, numbered with the shot number, layout
 //! `csi-raw12` with width = channels and height = samples, so `export --format npy` gives a
-//! samples × channels array of 12-bit values.
+//! samples × channels array of 12-bit values. The header marks the image grey, so a PNG
+//! export is the echo data in grey at full resolution, not a demosaiced colour picture.
 
 use crate::host::ShotReport;
 use crate::shot::{Echoes, Geometry};
@@ -76,6 +77,7 @@ pub fn record_config(dir: PathBuf, geometry: &Geometry) -> RecordConfig {
         } else {
             0
         },
+        grey: true,
         ..Header::default()
     };
     RecordConfig::new(dir, header)

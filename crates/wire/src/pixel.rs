@@ -1,5 +1,5 @@
 //! Pixel codecs of the sensors rocelink carries: MIPI CSI-2 RAW10/RAW12 (as IMX274 frames
-//! hold them) and the Camera-over-Ethernet packed RAW10/RAW12 lines (`hsb.md` §8).
+//! hold them) and the Camera-over-Ethernet packed RAW10/RAW12 lines (`docs/reference/hsb.md`, "Formats").
 
 /// Unpack CSI RAW10 (4 pixels in 5 bytes) to 10-bit values.
 pub fn unpack_raw10(b: &[u8], out: &mut Vec<u16>) {
@@ -20,7 +20,7 @@ pub fn unpack_raw12(b: &[u8], out: &mut Vec<u16>) {
 
 /// Bytes per line of the CoE (Camera-over-Ethernet / Thor packetizer) packed format:
 /// RAW10 packs 3 pixels per little-endian 32-bit word, RAW12 2 pixels per 3 bytes; lines
-/// are padded to 64 bytes (`hsb.md` §8, `PackedFormatConverterOp`).
+/// are padded to 64 bytes (`docs/reference/hsb.md`, "Formats").
 pub fn coe_bytes_per_line(width: usize, bits: usize) -> usize {
     let packed = if bits == 10 {
         width.div_ceil(3) * 4

@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn table_matches_roce_reference() {
-        // (opcode, ext header bytes, payload) — roce.md §1.2
+        // (opcode, ext header bytes, payload) — docs/reference/roce.md, the header table
         let rows: &[(u8, usize, bool)] = &[
             (0x00, 0, true),
             (0x03, 4, true),
