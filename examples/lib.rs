@@ -9,3 +9,5 @@
 //!   ```
 //!
 //!   `tests/against_emulate.rs` runs it that way.
+
+#![forbid(unsafe_code)]

@@ -22,6 +22,7 @@
 //!
 //! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`), [`shots`]
 //! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP).
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod baseline;

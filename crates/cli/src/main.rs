@@ -1,5 +1,7 @@
 //! `rocelink` — one binary, thin over the libraries.
 
+#![forbid(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 

@@ -289,14 +289,14 @@ impl Report {
             self.cfg.qps,
             if self.cfg.qps > 1 { "s" } else { "" }
         );
-        let (ylabel, series): (&str, Vec<crate::plot::Series>) = match out {
+        let (ylabel, series): (String, Vec<crate::plot::Series>) = match out {
             Outcome::Bw(rows) => {
                 let pts = |f: &dyn Fn(&BwRow) -> f64| -> Vec<(f64, f64)> {
                     rows.iter().map(|r| (r.bytes as f64, f(r))).collect()
                 };
                 // the table's unit: MiB/sec, or Gb/sec with --report_gbits
                 (
-                    self.unit_name(),
+                    format!("bandwidth [{}]", self.unit_name()),
                     vec![
                         ("BW average".into(), pts(&|r| self.unit(r.avg_bps))),
                         ("BW peak".into(), pts(&|r| self.unit(r.peak_bps))),
@@ -308,7 +308,7 @@ impl Report {
                     rows.iter().map(|r| (r.bytes as f64, f(r))).collect()
                 };
                 (
-                    "µs",
+                    "latency [µs]".to_owned(),
                     vec![
                         ("t_typical".into(), pts(&|r| r.stats.t_typical)),
                         ("t_avg".into(), pts(&|r| r.stats.t_avg)),
@@ -322,7 +322,7 @@ impl Report {
             eprintln!("rocelink perf: no rows on this side, no plot written");
             return Ok(());
         }
-        crate::plot::lines(path, &title, "message size [bytes]", ylabel, &series)
+        crate::plot::lines(path, &title, "message size [bytes]", &ylabel, &series)
             .with_context(|| format!("--plot {}", path.display()))?;
         if !self.json {
             eprintln!("rocelink perf: wrote {}", path.display());

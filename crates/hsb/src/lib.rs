@@ -9,6 +9,7 @@
 //! * [`emulator`] — the device on real sockets (`rocelink emulate`).
 //! * [`host`] — the host side: ECB client with HSB's retry and sequence behaviour, BOOTP
 //!   enumeration and set-IP, and the verified frame receiver over rocelink's transport.
+#![forbid(unsafe_code)]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
 pub mod audio;

@@ -62,6 +62,7 @@
 //!   unit honours those bits ([`rocelink_transport::WriteRules::marks`]) and NACKs the frame
 //!   with the matching cause. rocelink's worker sends only frames it holds whole, so it marks
 //!   one only when asked to ([`WorkerConfig::mark_bad`], to test a buffer unit).
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod consumer;

@@ -15,6 +15,7 @@
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
 //!
 //! No dependency on the transport: `rocelink-runtime` runs an endpoint over these.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 
 pub mod aligned;

@@ -41,6 +41,9 @@
 //! assert_eq!(got, [b"hello".to_vec()]);
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod arp_cache;
 pub mod iface;
 pub mod pfc;

@@ -19,6 +19,7 @@
 //! let summary = rec.finish().unwrap();
 //! assert_eq!(summary.frames, 1);
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod format;

@@ -4,6 +4,7 @@
 //! gather of payloads left in their regions), with an optional pcap tap.
 //!
 //! `rocelink-io` stays free of the transport; this crate is where the two meet.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bind;

@@ -7,6 +7,7 @@
 //! * [`netns`] — two network namespaces joined by a veth pair, nftables rules in them, and
 //!   the checks that skip (or, in CI, fail) when root or a tool is missing.
 //! * [`Rng`] — the seeded generator of the transport's simulator, for every randomised test.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![allow(clippy::unwrap_used)]
 

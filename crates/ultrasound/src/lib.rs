@@ -42,6 +42,7 @@
 //! }
 //! assert_eq!(good, 3);
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod gate;
