@@ -9,5 +9,12 @@
 //!   ```
 //!
 //!   `tests/against_emulate.rs` runs it that way.
+//! * `ultrasound_shots` — an ultrasound probe and a host in one program
+//!   (`rocelink_ultrasound::session`): the host triggers the probe and checks every shot
+//!   against its echoes.
+//!
+//!   ```text
+//!   cargo run --release -p rocelink-examples --example ultrasound_shots -- 200
+//!   ```
 
 #![forbid(unsafe_code)]

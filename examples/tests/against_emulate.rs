@@ -58,3 +58,26 @@ fn receive_frames_example_runs_against_rocelink_emulate() {
     assert_eq!(stdout.matches("bytes, byte sum").count(), 10, "{stdout}");
     assert!(stdout.contains("ring of"), "{stdout}");
 }
+
+#[test]
+fn ultrasound_shots_example_receives_every_shot_it_asked_for() {
+    let example = artifact(
+        "examples/ultrasound_shots",
+        &["-p", "rocelink-examples", "--example", "ultrasound_shots"],
+    );
+    let out = Command::new(example).arg("40").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("40 shots, 40 complete, 40 verified, 0 corrupt"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("shot 39: 144000 bytes in 36 messages"),
+        "{stdout}"
+    );
+}

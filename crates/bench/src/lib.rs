@@ -26,8 +26,6 @@
 #![warn(missing_docs)]
 
 pub mod baseline;
-pub mod perf;
-pub mod pingpong;
 pub mod record;
 pub mod shots;
 pub mod veth;

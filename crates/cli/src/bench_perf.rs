@@ -8,8 +8,8 @@
 
 use anyhow::{Context, Result, anyhow};
 use rocelink_bench::baseline::{udp_ceiling, udp_pingpong};
-use rocelink_bench::perf::LatStats;
-use rocelink_bench::perf::{Kind, PerfConfig, Test, Verb, headline, loopback};
+use rocelink_perftest::perf::LatStats;
+use rocelink_perftest::perf::{Kind, PerfConfig, Test, Verb, headline, loopback};
 use serde_json::json;
 use std::net::IpAddr;
 use std::process::ExitCode;

@@ -5,8 +5,8 @@
 use crate::perf_report::Report;
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_bench::perf::{Kind, MAX_QPS, Perf, PerfConfig, Progress, Test};
 use rocelink_io::perftest::Oob;
+use rocelink_perftest::perf::{Kind, MAX_QPS, Perf, PerfConfig, Progress, Test};
 use rocelink_runtime::bind_roce;
 use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
 use rocelink_transport::{Mtu, QpType};

@@ -2,7 +2,7 @@
 //! one JSON line per row), perftest's `--out_json` file, and the sweep's plot.
 
 use anyhow::{Context, Result};
-use rocelink_bench::perf::{Addresses, BwRow, Kind, LatRow, Outcome, PerfConfig, Verb};
+use rocelink_perftest::perf::{Addresses, BwRow, Kind, LatRow, Outcome, PerfConfig, Verb};
 use rocelink_transport::QpType;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -120,7 +120,7 @@ impl Report {
             }
         }
         println!("{LINE}");
-        if t.kind == Kind::Lat && t.verb == rocelink_bench::perf::Verb::Read && !self.client {
+        if t.kind == Kind::Lat && t.verb == rocelink_perftest::perf::Verb::Read && !self.client {
             // a READ latency server is passive: no row follows, and perftest prints no columns
             return;
         }
@@ -186,7 +186,7 @@ impl Report {
             println!(" Client closed connection");
         }
         let passive = self.cfg.test.kind == Kind::Lat
-            && self.cfg.test.verb == rocelink_bench::perf::Verb::Read
+            && self.cfg.test.verb == rocelink_perftest::perf::Verb::Read
             && !self.client;
         if !self.json && !passive {
             println!("{LINE}");

@@ -13,9 +13,9 @@
 
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_bench::pingpong::{Pingpong, PingpongConfig};
 use rocelink_io::oob;
 use rocelink_io::tap::Tap;
+use rocelink_perftest::pingpong::{Pingpong, PingpongConfig};
 use rocelink_runtime::bind_roce;
 use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
 use rocelink_transport::sim::Rng;

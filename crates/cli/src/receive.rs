@@ -362,7 +362,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         }
         let s = p.rx.stats;
         eprintln!(
-            "rocelink receive: {}{n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} datagrams verified, {} of them where they landed{}",
+            "rocelink receive: {}{n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} datagrams verified{}{}",
             if several {
                 format!("vp {}: ", p.vp)
             } else {
@@ -374,7 +374,13 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
             s.icrc_errors,
             s.refused,
             s.datagrams,
-            s.in_place,
+            // in place: the kernel copied the payload straight into the ring (socket
+            // path); AF_XDP verifies in the UMEM and copies once, so says nothing here
+            if s.in_place > 0 {
+                format!(", {} of them where they landed", s.in_place)
+            } else {
+                String::new()
+            },
             if *ended == StopReason::Stopped {
                 " (stopped by signal)"
             } else {

@@ -5,21 +5,18 @@ use crate::args;
 use crate::out::{gbps, progress_bar};
 use crate::stats::Counters;
 use crate::stop::StopFlag;
-use anyhow::{Context, Result, bail};
-use rocelink_runtime::bind_roce;
-use rocelink_runtime::{Driver, RunOpts};
-use rocelink_transport::{Endpoint, EndpointConfig};
-use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
-use rocelink_ultrasound::sink::record_config;
-use rocelink_ultrasound::{
-    Geometry, Host, HostConfig, Probe, ProbeConfig, ShotReport, ShotSink, SinkStats,
+use anyhow::{Result, bail};
+use rocelink_ultrasound::Geometry;
+use rocelink_ultrasound::session::LinkAddrs;
+use rocelink_ultrasound::session::Stopper;
+use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig, ProbeSummary};
+use rocelink_ultrasound::session::shots::{
+    LinkSummary, ShotEvent, ShotsConfig, ShotsSession, ShotsSummary,
 };
 use serde_json::json;
-use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Where each link is: `--bind` lists one address per link; one IPv4 address with
@@ -42,7 +39,7 @@ pub(crate) struct Links {
 
 impl Links {
     /// The address of every link, and whether the user chose them.
-    fn addrs(&self) -> Result<(Vec<IpAddr>, bool)> {
+    fn addrs(&self) -> Result<LinkAddrs> {
         let chosen = !self.bind.is_empty();
         let first = self
             .bind
@@ -50,19 +47,14 @@ impl Links {
             .copied()
             .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
         match (self.bind.len(), self.links) {
-            (0 | 1, n) => match first {
-                IpAddr::V4(v4) => Ok((
-                    (0..n)
-                        .map(|i| IpAddr::V4(Ipv4Addr::from(u32::from(v4).wrapping_add(i as u32))))
-                        .collect(),
-                    chosen,
-                )),
-                IpAddr::V6(_) if n == 1 => Ok((vec![first], chosen)),
-                IpAddr::V6(_) => {
-                    bail!("--links {n} with one IPv6 --bind: give one address per link")
-                }
-            },
-            (k, n) if n == 1 || k == n => Ok((self.bind.clone(), chosen)),
+            (0 | 1, n) => LinkAddrs::consecutive(first, n, self.port, chosen).ok_or_else(|| {
+                anyhow::anyhow!("--links {n} with one IPv6 --bind: give one address per link")
+            }),
+            (k, n) if n == 1 || k == n => Ok(LinkAddrs {
+                addrs: self.bind.clone(),
+                port: self.port,
+                chosen,
+            }),
             (k, n) => bail!("--bind names {k} addresses but --links is {n}"),
         }
     }
@@ -125,14 +117,6 @@ pub(crate) struct ProbeArgs {
     quiet: bool,
 }
 
-/// Bind link `i`'s RoCE socket; an endpoint on it.
-fn bind_link(ip: IpAddr, port: u16, chosen: bool) -> Result<(Driver, Endpoint, SocketAddr)> {
-    let (sock, ip) = bind_roce(ip, port, chosen)?;
-    let local = SocketAddr::new(ip, port);
-    let ep = Endpoint::new(EndpointConfig::new(local).random_keys());
-    Ok((Driver::new(sock), ep, local))
-}
-
 /// The trigger port's rules: loopback and `--allow`; a note when the probe listens
 /// beyond loopback and nobody there may trigger it.
 fn probe_gate(a: &ProbeArgs, ips: &[IpAddr]) -> rocelink_ultrasound::GateConfig {
@@ -146,148 +130,96 @@ fn probe_gate(a: &ProbeArgs, ips: &[IpAddr]) -> rocelink_ultrasound::GateConfig 
     gate
 }
 
+/// Until `finished`, every 100 ms: pass a Ctrl-C on to the session and call `tick`.
+fn watch(stop: &StopFlag, stopper: &Stopper, finished: &dyn Fn() -> bool, tick: &mut dyn FnMut()) {
+    while !finished() {
+        if stop.is_set() {
+            stopper.stop();
+        }
+        tick();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
-    let (ips, chosen) = a.links.addrs()?;
-    let g = a.shape.per_link(ips.len())?;
+    let links = a.links.addrs()?;
+    let g = a.shape.per_link(links.addrs.len())?;
     let counters = Counters::start("probe", &a.links.counters)?;
-    let mut links = Vec::new();
-    for (i, ip) in ips.iter().enumerate() {
-        let (mut drv, mut ep, local) = bind_link(*ip, a.links.port, chosen)?;
-        drv.publish_to(counters.board.clone(), &format!("link{i}"));
-        let taddr = SocketAddr::new(local.ip(), a.trigger_port);
-        let trig = UdpSocket::bind(taddr)
-            .with_context(|| format!("cannot bind the trigger socket {taddr}"))?;
-        let cfg = ProbeConfig {
-            seed: a.shape.seed + i as u64,
-            rate_gbps: a.rate,
-            trigger_mhz: Some((a.trigger_hz * 1000.0).round().max(1.0) as u32),
-            ..ProbeConfig::new(g)
-        };
-        let probe = Probe::new(&mut ep, cfg)?;
-        if !a.json && !a.quiet {
+    let cfg = ProbeSessionConfig {
+        gate: probe_gate(a, &links.addrs),
+        links,
+        trigger_port: a.trigger_port,
+        seed: a.shape.seed,
+        rate_gbps: a.rate,
+        trigger_hz: a.trigger_hz,
+        duration: a.seconds,
+        ..ProbeSessionConfig::new(g)
+    };
+    let session = ProbeSession::start(cfg, Some(counters.board.clone()))?;
+    if !a.json && !a.quiet {
+        for (i, l) in session.links().iter().enumerate() {
             eprintln!(
-                "rocelink probe: link {i} RoCE {local} QPN {:#x}, triggers on {taddr}; {} samples x {} channels = {} bytes in {} messages per shot",
-                probe.qpn(),
+                "rocelink probe: link {i} RoCE {} QPN {:#x}, triggers on {}; {} samples x {} channels = {} bytes in {} messages per shot",
+                l.local,
+                l.qpn,
+                l.triggers,
                 g.samples,
                 g.channels,
                 g.bytes(),
                 g.messages()
             );
         }
-        links.push((drv, ep, probe, trig));
     }
-    let gate = probe_gate(a, &ips);
     let stop = StopFlag::install()?;
-    let flag = stop.arc();
-    let t0 = Instant::now();
-    let deadline = a.seconds.map(|s| t0 + s);
     let pb = progress_bar(a.json || a.quiet);
-    let gate = &gate;
-    let results: Vec<Result<(rocelink_ultrasound::ProbeStats, run::TriggerStats)>> =
-        std::thread::scope(|s| {
-            let handles: Vec<_> = links
-                .into_iter()
-                .enumerate()
-                .map(|(i, (mut drv, mut ep, mut probe, trig))| {
-                    let flag = &flag;
-                    let pb = &pb;
-                    let board = &counters.board;
-                    s.spawn(move || -> Result<_> {
-                        let t = run::probe(
-                            &mut drv,
-                            &mut ep,
-                            &mut probe,
-                            &trig,
-                            gate.clone(),
-                            RunOpts {
-                                stop: flag,
-                                deadline,
-                                every: Duration::from_millis(100),
-                            },
-                            &mut |p| {
-                                if i == 0 {
-                                    let st = p.stats();
-                                    pb.set_message(format!(
-                                        "{} triggers | {} shots | {} missed | {:.2} Gbit/s",
-                                        st.triggers,
-                                        st.shots,
-                                        st.missed,
-                                        gbps(st.bytes, t0.elapsed().as_secs_f64())
-                                    ));
-                                }
-                            },
-                        )
-                        .map_err(|e| {
-                            if e.raw_os_error() == Some(libc::EMSGSIZE) {
-                                anyhow::anyhow!(
-                                    "link {i}: a {}-byte message does not fit the path MTU ({e}): UD messages travel whole, so the interfaces need an MTU of at least {} (jumbo frames)",
-                                    g.message_bytes,
-                                    g.message_bytes + 100
-                                )
-                            } else {
-                                anyhow::Error::from(e).context(format!("link {i}"))
-                            }
-                        })?;
-                        board.set_link(drv.link(&format!("link{i}"), &ep));
-                        Ok((*probe.stats(), t))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| bail!("a probe thread panicked"))
-                })
-                .collect()
-        });
+    let t0 = Instant::now();
+    watch(
+        &stop,
+        &session.stopper(),
+        &|| session.is_finished(),
+        &mut || {
+            let st = session.stats();
+            pb.set_message(format!(
+                "{} triggers | {} shots | {} missed | {:.2} Gbit/s",
+                st.triggers,
+                st.shots,
+                st.missed,
+                gbps(st.bytes, t0.elapsed().as_secs_f64())
+            ));
+        },
+    );
     pb.finish_and_clear();
-    let secs = t0.elapsed().as_secs_f64();
-    let mut per = Vec::new();
-    for r in results {
-        per.push(r?);
-    }
-    let sum = |f: &dyn Fn(&rocelink_ultrasound::ProbeStats) -> u64| -> u64 {
-        per.iter().map(|(p, _)| f(p)).sum()
-    };
-    let (triggers, shots, missed, bytes, refused) = (
-        sum(&|p| p.triggers),
-        sum(&|p| p.shots),
-        sum(&|p| p.missed),
-        sum(&|p| p.bytes),
-        sum(&|p| p.refused),
-    );
-    let malformed: u64 = per.iter().map(|(_, t)| t.malformed).sum();
-    let gate = |f: &dyn Fn(&rocelink_ultrasound::GateStats) -> u64| -> u64 {
-        per.iter().map(|(_, t)| f(&t.gate)).sum()
-    };
-    let (challenges, not_allowed, not_owner) = (
-        gate(&|g| g.challenges),
-        gate(&|g| g.not_allowed),
-        gate(&|g| g.not_owner),
-    );
+    let sum = session.wait()?;
     let snap = counters.summary("probe", a.json || a.quiet);
+    print_probe(a, &sum, snap);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_probe(a: &ProbeArgs, s: &ProbeSummary, counters: rocelink_runtime::counters::Snapshot) {
+    let (p, t) = (&s.probe, &s.triggers);
     if a.json {
         println!(
             "{}",
-            json!({"links": per.len(), "triggers": triggers, "shots": shots, "missed": missed,
-                   "messages": sum(&|p| p.messages), "bytes": bytes, "refused": refused,
-                   "malformed_commands": malformed, "challenges": challenges,
-                   "not_allowed": not_allowed, "not_owner": not_owner,
-                   "gbps": gbps(bytes, secs), "seconds": secs,
-                   "counters": snap})
+            json!({"links": s.links, "triggers": p.triggers, "shots": p.shots, "missed": p.missed,
+                   "messages": p.messages, "bytes": p.bytes, "refused": p.refused,
+                   "malformed_commands": t.malformed, "challenges": t.gate.challenges,
+                   "not_allowed": t.gate.not_allowed, "not_owner": t.gate.not_owner,
+                   "gbps": gbps(p.bytes, s.seconds), "seconds": s.seconds,
+                   "counters": counters})
         );
     } else if !a.quiet {
         println!(
-            "{shots} shots ({bytes} bytes) sent in {secs:.2} s; {triggers} triggers, {missed} missed while sending, {refused} refused, {malformed} malformed commands"
+            "{} shots ({} bytes) sent in {:.2} s; {} triggers, {} missed while sending, {} refused, {} malformed commands",
+            p.shots, p.bytes, s.seconds, p.triggers, p.missed, p.refused, t.malformed
         );
-        if challenges + not_allowed + not_owner > 0 {
+        let g = &t.gate;
+        if g.challenges + g.not_allowed + g.not_owner > 0 {
             println!(
-                "trigger port: {challenges} challenges sent, {not_allowed} commands from hosts not allowed, {not_owner} from a host that did not start the session"
+                "trigger port: {} challenges sent, {} commands from hosts not allowed, {} from a host that did not start the session",
+                g.challenges, g.not_allowed, g.not_owner
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -353,245 +285,154 @@ pub(crate) fn trigger_addr(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{s:?}: a trigger address is IP or IP:PORT"))
 }
 
-/// What one link's host thread ends with.
-struct LinkEnd {
-    local: SocketAddr,
-    sink: SinkStats,
-    host: rocelink_ultrasound::HostStats,
-    triggers: run::TriggerStats,
-    icrc_errors: u64,
-    recorded: Option<rocelink_record::Summary>,
-    span: Option<(Instant, Instant)>,
-}
-
 pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
-    let (ips, chosen) = a.links.addrs()?;
-    let n = ips.len();
-    let g = a.shape.per_link(n)?;
-    if !a.passive && a.probe.len() != n {
-        bail!(
-            "--probe names {} trigger address(es) for {n} link(s): one per link",
-            a.probe.len()
-        );
-    }
+    let links = a.links.addrs()?;
+    let g = a.shape.per_link(links.addrs.len())?;
     if let Some(d) = &a.record {
         args::record_dir(d, false)?;
     }
     let counters = Counters::start("shots", &a.links.counters)?;
-    let mut links = Vec::new();
-    for (i, ip) in ips.iter().enumerate() {
-        let (mut drv, mut ep, local) = bind_link(*ip, a.links.port, chosen)?;
-        drv.publish_to(counters.board.clone(), &format!("link{i}"));
-        let cfg = HostConfig {
-            buffers: a.buffers,
-            timeout: a.timeout,
-            ahead: a.ahead,
-            ..HostConfig::new(g)
-        };
-        let mut host = Host::new(&mut ep, cfg)?;
-        if a.passive
-            && let Some(p) = a.probe.get(i).or(a.probe.first())
-        {
-            host.accept_from(p.ip(), None);
-        }
-        let record = a.record.as_ref().map(|d| {
-            let dir = if n == 1 {
-                d.clone()
-            } else {
-                d.join(format!("link{i}"))
-            };
-            record_config(dir, &g)
-        });
-        let sink = ShotSink::new(g, a.verify.then_some(a.shape.seed + i as u64), record)
-            .context("--record")?;
-        if !a.json && !a.quiet {
+    let cfg = ShotsConfig {
+        links,
+        probes: a.probe.clone(),
+        passive: a.passive,
+        trigger_hz: a.trigger_hz,
+        ahead: a.ahead,
+        shots: a.shots,
+        duration: a.seconds,
+        verify_seed: a.verify.then_some(a.shape.seed),
+        record: a.record.clone(),
+        timeout: a.timeout,
+        buffers: a.buffers,
+        ..ShotsConfig::new(g)
+    };
+    let session = ShotsSession::start(cfg, Some(counters.board.clone()))?;
+    if !a.json && !a.quiet {
+        for (i, l) in session.links().iter().enumerate() {
             eprintln!(
-                "rocelink shots: link {i} on {local} QPN {:#x}, {} samples x {} channels = {} bytes per shot{}",
-                host.qpn(),
+                "rocelink shots: link {i} on {} QPN {:#x}, {} samples x {} channels = {} bytes per shot{}",
+                l.local,
+                l.qpn,
                 g.samples,
                 g.channels,
                 g.bytes(),
-                if a.passive {
-                    String::new()
-                } else {
-                    format!(", triggering {}", a.probe[i])
-                }
+                l.probe
+                    .map(|p| format!(", triggering {p}"))
+                    .unwrap_or_default()
             );
         }
-        links.push((drv, ep, host, sink, local, cfg.qkey));
     }
-    let stop = StopFlag::install()?;
-    let flag = stop.arc();
-    let t0 = Instant::now();
-    let deadline = a.seconds.map(|s| t0 + s);
-    let pb = progress_bar(a.json || a.quiet);
-    let out = Mutex::new(std::io::stdout());
-    let ns = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0).as_nanos() as u64);
-    let results: Vec<Result<LinkEnd>> = std::thread::scope(|s| {
-        let handles: Vec<_> = links
-            .into_iter()
-            .enumerate()
-            .map(|(i, (mut drv, mut ep, mut host, mut sink, local, qkey))| {
-                let (flag, pb, out, ns) = (&flag, &pb, &out, &ns);
-                let board = &counters.board;
-                let plan = if a.passive {
-                    Triggering::None
-                } else {
-                    Triggering::Periodic {
-                        probe: a.probe[i],
-                        millihertz: a.trigger_hz.map_or(0, |h| (h * 1000.0).round().max(1.0) as u32),
-                        // until stopped: --shots counts shots handed on, not triggers
-                        // (a trigger the probe misses while still sending makes none)
-                        count: 0,
-                    }
-                };
-                s.spawn(move || -> Result<LinkEnd> {
-                    let mut span: Option<(Instant, Instant)> = None;
-                    let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
-                        let o = sink.take(r, bytes);
-                        if let (Some(f), Some(l)) = (r.first, r.last) {
-                            span = Some(span.map_or((f, l), |(a, _)| (a, l)));
-                        }
-                        if a.json {
-                            let line = json!({"link": i, "shot": r.shot, "bytes": r.bytes,
-                                "messages": r.messages, "missing": r.missing, "complete": r.complete,
-                                "verified": o.verified, "recorded": o.recorded, "dropped": o.dropped,
-                                "moved": r.moved, "t_trigger_ns": ns(r.trigger),
-                                "t_complete_ns": ns(r.last.filter(|_| r.complete))});
-                            if let Ok(mut w) = out.lock() {
-                                let _ = writeln!(w, "{line}");
-                            }
-                        }
-                    };
-                    let triggers = run::host(
-                        &mut drv,
-                        &mut ep,
-                        &mut host,
-                        plan,
-                        TriggerTarget { port: local.port(), qkey },
-                        a.shots,
-                        &mut each,
-                        RunOpts { stop: flag, deadline, every: Duration::from_millis(100) },
-                        &mut |h| {
-                            if i == 0 {
-                                let st = h.stats();
-                                pb.set_message(format!(
-                                    "{} shots | {} complete | {} missing messages | {:.2} Gbit/s",
-                                    st.shots,
-                                    st.complete,
-                                    st.missing,
-                                    gbps(st.complete * g.bytes() as u64, t0.elapsed().as_secs_f64())
-                                ));
-                            }
-                        },
-                    )?;
-                    let recorded = sink.finish().context("--record")?;
-                    board.set_link(drv.link(&format!("link{i}"), &ep));
-                    Ok(LinkEnd {
-                        local,
-                        sink: *sink.stats(),
-                        host: *host.stats(),
-                        triggers,
-                        icrc_errors: ep.stats().icrc_errors,
-                        recorded,
-                        span,
-                    })
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| bail!("a host thread panicked")))
-            .collect()
-    });
-    pb.finish_and_clear();
-    let secs = t0.elapsed().as_secs_f64();
-    let mut ends = Vec::new();
-    for r in results {
-        ends.push(r?);
-    }
+    follow(&session, a.json || a.quiet, a.json, g)?;
+    let sum = session.wait()?;
     let snap = counters.summary("shots", a.json || a.quiet);
-    summarize(a, &ends, secs, g, &snap)
+    summarize(a, &sum, g, &snap)
+}
+
+/// Until the session ends: each shot as it comes (a JSON line with `json`), a progress line
+/// (unless `hidden`), Ctrl-C passed on to the session.
+fn follow(session: &ShotsSession, hidden: bool, json: bool, g: Geometry) -> Result<()> {
+    let stop = StopFlag::install()?;
+    let pb = progress_bar(hidden);
+    let (t0, stopper) = (session.started(), session.stopper());
+    let mut shown = Instant::now();
+    loop {
+        if stop.is_set() {
+            stopper.stop();
+        }
+        match session.next_event(Duration::from_millis(100)) {
+            Some(ev) => print_shot(json, t0, &ev),
+            None if session.is_finished() => break,
+            None => {}
+        }
+        if shown.elapsed() >= Duration::from_millis(100) {
+            shown = Instant::now();
+            let st = session.stats();
+            pb.set_message(format!(
+                "{} shots | {} complete | {} missing messages | {:.2} Gbit/s",
+                st.shots,
+                st.complete,
+                st.missing,
+                gbps(st.complete * g.bytes() as u64, t0.elapsed().as_secs_f64())
+            ));
+        }
+    }
+    // what the links handed on just before they ended
+    while let Some(ev) = session.next_event(Duration::ZERO) {
+        print_shot(json, t0, &ev);
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// One shot as a JSON line (`--json`); nothing otherwise.
+fn print_shot(json: bool, t0: Instant, ev: &ShotEvent) {
+    if !json {
+        return;
+    }
+    let (r, o) = (&ev.report, &ev.outcome);
+    let ns = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0).as_nanos() as u64);
+    println!(
+        "{}",
+        json!({"link": ev.link, "shot": r.shot, "bytes": r.bytes,
+            "messages": r.messages, "missing": r.missing, "complete": r.complete,
+            "verified": o.verified, "recorded": o.recorded, "dropped": o.dropped,
+            "moved": r.moved, "t_trigger_ns": ns(r.trigger),
+            "t_complete_ns": ns(r.last.filter(|_| r.complete))})
+    );
 }
 
 fn summarize(
     a: &ShotsArgs,
-    ends: &[LinkEnd],
-    secs: f64,
+    s: &ShotsSummary,
     g: Geometry,
     counters: &rocelink_runtime::counters::Snapshot,
 ) -> Result<ExitCode> {
-    let sum = |f: &dyn Fn(&LinkEnd) -> u64| -> u64 { ends.iter().map(f).sum() };
-    let shots = sum(&|e| e.sink.shots);
-    let complete = sum(&|e| e.sink.complete);
-    let bytes = sum(&|e| e.sink.bytes);
-    let corrupt = sum(&|e| e.sink.corrupt);
-    let dropped = sum(&|e| e.sink.dropped);
-    let recorded = sum(&|e| e.sink.recorded);
+    let (shots, complete, bytes) = (
+        s.sink(|k| k.shots),
+        s.sink(|k| k.complete),
+        s.sink(|k| k.bytes),
+    );
+    let (corrupt, verified) = (s.sink(|k| k.corrupt), s.sink(|k| k.verified));
+    let (recorded, dropped) = (s.sink(|k| k.recorded), s.sink(|k| k.dropped));
+    let (missing, stray) = (s.host(|h| h.missing), s.host(|h| h.stray));
     // the rate while shots arrived: first message of the first shot to the last shot
-    let span = ends
-        .iter()
-        .filter_map(|e| e.span)
-        .reduce(|x, y| (x.0.min(y.0), x.1.max(y.1)))
-        .map_or(secs, |(f, l)| (l - f).as_secs_f64().max(1e-9));
-    let fr = complete as f64 / ends.len().max(1) as f64 / span;
-    let per_link: Vec<_> = ends
-        .iter()
-        .map(|e| {
-            json!({"addr": e.local.to_string(), "shots": e.sink.shots, "complete": e.sink.complete,
-                   "missing_messages": e.host.missing, "moved": e.host.moved,
-                   "duplicates": e.host.duplicates, "late": e.host.late, "malformed": e.host.malformed,
-                   "stray": e.host.stray, "icrc_errors": e.icrc_errors,
-                   "trigger_commands": e.triggers.commands, "challenges": e.triggers.challenges,
-                   "recording": e.recorded.as_ref().map(|r| json!({"frames": r.frames, "bytes": r.bytes,
-                       "dropped": r.dropped, "direct": r.direct, "stopped": r.stopped}))})
-        })
-        .collect();
+    let span = s.active_seconds();
+    let fr = complete as f64 / s.links.len().max(1) as f64 / span;
     if a.json {
         println!(
             "{}",
-            json!({"summary": true, "links": ends.len(), "samples": g.samples, "channels_per_link": g.channels,
+            json!({"summary": true, "links": s.links.len(), "samples": g.samples, "channels_per_link": g.channels,
                    "shot_bytes": g.bytes(), "shots": shots, "complete": complete,
-                   "incomplete": shots - complete, "missing_messages": sum(&|e| e.host.missing),
-                   "bytes": bytes, "verified": sum(&|e| e.sink.verified), "corrupt": corrupt,
-                   "recorded": recorded, "dropped": dropped, "stray": sum(&|e| e.host.stray),
-                   "frame_rate_hz": fr, "gbps": gbps(bytes, span), "seconds": secs, "per_link": per_link,
+                   "incomplete": shots - complete, "missing_messages": missing,
+                   "bytes": bytes, "verified": verified, "corrupt": corrupt,
+                   "recorded": recorded, "dropped": dropped, "stray": stray,
+                   "frame_rate_hz": fr, "gbps": gbps(bytes, span), "seconds": s.seconds,
+                   "per_link": s.links.iter().map(link_json).collect::<Vec<_>>(),
                    "counters": counters})
         );
     } else if !a.quiet {
+        let verify = a
+            .verify
+            .then(|| format!("; {verified} verified, {corrupt} corrupt"));
+        let record = a
+            .record
+            .as_ref()
+            .map(|_| format!("; {recorded} recorded, {dropped} dropped whole"));
         println!(
-            "{shots} shots over {} link(s): {complete} complete, {} incomplete ({} messages missing); {:.2} Gbit/s, {:.0} shots/s per link{}{}",
-            ends.len(),
+            "{shots} shots over {} link(s): {complete} complete, {} incomplete ({missing} messages missing); {:.2} Gbit/s, {fr:.0} shots/s per link{}{}",
+            s.links.len(),
             shots - complete,
-            sum(&|e| e.host.missing),
             gbps(bytes, span),
-            fr,
-            if a.verify {
-                format!(
-                    "; {} verified, {corrupt} corrupt",
-                    sum(&|e| e.sink.verified)
-                )
-            } else {
-                String::new()
-            },
-            if a.record.is_some() {
-                format!("; {recorded} recorded, {dropped} dropped whole")
-            } else {
-                String::new()
-            }
+            verify.unwrap_or_default(),
+            record.unwrap_or_default()
         );
+        if stray > 0 {
+            println!(
+                "{stray} messages dropped as stray: not from the probe triggered (its address and QP), or numbered more than --ahead shots ahead"
+            );
+        }
     }
-    let stray = sum(&|e| e.host.stray);
-    if stray > 0 && !a.quiet && !a.json {
-        println!(
-            "{stray} messages dropped as stray: not from the probe triggered (its address and QP), or numbered more than --ahead shots ahead"
-        );
-    }
-    let stopped = ends
-        .iter()
-        .filter_map(|e| e.recorded.as_ref()?.stopped.clone())
-        .next();
-    if let Some(why) = stopped {
+    if let Some(why) = s.recording_stopped() {
         eprintln!("rocelink shots: the recording stopped early: {why}");
     }
     Ok(if corrupt > 0 {
@@ -599,4 +440,14 @@ fn summarize(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn link_json(e: &LinkSummary) -> serde_json::Value {
+    json!({"addr": e.local.to_string(), "shots": e.sink.shots, "complete": e.sink.complete,
+           "missing_messages": e.host.missing, "moved": e.host.moved,
+           "duplicates": e.host.duplicates, "late": e.host.late, "malformed": e.host.malformed,
+           "stray": e.host.stray, "icrc_errors": e.icrc_errors,
+           "trigger_commands": e.triggers.commands, "challenges": e.triggers.challenges,
+           "recording": e.recorded.as_ref().map(|r| json!({"frames": r.frames, "bytes": r.bytes,
+               "dropped": r.dropped, "direct": r.direct, "stopped": r.stopped}))})
 }

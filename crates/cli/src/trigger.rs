@@ -3,17 +3,12 @@
 
 use crate::args;
 use crate::stop::StopFlag;
-use anyhow::{Context, Result, bail};
-use rocelink_runtime::bind_roce;
-use rocelink_runtime::{Driver, RunOpts};
-use rocelink_transport::{Endpoint, EndpointConfig};
-use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
-use rocelink_ultrasound::{Geometry, Host, HostConfig, ShotReport, shot::Echoes};
+use anyhow::{Context, Result};
+use rocelink_ultrasound::session::round_trip::{RoundTrip, RoundTripConfig, Row};
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -55,14 +50,6 @@ pub(crate) struct TriggerArgs {
     json: bool,
 }
 
-/// The round trips of one size, µs.
-struct Row {
-    g: Geometry,
-    rtt: Vec<f64>,
-    lost: u64,
-    corrupt: u64,
-}
-
 /// The `p` quantile of sorted `v` (NaN when empty; printed as "-").
 fn pct(v: &[f64], p: f64) -> f64 {
     v.get(((v.len() as f64 - 1.0) * p).round() as usize)
@@ -71,11 +58,19 @@ fn pct(v: &[f64], p: f64) -> f64 {
 }
 
 pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
-    let geos = crate::shots::geometries(&a.samples, a.channels)?;
+    let cfg = RoundTripConfig {
+        probe: a.probe,
+        bind: a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        port: a.port,
+        chosen: a.bind.is_some(),
+        count: a.count,
+        warmup: a.warmup,
+        timeout: a.timeout,
+        verify_seed: a.verify,
+        ..RoundTripConfig::new(crate::shots::geometries(&a.samples, a.channels)?)
+    };
     let stop = StopFlag::install()?;
-    let flag = stop.arc();
-    let chosen = a.bind.is_some();
-    let ip = a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let session = RoundTrip::start(cfg)?;
     if !a.json {
         println!(
             "{:>8} {:>10} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
@@ -91,92 +86,25 @@ pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
             "Gbit/s"
         );
     }
-    let mut rows = Vec::new();
-    for g in geos {
-        if flag.load(Ordering::Relaxed) {
-            break;
+    let stopper = session.stopper();
+    loop {
+        if stop.is_set() {
+            stopper.stop();
         }
-        let (sock, ip) = bind_roce(ip, a.port, chosen)?;
-        let local = SocketAddr::new(ip, a.port);
-        let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
-        let cfg = HostConfig::new(g);
-        let mut host = Host::new(&mut ep, cfg)?;
-        let mut drv = Driver::new(sock);
-        let echoes = a.verify.map(Echoes::new);
-        let mut row = Row {
-            g,
-            rtt: Vec::new(),
-            lost: 0,
-            corrupt: 0,
-        };
-        let warm = a.warmup as u64;
-        let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
-            if r.shot < warm {
-                return;
-            }
-            match (r.trigger, r.last, bytes.filter(|_| r.complete)) {
-                (Some(t), Some(l), Some(b)) => {
-                    if echoes
-                        .as_ref()
-                        .is_some_and(|e| e.first_difference(&g, r.shot, b).is_some())
-                    {
-                        row.corrupt += 1;
-                    }
-                    row.rtt.push((l - t).as_secs_f64() * 1e6);
-                }
-                _ => row.lost += 1,
-            }
-        };
-        let count = (a.count + a.warmup) as u64;
-        let t = run::host(
-            &mut drv,
-            &mut ep,
-            &mut host,
-            Triggering::OneByOne {
-                probe: a.probe,
-                count,
-                timeout: a.timeout,
-            },
-            TriggerTarget {
-                port: a.port,
-                qkey: cfg.qkey,
-            },
-            None,
-            &mut each,
-            RunOpts {
-                stop: &flag,
-                deadline: None,
-                every: Duration::from_secs(1),
-            },
-            &mut |_| {},
-        )
-        .with_context(|| format!("shots of {} samples", g.samples))?;
-        // shots never answered at all were never handed on
-        let seen = row.rtt.len() as u64 + row.lost;
-        row.lost += (count.saturating_sub(warm))
-            .saturating_sub(seen)
-            .min(t.unanswered);
-        if row.rtt.is_empty() && !flag.load(Ordering::Relaxed) {
-            bail!(
-                "no shot of {} samples came back from the probe at {} within {:?}: is `rocelink probe` running there?",
-                g.samples,
-                a.probe,
-                a.timeout
-            );
+        match session.next_row(Duration::from_millis(100)) {
+            Some(row) => show(a.json, &row),
+            None if session.is_finished() => break,
+            None => {}
         }
-        row.rtt.sort_by(f64::total_cmp);
-        print_row(a.json, &row);
-        if !a.json && !row.rtt.is_empty() {
-            for l in text_histogram(&row.rtt) {
-                println!("{l}");
-            }
-        }
-        rows.push(row);
     }
+    while let Some(row) = session.next_row(Duration::ZERO) {
+        show(a.json, &row);
+    }
+    let rows = session.wait().context("rocelink trigger")?;
     if let Some(p) = &a.plot {
         let series: Vec<(String, &[f64])> = rows
             .iter()
-            .map(|r| (format!("N_s = {}", r.g.samples), r.rtt.as_slice()))
+            .map(|r| (format!("N_s = {}", r.geometry.samples), r.rtt_us.as_slice()))
             .collect();
         crate::plot::histogram(
             p,
@@ -196,16 +124,25 @@ pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
     })
 }
 
+/// A row, and its text histogram unless `json`.
+fn show(json: bool, row: &Row) {
+    print_row(json, row);
+    if !json && !row.rtt_us.is_empty() {
+        for l in text_histogram(&row.rtt_us) {
+            println!("{l}");
+        }
+    }
+}
+
 fn print_row(json: bool, r: &Row) {
-    let v = &r.rtt;
-    let median = pct(v, 0.5);
-    // the shot's bytes over the median round trip
-    let rate = r.g.bytes() as f64 * 8.0 / (median * 1e3);
+    let (v, g) = (&r.rtt_us, &r.geometry);
+    let median = r.quantile(0.5);
+    let rate = r.gbps_at_median();
     if json {
         println!(
             "{}",
-            json!({"samples": r.g.samples, "channels": r.g.channels, "bytes": r.g.bytes(),
-                   "messages": r.g.messages(), "shots": v.len(), "lost": r.lost, "corrupt": r.corrupt,
+            json!({"samples": g.samples, "channels": g.channels, "bytes": g.bytes(),
+                   "messages": g.messages(), "shots": v.len(), "lost": r.lost, "corrupt": r.corrupt,
                    "min_us": pct(v, 0.0), "median_us": median, "p99_us": pct(v, 0.99),
                    "max_us": pct(v, 1.0), "gbps_at_median": rate})
         );
@@ -219,9 +156,9 @@ fn print_row(json: bool, r: &Row) {
         };
         println!(
             "{:>8} {:>10} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            r.g.samples,
-            r.g.bytes(),
-            r.g.messages(),
+            g.samples,
+            g.bytes(),
+            g.messages(),
             v.len(),
             r.lost,
             f(pct(v, 0.0), 1),

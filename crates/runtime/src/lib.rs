@@ -12,8 +12,10 @@ pub mod control;
 pub mod counters;
 pub mod driver;
 pub mod run;
+pub mod stop;
 pub mod xdp;
 
 pub use bind::bind_roce;
 pub use driver::{Driver, DriverStats};
 pub use run::{Role, RunOpts, drive};
+pub use stop::Stopper;

@@ -203,22 +203,23 @@ impl Host {
         let g = cfg.geometry;
         g.check()?;
         if cfg.buffers < 2 || cfg.posted == 0 || cfg.bounce == 0 || cfg.reorder == 0 {
-            return Err(Error::Config(
-                "host: at least 2 shot buffers, 1 posted receive, 1 bounce buffer and a reorder window of 1".into(),
-            ));
+            return Err(Error::HostBuffers);
         }
         if !(cfg.reorder..=1 << 14).contains(&cfg.ahead) {
-            return Err(Error::Config(format!(
-                "host: shots accepted ahead {}: from the reorder window ({}) to 16384",
-                cfg.ahead, cfg.reorder
-            )));
+            return Err(Error::Ahead {
+                ahead: cfg.ahead,
+                reorder: cfg.reorder,
+            });
         }
         let stride = g.stride();
         let len = cfg
             .buffers
             .checked_mul(stride)
             .and_then(|n| n.checked_add(cfg.bounce * g.message_bytes as usize))
-            .ok_or_else(|| Error::Config("host buffers: too large".into()))?;
+            .ok_or(Error::BuffersTooLarge {
+                buffers: cfg.buffers,
+                stride,
+            })?;
         let keys = ep.register_mr(AlignedBuf::lazy_zeroed(len), 0, Access::LOCAL_WRITE);
         let cq = ep.create_cq();
         let init = QpInit {
@@ -478,7 +479,7 @@ impl Host {
             ];
             let wr_id = self.next_wr;
             self.next_wr += 1;
-            let wr = RecvWr::scatter(wr_id, &sges).ok_or_else(|| Error::Config("sges".into()))?;
+            let wr = RecvWr::scatter(wr_id, &sges).ok_or(Error::ScatterList)?;
             ep.post_recv(self.qpn, wr)?;
             self.posted.push_back(Posted {
                 wr_id,

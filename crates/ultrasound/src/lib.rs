@@ -49,6 +49,7 @@ pub mod gate;
 pub mod host;
 pub mod probe;
 pub mod run;
+pub mod session;
 pub mod shot;
 pub mod sink;
 
@@ -64,12 +65,125 @@ use rocelink_transport::{Endpoint, Mtu, QpError};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A setting that cannot work.
-    #[error("{0}")]
-    Config(String),
+    /// A shot shape that cannot be packed.
+    #[error(
+        "shot of {samples} samples x {channels} channels: both must be at least 1 and channels even (two 12-bit samples pack into 3 bytes)"
+    )]
+    Shape {
+        /// Samples per channel asked for.
+        samples: u32,
+        /// Channels asked for.
+        channels: u16,
+    },
+    /// A message size UD cannot carry.
+    #[error("message size {0}: must be 64 to 4096 bytes in steps of 64")]
+    MessageSize(u32),
+    /// More messages than the immediate's message number can count.
+    #[error("a shot of {bytes} bytes needs {messages} messages of {message} bytes; at most {max}")]
+    TooManyMessages {
+        /// Shot bytes.
+        bytes: usize,
+        /// Messages it needs.
+        messages: u64,
+        /// Bytes per message.
+        message: u32,
+        /// The most a shot may have.
+        max: u32,
+    },
+    /// A host with too few buffers to work.
+    #[error(
+        "host: at least 2 shot buffers, 1 posted receive, 1 bounce buffer and a reorder window of 1"
+    )]
+    HostBuffers,
+    /// A window of shots accepted ahead outside what the host can hold.
+    #[error("host: shots accepted ahead {ahead}: from the reorder window ({reorder}) to 16384")]
+    Ahead {
+        /// Asked for.
+        ahead: u64,
+        /// The reorder window, the least it may be.
+        reorder: u64,
+    },
+    /// Shot buffers that do not fit the address space.
+    #[error("host: {buffers} shot buffers of {stride} bytes are too large")]
+    BuffersTooLarge {
+        /// Buffers asked for.
+        buffers: usize,
+        /// Bytes each.
+        stride: usize,
+    },
+    /// A receive's scatter list (GRH slot and shot bytes) the transport does not take.
+    #[error("a receive's scatter list does not fit the transport's limit")]
+    ScatterList,
+    /// A pacing rate that is not a positive number.
+    #[error("link rate {0} Gbit/s: must be more than 0")]
+    Rate(f64),
     /// The transport refused a QP operation.
-    #[error("transport: {0}")]
+    #[error("transport")]
     Transport(#[from] QpError),
+    /// A link's socket could not be opened (the source names the address and who holds it).
+    #[error("link {link}")]
+    Bind {
+        /// The link.
+        link: usize,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A link's socket failed while running.
+    #[error("link {link}")]
+    Io {
+        /// The link.
+        link: usize,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A UD message larger than the path MTU: the interfaces need jumbo frames.
+    #[error(
+        "link {link}: a {bytes}-byte message does not fit the path MTU: UD messages travel whole, so the interfaces need an MTU of at least {} (jumbo frames)",
+        bytes + 100
+    )]
+    MessageTooBig {
+        /// The link.
+        link: usize,
+        /// Message bytes.
+        bytes: u32,
+        /// The send error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recorder could not start or finish.
+    #[error("link {link}: recording")]
+    Record {
+        /// The link.
+        link: usize,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A host that triggers needs one probe address per link.
+    #[error("{probes} probe trigger address(es) for {links} link(s): one per link")]
+    Probes {
+        /// Probe addresses given.
+        probes: usize,
+        /// Links.
+        links: usize,
+    },
+    /// No shot came back from the probe at all.
+    #[error(
+        "no shot of {samples} samples came back from the probe at {probe} within {timeout:?}: is `rocelink probe` running there?"
+    )]
+    NoShot {
+        /// Shot size.
+        samples: u32,
+        /// The probe's trigger address.
+        probe: std::net::SocketAddr,
+        /// How long each trigger waited.
+        timeout: std::time::Duration,
+    },
+    /// A link's thread panicked (a bug).
+    #[error("link {0}: its thread panicked")]
+    Panicked(usize),
 }
 
 /// Bring UD QP `qpn` to RTS with Q_Key `qkey` (4096-byte messages).

@@ -113,10 +113,8 @@ impl Probe {
     /// A UD QP with Q_Key `cfg.qkey` and its send buffers.
     pub fn new(ep: &mut Endpoint, cfg: ProbeConfig) -> Result<Probe, Error> {
         cfg.geometry.check()?;
-        if cfg.rate_gbps.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
-            return Err(Error::Config(
-                "link rate: must be more than 0 Gbit/s".into(),
-            ));
+        if let Some(r) = cfg.rate_gbps.filter(|r| !(*r > 0.0 && r.is_finite())) {
+            return Err(Error::Rate(r));
         }
         let keys = ep.register_mr(vec![0u8; SLOTS * 4096], 0, Access::NONE);
         let cq = ep.create_cq();

@@ -39,23 +39,22 @@ impl Geometry {
     /// Why this geometry cannot be sent, if so.
     pub fn check(&self) -> Result<(), Error> {
         if self.samples == 0 || self.channels == 0 || !self.channels.is_multiple_of(2) {
-            return Err(Error::Config(format!(
-                "shot of {} samples x {} channels: both must be at least 1 and channels even (two 12-bit samples pack into 3 bytes)",
-                self.samples, self.channels
-            )));
+            return Err(Error::Shape {
+                samples: self.samples,
+                channels: self.channels,
+            });
         }
         let m = self.message_bytes;
         if !(64..=4096).contains(&m) || !m.is_multiple_of(64) {
-            return Err(Error::Config(format!(
-                "message size {m}: must be 64 to 4096 bytes in steps of 64"
-            )));
+            return Err(Error::MessageSize(m));
         }
         if self.messages_u64() > u64::from(MAX_MESSAGES) {
-            return Err(Error::Config(format!(
-                "a shot of {} bytes needs {} messages of {m} bytes; at most {MAX_MESSAGES}",
-                self.bytes(),
-                self.messages_u64()
-            )));
+            return Err(Error::TooManyMessages {
+                bytes: self.bytes(),
+                messages: self.messages_u64(),
+                message: m,
+                max: MAX_MESSAGES,
+            });
         }
         Ok(())
     }

@@ -1,0 +1,212 @@
+//! The trigger round trip as a session: per shot size, a host triggers the probe one shot
+//! at a time, each trigger sent when the shot before was handed on, and times each from the
+//! trigger leaving to the last message of its shot taken — the paper's measurement. Each
+//! size, once measured, is a [`Row`].
+
+use super::{Stopper, bind_link, join_all};
+use crate::run::{self, TriggerTarget, Triggering};
+use crate::shot::Echoes;
+use crate::{Error, Geometry, Host, HostConfig, ShotReport};
+use rocelink_runtime::RunOpts;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::mpsc::{Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What a round-trip measurement is: plain data.
+#[derive(Debug, Clone)]
+pub struct RoundTripConfig {
+    /// The probe's trigger address.
+    pub probe: SocketAddr,
+    /// Where to receive shots (moved to a free loopback address when not `chosen` and taken).
+    pub bind: IpAddr,
+    /// The RoCE UDP port.
+    pub port: u16,
+    /// `bind` was chosen: never moved.
+    pub chosen: bool,
+    /// One shot shape per row.
+    pub sizes: Vec<Geometry>,
+    /// Round trips measured per size.
+    pub count: usize,
+    /// Round trips taken first and not counted.
+    pub warmup: usize,
+    /// Longest wait for one shot.
+    pub timeout: Duration,
+    /// Check every shot against the echoes of this seed.
+    pub verify_seed: Option<u64>,
+}
+
+impl RoundTripConfig {
+    /// 1 000 round trips of each size against the probe at 127.0.0.1:4792.
+    pub fn new(sizes: Vec<Geometry>) -> RoundTripConfig {
+        RoundTripConfig {
+            probe: SocketAddr::from(([127, 0, 0, 1], 4792)),
+            bind: [127, 0, 0, 1].into(),
+            port: 4791,
+            chosen: false,
+            sizes,
+            count: 1000,
+            warmup: 20,
+            timeout: Duration::from_secs(1),
+            verify_seed: None,
+        }
+    }
+}
+
+/// The round trips of one shot size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The shot.
+    pub geometry: Geometry,
+    /// Round trips in µs, sorted.
+    pub rtt_us: Vec<f64>,
+    /// Triggers whose shot never came whole.
+    pub lost: u64,
+    /// Shots that differed from the generator (with a verify seed).
+    pub corrupt: u64,
+}
+
+impl Row {
+    /// The `p` quantile of the round trips in µs (NaN when there are none).
+    pub fn quantile(&self, p: f64) -> f64 {
+        let v = &self.rtt_us;
+        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+
+    /// The shot's bits over the median round trip, Gbit/s.
+    pub fn gbps_at_median(&self) -> f64 {
+        self.geometry.bytes() as f64 * 8.0 / (self.quantile(0.5) * 1e3)
+    }
+}
+
+/// A running measurement.
+#[derive(Debug)]
+pub struct RoundTrip {
+    rows: Receiver<Row>,
+    stop: Stopper,
+    thread: JoinHandle<Result<Vec<Row>, Error>>,
+}
+
+impl RoundTrip {
+    /// Start measuring, size after size, on a thread of its own.
+    pub fn start(cfg: RoundTripConfig) -> Result<RoundTrip, Error> {
+        for g in &cfg.sizes {
+            g.check()?;
+        }
+        let stop = Stopper::new();
+        let (tx, rows) = std::sync::mpsc::channel();
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || measure(&cfg, &s, &tx));
+        Ok(RoundTrip { rows, stop, thread })
+    }
+
+    /// The next size measured, waiting at most `timeout`.
+    pub fn next_row(&self, timeout: Duration) -> Option<Row> {
+        self.rows.recv_timeout(timeout).ok()
+    }
+
+    /// A handle that stops the measurement from any thread (the size being measured ends
+    /// with what it has).
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    /// Whether every size is done.
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Wait for the end; every row, including those already taken.
+    pub fn wait(self) -> Result<Vec<Row>, Error> {
+        join_all(vec![self.thread]).map(|mut v| v.pop().unwrap_or_default())
+    }
+}
+
+fn measure(cfg: &RoundTripConfig, stop: &Stopper, tx: &Sender<Row>) -> Result<Vec<Row>, Error> {
+    let mut rows = Vec::new();
+    for &g in &cfg.sizes {
+        if stop.is_stopped() {
+            break;
+        }
+        let row = one_size(cfg, g, stop)?;
+        let _ = tx.send(row.clone());
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The round trips of shots of `g`.
+fn one_size(cfg: &RoundTripConfig, g: Geometry, stop: &Stopper) -> Result<Row, Error> {
+    let (mut drv, mut ep, local) = bind_link(0, cfg.bind, cfg.port, cfg.chosen)?;
+    let hcfg = HostConfig::new(g);
+    let mut host = Host::new(&mut ep, hcfg)?;
+    let echoes = cfg.verify_seed.map(Echoes::new);
+    let mut row = Row {
+        geometry: g,
+        rtt_us: Vec::new(),
+        lost: 0,
+        corrupt: 0,
+    };
+    let warm = cfg.warmup as u64;
+    let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
+        if r.shot < warm {
+            return;
+        }
+        match (r.trigger, r.last, bytes.filter(|_| r.complete)) {
+            (Some(t), Some(l), Some(b)) => {
+                if echoes
+                    .as_ref()
+                    .is_some_and(|e| e.first_difference(&g, r.shot, b).is_some())
+                {
+                    row.corrupt += 1;
+                }
+                row.rtt_us.push((l - t).as_secs_f64() * 1e6);
+            }
+            _ => row.lost += 1,
+        }
+    };
+    let count = (cfg.count + cfg.warmup) as u64;
+    let plan = Triggering::OneByOne {
+        probe: cfg.probe,
+        count,
+        timeout: cfg.timeout,
+    };
+    let target = TriggerTarget {
+        port: local.port(),
+        qkey: hcfg.qkey,
+    };
+    let opts = RunOpts {
+        stop: stop.flag(),
+        deadline: None,
+        every: Duration::from_secs(1),
+    };
+    let t = run::host(
+        &mut drv,
+        &mut ep,
+        &mut host,
+        plan,
+        target,
+        None,
+        &mut each,
+        opts,
+        &mut |_| {},
+    )
+    .map_err(|source| Error::Io { link: 0, source })?;
+    // shots never answered at all were never handed on
+    let seen = row.rtt_us.len() as u64 + row.lost;
+    row.lost += count
+        .saturating_sub(warm)
+        .saturating_sub(seen)
+        .min(t.unanswered);
+    if row.rtt_us.is_empty() && !stop.is_stopped() {
+        return Err(Error::NoShot {
+            samples: g.samples,
+            probe: cfg.probe,
+            timeout: cfg.timeout,
+        });
+    }
+    row.rtt_us.sort_by(f64::total_cmp);
+    Ok(row)
+}

@@ -1,0 +1,431 @@
+//! The host receiving shots as a session: one thread per link, each a [`Host`] with its
+//! [`ShotSink`] (verification, recording), triggering its half of the probe; every shot
+//! handed on is an [`ShotEvent`].
+//!
+//! Events go through a bounded queue: a reader that falls behind loses events (counted in
+//! the summary), never shots — the links never wait for it (the recorder's
+//! drop-don't-stall rule).
+
+use super::{EVERY, LinkAddrs, Stopper, bind_link, join_all, link_error};
+use crate::run::{self, TriggerStats, TriggerTarget, Triggering};
+use crate::sink::record_config;
+use crate::{
+    Error, Geometry, Host, HostConfig, HostStats, Outcome, ShotReport, ShotSink, SinkStats,
+};
+use rocelink_runtime::RunOpts;
+use rocelink_runtime::counters::Board;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What a shots session is: plain data.
+#[derive(Debug, Clone)]
+pub struct ShotsConfig {
+    /// Where its links are.
+    pub links: LinkAddrs,
+    /// The shot of one link.
+    pub geometry: Geometry,
+    /// Each link's probe trigger address (one per link). Empty with `passive`.
+    pub probes: Vec<SocketAddr>,
+    /// Do not trigger: take what the probe at `probes` sends when someone else triggers it
+    /// (with no probe named, from anyone).
+    pub passive: bool,
+    /// Trigger frequency asked of the probe (`None`: the probe's own).
+    pub trigger_hz: Option<f64>,
+    /// Shots accepted ahead of the next one to hand on.
+    pub ahead: u64,
+    /// End after this many shots per link.
+    pub shots: Option<u64>,
+    /// End after this long.
+    pub duration: Option<Duration>,
+    /// Check every complete shot against the echoes of this seed (link i: seed + i).
+    pub verify_seed: Option<u64>,
+    /// Record complete shots here (`linkN` inside with several links).
+    pub record: Option<PathBuf>,
+    /// Give a shot up this long after its last message.
+    pub timeout: Duration,
+    /// Shot buffers per link.
+    pub buffers: usize,
+    /// Events the queue holds before it drops them.
+    pub events: usize,
+}
+
+impl ShotsConfig {
+    /// One link on 127.0.0.1 triggering the probe at 127.0.0.1:4792.
+    pub fn new(geometry: Geometry) -> ShotsConfig {
+        let h = HostConfig::new(geometry);
+        ShotsConfig {
+            links: LinkAddrs {
+                addrs: vec![[127, 0, 0, 1].into()],
+                port: 4791,
+                chosen: false,
+            },
+            geometry,
+            probes: vec![SocketAddr::from(([127, 0, 0, 1], 4792))],
+            passive: false,
+            trigger_hz: None,
+            ahead: h.ahead,
+            shots: None,
+            duration: None,
+            verify_seed: None,
+            record: None,
+            timeout: h.timeout,
+            buffers: h.buffers,
+            events: 65_536,
+        }
+    }
+}
+
+/// One shot handed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShotEvent {
+    /// The link it came on.
+    pub link: usize,
+    /// What arrived of it.
+    pub report: ShotReport,
+    /// Checked, recorded or dropped.
+    pub outcome: Outcome,
+}
+
+/// Where one link of a running host is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShotsLink {
+    /// Its RoCE address.
+    pub local: SocketAddr,
+    /// Its UD QP.
+    pub qpn: u32,
+    /// The probe it triggers, if it does.
+    pub probe: Option<SocketAddr>,
+}
+
+/// What one link did.
+#[derive(Debug, Clone)]
+pub struct LinkSummary {
+    /// Its RoCE address.
+    pub local: SocketAddr,
+    /// Shots checked, recorded, dropped.
+    pub sink: SinkStats,
+    /// Messages, loss, reassembly.
+    pub host: HostStats,
+    /// Trigger commands and challenges.
+    pub triggers: TriggerStats,
+    /// Packets whose ICRC failed.
+    pub icrc_errors: u64,
+    /// The recording, if one was made.
+    pub recorded: Option<rocelink_record::Summary>,
+    /// From the first message of its first shot to the last message of its last.
+    pub span: Option<(Instant, Instant)>,
+}
+
+/// What a shots session did.
+#[derive(Debug, Clone)]
+pub struct ShotsSummary {
+    /// Per link.
+    pub links: Vec<LinkSummary>,
+    /// How long it ran.
+    pub seconds: f64,
+    /// Events the reader did not take in time (the shots themselves were handled).
+    pub events_dropped: u64,
+}
+
+impl ShotsSummary {
+    /// A sink counter summed over the links.
+    pub fn sink(&self, f: impl Fn(&SinkStats) -> u64) -> u64 {
+        self.links.iter().map(|l| f(&l.sink)).sum()
+    }
+
+    /// A host counter summed over the links.
+    pub fn host(&self, f: impl Fn(&HostStats) -> u64) -> u64 {
+        self.links.iter().map(|l| f(&l.host)).sum()
+    }
+
+    /// Seconds while shots arrived: the first message of the first shot to the last
+    /// message of the last (the whole run when none arrived).
+    pub fn active_seconds(&self) -> f64 {
+        self.links
+            .iter()
+            .filter_map(|l| l.span)
+            .reduce(|x, y| (x.0.min(y.0), x.1.max(y.1)))
+            .map_or(self.seconds, |(f, l)| (l - f).as_secs_f64().max(1e-9))
+    }
+
+    /// Why a recording stopped before the session did, if one did.
+    pub fn recording_stopped(&self) -> Option<&str> {
+        self.links
+            .iter()
+            .find_map(|l| l.recorded.as_ref()?.stopped.as_deref())
+    }
+}
+
+/// A running host.
+#[derive(Debug)]
+pub struct ShotsSession {
+    links: Vec<ShotsLink>,
+    live: Arc<Mutex<Vec<HostStats>>>,
+    events: Receiver<ShotEvent>,
+    dropped: Arc<AtomicU64>,
+    stop: Stopper,
+    threads: Vec<JoinHandle<Result<LinkSummary, Error>>>,
+    started: Instant,
+}
+
+struct Link {
+    i: usize,
+    drv: rocelink_runtime::Driver,
+    ep: rocelink_transport::Endpoint,
+    host: Host,
+    sink: ShotSink,
+    local: SocketAddr,
+    qkey: u32,
+}
+
+impl ShotsSession {
+    /// Bind every link, post its receives, start its recorder and trigger its probe.
+    /// Counters go to `board` (link `linkN`) when given. Settings are checked first.
+    pub fn start(cfg: ShotsConfig, board: Option<Board>) -> Result<ShotsSession, Error> {
+        cfg.geometry.check()?;
+        let n = cfg.links.addrs.len();
+        if !cfg.passive && cfg.probes.len() != n {
+            return Err(Error::Probes {
+                probes: cfg.probes.len(),
+                links: n,
+            });
+        }
+        let mut links = Vec::new();
+        let mut parts = Vec::new();
+        for (i, ip) in cfg.links.addrs.iter().enumerate() {
+            let (mut drv, mut ep, local) = bind_link(i, *ip, cfg.links.port, cfg.links.chosen)?;
+            if let Some(b) = &board {
+                drv.publish_to(b.clone(), &format!("link{i}"));
+            }
+            let hcfg = HostConfig {
+                buffers: cfg.buffers,
+                timeout: cfg.timeout,
+                ahead: cfg.ahead,
+                ..HostConfig::new(cfg.geometry)
+            };
+            let mut host = Host::new(&mut ep, hcfg)?;
+            let probe = cfg.probes.get(i).or(cfg.probes.first()).copied();
+            if let (true, Some(p)) = (cfg.passive, probe) {
+                host.accept_from(p.ip(), None);
+            }
+            let record = cfg.record.as_ref().map(|d| {
+                let dir = if n == 1 {
+                    d.clone()
+                } else {
+                    d.join(format!("link{i}"))
+                };
+                record_config(dir, &cfg.geometry)
+            });
+            let seed = cfg.verify_seed.map(|s| s + i as u64);
+            let sink = ShotSink::new(cfg.geometry, seed, record)
+                .map_err(|source| Error::Record { link: i, source })?;
+            links.push(ShotsLink {
+                local,
+                qpn: host.qpn(),
+                probe: probe.filter(|_| !cfg.passive),
+            });
+            parts.push(Link {
+                i,
+                drv,
+                ep,
+                host,
+                sink,
+                local,
+                qkey: hcfg.qkey,
+            });
+        }
+        let (tx, events) = std::sync::mpsc::sync_channel(cfg.events.max(1));
+        let s = ShotsSession {
+            links,
+            live: Arc::new(Mutex::new(vec![HostStats::default(); n])),
+            events,
+            dropped: Arc::new(AtomicU64::new(0)),
+            stop: Stopper::new(),
+            threads: Vec::new(),
+            started: Instant::now(),
+        };
+        s.spawn(cfg, parts, tx, board)
+    }
+
+    fn spawn(
+        mut self,
+        cfg: ShotsConfig,
+        parts: Vec<Link>,
+        tx: SyncSender<ShotEvent>,
+        board: Option<Board>,
+    ) -> Result<ShotsSession, Error> {
+        let deadline = cfg.duration.map(|d| self.started + d);
+        for link in parts {
+            let plan = match (cfg.passive, cfg.probes.get(link.i)) {
+                (false, Some(&probe)) => Triggering::Periodic {
+                    probe,
+                    millihertz: cfg
+                        .trigger_hz
+                        .map_or(0, |h| (h * 1000.0).round().max(1.0) as u32),
+                    // until stopped: `shots` counts shots handed on, not triggers (a
+                    // trigger the probe misses while still sending makes none)
+                    count: 0,
+                },
+                _ => Triggering::None,
+            };
+            let ctx = LinkRun {
+                plan,
+                want: cfg.shots,
+                deadline,
+                bytes: cfg.geometry.message_bytes,
+                stop: self.stop.clone(),
+                live: self.live.clone(),
+                tx: tx.clone(),
+                dropped: self.dropped.clone(),
+                board: board.clone(),
+            };
+            self.threads.push(std::thread::spawn(move || ctx.run(link)));
+        }
+        Ok(self)
+    }
+
+    /// When it started (shot times in events are [`Instant`]s; this is their zero).
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Where each link is.
+    pub fn links(&self) -> &[ShotsLink] {
+        &self.links
+    }
+
+    /// The counters so far, summed over the links (updated every 100 ms).
+    pub fn stats(&self) -> HostStats {
+        let v = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        v.iter().fold(HostStats::default(), |a, h| add_host(a, *h))
+    }
+
+    /// The next shot handed on, waiting at most `timeout` (`None` when none came, or when
+    /// every link has ended and the queue is empty).
+    pub fn next_event(&self, timeout: Duration) -> Option<ShotEvent> {
+        self.events.recv_timeout(timeout).ok()
+    }
+
+    /// A handle that stops the session from any thread.
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    /// Whether every link has ended.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(JoinHandle::is_finished)
+    }
+
+    /// Stop, then [`wait`](ShotsSession::wait).
+    pub fn stop(self) -> Result<ShotsSummary, Error> {
+        self.stop.stop();
+        self.wait()
+    }
+
+    /// Wait until every link ends (its shots, the duration, or a [`Stopper`]), then sum
+    /// up. Events not yet taken are dropped (and counted).
+    pub fn wait(self) -> Result<ShotsSummary, Error> {
+        let links = join_all(self.threads)?;
+        let left = self.events.try_iter().count() as u64;
+        Ok(ShotsSummary {
+            links,
+            seconds: self.started.elapsed().as_secs_f64(),
+            events_dropped: self.dropped.load(Ordering::Relaxed) + left,
+        })
+    }
+}
+
+/// What a link thread needs besides its link.
+struct LinkRun {
+    plan: Triggering,
+    want: Option<u64>,
+    deadline: Option<Instant>,
+    bytes: u32,
+    stop: Stopper,
+    live: Arc<Mutex<Vec<HostStats>>>,
+    tx: SyncSender<ShotEvent>,
+    dropped: Arc<AtomicU64>,
+    board: Option<Board>,
+}
+
+impl LinkRun {
+    fn run(self, mut l: Link) -> Result<LinkSummary, Error> {
+        let i = l.i;
+        let mut span: Option<(Instant, Instant)> = None;
+        let (sink, tx, dropped) = (&mut l.sink, &self.tx, &self.dropped);
+        let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
+            let outcome = sink.take(r, bytes);
+            if let (Some(f), Some(last)) = (r.first, r.last) {
+                span = Some(span.map_or((f, last), |(a, _)| (a, last)));
+            }
+            let ev = ShotEvent {
+                link: i,
+                report: *r,
+                outcome,
+            };
+            if let Err(TrySendError::Full(_)) = tx.try_send(ev) {
+                dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        let live = &self.live;
+        let opts = RunOpts {
+            stop: self.stop.flag(),
+            deadline: self.deadline,
+            every: EVERY,
+        };
+        let target = TriggerTarget {
+            port: l.local.port(),
+            qkey: l.qkey,
+        };
+        let triggers = run::host(
+            &mut l.drv,
+            &mut l.ep,
+            &mut l.host,
+            self.plan,
+            target,
+            self.want,
+            &mut each,
+            opts,
+            &mut |h| live.lock().unwrap_or_else(PoisonError::into_inner)[i] = *h.stats(),
+        )
+        .map_err(|e| link_error(i, self.bytes, e))?;
+        live.lock().unwrap_or_else(PoisonError::into_inner)[i] = *l.host.stats();
+        let recorded = l
+            .sink
+            .finish()
+            .map_err(|source| Error::Record { link: i, source })?;
+        if let Some(b) = &self.board {
+            b.set_link(l.drv.link(&format!("link{i}"), &l.ep));
+        }
+        Ok(LinkSummary {
+            local: l.local,
+            sink: *l.sink.stats(),
+            host: *l.host.stats(),
+            triggers,
+            icrc_errors: l.ep.stats().icrc_errors,
+            recorded,
+            span,
+        })
+    }
+}
+
+fn add_host(a: HostStats, b: HostStats) -> HostStats {
+    HostStats {
+        shots: a.shots + b.shots,
+        complete: a.complete + b.complete,
+        messages: a.messages + b.messages,
+        missing: a.missing + b.missing,
+        moved: a.moved + b.moved,
+        duplicates: a.duplicates + b.duplicates,
+        late: a.late + b.late,
+        malformed: a.malformed + b.malformed,
+        stash_full: a.stash_full + b.stash_full,
+        recv_errors: a.recv_errors + b.recv_errors,
+        stray: a.stray + b.stray,
+    }
+}

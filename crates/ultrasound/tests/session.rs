@@ -1,0 +1,165 @@
+//! The ultrasound roles as library sessions over loopback: a probe session, a host session
+//! that triggers it and hands every shot on as an event, a round-trip measurement, each
+//! stopped from another thread as a Ctrl-C handler or a Python caller would.
+#![allow(clippy::unwrap_used)]
+
+use rocelink_runtime::counters::Board;
+use rocelink_testkit::ports::free_udp_port;
+use rocelink_ultrasound::Geometry;
+use rocelink_ultrasound::session::LinkAddrs;
+use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig};
+use rocelink_ultrasound::session::round_trip::{RoundTrip, RoundTripConfig};
+use rocelink_ultrasound::session::shots::{ShotsConfig, ShotsSession};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// A probe on `at` with free RoCE and trigger ports.
+fn probe(at: &str, host: &str, g: Geometry) -> (ProbeSession, u16, SocketAddr) {
+    let port = free_udp_port(&[at, host]);
+    let trig = free_udp_port(&[at]);
+    let cfg = ProbeSessionConfig {
+        links: LinkAddrs {
+            addrs: vec![ip(at)],
+            port,
+            chosen: true,
+        },
+        trigger_port: trig,
+        trigger_hz: 2000.0,
+        duration: Some(Duration::from_secs(30)),
+        ..ProbeSessionConfig::new(g)
+    };
+    let p = ProbeSession::start(cfg, None).unwrap();
+    let t = p.links()[0].triggers;
+    (p, port, t)
+}
+
+#[test]
+fn shots_come_as_events_in_order_and_the_summary_counts_them() {
+    let g = Geometry::new(500, 96);
+    let (probe, port, trig) = probe("127.0.0.161", "127.0.0.162", g);
+    let board = Board::new("shots");
+    let cfg = ShotsConfig {
+        links: LinkAddrs {
+            addrs: vec![ip("127.0.0.162")],
+            port,
+            chosen: true,
+        },
+        probes: vec![trig],
+        shots: Some(50),
+        verify_seed: Some(1),
+        duration: Some(Duration::from_secs(20)),
+        ..ShotsConfig::new(g)
+    };
+    let host = ShotsSession::start(cfg, Some(board.clone())).unwrap();
+    assert_eq!(host.links()[0].probe, Some(trig));
+    let mut events = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        match host.next_event(Duration::from_millis(100)) {
+            Some(e) => events.push(e),
+            None if host.is_finished() => break,
+            None => {}
+        }
+    }
+    while let Some(e) = host.next_event(Duration::ZERO) {
+        events.push(e);
+    }
+    let sum = host.wait().unwrap();
+    assert_eq!(events.len(), 50, "one event per shot handed on");
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.report.shot, i as u64);
+        assert_eq!(e.link, 0);
+        if e.report.complete {
+            assert_eq!(e.outcome.verified, Some(true), "{e:?}");
+        }
+    }
+    assert_eq!(sum.sink(|s| s.shots), 50);
+    assert_eq!(sum.sink(|s| s.corrupt), 0);
+    assert_eq!(sum.events_dropped, 0);
+    assert!(sum.links[0].triggers.commands >= 1, "it started the probe");
+    // its counters reached the board it was given
+    assert!(board.snapshot().total("roce_rx") >= 50 * u64::from(g.messages()));
+    let p = probe.stop().unwrap();
+    assert!(p.probe.shots >= 50, "{p:?}");
+    assert_eq!(p.triggers.gate.not_allowed, 0);
+}
+
+#[test]
+fn a_stopper_on_another_thread_ends_a_session_that_has_no_end() {
+    let g = Geometry::new(100, 16);
+    let (probe, port, trig) = probe("127.0.0.163", "127.0.0.164", g);
+    let cfg = ShotsConfig {
+        links: LinkAddrs {
+            addrs: vec![ip("127.0.0.164")],
+            port,
+            chosen: true,
+        },
+        probes: vec![trig],
+        ..ShotsConfig::new(g)
+    };
+    let host = ShotsSession::start(cfg, None).unwrap();
+    let stopper = host.stopper();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        stopper.stop();
+    });
+    let t0 = Instant::now();
+    while !host.is_finished() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the stop did not end it"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.join().unwrap();
+    let sum = host.wait().unwrap();
+    assert!(sum.sink(|s| s.shots) > 0, "shots came before the stop");
+    // the host told the probe to stop: it goes idle (no shots after a moment)
+    std::thread::sleep(Duration::from_millis(200));
+    let before = probe.stats().shots;
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        probe.stats().shots,
+        before,
+        "the probe was stopped by the host"
+    );
+    probe.stop().unwrap();
+}
+
+#[test]
+fn a_round_trip_gives_a_row_per_size_and_no_probe_is_a_clear_error() {
+    let g = |s| Geometry::new(s, 96);
+    let (probe, port, trig) = probe("127.0.0.165", "127.0.0.166", g(1));
+    let cfg = RoundTripConfig {
+        probe: trig,
+        bind: ip("127.0.0.166"),
+        port,
+        chosen: true,
+        count: 30,
+        warmup: 2,
+        verify_seed: Some(1),
+        ..RoundTripConfig::new(vec![g(1), g(500)])
+    };
+    let rows = RoundTrip::start(cfg.clone()).unwrap().wait().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (r, samples) in rows.iter().zip([1, 500]) {
+        assert_eq!(r.geometry.samples, samples);
+        assert_eq!(r.rtt_us.len() as u64 + r.lost, 30, "{r:?}");
+        assert!(r.rtt_us.windows(2).all(|w| w[0] <= w[1]), "sorted");
+        assert!(r.quantile(0.0) > 0.0 && r.quantile(0.5) <= r.quantile(1.0));
+        assert_eq!(r.corrupt, 0);
+    }
+    probe.stop().unwrap();
+    // nobody at the trigger address: an error naming the probe, within a few timeouts
+    let cfg = RoundTripConfig {
+        timeout: Duration::from_millis(100),
+        sizes: vec![g(1)],
+        ..cfg
+    };
+    let e = RoundTrip::start(cfg).unwrap().wait().unwrap_err();
+    assert!(e.to_string().contains(&trig.to_string()), "{e}");
+}
