@@ -9,12 +9,24 @@
 //!   ```
 //!
 //!   `tests/against_emulate.rs` runs it that way.
+//! * `hsb_session` — an HSB device emulated from code and a host receiving two virtual
+//!   ports as a session (`rocelink_hsb_host::session`), every frame handed to a closure.
+//!
+//!   ```text
+//!   cargo run --release -p rocelink-examples --example hsb_session -- 50
+//!   ```
 //! * `ultrasound_shots` — an ultrasound probe and a host in one program
 //!   (`rocelink_ultrasound::session`): the host triggers the probe and checks every shot
 //!   against its echoes.
 //!
 //!   ```text
 //!   cargo run --release -p rocelink-examples --example ultrasound_shots -- 200
+//!   ```
+//! * `ims_stream` — an IMS buffer unit and a worker in one program
+//!   (`rocelink_ims::session`): every frame ACKed is consumed and checked.
+//!
+//!   ```text
+//!   cargo run --release -p rocelink-examples --example ims_stream -- 2000
 //!   ```
 
 #![forbid(unsafe_code)]

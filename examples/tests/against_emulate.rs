@@ -81,3 +81,51 @@ fn ultrasound_shots_example_receives_every_shot_it_asked_for() {
         "{stdout}"
     );
 }
+
+#[test]
+fn ims_stream_example_consumes_every_frame_it_acked() {
+    let example = artifact(
+        "examples/ims_stream",
+        &["-p", "rocelink-examples", "--example", "ims_stream"],
+    );
+    let out = Command::new(example).arg("300").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("300 frames ACKed to the worker") && stdout.contains("300 consumed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("300 intact"), "{stdout}");
+    assert_eq!(stdout.matches("262144 bytes at VA").count(), 3, "{stdout}");
+}
+
+#[test]
+fn hsb_session_example_receives_two_ports_from_an_emulator_in_process() {
+    let example = artifact(
+        "examples/hsb_session",
+        &["-p", "rocelink-examples", "--example", "hsb_session"],
+    );
+    let out = Command::new(example).arg("15").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for vp in [0, 1] {
+        assert!(
+            stdout.contains(&format!("vp {vp}: 15 frames, 15 good, 0 damaged")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!(
+                "vp {vp} frame 1: 100000 bytes, good true, as sent true"
+            )),
+            "{stdout}"
+        );
+    }
+}

@@ -112,43 +112,14 @@ pub(crate) fn out_file(s: &str) -> Result<PathBuf, String> {
 /// empty directory, or, with `force`, a directory holding an earlier recording (which is
 /// replaced). Creates the directory and proves it writable; writes nothing else.
 pub(crate) fn record_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
-    use anyhow::{Context, bail};
-    let shown = dir.display();
-    // a real directory of this user's, made if absent (never a link to one)
-    rocelink_io::file::own_dir(dir, 0o755).context("--record")?;
-    let entries: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("--record {shown}: cannot read the directory"))?
-        .filter_map(|e| e.ok())
-        .collect();
-    if !entries.is_empty() {
-        if !force {
-            bail!(
-                "--record {shown}: the directory is not empty ({} entries); choose another, or --force to replace the recording in it",
-                entries.len()
-            );
-        }
-        if !dir.join("recording.json").exists() {
-            bail!(
-                "--record {shown}: --force replaces only a recording, and this directory holds other files"
-            );
-        }
-        for e in entries {
-            let p = e.path();
-            // a link inside is removed itself, never followed
-            let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_dir());
-            let r = if is_dir {
-                std::fs::remove_dir_all(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
-            r.with_context(|| format!("--record --force: cannot remove {}", p.display()))?;
-        }
-    }
-    let probe = dir.join(".rocelink-write-test");
-    rocelink_io::file::write_atomic(&probe, b"")
-        .with_context(|| format!("--record {shown}: cannot write there"))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
+    rocelink_record::prepare_dir(dir, force).map_err(|e| {
+        // the file rules' errors name the directory themselves
+        let what = match e {
+            rocelink_record::DirError::Own(_) => "--record".to_string(),
+            _ => format!("--record {}", dir.display()),
+        };
+        anyhow::Error::new(e).context(what)
+    })
 }
 
 /// A size in bytes: a number with an optional binary suffix (K, M, G, T; `KiB`… and `KB`…

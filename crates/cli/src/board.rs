@@ -3,12 +3,10 @@
 
 use crate::args;
 use crate::hsb::{DeviceArgs, control};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::host::board;
-use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::i2c::I2c;
-use rocelink_hsb::host::imx274::Camera;
 use rocelink_hsb::regs::i2c::CAM_BUS;
 use rocelink_hsb::sensor::Imx274Mode;
 use serde_json::json;
@@ -163,55 +161,16 @@ impl BringUp {
             .map(|_| SensorSpec::Imx274(self.mode.unwrap_or(Imx274Mode::P2160Raw10)))
     }
 
-    /// PTP, then the camera feeding `vp`: configured, digital gain ×4 as HSB's player
-    /// sets it, started. Returns the camera to stop at the end.
-    pub(crate) fn run(&self, ctl: &mut Control, vp: u32, quiet: bool) -> Result<Option<Camera>> {
-        if self.ptp {
-            board::configure_ptp(ctl)?;
-            board::ptp_synchronize(ctl, self.ptp_timeout)?;
-            if !quiet {
-                eprintln!("rocelink receive: PTP synchronised");
-            }
+    /// What the session brings up.
+    pub(crate) fn session(&self) -> rocelink_hsb::host::bring_up::BringUp {
+        rocelink_hsb::host::bring_up::BringUp {
+            ptp: self.ptp.then_some(self.ptp_timeout),
+            camera: self
+                .camera
+                .as_ref()
+                .map(|_| self.mode.unwrap_or(Imx274Mode::P2160Raw10)),
         }
-        let Some(SensorSpec::Imx274(m)) = self.sensor() else {
-            return Ok(None);
-        };
-        let cam = Camera::new(vp as usize).map_err(|e| anyhow!("--vp {vp}: {e}"))?;
-        let mut bus = I2c::new(ctl, CAM_BUS)?;
-        cam.configure(&mut bus, m).map_err(|e| {
-            // the expander (0x70) not answering: a device without cameras
-            let no_camera = matches!(&e, rocelink_hsb::host::i2c::I2cError::Nak { address: 0x70, .. });
-            let hint = if no_camera {
-                " — the device has no camera on its I2C bus (an emulator needs `rocelink emulate --cameras N`)"
-            } else {
-                ""
-            };
-            anyhow!(
-                "configuring the IMX274 camera {} for {}: {e}{hint}",
-                cam.index(),
-                SensorSpec::Imx274(m)
-            )
-        })?;
-        cam.set_register(&mut bus, rocelink_hsb::imx274::REG_DIGITAL_GAIN, 0x02)?;
-        cam.start(&mut bus)
-            .with_context(|| format!("starting IMX274 {}", cam.index()))?;
-        if !quiet {
-            eprintln!(
-                "rocelink receive: IMX274 {} streaming {} ({} I2C transactions)",
-                cam.index(),
-                SensorSpec::Imx274(m),
-                bus.transactions
-            );
-        }
-        Ok(Some(cam))
     }
-}
-
-/// Stop a camera brought up by [`BringUp::run`].
-pub(crate) fn stop_camera(cam: Camera, ctl: &mut Control) -> Result<()> {
-    let mut bus = I2c::new(ctl, CAM_BUS)?;
-    cam.stop(&mut bus)?;
-    Ok(())
 }
 
 #[cfg(test)]

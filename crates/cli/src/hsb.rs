@@ -6,10 +6,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::device::packetizer::PacketizerOptions;
-use rocelink_hsb::emulator::{Emulator, EmulatorConfig, Pacing};
+use rocelink_hsb::emulator::{Emulator, EmulatorConfig, EmulatorStats, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::enumerate;
-use rocelink_hsb::host::receiver::ReceiverConfig;
 use rocelink_wire::bytes::Mac;
 use rocelink_wire::hsb::ecb::Trailer;
 use rocelink_wire::hsb::metadata::{Endian, ImmLayout};
@@ -231,25 +230,8 @@ fn allow_list(a: &EmulateArgs) -> Option<Vec<rocelink_io::net::Prefix>> {
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let mut cfg = emulator_config(a)?;
-    if a.xdp.is_some() && std::net::UdpSocket::bind((a.ip, 0)).is_ok() {
-        bail!(
-            "--ip {}: an address of this host; with --xdp the device owns its address and answers ARP for it, so choose one no interface of this host has",
-            a.ip
-        );
-    }
     if let Some(ifname) = &a.xdp {
-        use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
-        let mut x = XdpPortConfig::new(ifname, cfg.device.ip, XdpRole::Device);
-        match &a.mac {
-            // the device's MAC is the interface's unless told (then the NIC must take it)
-            Some(_) => x.mac = Some(cfg.device.mac.0),
-            None => {
-                let m = rocelink_io::xdp::iface_mac(ifname)
-                    .with_context(|| format!("--xdp {ifname}"))?;
-                cfg.device.mac = rocelink_wire::bytes::Mac(m);
-            }
-        }
-        cfg.xdp = Some(XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?);
+        emulate_xdp(a, ifname, &mut cfg)?;
     }
     let counters = crate::stats::Counters::start("emulate", &a.counters)?;
     cfg.counters = Some(counters.board.clone());
@@ -291,6 +273,35 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
             i.echo_replies
         );
     }
+    emulate_summary(&s);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The device owns its address on `ifname` through AF_XDP (and answers ARP for it).
+fn emulate_xdp(a: &EmulateArgs, ifname: &str, cfg: &mut EmulatorConfig) -> Result<()> {
+    use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+    if std::net::UdpSocket::bind((a.ip, 0)).is_ok() {
+        bail!(
+            "--ip {}: an address of this host; with --xdp the device owns its address and answers ARP for it, so choose one no interface of this host has",
+            a.ip
+        );
+    }
+    let mut x = XdpPortConfig::new(ifname, cfg.device.ip, XdpRole::Device);
+    match &a.mac {
+        // the device's MAC is the interface's unless told (then the NIC must take it)
+        Some(_) => x.mac = Some(cfg.device.mac.0),
+        None => {
+            let m =
+                rocelink_io::xdp::iface_mac(ifname).with_context(|| format!("--xdp {ifname}"))?;
+            cfg.device.mac = rocelink_wire::bytes::Mac(m);
+        }
+    }
+    cfg.xdp = Some(XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?);
+    Ok(())
+}
+
+/// What the emulator did, on stderr.
+fn emulate_summary(s: &EmulatorStats) {
     eprintln!(
         "rocelink emulate: {} frames, {} packets, {} bytes; ECB {} requests ({} refused, {} from hosts not allowed); {} enumerations; {} sequencer programs, {} I2C transactions, {} resets",
         s.frames,
@@ -323,7 +334,6 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
             t.packets, t.bytes, t.lost, t.icrc_errors, t.linux_format, t.refused
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -549,49 +559,40 @@ impl RxTuning {
         Ok(())
     }
 
-    /// Open the AF_XDP ports when `--xdp` is given: host `ip`, data ports `first..=last`,
-    /// one for each of `vps` virtual ports (the same port where they share a queue); the
-    /// lists were checked against `vps` ([`RxTuning::check`]) before anything started.
-    pub(crate) fn open_xdp(
+    /// The session's tuning and AF_XDP choice; `--xdp` wants an IPv4 host address and an
+    /// MTU of at most 4000 (AF_XDP frames are 4 KiB).
+    pub(crate) fn session(
         &self,
         ip: std::net::IpAddr,
-        first: u16,
-        last: u16,
         mtu: u32,
-        vps: usize,
-    ) -> Result<Vec<rocelink_runtime::xdp::XdpPort>> {
-        use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+    ) -> Result<(
+        rocelink_hsb_host::session::Tuning,
+        Option<rocelink_hsb_host::session::Xdp>,
+    )> {
+        let tuning = rocelink_hsb_host::session::Tuning {
+            busy_poll: self.busy_poll,
+            rx_coalesce: std::time::Duration::from_micros(self.rx_coalesce_us as u64),
+            recv_buffer: self.rcvbuf,
+            gro: !self.no_gro,
+            fast_path: !self.no_fast_path,
+            batch: self.batch.unwrap_or(0),
+            cpus: self.pin_cpu.clone(),
+        };
         let Some(ifname) = &self.xdp else {
-            return Ok(Vec::new());
+            return Ok((tuning, None));
         };
-        let std::net::IpAddr::V4(ip) = ip else {
+        if !ip.is_ipv4() {
             bail!("--xdp receives IPv4 only, not {ip}");
-        };
+        }
         if mtu > 4000 {
             bail!("--xdp takes frames of up to 4 KiB: give --mtu 4000 or less (not {mtu})");
         }
-        let queue_of = |i: usize| self.xdp_queue.get(i).or(self.xdp_queue.first()).copied();
-        let mut cfg = XdpPortConfig::new(ifname, ip, XdpRole::Host);
-        cfg.host_ports = (first, last);
-        cfg.xsk.queue = queue_of(0).unwrap_or(0);
-        cfg.xsk.mode = self.xdp_mode();
-        if self.busy_poll {
-            cfg.xsk.busy_poll_us = 50;
-        }
-        cfg.rx_coalesce = std::time::Duration::from_micros(self.rx_coalesce_us as u64);
-        let first_port = XdpPort::open(&cfg).with_context(|| format!("--xdp {ifname}"))?;
-        let mut ports: Vec<XdpPort> = vec![first_port.clone()];
-        for i in 1..vps {
-            let q = queue_of(i).unwrap_or(0);
-            let port = match ports.iter().find(|p| p.queue() == q) {
-                Some(p) => p.clone(),
-                None => first_port
-                    .open_queue(q)
-                    .with_context(|| format!("--xdp {ifname} --xdp-queue {q}"))?,
-            };
-            ports.push(port);
-        }
-        Ok(ports)
+        let xdp = rocelink_hsb_host::session::Xdp {
+            ifname: ifname.clone(),
+            queues: self.xdp_queue.clone(),
+            mode: self.xdp_mode(),
+        };
+        Ok((tuning, Some(xdp)))
     }
 
     /// The AF_XDP port taking CoE frames (EtherType 0x22F0) on `ifname` when `--xdp` is
@@ -629,26 +630,6 @@ impl RxTuning {
             "zero-copy" => rocelink_io::xdp::XdpMode::ZeroCopy,
             _ => rocelink_io::xdp::XdpMode::Auto,
         }
-    }
-
-    /// The CPU the thread of the `i`-th virtual port is pinned to, if any.
-    pub(crate) fn cpu_for(&self, i: usize) -> Option<usize> {
-        self.pin_cpu.get(i).or(self.pin_cpu.first()).copied()
-    }
-
-    /// Apply to a receiver configuration, and pin this thread if asked.
-    pub(crate) fn apply(&self, cfg: &mut ReceiverConfig) -> Result<()> {
-        cfg.busy_poll = self.busy_poll;
-        cfg.rx_coalesce = std::time::Duration::from_micros(self.rx_coalesce_us as u64);
-        cfg.recv_buffer = self.rcvbuf;
-        cfg.gro = !self.no_gro;
-        cfg.fast_path = !self.no_fast_path;
-        cfg.batch = self.batch.unwrap_or(0);
-        if let Some(c) = self.cpu_for(0) {
-            rocelink_io::net::pin_current_thread(c)
-                .with_context(|| format!("cannot pin to CPU {c}"))?;
-        }
-        Ok(())
     }
 }
 

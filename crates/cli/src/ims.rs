@@ -6,18 +6,13 @@ use crate::out::{gbps, progress_bar};
 use crate::stats::Counters;
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
-use rocelink_ims::run::{self, RunOpts};
-use rocelink_ims::source::FileSource;
-use rocelink_ims::{
-    Consumer, FrameSource, ImageSource, MarkBad, PatternSource, RateConsumer, RecordConsumer,
-    Server, ServerConfig, Verify, Worker, WorkerConfig, WorkerState,
-};
-use rocelink_runtime::Driver;
-use rocelink_runtime::bind_roce;
-use rocelink_transport::{Endpoint, EndpointConfig};
+use rocelink_ims::run;
+use rocelink_ims::session::unit::{Consume, UnitConfig, UnitProgress, UnitSession, UnitSummary};
+use rocelink_ims::session::worker::{Frames, SendConfig, SendProgress, SendSummary, WorkerSession};
+use rocelink_ims::{MarkBad, ServerConfig, Verify, WorkerConfig};
 use rocelink_wire::ims::{ImageGeometry, PixelDepth, marks};
 use serde_json::json;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -202,10 +197,10 @@ fn nacked_json(n: &rocelink_ims::NackCounts) -> serde_json::Value {
     serde_json::Value::Object(m)
 }
 
-/// The buffer unit's configuration from its flags, checked before anything is bound.
-fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
+/// The buffer unit's configuration from its flags.
+fn unit_config(a: &ServeArgs) -> Result<UnitConfig> {
     let ring = usize::try_from(a.ring).context("--ring is larger than memory")?;
-    let cfg = ServerConfig {
+    let server = ServerConfig {
         status_qpn: a.common.status_qpn,
         status_qkey: a.common.status_qkey,
         ring_bytes: ring,
@@ -221,113 +216,91 @@ fn serve_config(a: &ServeArgs) -> Result<ServerConfig> {
         },
         ..ServerConfig::default()
     };
-    cfg.check()?;
-    let need = a.ring.saturating_mul(a.max_workers as u64);
-    if let Some(mem) = rocelink_io::mem::total_memory()
-        && need > mem
-    {
-        bail!(
-            "--ring {} x --max-workers {} = {need} bytes of rings, more than this machine's {mem} bytes of memory: a smaller --ring or fewer --max-workers",
-            a.ring,
-            a.max_workers
-        );
-    }
-    if let Some(d) = &a.record {
-        args::record_dir(d, false)?;
-    }
-    Ok(cfg)
+    let consume = match (&a.record, a.rate) {
+        (Some(d), _) => Consume::Record(d.clone()),
+        (None, Some(r)) => Consume::Rate(r),
+        (None, None) => Consume::AsTheyCome,
+    };
+    Ok(UnitConfig {
+        port: a.port,
+        server,
+        consume,
+        frames: a.frames,
+        duration: a.common.seconds,
+        ..UnitConfig::new(a.bind)
+    })
 }
 
 fn serve(a: &ServeArgs) -> Result<ExitCode> {
-    let cfg = serve_config(a)?;
+    let cfg = unit_config(a)?;
+    let (status_qpn, status_qkey, ring) = (
+        cfg.server.status_qpn,
+        cfg.server.status_qkey,
+        cfg.server.ring_bytes,
+    );
+    cfg.check().map_err(|e| match e {
+        rocelink_ims::Error::Memory { need, have, .. } => anyhow::anyhow!(
+            "--ring {} x --max-workers {} = {need} bytes of rings, more than this machine's {have} bytes of memory: a smaller --ring or fewer --max-workers",
+            a.ring,
+            a.max_workers
+        ),
+        e => e.into(),
+    })?;
     let counters = Counters::start("ims serve", &a.common.counters)?;
-    let (sock, ip) = bind_roce(a.bind, a.port, true)?;
-    let local = SocketAddr::new(ip, a.port);
-    let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
-    let mut server = Server::new(&mut ep, cfg)?;
-    let mut drv = Driver::new(sock);
-    drv.publish_to(counters.board.clone(), "ims");
-    let stop = StopFlag::install()?;
-    let flag = stop.arc();
+    let record = cfg.consume.clone();
+    let unit = UnitSession::start(cfg, Some(counters.board.clone())).map_err(|e| match e {
+        rocelink_ims::Error::RecordDir { .. } => anyhow::Error::new(e).context("--record"),
+        e => e.into(),
+    })?;
     if !a.common.json && !a.common.quiet {
         eprintln!(
-            "rocelink ims serve: buffer unit on {local}, status QPN {:#x}, Q_Key {:#x}, ring {} bytes per worker",
-            cfg.status_qpn, cfg.status_qkey, cfg.ring_bytes
+            "rocelink ims serve: buffer unit on {}, status QPN {status_qpn:#x}, Q_Key {status_qkey:#x}, ring {ring} bytes per worker",
+            unit.local()
         );
     }
-    let mut rec = a
-        .record
-        .as_ref()
-        .map(|d| RecordConsumer::new(d.clone(), None));
-    let mut rate = a.rate.map(RateConsumer::new);
-    let mut nothing = |_: &rocelink_ims::Frame<'_>| {};
-    let inner: &mut dyn Consumer = match (rec.as_mut(), rate.as_mut()) {
-        (Some(r), _) => r,
-        (None, Some(r)) => r,
-        (None, None) => &mut nothing,
-    };
+    let stop = StopFlag::install()?;
     let pb = progress_bar(a.common.json || a.common.quiet);
     let t0 = Instant::now();
-    let reached = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut counted = Counted {
-        inner,
-        left: a.frames,
-        reached: reached.clone(),
-    };
-    let mut reached_at: Option<Instant> = None;
-    let left = run::serve(
-        &mut drv,
-        &mut ep,
-        &mut server,
-        &mut counted,
-        RunOpts {
-            stop: &flag,
-            deadline: a.common.seconds.map(|s| t0 + s),
-            every: Duration::from_millis(50),
-        },
-        &mut |s| {
-            // --frames: done once they were consumed and their worker left (or 2 s on)
-            if reached.load(std::sync::atomic::Ordering::Relaxed) {
-                let at = *reached_at.get_or_insert_with(Instant::now);
-                if s.workers() == 0 || at.elapsed() > Duration::from_secs(2) {
-                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-            pb.set_message(serve_progress(s, t0));
-            pb.tick();
-        },
-    )?;
+    crate::stop::watch(&stop, &unit.stopper(), &|| unit.is_finished(), &mut || {
+        pb.set_message(serve_progress(&unit.progress(), t0));
+        pb.tick();
+    });
     pb.finish_and_clear();
-    let secs = t0.elapsed().as_secs_f64();
-    drop(counted);
-    let recorded = finish_recording(rec.as_mut())?;
+    let sum = unit.wait().map_err(|e| match e {
+        rocelink_ims::Error::Record { .. } => anyhow::Error::new(e).context("--record"),
+        e => e.into(),
+    })?;
     let snap = counters.finish(
         "ims serve",
-        drv.link("ims", &ep),
+        sum.link.clone(),
         a.common.json || a.common.quiet,
     );
-    let st = server.stats();
-    serve_summary(a, &st, &ep, recorded, snap, secs);
-    if left > 0 {
+    serve_summary(a, &sum, snap);
+    if sum.unconsumed > 0 {
         eprintln!(
-            "rocelink: error: {left} frame(s) were ACKed to their worker but not consumed{} within {} s of stopping",
-            if rec.is_some() { " (recorded)" } else { "" },
+            "rocelink: error: {} frame(s) were ACKed to their worker but not consumed{} within {} s of stopping",
+            sum.unconsumed,
+            if matches!(record, Consume::Record(_)) {
+                " (recorded)"
+            } else {
+                ""
+            },
             run::DRAIN.as_secs()
         );
         return Ok(ExitCode::from(1));
     }
-    Ok(if st.image_crc_failures > 0 {
+    Ok(if sum.stats.image_crc_failures > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
 }
 
-fn serve_progress(s: &Server, t0: Instant) -> String {
-    let st = s.stats();
+fn serve_progress(p: &UnitProgress, t0: Instant) -> String {
+    let st = &p.stats;
     format!(
         "{} workers | {} frames {:.2} Gbit/s | {} NACKs | {} duplicates | {} CRC failures",
-        s.workers(),
+        p.workers,
         st.frames_delivered,
         gbps(st.bytes, t0.elapsed().as_secs_f64()),
         st.nacks,
@@ -336,30 +309,18 @@ fn serve_progress(s: &Server, t0: Instant) -> String {
     )
 }
 
-/// Make the recording durable; its summary as JSON (null without one).
-fn finish_recording(rec: Option<&mut RecordConsumer>) -> Result<serde_json::Value> {
-    let Some(r) = rec else {
-        return Ok(serde_json::Value::Null);
-    };
-    if let Some(e) = r.error() {
-        bail!("--record {e}");
-    }
-    Ok(match r.finish().context("--record")? {
+fn recorded_json(r: Option<&rocelink_record::Summary>) -> serde_json::Value {
+    match r {
         Some(s) => {
             json!({"frames": s.frames, "bytes": s.bytes, "dropped": s.dropped, "stopped": s.stopped})
         }
         None => serde_json::Value::Null,
-    })
+    }
 }
 
-fn serve_summary(
-    a: &ServeArgs,
-    st: &rocelink_ims::ServerStats,
-    ep: &Endpoint,
-    recorded: serde_json::Value,
-    snap: rocelink_runtime::counters::Snapshot,
-    secs: f64,
-) {
+fn serve_summary(a: &ServeArgs, sum: &UnitSummary, snap: rocelink_runtime::counters::Snapshot) {
+    let (st, secs) = (&sum.stats, sum.seconds);
+    let recorded = recorded_json(sum.recorded.as_ref());
     let (frames, bytes) = (st.frames_delivered, st.bytes);
     if a.common.json {
         println!(
@@ -369,7 +330,7 @@ fn serve_summary(
                    "retransmissions": st.seen_again, "timeouts": null, "window_stalls": st.out_of_window,
                    "corrupt": st.image_crc_failures, "image_crc_failures": st.image_crc_failures,
                    "out_of_window": st.out_of_window, "duplicates": st.duplicates,
-                   "icrc_errors": ep.stats().icrc_errors, "status_packets": st.status_packets,
+                   "icrc_errors": sum.icrc_errors, "status_packets": st.status_packets,
                    "status_ignored": st.status_ignored, "status_foreign": st.status_foreign,
                    "workers_refused": st.workers_refused, "channels_refused": st.channels_refused,
                    "workers_expired": st.workers_expired, "answers_dropped": st.answers_dropped,
@@ -400,33 +361,6 @@ fn serve_summary(
     }
 }
 
-/// Passes frames on; sets `reached` once `left` reaches 0.
-struct Counted<'a> {
-    inner: &'a mut dyn Consumer,
-    left: Option<u64>,
-    reached: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Consumer for Counted<'_> {
-    fn ready(&mut self, now: Instant) -> bool {
-        // frames past the count are still taken: each was ACKed to its worker
-        self.inner.ready(now)
-    }
-    fn consume(&mut self, now: Instant, f: &rocelink_ims::Frame<'_>) {
-        self.inner.consume(now, f);
-        if let Some(n) = self.left.as_mut().filter(|n| **n > 0) {
-            *n -= 1;
-            if *n == 0 {
-                self.reached
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-    }
-    fn wake(&self) -> Option<Instant> {
-        self.inner.wake()
-    }
-}
-
 fn server_addr(s: &str) -> Result<SocketAddr> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
@@ -437,166 +371,101 @@ fn server_addr(s: &str) -> Result<SocketAddr> {
     }
 }
 
-fn source(a: &SendArgs) -> Result<Box<dyn FrameSource>> {
-    let geom = ImageGeometry {
+/// What the worker sends, from its flags.
+fn frames(a: &SendArgs) -> Result<Frames> {
+    let geometry = ImageGeometry {
         columns: a.columns,
         rows: a.rows,
     };
-    let frame = usize::try_from(a.frame).context("--frame is larger than memory")?;
-    let len_of = |len: usize| a.bytes.map(|b| b.div_ceil(len as u64)).or(a.frames);
+    let len = usize::try_from(a.frame).context("--frame is larger than memory")?;
     Ok(match (a.image4, a.image6, &a.file) {
-        (true, _, _) => {
-            let len = geom.encoded_len(PixelDepth::Four);
-            Box::new(ImageSource::new(geom, PixelDepth::Four, len_of(len)))
-        }
-        (_, true, _) => {
-            let len = geom.encoded_len(PixelDepth::Six);
-            Box::new(ImageSource::new(geom, PixelDepth::Six, len_of(len)))
-        }
-        (_, _, Some(p)) => {
-            let s = FileSource::open(p, frame, a.repeat)
-                .with_context(|| format!("--file {}", p.display()))?;
-            match len_of(frame) {
-                Some(n) => Box::new(Limited(s, n)),
-                None => Box::new(s),
-            }
-        }
-        _ => Box::new(
-            PatternSource::new(frame, len_of(frame))
-                .with_context(|| format!("--frame {frame}: at least 64 bytes"))?,
-        ),
+        (true, _, _) => Frames::Images {
+            geometry,
+            depth: PixelDepth::Four,
+        },
+        (_, true, _) => Frames::Images {
+            geometry,
+            depth: PixelDepth::Six,
+        },
+        (_, _, Some(p)) => Frames::File {
+            path: p.clone(),
+            len,
+            repeat: a.repeat,
+        },
+        _ if len < 64 => bail!("--frame {len}: at least 64 bytes"),
+        _ => Frames::Pattern { len },
     })
 }
 
-/// A source cut after `.1` frames.
-struct Limited<S>(S, u64);
-
-impl<S: FrameSource> FrameSource for Limited<S> {
-    fn frame_len(&self) -> usize {
-        self.0.frame_len()
-    }
-    fn fill(&mut self, index: u64, va: u64, out: &mut [u8]) -> std::io::Result<bool> {
-        if index >= self.1 {
-            return Ok(false);
-        }
-        self.0.fill(index, va, out)
-    }
-}
-
-/// The worker's configuration from its flags, checked.
-fn worker_config(a: &SendArgs, server: SocketAddr, frame_len: usize) -> Result<WorkerConfig> {
-    let cfg = WorkerConfig {
-        status_qpn: a.common.status_qpn,
-        status_qkey: a.common.status_qkey,
-        packet_bytes: a.packet,
-        in_flight: a
-            .in_flight
-            .unwrap_or_else(|| WorkerConfig::in_flight_for(frame_len)),
-        timeout: a.timeout,
-        wait: a.wait,
-        mark_bad: a.mark_bad,
-        silence: a.silence.unwrap_or(a.timeout.saturating_mul(3)),
-        unit_data_port: a.unit_data_port,
-        ..WorkerConfig::new(server)
-    };
-    cfg.check(frame_len)?;
+/// The worker's configuration from its flags.
+fn send_config(a: &SendArgs) -> Result<SendConfig> {
+    let unit = server_addr(&a.server)?;
+    let frames = frames(a)?;
+    let frame_len = frames.frame_len();
+    let mut cfg = SendConfig::new(unit, frames);
+    cfg.count = a.bytes.map(|b| cfg.frames.frames_for(b)).or(a.frames);
+    cfg.local = a.bind.map(|b| b.0);
+    cfg.port = a.bind.and_then(|b| b.1);
+    cfg.duration = a.common.seconds;
+    let w = &mut cfg.worker;
+    w.status_qpn = a.common.status_qpn;
+    w.status_qkey = a.common.status_qkey;
+    w.packet_bytes = a.packet;
+    w.in_flight = a
+        .in_flight
+        .unwrap_or_else(|| WorkerConfig::in_flight_for(frame_len));
+    w.timeout = a.timeout;
+    w.wait = a.wait;
+    w.mark_bad = a.mark_bad;
+    w.silence = a.silence.unwrap_or(a.timeout.saturating_mul(3));
+    w.unit_data_port = a.unit_data_port;
     Ok(cfg)
 }
 
-/// The worker's RoCE socket: `--bind`, or the address that routes to the unit, at the
-/// unit's RoCE port unless a port is given.
-fn worker_socket(
-    a: &SendArgs,
-    server: SocketAddr,
-) -> Result<(rocelink_io::udp::UdpSocket, SocketAddr)> {
-    let (ip, port) = match a.bind {
-        Some((ip, port)) => (ip, port),
-        None if server.ip().is_loopback() => (IpAddr::V4(Ipv4Addr::LOCALHOST), None),
-        None => (route_source(server)?, None),
-    };
-    let port = port.unwrap_or(server.port());
-    // a chosen address is kept; the default loopback one moves aside if the unit has it
-    let (sock, ip) = bind_roce(ip, port, a.bind.is_some())?;
-    Ok((sock, SocketAddr::new(ip, port)))
-}
-
-/// The local address the kernel sends from towards `to`.
-fn route_source(to: SocketAddr) -> Result<IpAddr> {
-    let probe = std::net::UdpSocket::bind(SocketAddr::new(
-        if to.is_ipv4() {
-            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
-        } else {
-            IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
-        },
-        0,
-    ))?;
-    probe
-        .connect(to)
-        .with_context(|| format!("no route to the buffer unit at {to} (give --bind)"))?;
-    Ok(probe.local_addr()?.ip())
-}
-
 fn send(a: &SendArgs) -> Result<ExitCode> {
-    let server = server_addr(&a.server)?;
-    let mut src = source(a)?;
-    let frame_len = src.frame_len();
-    let cfg = worker_config(a, server, frame_len)?;
+    let cfg = send_config(a)?;
+    cfg.check()?;
     let counters = Counters::start("ims send", &a.common.counters)?;
-    let (sock, local) = worker_socket(a, server)?;
-    let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
-    let mut worker = Worker::new(&mut ep, cfg, frame_len)?;
-    let mut drv = Driver::new(sock);
-    drv.publish_to(counters.board.clone(), "ims");
+    let worker = WorkerSession::start(cfg, Some(counters.board.clone())).map_err(|e| match e {
+        rocelink_ims::Error::File { .. } => anyhow::Error::new(e).context("--file"),
+        rocelink_ims::Error::Route(..) => anyhow::Error::new(e).context("--bind"),
+        e => e.into(),
+    })?;
     let stop = StopFlag::install()?;
-    let flag = stop.arc();
     let pb = progress_bar(a.common.json || a.common.quiet);
     let t0 = Instant::now();
-    // --seconds: stop sending new frames then, and give the ones in flight one timeout
-    let until = a.common.seconds.map(|s| t0 + s);
-    let sent = run::send(
-        &mut drv,
-        &mut ep,
-        &mut worker,
-        src.as_mut(),
-        RunOpts {
-            stop: &flag,
-            deadline: until.map(|t| t + cfg.timeout.min(cfg.silence)),
-            every: Duration::from_millis(50),
-        },
-        &mut |w| {
-            if until.is_some_and(|t| Instant::now() >= t) {
-                flag.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            pb.set_message(send_progress(w, t0));
+    crate::stop::watch(
+        &stop,
+        &worker.stopper(),
+        &|| worker.is_finished(),
+        &mut || {
+            pb.set_message(send_progress(&worker.progress(), t0));
             pb.tick();
         },
     );
     pb.finish_and_clear();
+    let sum = worker.wait().map_err(|e| match e {
+        rocelink_ims::Error::PathMtu { packet, unit } => anyhow::anyhow!(
+            "packets of {packet} payload bytes do not fit the path MTU to {unit} (with 1500-byte Ethernet frames use --packet 1408)"
+        ),
+        e => e.into(),
+    })?;
     let snap = counters.finish(
         "ims send",
-        drv.link("ims", &ep),
+        sum.link.clone(),
         a.common.json || a.common.quiet,
     );
-    if let Err(e) = sent {
-        if e.raw_os_error() == Some(libc::EMSGSIZE) {
-            bail!(
-                "{e}: packets of {} payload bytes do not fit the path MTU to {server} (with 1500-byte Ethernet frames use --packet 1408)",
-                a.packet
-            );
-        }
-        return Err(e.into());
-    }
-    send_summary(a, &worker, &ep, snap, t0.elapsed().as_secs_f64())
+    send_summary(a, &sum, snap)
 }
 
-fn send_progress(w: &Worker, t0: Instant) -> String {
-    let st = w.stats();
+fn send_progress(p: &SendProgress, t0: Instant) -> String {
+    let st = &p.stats;
     format!(
         "{:?} | {} frames {:.2} Gbit/s | {} in flight | {} NACKs | {} retransmissions | {} timeouts",
-        w.state(),
+        p.state,
         st.frames,
         gbps(st.bytes, t0.elapsed().as_secs_f64()),
-        w.in_flight(),
+        p.in_flight,
         st.nacks,
         st.retransmissions,
         st.timeouts
@@ -606,21 +475,12 @@ fn send_progress(w: &Worker, t0: Instant) -> String {
 /// Print what the worker did; exit 2 if it failed, 1 if frames were never acknowledged.
 fn send_summary(
     a: &SendArgs,
-    worker: &Worker,
-    ep: &Endpoint,
+    sum: &SendSummary,
     snap: rocelink_runtime::counters::Snapshot,
-    secs: f64,
 ) -> Result<ExitCode> {
-    let st = worker.stats();
-    let unacked = worker.unacknowledged();
-    let failed = match worker.state() {
-        WorkerState::Failed(e) => Some(e.to_string()),
-        WorkerState::Done => None,
-        s => Some(format!("stopped while {s:?}")),
-    };
-    let refused = ep
-        .qp_stats(worker.data_qpn())
-        .map_or(0, |q| q.foreign_port + q.psn_refused);
+    let (st, secs, unacked) = (&sum.stats, sum.seconds, &sum.unacknowledged);
+    let failed = sum.failure();
+    let refused = sum.answers_refused;
     if a.common.json {
         println!(
             "{}",

@@ -10,10 +10,10 @@ use crate::stop::StopFlag;
 use anyhow::{Context, Result, anyhow, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
-use rocelink_hsb::emulator::{Emulator, EmulatorConfig, Pacing};
-use rocelink_hsb::host::control::Control;
-use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
-use rocelink_session::{FrameSink, Limits, StopReason};
+use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
+use rocelink_hsb::host::receiver::ReceiverStats;
+use rocelink_hsb_host::session::{Device, HostConfig, HostSession, HostSummary, Note};
+use rocelink_hsb_host::{FrameSink, Limits, StopReason};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,7 +27,7 @@ pub(crate) fn frame_loop(
     out: &mut Sinks,
 ) -> Result<(u64, StopReason)> {
     let flag = stop.arc();
-    let r = rocelink_session::run(rx, lim, &flag, &mut out.list());
+    let r = rocelink_hsb_host::run(rx, lim, &flag, &mut out.list());
     out.term.done();
     let o = r?;
     Ok((o.frames, o.stopped))
@@ -162,20 +162,47 @@ pub(crate) fn sensor_and_frame(a: &ReceiveArgs) -> Result<(Option<SensorSpec>, u
     Ok((sensor, frame_size))
 }
 
-/// One virtual port being received: its receiver, its sinks, the camera feeding it.
-struct Port {
-    vp: u32,
-    rx: Receiver,
-    out: Sinks,
-    camera: Option<rocelink_hsb::host::imx274::Camera>,
-}
-
 pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     if let Some(ifname) = &a.coe {
         return crate::receive_coe::receive_coe(a, ifname);
     }
-    // 1. inputs
     let (sensor, frame_size) = sensor_and_frame(a)?;
+    let cfg = host_config(a, frame_size)?;
+    let several = cfg.vps.len() > 1;
+    let outs: Vec<Output> = match several {
+        true => cfg.vps.iter().map(|&v| a.out.for_vp(v)).collect(),
+        false => vec![a.out.clone()],
+    };
+    for o in &outs {
+        o.check(sensor.as_ref())?;
+    }
+    let stop = StopFlag::install()?;
+    let counters = crate::stats::Counters::start("receive", &a.counters)?;
+    let sinks = outs
+        .iter()
+        .map(|o| o.open(sensor.as_ref(), frame_size))
+        .collect::<Result<Vec<_>>>()?;
+    let (quiet, device) = (a.out.quiet, cfg.device.ip());
+    let session = HostSession::start(cfg, sinks, Some(counters.board.clone()), &mut |n| {
+        if quiet {
+        } else if let Note::Port { .. } = n {
+            eprintln!("rocelink receive: device {device} {n}");
+        } else {
+            eprintln!("rocelink receive: {n}");
+        }
+    })?;
+    let stopper = session.stopper();
+    while !session.is_finished() {
+        if stop.is_set() {
+            stopper.stop();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    report(a, &counters, session.wait(), several)
+}
+
+/// The session the flags describe, every flag checked (and named when wrong) first.
+fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
     if a.bring_up.camera.is_some() && a.listen.is_some() {
         bail!("--camera needs --device: the camera is brought up over the device's I2C");
     }
@@ -185,231 +212,103 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     if vps.len() != a.vp.len() {
         bail!("--vp names a virtual port twice");
     }
-    let several = vps.len() > 1;
     a.tune.check(vps.len())?;
-    if several && a.listen.is_some() {
+    if vps.len() > 1 && a.listen.is_some() {
         bail!("--listen receives one virtual port; give --device to receive several");
     }
     check_ring(frame_size, a.pages)?;
-    let outs: Vec<Output> = match several {
-        true => vps.iter().map(|&v| a.out.for_vp(v)).collect(),
-        false => vec![a.out.clone()],
-    };
-    for o in &outs {
-        o.check(sensor.as_ref())?;
-    }
-    let stop = StopFlag::install()?;
-    let (local, device_ip, qp_rkey) = match (a.listen, a.device) {
+    let (local, device) = match (a.listen, a.device) {
         (Some(l), _) => {
-            let (Some(q), Some(k), Some(d)) = (a.qp, a.rkey, a.device_ip) else {
+            let (Some(qp), Some(rkey), Some(ip)) = (a.qp, a.rkey, a.device_ip) else {
                 bail!("--listen needs --qp, --rkey and --device-ip");
             };
-            (l, d, Some((q, k)))
+            (l, Device::Passive { ip, qp, rkey })
         }
-        (None, Some(dev)) => {
-            let ip = match a.bind {
-                Some(ip) => ip,
-                None => {
-                    let ip = rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
-                        .with_context(|| format!("no route to --device {dev}"))?;
-                    // one host, its port taken (the emulator's sensor TX, another
-                    // receiver): another loopback address serves as well, since the device
-                    // is told where to send
-                    let n = if several { vps.len() as u16 } else { 1 };
-                    free_loopback(ip, IpAddr::V4(dev), a.port, n)
-                }
-            };
-            (SocketAddr::new(ip, a.port), dev, None)
-        }
+        (None, Some(dev)) => (
+            local_for(a, dev, vps.len() as u16)?,
+            Device::Ecb {
+                ip: dev,
+                control_port: a.control_port,
+            },
+        ),
         (None, None) => bail!("--device IP is required (or --listen with --qp/--rkey/--device-ip)"),
     };
-    // 2. the receivers (socket, pcap file, ring), one per virtual port, and their sinks
-    let counters = crate::stats::Counters::start("receive", &a.counters)?;
-    let mut ports = Vec::with_capacity(vps.len());
+    local
+        .port()
+        .checked_add(vps.len() as u16 - 1)
+        .context("--port too high for --vp")?;
     let mtu = a.mtu.unwrap_or_else(|| {
         rocelink_io::net::mtu_for_ip(local.ip()).map_or(1500, |m| m.clamp(256, 9000) as u32)
     });
-    let last_port = local
-        .port()
-        .checked_add(if several { vps.len() as u16 - 1 } else { 0 })
-        .context("--port too high for --vp")?;
-    let xdp = a
-        .tune
-        .open_xdp(local.ip(), local.port(), last_port, mtu, vps.len())?;
-    for (i, (&vp, o)) in vps.iter().zip(&outs).enumerate() {
-        let mut l = local;
-        if several && l.port() != 0 {
-            l.set_port(
-                l.port()
-                    .checked_add(i as u16)
-                    .context("--port too high for --vp")?,
-            );
-        }
-        let mut cfg = ReceiverConfig::new(l, device_ip, frame_size);
-        cfg.pages = a.pages;
-        cfg.mtu = mtu;
-        cfg.vp = vp;
-        cfg.md_disable = a.md_disable;
-        cfg.layout = a.layout.opts();
-        cfg.qp_rkey = qp_rkey;
-        cfg.pcap = match (&a.pcap, several) {
-            (Some(p), true) => Some(crate::sinks::suffixed(p, vp)),
-            (p, _) => p.clone(),
-        };
-        a.tune.apply(&mut cfg)?;
-        cfg.xdp = xdp.get(i).cloned();
-        let mut rx = Receiver::new(cfg).with_context(|| format!("receiver for --vp {vp}"))?;
-        match several {
-            true => rx.publish_as(counters.board.clone(), &format!("vp{vp}")),
-            false => rx.publish_to(counters.board.clone()),
-        }
-        let out = o.open(sensor.as_ref(), frame_size)?;
-        ports.push(Port {
-            vp,
-            rx,
-            out,
-            camera: None,
-        });
+    let mut cfg = HostConfig::new(device, local, frame_size);
+    cfg.vps = a.vp.clone();
+    cfg.pages = a.pages;
+    cfg.mtu = mtu;
+    cfg.md_disable = a.md_disable;
+    cfg.layout = a.layout.opts();
+    cfg.pcap = a.pcap.clone();
+    (cfg.tuning, cfg.xdp) = a.tune.session(local.ip(), mtu)?;
+    cfg.bring_up = a.bring_up.session();
+    cfg.limits = match a.frames {
+        Some(n) => Limits::frames(n),
+        None => Limits::unlimited(),
     }
-    // 3. the device: every port's data channel, then PTP and the cameras, one at a time
-    let mut ctl = None;
-    if qp_rkey.is_none() {
-        let mut c = Control::new(SocketAddr::new(IpAddr::V4(device_ip), a.control_port))?;
-        let version = c
-            .read(rocelink_hsb::regs::HSB_IP_VERSION)
-            .with_context(|| format!("device {device_ip}:{} did not answer ECB", a.control_port))?;
-        let brought_up = (|| -> Result<()> {
-            for (i, p) in ports.iter_mut().enumerate() {
-                if !a.out.quiet {
-                    eprintln!(
-                        "rocelink receive: device {device_ip} HSB IP {:#06x}; vp {} QP {:#x} R_Key {:#x} at {}",
-                        version & 0xFFFF,
-                        p.vp,
-                        p.rx.qpn(),
-                        p.rx.rkey(),
-                        p.rx.local_addr()
-                    );
-                }
-                p.rx.configure(&mut c)?;
-                let mut b = a.bring_up.clone();
-                b.ptp &= i == 0;
-                p.camera = b.run(&mut c, p.vp, a.out.quiet)?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = brought_up {
-            shut_down(&mut ports, &mut c);
-            return Err(e);
+    .with_seconds(a.seconds)
+    .with_timeout(a.timeout);
+    Ok(cfg)
+}
+
+/// Where the host receives from `dev`: `--bind`, or the address that routes to it — on one
+/// host with its port taken (the emulator's sensor TX, another receiver), another loopback
+/// address serves as well, since the device is told where to send.
+fn local_for(a: &ReceiveArgs, dev: Ipv4Addr, n: u16) -> Result<SocketAddr> {
+    let ip = match a.bind {
+        Some(ip) => ip,
+        None => {
+            let ip = rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
+                .with_context(|| format!("no route to --device {dev}"))?;
+            free_loopback(ip, IpAddr::V4(dev), a.port, n)
         }
-        ctl = Some(c);
-    }
-    // 4. frames: one thread per port when there are several
-    let lim = Limits::unlimited()
-        .with_seconds(a.seconds)
-        .with_timeout(a.timeout);
-    let lim = match a.frames {
-        Some(n) => Limits::frames(n)
-            .with_seconds(a.seconds)
-            .with_timeout(a.timeout),
-        None => lim,
     };
-    let results: Vec<Result<(u64, StopReason)>> = if several {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = ports
-                .iter_mut()
-                .enumerate()
-                .map(|(i, p)| {
-                    let (lim, stop, cpu) = (&lim, &stop, a.tune.cpu_for(i));
-                    s.spawn(move || {
-                        if let Some(c) = cpu {
-                            rocelink_io::net::pin_current_thread(c)
-                                .with_context(|| format!("cannot pin vp {} to CPU {c}", p.vp))?;
-                        }
-                        frame_loop(&mut p.rx, lim, stop, &mut p.out)
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow!("a receive thread panicked")))
-                })
-                .collect()
-        })
-    } else {
-        ports
-            .iter_mut()
-            .map(|p| frame_loop(&mut p.rx, &lim, &stop, &mut p.out))
-            .collect()
-    };
-    // 5. stop the cameras and the device, finish the recordings, summary
-    if let Some(c) = ctl.as_mut() {
-        shut_down(&mut ports, c);
+    Ok(SocketAddr::new(ip, a.port))
+}
+
+/// The summary of every virtual port, the counters and AF_XDP lines, what could not be
+/// undone on the device; the exit code (1 when a recording lost frames), or the first
+/// virtual port's error.
+fn report(
+    a: &ReceiveArgs,
+    counters: &crate::stats::Counters,
+    mut sum: HostSummary<Sinks>,
+    several: bool,
+) -> Result<ExitCode> {
+    for w in &sum.warnings {
+        eprintln!("rocelink receive: warning: {w}");
     }
     let mut rec_ok = true;
-    for p in ports.iter_mut() {
-        rec_ok &= finish_recording(&mut p.out, "receive")?;
+    for p in sum.ports.iter_mut() {
+        rec_ok &= finish_recording(&mut p.sink, "receive")?;
     }
-    for (p, r) in ports.iter().zip(&results) {
-        let name = match several {
-            true => format!("vp{}", p.vp),
-            false => "data".to_string(),
-        };
-        counters.board.set_link(p.rx.link(&name));
-        let Ok((n, ended)) = r else { continue };
-        if a.out.quiet {
-            continue;
+    for p in &sum.ports {
+        let Ok(o) = &p.outcome else { continue };
+        if !a.out.quiet {
+            let vp = several.then(|| format!("vp {}: ", p.vp));
+            eprintln!(
+                "rocelink receive: {}{}",
+                vp.unwrap_or_default(),
+                port_line(o, &p.stats)
+            );
         }
-        let s = p.rx.stats;
-        eprintln!(
-            "rocelink receive: {}{n} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} datagrams verified{}{}",
-            if several {
-                format!("vp {}: ", p.vp)
-            } else {
-                String::new()
-            },
-            s.good,
-            s.damaged,
-            s.dropped_packets,
-            s.icrc_errors,
-            s.refused,
-            s.datagrams,
-            // in place: the kernel copied the payload straight into the ring (socket
-            // path); AF_XDP verifies in the UMEM and copies once, so says nothing here
-            if s.in_place > 0 {
-                format!(", {} of them where they landed", s.in_place)
-            } else {
-                String::new()
-            },
-            if *ended == StopReason::Stopped {
-                " (stopped by signal)"
-            } else {
-                ""
-            }
-        );
     }
     if !a.out.quiet {
         eprintln!(
             "rocelink receive: counters: {}",
             counters.board.snapshot().line()
         );
-        for (i, x) in xdp.iter().enumerate() {
-            // one line per AF_XDP socket (virtual ports sharing a queue share one)
-            if xdp[..i].iter().all(|y| y.queue() != x.queue()) {
-                eprintln!("rocelink receive: {}", crate::sinks::xdp_summary(x));
-                if x.stats().no_port > 0 && xdp.iter().any(|y| y.queue() != x.queue()) {
-                    eprintln!(
-                        "rocelink receive: warning: queue {} got datagrams for a data port \
-                         another queue reads: steer each --port + i to its --xdp-queue \
-                         (ethtool -N IFACE flow-type udp4 dst-port P action Q)",
-                        x.queue()
-                    );
-                }
-            }
-        }
+        xdp_lines(&sum.xdp);
     }
-    for r in results {
-        r?;
+    for p in sum.ports {
+        p.outcome?;
     }
     Ok(if rec_ok {
         ExitCode::SUCCESS
@@ -418,22 +317,40 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     })
 }
 
-/// Stop every port's camera, then its stream (warnings, not errors: this runs on the way
-/// out).
-fn shut_down(ports: &mut [Port], c: &mut Control) {
-    for p in ports.iter_mut() {
-        if let Some(cam) = p.camera.take()
-            && let Err(e) = crate::board::stop_camera(cam, c)
-        {
-            eprintln!(
-                "rocelink receive: warning: could not stop camera {}: {e:#}",
-                p.vp
-            );
+/// One virtual port's end: frames, verdicts, losses, refusals, what was verified.
+fn port_line(o: &rocelink_hsb_host::Outcome, s: &ReceiverStats) -> String {
+    // in place: the kernel copied the payload straight into the ring (socket path);
+    // AF_XDP verifies in the UMEM and copies once, so says nothing here
+    let in_place = if s.in_place > 0 {
+        format!(", {} of them where they landed", s.in_place)
+    } else {
+        String::new()
+    };
+    let signal = if o.stopped == StopReason::Stopped {
+        " (stopped by signal)"
+    } else {
+        ""
+    };
+    format!(
+        "{} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} datagrams verified{in_place}{signal}",
+        o.frames, s.good, s.damaged, s.dropped_packets, s.icrc_errors, s.refused, s.datagrams
+    )
+}
+
+/// One line per AF_XDP socket (virtual ports sharing a queue share one), and a warning
+/// when datagrams reached a queue whose socket does not read their port.
+fn xdp_lines(xdp: &[rocelink_runtime::xdp::XdpPort]) {
+    for (i, x) in xdp.iter().enumerate() {
+        if xdp[..i].iter().any(|y| y.queue() == x.queue()) {
+            continue;
         }
-        if let Err(e) = p.rx.stop(c) {
+        eprintln!("rocelink receive: {}", crate::sinks::xdp_summary(x));
+        if x.stats().no_port > 0 && xdp.iter().any(|y| y.queue() != x.queue()) {
             eprintln!(
-                "rocelink receive: warning: could not stop the stream of vp {}: {e}",
-                p.vp
+                "rocelink receive: warning: queue {} got datagrams for a data port \
+                 another queue reads: steer each --port + i to its --xdp-queue \
+                 (ethtool -N IFACE flow-type udp4 dst-port P action Q)",
+                x.queue()
             );
         }
     }
@@ -477,15 +394,6 @@ pub(crate) struct DemoArgs {
     counters: crate::stats::CounterArgs,
 }
 
-/// The host side of a demo run, kept so the device can be stopped and the recording
-/// finished whatever happened.
-struct Ran {
-    rx: Receiver,
-    ctl: Control,
-    r: Result<(u64, StopReason)>,
-    out: Sinks,
-}
-
 /// Emulator and receiver in one process over loopback (device 127.0.0.2, host 127.0.0.1).
 pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     let source = a
@@ -500,78 +408,93 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     let counters = crate::stats::Counters::start("demo", &a.counters)?;
     let stop = StopFlag::install()?;
     let dev_ip = a.device_ip.unwrap_or_else(free_device_ip);
+    let mut ecfg = EmulatorConfig::new(DeviceConfig::new(dev_ip));
+    ecfg.bootp_target = None;
+    ecfg.sensor = source;
+    ecfg.pacing = Pacing::Fps(a.fps);
+    ecfg.pcap = a.pcap.clone();
+    ecfg.counters = Some(counters.board.clone());
+    // the device is bound (or the error names what is taken) before the host starts
+    let emu = EmulatorSession::start(&ecfg).context("emulated device")?;
+    let host = demo_host(a, &ecfg, frame_size, &counters, &stop);
+    let es = emu.stop().context("emulated device")?;
+    demo_report(a, &counters, host?, es.packets)
+}
+
+/// The demo's host: receives from the emulated device until its frame count or Ctrl-C.
+fn demo_host(
+    a: &DemoArgs,
+    ecfg: &EmulatorConfig,
+    frame_size: usize,
+    counters: &crate::stats::Counters,
+    stop: &StopFlag,
+) -> Result<HostSummary<Sinks>> {
+    let dev_ip = ecfg.device.ip;
     let o = dev_ip.octets();
     let host_ip = Ipv4Addr::new(o[0], o[1], o[2], 1);
-    let mut cfg = EmulatorConfig::new(DeviceConfig::new(dev_ip));
-    cfg.bootp_target = None;
-    cfg.sensor = source;
-    cfg.pacing = Pacing::Fps(a.fps);
-    cfg.pcap = a.pcap.clone();
-    cfg.counters = Some(counters.board.clone());
-    // the device is bound (or the error names what is taken) before the host starts
-    let emu = Emulator::bind(&cfg).context("emulated device")?;
-    let emu_stop = StopFlag::never();
-    let es2 = emu_stop.arc();
-    let emu = std::thread::spawn(move || emu.run(es2));
-    let mut rcfg = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host_ip), 0), dev_ip, frame_size);
-    rcfg.pages = 4;
-    let run = || -> Result<Ran> {
-        let rx = Receiver::new(rcfg)?;
-        let mut ctl = Control::new(SocketAddr::new(IpAddr::V4(dev_ip), cfg.control_port))?;
-        let version = ctl.read(rocelink_hsb::regs::HSB_IP_VERSION)?;
-        if !a.out.json && !a.out.quiet {
+    let device = Device::Ecb {
+        ip: dev_ip,
+        control_port: ecfg.control_port,
+    };
+    let mut cfg = HostConfig::new(device, SocketAddr::new(IpAddr::V4(host_ip), 0), frame_size);
+    cfg.limits = Limits::frames(a.frames).with_timeout(Duration::from_secs(5));
+    let banner = !a.out.json && !a.out.quiet;
+    let out = a.out.open(Some(&a.sensor), frame_size)?;
+    let session = HostSession::start(cfg, vec![out], Some(counters.board.clone()), &mut |n| {
+        if let (
+            true,
+            Note::Port {
+                version,
+                qpn,
+                rkey,
+                local,
+                ..
+            },
+        ) = (banner, n)
+        {
             println!(
-                "emulated HSB {:#06x} at {dev_ip} streaming {} ({frame_size} bytes/frame) at {} fps -> receiver at {} (QP {:#x}, R_Key {:#x})",
+                "emulated HSB {:#06x} at {dev_ip} streaming {} ({frame_size} bytes/frame) at {} fps -> receiver at {local} (QP {qpn:#x}, R_Key {rkey:#x})",
                 version & 0xFFFF,
                 a.sensor,
                 a.fps,
-                rx.local_addr(),
-                rx.qpn(),
-                rx.rkey()
             );
         }
-        let mut out = a.out.open(Some(&a.sensor), frame_size)?;
-        let mut rx = rx;
-        rx.publish_to(counters.board.clone());
-        rx.configure(&mut ctl)?;
-        let lim = Limits::frames(a.frames).with_timeout(Duration::from_secs(5));
-        let r = frame_loop(&mut rx, &lim, &stop, &mut out);
-        Ok(Ran { rx, ctl, r, out })
+    })?;
+    crate::stop::watch(
+        stop,
+        &session.stopper(),
+        &|| session.is_finished(),
+        &mut || {},
+    );
+    Ok(session.wait())
+}
+
+/// The demo's summary line and exit code (1 when a frame was damaged or the recording lost
+/// frames).
+fn demo_report(
+    a: &DemoArgs,
+    counters: &crate::stats::Counters,
+    sum: HostSummary<Sinks>,
+    sent: u64,
+) -> Result<ExitCode> {
+    for w in &sum.warnings {
+        eprintln!("rocelink demo: warning: {w}");
+    }
+    let Some(mut p) = sum.ports.into_iter().next() else {
+        bail!("the demo's receiver thread failed");
     };
-    let mut ran = run();
-    let rec_ok = match ran {
-        Ok(Ran {
-            ref rx,
-            ref mut ctl,
-            ref mut out,
-            ..
-        }) => {
-            let _ = rx.stop(ctl);
-            finish_recording(out, "demo")
-        }
-        Err(_) => Ok(true),
-    };
-    emu_stop
-        .arc()
-        .store(true, std::sync::atomic::Ordering::Relaxed);
-    let es = emu
-        .join()
-        .map_err(|_| anyhow!("emulator thread panicked"))?
-        .context("emulated device")?;
-    let Ran { rx, r, .. } = ran?;
-    let rec_ok = rec_ok?;
-    let (_, ended) = r?;
-    let s = rx.stats;
-    counters.finish("demo", rx.link("data"), a.out.json || a.out.quiet);
+    let rec_ok = finish_recording(&mut p.sink, "demo")?;
+    let ended = p.outcome?.stopped;
+    let s = p.stats;
+    counters.summary("demo", a.out.json || a.out.quiet);
     if !a.out.json && !a.out.quiet {
         println!(
-            "{} frames: {} good, {} damaged, {} packets dropped, {} ICRC errors (device sent {} packets){}",
+            "{} frames: {} good, {} damaged, {} packets dropped, {} ICRC errors (device sent {sent} packets){}",
             s.frames,
             s.good,
             s.damaged,
             s.dropped_packets,
             s.icrc_errors,
-            es.packets,
             if ended == StopReason::Stopped {
                 "; stopped by signal"
             } else {

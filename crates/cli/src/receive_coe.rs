@@ -7,7 +7,7 @@ use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
 use rocelink_hsb::host::coe_receiver::{CoeReceiver, CoeReceiverConfig};
 use rocelink_hsb::host::control::Control;
-use rocelink_session::{Limits, StopReason};
+use rocelink_hsb_host::{Limits, StopReason};
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 
@@ -62,7 +62,19 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     }
     let camera = (|| -> Result<_> {
         rx.configure(&mut c)?;
-        a.bring_up.run(&mut c, vp, a.out.quiet)
+        let up = a.bring_up.session().run(&mut c, vp, true)?;
+        if !a.out.quiet {
+            if up.ptp {
+                eprintln!("rocelink receive: PTP synchronised");
+            }
+            if let (Some((cam, n)), Some(s)) = (up.camera, a.bring_up.sensor()) {
+                eprintln!(
+                    "rocelink receive: IMX274 {} streaming {s} ({n} I2C transactions)",
+                    cam.index()
+                );
+            }
+        }
+        Ok(up.camera.map(|(cam, _)| cam))
     })();
     let camera = match camera {
         Ok(cam) => cam,
@@ -81,7 +93,7 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     let r = frame_loop(&mut rx, &lim, &stop, &mut out);
     // 5. stop the camera and the stream, finish the recording, summary
     if let Some(cam) = camera
-        && let Err(e) = crate::board::stop_camera(cam, &mut c)
+        && let Err(e) = rocelink_hsb::host::bring_up::stop_camera(cam, &mut c)
     {
         eprintln!("rocelink receive: warning: could not stop the camera: {e:#}");
     }

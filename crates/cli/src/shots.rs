@@ -8,7 +8,6 @@ use crate::stop::StopFlag;
 use anyhow::{Result, bail};
 use rocelink_ultrasound::Geometry;
 use rocelink_ultrasound::session::LinkAddrs;
-use rocelink_ultrasound::session::Stopper;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig, ProbeSummary};
 use rocelink_ultrasound::session::shots::{
     LinkSummary, ShotEvent, ShotsConfig, ShotsSession, ShotsSummary,
@@ -130,17 +129,6 @@ fn probe_gate(a: &ProbeArgs, ips: &[IpAddr]) -> rocelink_ultrasound::GateConfig 
     gate
 }
 
-/// Until `finished`, every 100 ms: pass a Ctrl-C on to the session and call `tick`.
-fn watch(stop: &StopFlag, stopper: &Stopper, finished: &dyn Fn() -> bool, tick: &mut dyn FnMut()) {
-    while !finished() {
-        if stop.is_set() {
-            stopper.stop();
-        }
-        tick();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
     let links = a.links.addrs()?;
     let g = a.shape.per_link(links.addrs.len())?;
@@ -173,7 +161,7 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
     let stop = StopFlag::install()?;
     let pb = progress_bar(a.json || a.quiet);
     let t0 = Instant::now();
-    watch(
+    crate::stop::watch(
         &stop,
         &session.stopper(),
         &|| session.is_finished(),

@@ -1,11 +1,11 @@
 //! The output flags of `receive` and `demo`, checked before anything starts, and the sinks
-//! they open (`rocelink_session`'s recorder and snapshot, and the terminal: per-frame lines
+//! they open (`rocelink_hsb_host`'s recorder and snapshot, and the terminal: per-frame lines
 //! or JSON on stdout, the progress line on stderr).
 
 use crate::args;
 use anyhow::{Context, Result, bail};
 use rocelink_hsb::catalogue::SensorSpec;
-use rocelink_session::{
+use rocelink_hsb_host::{
     Delivered, FrameSink, RecordSink, SessionError, SnapshotSink, frame_json, frame_line,
 };
 use std::path::PathBuf;
@@ -40,24 +40,28 @@ pub(crate) struct Output {
     pub(crate) vp: Option<u32>,
 }
 
-/// `NAME-vpN.EXT` next to `p`.
-pub(crate) fn suffixed(p: &std::path::Path, vp: u32) -> PathBuf {
-    let stem = p
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = match p.extension() {
-        Some(e) => format!("{stem}-vp{vp}.{}", e.to_string_lossy()),
-        None => format!("{stem}-vp{vp}"),
-    };
-    p.with_file_name(name)
-}
+pub(crate) use rocelink_hsb_host::session::suffixed;
 
 /// The sinks, built after every input was checked.
 pub(crate) struct Sinks {
     pub(crate) rec: Option<RecordSink>,
     pub(crate) snap: Option<SnapshotSink>,
     pub(crate) term: Terminal,
+}
+
+/// The sinks of one virtual port as one: each frame to every sink in order; at the end
+/// every sink finished (the recording made durable) and the progress line cleared.
+impl FrameSink for Sinks {
+    fn frame(&mut self, d: &Delivered<'_>) -> Result<(), SessionError> {
+        for s in self.list() {
+            s.frame(d)?;
+        }
+        Ok(())
+    }
+    fn finish(&mut self) -> Result<(), SessionError> {
+        self.term.done();
+        rocelink_hsb_host::finish(&mut self.list())
+    }
 }
 
 impl Sinks {

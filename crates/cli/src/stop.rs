@@ -22,10 +22,6 @@ impl StopFlag {
         }
         Ok(StopFlag(f))
     }
-    /// A flag nothing sets (library-style callers, tests).
-    pub(crate) fn never() -> StopFlag {
-        StopFlag(Arc::new(AtomicBool::new(false)))
-    }
     /// Whether a signal came.
     pub(crate) fn is_set(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
@@ -33,5 +29,21 @@ impl StopFlag {
     /// The shared flag, for threads that poll it.
     pub(crate) fn arc(&self) -> Arc<AtomicBool> {
         self.0.clone()
+    }
+}
+
+/// Until `finished`, every 100 ms: pass a Ctrl-C on to the session and call `tick`.
+pub(crate) fn watch(
+    stop: &StopFlag,
+    stopper: &rocelink_runtime::Stopper,
+    finished: &dyn Fn() -> bool,
+    tick: &mut dyn FnMut(),
+) {
+    while !finished() {
+        if stop.is_set() {
+            stopper.stop();
+        }
+        tick();
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }

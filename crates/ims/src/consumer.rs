@@ -72,7 +72,7 @@ pub struct RecordConsumer {
     max_bytes: Option<u64>,
     rec: Option<Recorder>,
     frames: u64,
-    error: Option<String>,
+    error: Option<io::Error>,
     /// What the last [`Consumer::ready`] found.
     room: bool,
 }
@@ -91,8 +91,18 @@ impl RecordConsumer {
     }
 
     /// Why recording stopped early, if it did.
-    pub fn error(&self) -> Option<&str> {
-        self.error.as_deref()
+    pub fn error(&self) -> Option<&io::Error> {
+        self.error.as_ref()
+    }
+
+    /// Why recording stopped early, taken out.
+    pub fn take_error(&mut self) -> Option<io::Error> {
+        self.error.take()
+    }
+
+    /// The directory it records to.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// Finish the recording (durable, index written).
@@ -126,7 +136,7 @@ impl Consumer for RecordConsumer {
             cfg.max_bytes = self.max_bytes;
             match Recorder::start(cfg) {
                 Ok(r) => self.rec = Some(r),
-                Err(e) => self.error = Some(format!("{}: {e}", self.dir.display())),
+                Err(e) => self.error = Some(e),
             }
         }
         if let Some(r) = self.rec.as_mut() {

@@ -66,15 +66,18 @@
 #![warn(missing_docs)]
 
 pub mod consumer;
+mod error;
 mod mailbox;
 pub mod nack;
 pub mod ring;
 pub mod run;
 pub mod server;
+pub mod session;
 pub mod source;
 pub mod worker;
 
 pub use consumer::{Consumer, RateConsumer, RecordConsumer};
+pub use error::{Error, Shared};
 pub use nack::{NackCounts, events_for, events_for_faults};
 pub use server::{Frame, Server, ServerConfig, ServerStats};
 pub use source::{FrameSource, ImageSource, PatternSource, Verify};
@@ -106,73 +109,4 @@ pub fn lid_of(addr: SocketAddr) -> u32 {
 /// `x` rounded up to a multiple of [`ALIGN`] (modulo 2⁶⁴).
 pub fn align_up(x: u64) -> u64 {
     x.wrapping_add(ALIGN - 1) & !(ALIGN - 1)
-}
-
-/// Why a role could not go on.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A configuration value is not allowed.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// The transport refused a verb.
-    #[error("transport: {0}")]
-    Transport(#[from] rocelink_transport::QpError),
-    /// The buffer unit speaks a protocol version this worker does not.
-    #[error(
-        "the buffer unit speaks IMS protocol {major}.{minor}; this worker speaks {}.{} and does not know major version {major}",
-        VERSION.0, VERSION.1
-    )]
-    Version {
-        /// Its major version.
-        major: u8,
-        /// Its minor version.
-        minor: u8,
-    },
-    /// No answer on the status channel.
-    #[error(
-        "no {what} from the buffer unit at {server} within {secs:.1} s (is `rocelink ims serve` running there?)"
-    )]
-    NoAnswer {
-        /// The answer awaited (STAT_RES, DATA_RES, …).
-        what: &'static str,
-        /// Where the request went.
-        server: SocketAddr,
-        /// How long it waited.
-        secs: f64,
-    },
-    /// The buffer unit NACKed a frame with a cause that ends the stream (Table 3.4:
-    /// invalid R_Key or VA).
-    #[error("the buffer unit refused the frame at VA {va:#x}: {causes}")]
-    Refused {
-        /// The frame's VA.
-        va: u64,
-        /// The NACK's causes, comma-separated.
-        causes: String,
-    },
-    /// The frame source failed.
-    #[error("frame source: {0}")]
-    Source(String),
-    /// The buffer unit refused this worker: it holds as many as it takes.
-    #[error(
-        "the buffer unit at {server} refused another {what}: it is full (try again later, or raise its --max-workers)"
-    )]
-    Full {
-        /// The buffer unit.
-        server: SocketAddr,
-        /// What it had no room for ("worker", "data channel").
-        what: &'static str,
-    },
-    /// The buffer unit stopped answering while frames were unanswered.
-    #[error(
-        "the buffer unit at {server} answered nothing for {secs:.1} s with {frames} frame(s) unanswered (is it still running?)"
-    )]
-    Silent {
-        /// The buffer unit.
-        server: SocketAddr,
-        /// How long it was silent.
-        secs: f64,
-        /// Frames sent and never answered.
-        frames: usize,
-    },
 }

@@ -75,6 +75,18 @@ impl RingBook {
         self.delivered.get(&at).map(|&len| (self.rp, len))
     }
 
+    /// Move the read pointer over a gap to the first delivered frame, when none is at it:
+    /// for a channel that takes no more writes, where the gap will never fill. That frame
+    /// (VA, length), or `None` when nothing is delivered.
+    pub fn pass_gap(&mut self) -> Option<(u64, u32)> {
+        if let Some(next) = self.next() {
+            return Some(next);
+        }
+        let (&at, &len) = self.delivered.first_key_value()?;
+        self.rp = self.start.wrapping_add(at);
+        Some((self.rp, len))
+    }
+
     /// The consumer is done with [`RingBook::next`]'s frame: move the read pointer past it
     /// (to the next 64-byte boundary). False when there was none.
     pub fn consume(&mut self) -> bool {
@@ -129,5 +141,24 @@ mod tests {
             "consumed"
         );
         assert_eq!(b.pending(), 0);
+    }
+
+    #[test]
+    fn a_closed_channel_passes_the_gaps_that_will_never_fill() {
+        let mut b = RingBook::new(1 << 20, 4096);
+        assert_eq!(b.pass_gap(), None, "nothing delivered");
+        assert_eq!(b.delivered((1 << 20) + 128, 64), Delivery::New);
+        assert_eq!(b.delivered((1 << 20) + 256, 64), Delivery::New);
+        assert_eq!(b.next(), None, "the first frame never came");
+        assert_eq!(b.pass_gap(), Some(((1 << 20) + 128, 64)));
+        assert!(b.consume());
+        assert_eq!(b.next(), None, "a second gap, 64 bytes");
+        assert_eq!(b.pass_gap(), Some(((1 << 20) + 256, 64)));
+        assert!(b.consume());
+        assert_eq!(b.pending(), 0);
+        assert!(
+            b.behind((1 << 20) + 64),
+            "the gap is behind the read pointer"
+        );
     }
 }

@@ -113,7 +113,14 @@ fn frames_the_worker_marks_bad_are_nacked_and_sent_again_clean() {
             }),
             ..cfg_worker()
         };
-        assert!(matches!(w.check(FRAME), Err(Error::Config(_))), "{bad:?}");
+        assert_eq!(
+            w.check(FRAME),
+            Err(Error::MarkBad {
+                every: bad.0,
+                marks: bad.1
+            }),
+            "{bad:?}"
+        );
     }
 }
 
@@ -274,4 +281,42 @@ fn a_packet_with_several_faults_is_nacked_with_every_cause() {
     // its VA (as the worker sent it) is unknown to the worker: the NACK is stale, and
     // the frame is sent again on its timeout
     assert!(matches!(n.worker.state(), rocelink_ims::WorkerState::Done));
+}
+
+#[test]
+fn a_unit_that_stops_hands_over_the_acked_frames_behind_a_gap() {
+    // the unit stops while the fourth frame waits to be sent again: the frames after it
+    // were ACKed, nothing fills the gap any more, and they still reach the consumer
+    let mut n = setup(21);
+    let hits = tamper(&mut n, WRITE_LAST, 3, None);
+    let end = n.pair.now + Duration::from_secs(5);
+    while *hits.borrow() == 0 || n.server.stats().frames_delivered < 6 {
+        assert!(n.pair.now < end, "{:?}", n.server.stats());
+        n.poll();
+        n.pair.step_until(n.worker.poll_timeout());
+    }
+    let (delivered, consumed) = {
+        let s = n.server.stats();
+        (s.frames_delivered, s.frames_consumed)
+    };
+    assert_eq!(
+        consumed, 3,
+        "the gap holds back the frames behind it while serving"
+    );
+    assert!(n.server.pending() > 0);
+    let seen = n.seen.clone();
+    let mut record = move |f: &rocelink_ims::Frame<'_>| seen.borrow_mut().0.push(f.va);
+    let left = n.server.drain(&mut n.pair.b, n.pair.now, &mut record);
+    assert_eq!(left, 0);
+    let s = n.server.stats();
+    assert_eq!(s.frames_consumed, delivered, "{s:?}");
+    let want = vas(cfg_server().va_offset, FRAME, delivered + 1);
+    let mut got = n.consumed();
+    got.sort_by_key(|&va| va.wrapping_sub(cfg_server().va_offset));
+    let missing: Vec<_> = want.iter().filter(|v| !got.contains(v)).collect();
+    assert_eq!(missing, [&want[3]], "every frame but the lost one, once");
+    assert!(
+        s.acked >= delivered,
+        "each delivered frame was ACKed: {s:?}"
+    );
 }

@@ -22,11 +22,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod dir;
 pub mod format;
 pub mod image;
 pub mod read;
 mod writer;
 
+pub use dir::{DirError, prepare_dir};
 use format::{ALIGN, Entry, Header};
 use rocelink_io::aligned::AlignedBuf;
 use std::io;

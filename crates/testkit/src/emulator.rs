@@ -1,49 +1,35 @@
 //! An HSB emulator that is ready when started.
 
-use rocelink_hsb::emulator::{Emulator, EmulatorConfig, EmulatorStats};
+use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, EmulatorStats};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// An emulator serving in a thread of this process; stopped (and joined) on drop.
 #[derive(Debug)]
-pub struct Running {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<std::io::Result<EmulatorStats>>>,
-}
+pub struct Running(Option<EmulatorSession>);
 
 impl Running {
     /// Bind every socket of the device (so a host can talk to it as soon as this returns),
     /// then serve in a thread. Panics, naming the address, if it cannot bind.
     pub fn start(cfg: &EmulatorConfig) -> Running {
-        let emu =
-            Emulator::bind(cfg).unwrap_or_else(|e| panic!("emulator at {}: {e}", cfg.device.ip));
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        Running {
-            stop,
-            thread: Some(std::thread::spawn(move || emu.run(s))),
-        }
+        let s = EmulatorSession::start(cfg)
+            .unwrap_or_else(|e| panic!("emulator at {}: {e}", cfg.device.ip));
+        Running(Some(s))
     }
 
     /// Stop serving; its counters.
     pub fn stop(mut self) -> EmulatorStats {
-        self.stop.store(true, Ordering::Relaxed);
-        let t = self.thread.take().unwrap();
-        t.join().unwrap().unwrap()
+        self.0.take().unwrap().stop().unwrap()
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(s) = self.0.take() {
+            let _ = s.stop();
         }
     }
 }

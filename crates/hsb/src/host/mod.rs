@@ -14,6 +14,7 @@
 //! * [`sensor_tx::SensorTx`] — data to a sensor's transmit port (HSB's audio players).
 
 pub mod board;
+pub mod bring_up;
 pub mod coe;
 pub mod coe_receiver;
 pub mod control;

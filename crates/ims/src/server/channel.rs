@@ -2,7 +2,7 @@
 //! message that ends on it, and the hand-over of consecutively delivered frames to the
 //! consumer, which moves the write window.
 
-use super::{Frame, ServerConfig, ServerStats};
+use super::{Frame, Gaps, ServerConfig, ServerStats};
 use crate::consumer::Consumer;
 use crate::mailbox::Mailbox;
 use crate::nack::events_for_faults;
@@ -42,12 +42,8 @@ impl Channel {
         remote_qpn: u32,
         cfg: &ServerConfig,
     ) -> Result<Channel, Error> {
-        let mem = AlignedBuf::try_lazy_zeroed(cfg.ring_bytes).ok_or_else(|| {
-            Error::Config(format!(
-                "a ring of {} bytes: the memory cannot be mapped",
-                cfg.ring_bytes
-            ))
-        })?;
+        let mem =
+            AlignedBuf::try_lazy_zeroed(cfg.ring_bytes).ok_or(Error::RingMemory(cfg.ring_bytes))?;
         let ring = ep
             .register_ring_mr(
                 mem,
@@ -55,7 +51,7 @@ impl Channel {
                 cfg.va_offset,
                 cfg.ring_bytes as u64,
             )
-            .ok_or_else(|| Error::Config("ring window".into()))?;
+            .ok_or(Error::RingWindow(cfg.ring_bytes))?;
         let cq = ep.create_cq();
         let init = QpInit {
             report_messages: true,
@@ -186,6 +182,8 @@ impl Channel {
     }
 
     /// Hand frames at the read pointer to the consumer; move the window past those taken.
+    /// With [`Gaps::Pass`] (the channel takes no more writes) a frame that never came
+    /// does not hold back the delivered frames after it.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn consume(
         &mut self,
@@ -193,12 +191,16 @@ impl Channel {
         now: Instant,
         worker: (u32, u32),
         verify: Verify,
+        gaps: Gaps,
         consumer: &mut dyn Consumer,
         stats: &mut ServerStats,
         scratch: &mut Vec<u8>,
     ) {
         let mut moved = false;
-        while let Some((va, len)) = self.book.next() {
+        while let Some((va, len)) = match gaps {
+            Gaps::Pass => self.book.pass_gap(),
+            Gaps::Wait => self.book.next(),
+        } {
             if !consumer.ready(now) {
                 break;
             }

@@ -14,6 +14,15 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+/// What a channel's consumer does at a frame that has not come (yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gaps {
+    /// Wait for it: the worker sends it (again).
+    Wait,
+    /// Pass over it: the channel takes no more writes.
+    Pass,
+}
+
 mod channel;
 mod status;
 
@@ -67,22 +76,13 @@ impl ServerConfig {
         if self.ring_bytes < crate::MAX_PACKET
             || !self.ring_bytes.is_multiple_of(crate::ALIGN as usize)
         {
-            return Err(Error::Config(format!(
-                "ring size {} must be a multiple of 64 of at least {} bytes",
-                self.ring_bytes,
-                crate::MAX_PACKET
-            )));
+            return Err(Error::RingSize(self.ring_bytes));
         }
         if self.max_workers == 0 || self.max_channels == 0 || self.idle_timeout.is_zero() {
-            return Err(Error::Config(
-                "at least one worker and one data channel, and an idle timeout above 0".into(),
-            ));
+            return Err(Error::Capacity);
         }
         if !self.va_offset.is_multiple_of(crate::ALIGN) {
-            return Err(Error::Config(format!(
-                "VA offset {:#x} is not 64-byte aligned",
-                self.va_offset
-            )));
+            return Err(Error::VaOffset(self.va_offset));
         }
         Ok(())
     }
@@ -236,7 +236,7 @@ impl Server {
                 ch.answer_frames(ep, &mut self.stats);
             }
         }
-        self.drain(ep, now, consumer);
+        self.consume(ep, now, consumer, false);
     }
 
     /// Frames delivered — and so ACKed — that the consumer has not taken yet.
@@ -249,8 +249,23 @@ impl Server {
 
     /// Hand the consumer what it takes now of the frames delivered and not consumed,
     /// answering nothing new; the number still waiting. A buffer unit that stops calls this
-    /// until it is 0, so every frame a worker saw ACKed reaches the consumer.
+    /// until it is 0, so every frame a worker saw ACKed reaches the consumer: nothing more
+    /// arrives once it stops, so a frame never delivered (NACKed, or lost with its worker)
+    /// no longer holds back the ACKed frames after it.
     pub fn drain(&mut self, ep: &mut Endpoint, now: Instant, consumer: &mut dyn Consumer) -> usize {
+        self.consume(ep, now, consumer, true)
+    }
+
+    /// Hand the consumer the frames at each ring's read pointer; the number still waiting.
+    /// A channel that is closed (or every channel, when `stopping`) passes over the gaps
+    /// no frame will fill any more.
+    fn consume(
+        &mut self,
+        ep: &mut Endpoint,
+        now: Instant,
+        consumer: &mut dyn Consumer,
+        stopping: bool,
+    ) -> usize {
         let Server {
             table,
             draining,
@@ -261,11 +276,21 @@ impl Server {
         } = self;
         for (&key, w) in table.iter_mut() {
             if let Some(ch) = w.channel.as_mut() {
-                ch.consume(ep, now, key, cfg.verify, consumer, stats, scratch);
+                let gaps = if stopping { Gaps::Pass } else { Gaps::Wait };
+                ch.consume(ep, now, key, cfg.verify, gaps, consumer, stats, scratch);
             }
         }
         draining.retain_mut(|(key, ch)| {
-            ch.consume(ep, now, *key, cfg.verify, consumer, stats, scratch);
+            ch.consume(
+                ep,
+                now,
+                *key,
+                cfg.verify,
+                Gaps::Pass,
+                consumer,
+                stats,
+                scratch,
+            );
             let done = ch.book.pending() == 0;
             if done {
                 ep.deregister_mr(ch.ring.lkey);

@@ -94,12 +94,8 @@ impl Worker {
             let at = (i * self.frame_len) as u64;
             let buf = ep
                 .mr_mut(self.frames.lkey)
-                .and_then(|m| m.slice_mut(at, self.frame_len as u64, Access::NONE))
-                .map_err(|e| Error::Source(e.to_string()))?;
-            if !source
-                .fill(index, va, buf)
-                .map_err(|e| Error::Source(e.to_string()))?
-            {
+                .and_then(|m| m.slice_mut(at, self.frame_len as u64, Access::NONE))?;
+            if !source.fill(index, va, buf).map_err(Error::from_source)? {
                 self.source_done = true;
                 return Ok(());
             }

@@ -106,43 +106,40 @@ impl WorkerConfig {
         let p = self.packet_bytes;
         let align = ALIGN as usize;
         if !(align..=MAX_PACKET).contains(&p) || !p.is_multiple_of(align) {
-            return Err(Error::Config(format!(
-                "packet size {p}: must be 64 to 4096 bytes in steps of 64"
-            )));
+            return Err(Error::PacketSize(p));
         }
         let last = match frame_len % p {
             0 => p,
             r => r,
         };
         if frame_len < align || last < align || frame_len > 1 << 31 {
-            return Err(Error::Config(format!(
-                "frame size {frame_len}: must be 64 bytes to 2 GiB, and its last {p}-byte packet at least 64 bytes (it would be {last})"
-            )));
+            return Err(Error::FrameSize {
+                frame: frame_len,
+                packet: p,
+                last,
+            });
         }
         if self.in_flight == 0 {
-            return Err(Error::Config("frames in flight: at least 1".into()));
+            return Err(Error::InFlight);
         }
         let bytes = (self.in_flight as u64).saturating_mul(frame_len as u64);
         if bytes > MAX_SEND_BUFFER {
-            return Err(Error::Config(format!(
-                "{} frames in flight of {frame_len} bytes need {bytes} bytes of send buffer; at most {} GiB (fewer frames in flight, or smaller frames)",
-                self.in_flight,
-                MAX_SEND_BUFFER >> 30
-            )));
+            return Err(Error::SendBuffer {
+                frames: self.in_flight,
+                frame: frame_len,
+                bytes,
+            });
         }
         if self.answer_window == 0 || self.answer_window > 1 << 22 {
-            return Err(Error::Config(format!(
-                "answer window {}: 1 to 4194304 PSNs",
-                self.answer_window
-            )));
+            return Err(Error::AnswerWindow(self.answer_window));
         }
         if let Some(m) = self.mark_bad
             && (m.every == 0 || m.marks & !marks::ALL != 0 || m.marks == 0)
         {
-            return Err(Error::Config(format!(
-                "marking every {} frame(s) with {:#x}: at least every frame, and EBF (0x2) and/or EBP (0x1)",
-                m.every, m.marks
-            )));
+            return Err(Error::MarkBad {
+                every: m.every,
+                marks: m.marks,
+            });
         }
         Ok(())
     }
@@ -415,10 +412,7 @@ impl Worker {
         self.failing = Some(e);
         self.state = state;
         if self.ask(ep, now, method, true).is_err() {
-            let e = self
-                .failing
-                .take()
-                .unwrap_or(Error::Source("closing".into()));
+            let e = self.failing.take().unwrap_or(Error::Closing);
             self.state = WorkerState::Failed(e);
         }
     }
@@ -458,7 +452,7 @@ impl Worker {
                 }
             }
             if wc.status != WcStatus::Success && wc.status != WcStatus::WrFlushError {
-                return Err(Error::Source(format!("frame send failed: {:?}", wc.status)));
+                return Err(Error::SendFailed(wc.status));
             }
         }
         while let Some(l) = self.data.poll(ep) {

@@ -7,7 +7,7 @@ use rocelink_hsb::emulator::{EmulatorConfig, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
 use rocelink_hsb::sensor::Sensor;
-use rocelink_session::*;
+use rocelink_hsb_host::*;
 use rocelink_testkit::emulator::Running;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +34,7 @@ fn setup(dev: Ipv4Addr) -> (Receiver, Control, Running) {
 fn every_sink_sees_every_frame_and_the_recording_holds_them() {
     let (mut rx, mut ctl, emu) = setup(Ipv4Addr::new(127, 0, 78, 2));
     rx.configure(&mut ctl).unwrap();
-    let dir = std::env::temp_dir().join(format!("rocelink-session-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("rocelink-hsb-host-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut rec = RecordSink::start(RecordSink::config(dir.clone(), None, FRAME)).unwrap();
     let mut json = JsonLines::new(Vec::new());

@@ -9,7 +9,7 @@
 //! ([`SessionError`]) and the loop says why it stopped ([`StopReason`]).
 //!
 //! ```no_run
-//! use rocelink_session::{Delivered, FrameSink, Limits, SessionError, finish, run};
+//! use rocelink_hsb_host::{Delivered, FrameSink, Limits, SessionError, finish, run};
 //! # fn f(rx: &mut rocelink_hsb::host::receiver::Receiver) -> Result<(), SessionError> {
 //! let stop = std::sync::atomic::AtomicBool::new(false);
 //! let mut good = 0u64;
@@ -17,7 +17,7 @@
 //!     good += u64::from(d.report.good());
 //!     Ok(())
 //! };
-//! let mut lines = rocelink_session::Lines::new(std::io::stdout());
+//! let mut lines = rocelink_hsb_host::Lines::new(std::io::stdout());
 //! let mut sinks: [&mut dyn FrameSink; 2] = [&mut count, &mut lines];
 //! let out = run(rx, &Limits::frames(100), &stop, &mut sinks)?;
 //! finish(&mut sinks)?;
@@ -29,6 +29,7 @@
 
 mod meta;
 mod pipeline;
+pub mod session;
 mod sink;
 
 pub use meta::{frame_json, frame_line, frame_meta, record_header};

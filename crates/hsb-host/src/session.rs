@@ -1,0 +1,810 @@
+//! The HSB host as a session, as HSB's player runs it: every virtual port's receiver
+//! opened (socket or AF_XDP), the device told where to send each (ECB), PTP and the
+//! cameras brought up, then each virtual port received on a thread of its own into its
+//! sink until the limits or a [`Stopper`] — after which the cameras and the streams are
+//! stopped on the device, whatever happened.
+//!
+//! ```no_run
+//! use rocelink_hsb_host::session::{Device, HostConfig, HostSession};
+//! use rocelink_hsb_host::{Delivered, Limits, SessionError};
+//! let mut cfg = HostConfig::new(Device::ecb("192.168.0.2".parse().unwrap()), "192.168.0.101:4791".parse().unwrap(), 2_611_376);
+//! cfg.limits = Limits::frames(100);
+//! let count = |d: &Delivered<'_>| -> Result<(), SessionError> {
+//!     println!("frame {} good {}", d.report.frame_number, d.report.good());
+//!     Ok(())
+//! };
+//! let s = HostSession::start(cfg, vec![count], None, &mut |note| eprintln!("{note}"))?;
+//! let summary = s.wait();
+//! for p in &summary.ports { println!("vp {}: {} good", p.vp, p.stats.good) }
+//! # Ok::<(), rocelink_hsb_host::session::HostError>(())
+//! ```
+
+use crate::{FrameSink, Limits, Outcome, SessionError};
+use rocelink_hsb::device::packetizer::PacketizerOptions;
+use rocelink_hsb::host::bring_up::{BringUp, BringUpError, stop_camera};
+use rocelink_hsb::host::control::{Control, EcbError};
+use rocelink_hsb::host::imx274::Camera;
+use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig, ReceiverStats, page_layout};
+use rocelink_io::xdp::XdpMode;
+pub use rocelink_runtime::Stopper;
+use rocelink_runtime::counters::{Board, Link};
+use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The largest ring a session allocates.
+pub const MAX_RING: usize = 8 << 30;
+
+/// The device, and how the host reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    /// Configured over ECB at `ip:control_port`, as HSB's host does.
+    Ecb {
+        /// Its address.
+        ip: Ipv4Addr,
+        /// Its ECB port (8192).
+        control_port: u16,
+    },
+    /// Configured by someone else to send to `qp` with `rkey`: received passively, one
+    /// virtual port.
+    Passive {
+        /// Its address (the only sender taken).
+        ip: Ipv4Addr,
+        /// The QP it sends to.
+        qp: u32,
+        /// The R_Key it uses.
+        rkey: u32,
+    },
+}
+
+impl Device {
+    /// A device configured over ECB on port 8192.
+    pub fn ecb(ip: Ipv4Addr) -> Device {
+        Device::Ecb {
+            ip,
+            control_port: rocelink_wire::hsb::CONTROL_PORT,
+        }
+    }
+
+    /// Its address.
+    pub fn ip(&self) -> Ipv4Addr {
+        match *self {
+            Device::Ecb { ip, .. } | Device::Passive { ip, .. } => ip,
+        }
+    }
+}
+
+/// How the receivers take datagrams.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tuning {
+    /// Spin on the socket instead of sleeping.
+    pub busy_poll: bool,
+    /// While datagrams keep coming, look again after this long instead of being woken.
+    pub rx_coalesce: Duration,
+    /// Socket receive buffer in bytes.
+    pub recv_buffer: usize,
+    /// Receive with UDP_GRO.
+    pub gro: bool,
+    /// Predicted payloads straight into the ring.
+    pub fast_path: bool,
+    /// Messages per receive call (0: the receiver's choice).
+    pub batch: usize,
+    /// Pin virtual port i's thread to `cpus[i]` (one CPU for all when one is given).
+    pub cpus: Vec<usize>,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            busy_poll: false,
+            rx_coalesce: Duration::ZERO,
+            recv_buffer: 32 << 20,
+            gro: true,
+            fast_path: true,
+            batch: 0,
+            cpus: Vec::new(),
+        }
+    }
+}
+
+/// Receive with AF_XDP instead of UDP sockets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Xdp {
+    /// The interface.
+    pub ifname: String,
+    /// Virtual port i's receive queue (one for all when one is given).
+    pub queues: Vec<u32>,
+    /// Copy, zero-copy or whichever the driver has.
+    pub mode: XdpMode,
+}
+
+/// What a host session is: plain data.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// The device.
+    pub device: Device,
+    /// Where the first virtual port is received (the next ones on the following ports).
+    pub local: SocketAddr,
+    /// The virtual ports, each on a thread of its own.
+    pub vps: Vec<u32>,
+    /// Frame size in bytes.
+    pub frame_size: usize,
+    /// Ring pages per virtual port.
+    pub pages: u32,
+    /// Link MTU (the payload per packet follows HSB's rule from it).
+    pub mtu: u32,
+    /// No separate metadata packet.
+    pub md_disable: bool,
+    /// Immediate and metadata layout.
+    pub layout: PacketizerOptions,
+    /// Capture every datagram (`NAME-vpN.EXT` with several virtual ports).
+    pub pcap: Option<PathBuf>,
+    /// How the receivers take datagrams.
+    pub tuning: Tuning,
+    /// AF_XDP instead of sockets.
+    pub xdp: Option<Xdp>,
+    /// PTP and cameras.
+    pub bring_up: BringUp,
+    /// When each virtual port ends.
+    pub limits: Limits,
+}
+
+impl HostConfig {
+    /// Virtual port 0 of `device`, received at `local`, four pages, MTU 1500.
+    pub fn new(device: Device, local: SocketAddr, frame_size: usize) -> HostConfig {
+        HostConfig {
+            device,
+            local,
+            vps: vec![0],
+            frame_size,
+            pages: 4,
+            mtu: 1500,
+            md_disable: false,
+            layout: PacketizerOptions::default(),
+            pcap: None,
+            tuning: Tuning::default(),
+            xdp: None,
+            bring_up: BringUp::default(),
+            limits: Limits::unlimited(),
+        }
+    }
+
+    /// Everything that can be checked before anything opens.
+    pub fn check(&self, sinks: usize) -> Result<(), HostError> {
+        let n = self.vps.len();
+        let mut v = self.vps.clone();
+        v.sort_unstable();
+        v.dedup();
+        if v.len() != n || n == 0 {
+            return Err(HostError::Vps);
+        }
+        if sinks != n {
+            return Err(HostError::Sinks { sinks, vps: n });
+        }
+        if let Device::Passive { .. } = self.device {
+            if n > 1 {
+                return Err(HostError::PassiveSeveral);
+            }
+            if self.bring_up.camera.is_some() {
+                return Err(HostError::PassiveCamera);
+            }
+        }
+        let (_, page) = page_layout(self.frame_size);
+        if page.saturating_mul(self.pages as usize) > MAX_RING {
+            return Err(HostError::Ring {
+                pages: self.pages,
+                page,
+            });
+        }
+        let queues = self.xdp.as_ref().map_or(0, |x| x.queues.len());
+        for (what, k) in [("AF_XDP queues", queues), ("CPUs", self.tuning.cpus.len())] {
+            if k > 1 && k != n {
+                return Err(HostError::PerPort {
+                    what,
+                    given: k,
+                    vps: n,
+                });
+            }
+        }
+        if self.local.port().checked_add(n as u16 - 1).is_none() {
+            return Err(HostError::PortRange(self.local.port()));
+        }
+        if self.xdp.is_some() {
+            if !self.local.is_ipv4() {
+                return Err(HostError::XdpIpv6(self.local.ip()));
+            }
+            if self.mtu > 4000 {
+                return Err(HostError::XdpMtu(self.mtu));
+            }
+        }
+        Ok(())
+    }
+
+    fn several(&self) -> bool {
+        self.vps.len() > 1
+    }
+
+    /// Virtual port i's receiver configuration.
+    fn receiver(&self, i: usize, xdp: Option<XdpPort>) -> ReceiverConfig {
+        let mut local = self.local;
+        if self.several() && local.port() != 0 {
+            local.set_port(local.port() + i as u16);
+        }
+        let vp = self.vps[i];
+        let mut c = ReceiverConfig::new(local, self.device.ip(), self.frame_size);
+        c.pages = self.pages;
+        c.mtu = self.mtu;
+        c.vp = vp;
+        c.md_disable = self.md_disable;
+        c.layout = self.layout;
+        if let Device::Passive { qp, rkey, .. } = self.device {
+            c.qp_rkey = Some((qp, rkey));
+        }
+        c.pcap = match (&self.pcap, self.several()) {
+            (Some(p), true) => Some(suffixed(p, vp)),
+            (p, _) => p.clone(),
+        };
+        let t = &self.tuning;
+        c.busy_poll = t.busy_poll;
+        c.rx_coalesce = t.rx_coalesce;
+        c.recv_buffer = t.recv_buffer;
+        c.gro = t.gro;
+        c.fast_path = t.fast_path;
+        c.batch = t.batch;
+        c.xdp = xdp;
+        c
+    }
+
+    fn cpu_for(&self, i: usize) -> Option<usize> {
+        let c = &self.tuning.cpus;
+        c.get(i).or(c.first()).copied()
+    }
+}
+
+/// `NAME-vpN.EXT` next to `p`.
+pub fn suffixed(p: &std::path::Path, vp: u32) -> PathBuf {
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match p.extension() {
+        Some(e) => format!("{stem}-vp{vp}.{}", e.to_string_lossy()),
+        None => format!("{stem}-vp{vp}"),
+    };
+    p.with_file_name(name)
+}
+
+/// What the session did on the way up, for the front end to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Note {
+    /// A virtual port's data channel, as the device is told.
+    Port {
+        /// The device's HSB IP version.
+        version: u32,
+        /// The virtual port.
+        vp: u32,
+        /// Its QP.
+        qpn: u32,
+        /// Its R_Key.
+        rkey: u32,
+        /// Where it receives.
+        local: SocketAddr,
+    },
+    /// PTP reported synchronised.
+    PtpSynchronised,
+    /// A camera is streaming.
+    Camera {
+        /// Which.
+        index: usize,
+        /// In which mode.
+        sensor: String,
+        /// The I2C transactions its bring-up took.
+        transactions: u64,
+    },
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::Port {
+                version,
+                vp,
+                qpn,
+                rkey,
+                local,
+            } => write!(
+                f,
+                "HSB IP {:#06x}; vp {vp} QP {qpn:#x} R_Key {rkey:#x} at {local}",
+                version & 0xFFFF
+            ),
+            Note::PtpSynchronised => write!(f, "PTP synchronised"),
+            Note::Camera {
+                index,
+                sensor,
+                transactions,
+            } => write!(
+                f,
+                "IMX274 {index} streaming {sensor} ({transactions} I2C transactions)"
+            ),
+        }
+    }
+}
+
+/// Why a session could not start or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// No virtual port, or one named twice.
+    #[error("the virtual ports must be at least one, each named once")]
+    Vps,
+    /// One sink per virtual port.
+    #[error("{sinks} sinks for {vps} virtual ports: one each")]
+    Sinks {
+        /// Sinks given.
+        sinks: usize,
+        /// Virtual ports.
+        vps: usize,
+    },
+    /// Passive receive takes one virtual port.
+    #[error("passive receive takes one virtual port")]
+    PassiveSeveral,
+    /// A camera needs the device's I2C, which a passive host does not drive.
+    #[error("a camera is brought up over the device's I2C: not from a passive host")]
+    PassiveCamera,
+    /// A ring too large to allocate.
+    #[error("a ring of {pages} pages of {page} bytes is over {} GiB", MAX_RING >> 30)]
+    Ring {
+        /// Pages.
+        pages: u32,
+        /// Bytes each.
+        page: usize,
+    },
+    /// A per-port list of the wrong length.
+    #[error("{given} {what} for {vps} virtual ports: one, or one per port")]
+    PerPort {
+        /// What the list is.
+        what: &'static str,
+        /// Its length.
+        given: usize,
+        /// Virtual ports.
+        vps: usize,
+    },
+    /// The data ports run past 65535.
+    #[error("data ports from {0} run past 65535")]
+    PortRange(u16),
+    /// AF_XDP receives IPv4.
+    #[error("AF_XDP receives IPv4 only, not {0}")]
+    XdpIpv6(IpAddr),
+    /// AF_XDP frames are at most 4 KiB.
+    #[error("AF_XDP takes frames of up to 4 KiB: an MTU of 4000 or less (not {0})")]
+    XdpMtu(u32),
+    /// The AF_XDP socket could not be opened.
+    #[error("AF_XDP on {ifname} queue {queue}")]
+    Xdp {
+        /// The interface.
+        ifname: String,
+        /// The queue.
+        queue: u32,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A receiver could not be opened.
+    #[error("receiver for virtual port {vp}")]
+    Receiver {
+        /// The virtual port.
+        vp: u32,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The ECB socket could not be opened.
+    #[error("ECB socket")]
+    Control(#[source] io::Error),
+    /// The device did not answer.
+    #[error("device {addr} did not answer ECB")]
+    Silent {
+        /// Its ECB address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: EcbError,
+    },
+    /// The device refused a virtual port's configuration.
+    #[error("configuring virtual port {vp} on the device")]
+    Configure {
+        /// The virtual port.
+        vp: u32,
+        /// Why.
+        #[source]
+        source: EcbError,
+    },
+    /// PTP or a camera did not come up.
+    #[error("bringing up virtual port {vp}")]
+    BringUp {
+        /// The virtual port.
+        vp: u32,
+        /// Why.
+        #[source]
+        source: Box<BringUpError>,
+    },
+    /// A thread could not be pinned.
+    #[error("cannot pin vp {vp} to CPU {cpu}")]
+    Pin {
+        /// The virtual port.
+        vp: u32,
+        /// The CPU.
+        cpu: usize,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A virtual port's frames stopped on an error (nothing arrived, a sink failed).
+    #[error("vp {vp}")]
+    Frames {
+        /// The virtual port.
+        vp: u32,
+        /// Why.
+        #[source]
+        source: SessionError,
+    },
+    /// A virtual port's thread could not start.
+    #[error("a thread for virtual port {vp}")]
+    Thread {
+        /// The virtual port.
+        vp: u32,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// One virtual port being received.
+struct Port<S> {
+    vp: u32,
+    rx: Receiver,
+    sink: S,
+    camera: Option<Camera>,
+}
+
+/// What one virtual port's thread ends with.
+struct Ended<S> {
+    rx: Receiver,
+    sink: S,
+    outcome: Result<Outcome, HostError>,
+}
+
+/// What one virtual port did.
+#[derive(Debug)]
+pub struct PortSummary<S> {
+    /// The virtual port.
+    pub vp: u32,
+    /// Its sink, back.
+    pub sink: S,
+    /// How its loop ended: frames and why, or the error that ended it (a sink that could
+    /// not finish included).
+    pub outcome: Result<Outcome, HostError>,
+    /// Its receiver's counters.
+    pub stats: ReceiverStats,
+    /// Its counters as the counters table shows them.
+    pub link: Link,
+}
+
+/// What a session did.
+#[derive(Debug)]
+pub struct HostSummary<S> {
+    /// Per virtual port, in order.
+    pub ports: Vec<PortSummary<S>>,
+    /// The AF_XDP sockets, if any (their counters).
+    pub xdp: Vec<XdpPort>,
+    /// What could not be undone on the device on the way out (a camera or a stream that
+    /// did not stop).
+    pub warnings: Vec<String>,
+}
+
+/// A running host.
+#[derive(Debug)]
+pub struct HostSession<S> {
+    vps: Vec<u32>,
+    cameras: Vec<Option<Camera>>,
+    ctl: Option<Control>,
+    stop: Stopper,
+    threads: Vec<JoinHandle<Ended<S>>>,
+    xdp: Vec<XdpPort>,
+    board: Option<Board>,
+    several: bool,
+}
+
+impl<S> fmt::Debug for Port<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Port").field("vp", &self.vp).finish()
+    }
+}
+
+impl<S> fmt::Debug for Ended<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ended").finish()
+    }
+}
+
+impl<S: FrameSink + Send + 'static> HostSession<S> {
+    /// Check `cfg`, open every receiver, configure the device and bring up PTP and the
+    /// cameras (each step told to `notes`), then receive each virtual port into its sink
+    /// (`sinks[i]` for `cfg.vps[i]`) on a thread of its own. Counters go to `board` when
+    /// given. On an error after the device was touched, what was started on it is stopped.
+    pub fn start(
+        cfg: HostConfig,
+        sinks: Vec<S>,
+        board: Option<Board>,
+        notes: &mut dyn FnMut(&Note),
+    ) -> Result<HostSession<S>, HostError> {
+        cfg.check(sinks.len())?;
+        let xdp = open_xdp(&cfg)?;
+        let mut ports = Vec::with_capacity(cfg.vps.len());
+        for (i, sink) in sinks.into_iter().enumerate() {
+            let vp = cfg.vps[i];
+            let mut rx = Receiver::new(cfg.receiver(i, xdp.get(i).cloned()))
+                .map_err(|source| HostError::Receiver { vp, source })?;
+            if let Some(b) = &board {
+                match cfg.several() {
+                    true => rx.publish_as(b.clone(), &format!("vp{vp}")),
+                    false => rx.publish_to(b.clone()),
+                }
+            }
+            ports.push(Port {
+                vp,
+                rx,
+                sink,
+                camera: None,
+            });
+        }
+        let ctl = match cfg.device {
+            Device::Ecb { ip, control_port } => {
+                let addr = SocketAddr::new(IpAddr::V4(ip), control_port);
+                Some(bring_up(&cfg, addr, &mut ports, notes)?)
+            }
+            Device::Passive { .. } => None,
+        };
+        let mut s = HostSession {
+            vps: cfg.vps.clone(),
+            cameras: ports.iter_mut().map(|p| p.camera.take()).collect(),
+            ctl,
+            stop: Stopper::new(),
+            threads: Vec::new(),
+            xdp,
+            board,
+            several: cfg.several(),
+        };
+        for (i, p) in ports.into_iter().enumerate() {
+            let (vp, cpu) = (p.vp, cfg.cpu_for(i));
+            match s.spawn(p, cpu, cfg.limits) {
+                Ok(t) => s.threads.push(t),
+                Err(source) => {
+                    s.stop.stop();
+                    let _ = s.finish();
+                    return Err(HostError::Thread { vp, source });
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    fn spawn(
+        &self,
+        p: Port<S>,
+        cpu: Option<usize>,
+        lim: Limits,
+    ) -> io::Result<JoinHandle<Ended<S>>> {
+        let stop = self.stop.clone();
+        std::thread::Builder::new()
+            .name(format!("vp{}", p.vp))
+            .spawn(move || {
+                let Port {
+                    vp,
+                    mut rx,
+                    mut sink,
+                    ..
+                } = p;
+                if let Some(cpu) = cpu
+                    && let Err(source) = rocelink_io::net::pin_current_thread(cpu)
+                {
+                    let outcome = Err(HostError::Pin { vp, cpu, source });
+                    return Ended { rx, sink, outcome };
+                }
+                let outcome = crate::run(&mut rx, &lim, stop.flag(), &mut [&mut sink])
+                    .map_err(|source| HostError::Frames { vp, source });
+                Ended { rx, sink, outcome }
+            })
+    }
+
+    /// A handle that stops the session from any thread.
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    /// The virtual ports, in order.
+    pub fn vps(&self) -> &[u32] {
+        &self.vps
+    }
+
+    /// Whether every virtual port's loop has ended.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(JoinHandle::is_finished)
+    }
+
+    /// Stop, then [`wait`](HostSession::wait).
+    pub fn stop(self) -> HostSummary<S> {
+        self.stop.stop();
+        self.wait()
+    }
+
+    /// Wait until every virtual port ends, then stop the cameras and the streams on the
+    /// device, finish every sink, and sum up.
+    pub fn wait(mut self) -> HostSummary<S> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> HostSummary<S> {
+        let ended: Vec<Option<Ended<S>>> = std::mem::take(&mut self.threads)
+            .into_iter()
+            .map(|t| t.join().ok())
+            .collect();
+        let mut warnings = Vec::new();
+        if let Some(ctl) = self.ctl.as_mut() {
+            for (i, cam) in self.cameras.iter_mut().enumerate() {
+                if let Some(c) = cam.take()
+                    && let Err(e) = stop_camera(c, ctl)
+                {
+                    warnings.push(format!("could not stop camera {}: {e}", self.vps[i]));
+                }
+            }
+            for (e, vp) in ended.iter().zip(&self.vps) {
+                if let Some(e) = e
+                    && let Err(err) = e.rx.stop(ctl)
+                {
+                    warnings.push(format!("could not stop the stream of vp {vp}: {err}"));
+                }
+            }
+        }
+        let mut ports = Vec::new();
+        for (e, &vp) in ended.into_iter().zip(&self.vps) {
+            let Some(Ended {
+                rx,
+                mut sink,
+                outcome,
+            }) = e
+            else {
+                warnings.push(format!("the thread of vp {vp} panicked"));
+                continue;
+            };
+            let finished = sink
+                .finish()
+                .map_err(|source| HostError::Frames { vp, source });
+            let name = if self.several {
+                format!("vp{vp}")
+            } else {
+                "data".to_string()
+            };
+            let link = rx.link(&name);
+            if let Some(b) = &self.board {
+                b.set_link(link.clone());
+            }
+            ports.push(PortSummary {
+                vp,
+                sink,
+                outcome: outcome.and_then(|o| finished.map(|()| o)),
+                stats: rx.stats,
+                link,
+            });
+        }
+        HostSummary {
+            ports,
+            xdp: std::mem::take(&mut self.xdp),
+            warnings,
+        }
+    }
+}
+
+/// The AF_XDP ports: one per virtual port (the same one where they share a queue).
+fn open_xdp(cfg: &HostConfig) -> Result<Vec<XdpPort>, HostError> {
+    let Some(x) = &cfg.xdp else {
+        return Ok(Vec::new());
+    };
+    let IpAddr::V4(ip) = cfg.local.ip() else {
+        return Err(HostError::XdpIpv6(cfg.local.ip()));
+    };
+    let n = cfg.vps.len();
+    let queue_of = |i: usize| x.queues.get(i).or(x.queues.first()).copied().unwrap_or(0);
+    let err = |queue| {
+        move |source| HostError::Xdp {
+            ifname: x.ifname.clone(),
+            queue,
+            source,
+        }
+    };
+    let mut c = XdpPortConfig::new(&x.ifname, ip, XdpRole::Host);
+    c.host_ports = (cfg.local.port(), cfg.local.port() + n as u16 - 1);
+    c.xsk.queue = queue_of(0);
+    c.xsk.mode = x.mode;
+    if cfg.tuning.busy_poll {
+        c.xsk.busy_poll_us = 50;
+    }
+    c.rx_coalesce = cfg.tuning.rx_coalesce;
+    let first = XdpPort::open(&c).map_err(err(queue_of(0)))?;
+    let mut ports = vec![first.clone()];
+    for i in 1..n {
+        let q = queue_of(i);
+        let port = match ports.iter().find(|p| p.queue() == q) {
+            Some(p) => p.clone(),
+            None => first.open_queue(q).map_err(err(q))?,
+        };
+        ports.push(port);
+    }
+    Ok(ports)
+}
+
+/// The device: every port's data channel, then PTP and the cameras, one at a time; on an
+/// error, what was started is stopped.
+fn bring_up<S>(
+    cfg: &HostConfig,
+    addr: SocketAddr,
+    ports: &mut [Port<S>],
+    notes: &mut dyn FnMut(&Note),
+) -> Result<Control, HostError> {
+    let mut ctl = Control::new(addr).map_err(HostError::Control)?;
+    let version = ctl
+        .read(rocelink_hsb::regs::HSB_IP_VERSION)
+        .map_err(|source| HostError::Silent { addr, source })?;
+    let mut up = || -> Result<(), HostError> {
+        for (i, p) in ports.iter_mut().enumerate() {
+            notes(&Note::Port {
+                version,
+                vp: p.vp,
+                qpn: p.rx.qpn(),
+                rkey: p.rx.rkey(),
+                local: p.rx.local_addr(),
+            });
+            let vp = p.vp;
+            p.rx.configure(&mut ctl)
+                .map_err(|source| HostError::Configure { vp, source })?;
+            let b = cfg
+                .bring_up
+                .run(&mut ctl, vp, i == 0)
+                .map_err(|e| HostError::BringUp {
+                    vp,
+                    source: Box::new(e),
+                })?;
+            if b.ptp {
+                notes(&Note::PtpSynchronised);
+            }
+            if let Some((cam, transactions)) = b.camera {
+                notes(&Note::Camera {
+                    index: cam.index(),
+                    sensor: cfg
+                        .bring_up
+                        .sensor()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default(),
+                    transactions,
+                });
+                p.camera = Some(cam);
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = up() {
+        for p in ports.iter_mut() {
+            if let Some(c) = p.camera.take() {
+                let _ = stop_camera(c, &mut ctl);
+            }
+            let _ = p.rx.stop(&mut ctl);
+        }
+        return Err(e);
+    }
+    Ok(ctl)
+}

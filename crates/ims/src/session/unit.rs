@@ -1,0 +1,368 @@
+//! A buffer unit as a session.
+//!
+//! Frames consumed become [`FrameEvent`]s through a bounded queue: a reader that falls
+//! behind loses events (counted), never frames — the unit never waits for it.
+
+use super::{EVERY, Stopper};
+use crate::run::{self, RunOpts};
+use crate::{
+    Consumer, Error, Frame, RateConsumer, RecordConsumer, Server, ServerConfig, ServerStats, Shared,
+};
+use rocelink_runtime::counters::{Board, Link};
+use rocelink_runtime::{Driver, bind_roce};
+use rocelink_transport::{Endpoint, EndpointConfig};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What the unit does with the frames it delivered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Consume {
+    /// Take each as soon as it is delivered.
+    AsTheyCome,
+    /// Take them at this many Gbit/s (a slow consumer: the window fills, workers wait).
+    Rate(f64),
+    /// Record every one to this directory (new or empty); a disk that cannot keep up holds
+    /// the workers back, nothing is dropped.
+    Record(PathBuf),
+}
+
+/// What a buffer unit is: plain data.
+#[derive(Debug, Clone)]
+pub struct UnitConfig {
+    /// The address it serves on.
+    pub bind: IpAddr,
+    /// Its RoCE UDP port.
+    pub port: u16,
+    /// The protocol's settings: status QP, rings, workers, verification.
+    pub server: ServerConfig,
+    /// Where delivered frames go.
+    pub consume: Consume,
+    /// End once this many frames were consumed (and their worker left, or 2 s on).
+    pub frames: Option<u64>,
+    /// End after this long.
+    pub duration: Option<Duration>,
+    /// Events the queue holds before it drops them.
+    pub events: usize,
+}
+
+impl UnitConfig {
+    /// A unit on `bind`:4791 with the default protocol settings, consuming as frames come.
+    pub fn new(bind: IpAddr) -> UnitConfig {
+        UnitConfig {
+            bind,
+            port: 4791,
+            server: ServerConfig::default(),
+            consume: Consume::AsTheyCome,
+            frames: None,
+            duration: None,
+            events: 65_536,
+        }
+    }
+
+    /// Everything that can be checked before anything is bound.
+    pub fn check(&self) -> Result<(), Error> {
+        self.server.check()?;
+        if let Consume::Rate(r) = self.consume
+            && !(r.is_finite() && r > 0.0)
+        {
+            return Err(Error::Rate(r));
+        }
+        let ring = self.server.ring_bytes as u64;
+        let channels = self.server.max_channels;
+        let need = ring.saturating_mul(channels as u64);
+        match rocelink_io::mem::total_memory() {
+            Some(have) if need > have => Err(Error::Memory {
+                ring,
+                channels,
+                need,
+                have,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Default for UnitConfig {
+    fn default() -> UnitConfig {
+        UnitConfig::new(IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+}
+
+/// One frame handed to the consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameEvent {
+    /// The worker that sent it: (LID, QPN).
+    pub worker: (u32, u32),
+    /// Where it landed in the worker's stream.
+    pub va: u64,
+    /// Its length.
+    pub len: usize,
+    /// Whether its check (the §4 header's CRC-32C and VA) passed.
+    pub intact: bool,
+}
+
+/// The unit's counters as it runs.
+#[derive(Debug, Clone, Default)]
+pub struct UnitProgress {
+    /// Workers registered now.
+    pub workers: usize,
+    /// What it did so far.
+    pub stats: ServerStats,
+}
+
+/// What a buffer unit did.
+#[derive(Debug, Clone)]
+pub struct UnitSummary {
+    /// Where it served.
+    pub local: SocketAddr,
+    /// Frames, ACKs, NACKs, status requests.
+    pub stats: ServerStats,
+    /// Packets whose ICRC failed.
+    pub icrc_errors: u64,
+    /// The recording, if one was made.
+    pub recorded: Option<rocelink_record::Summary>,
+    /// Frames ACKed to their worker and not consumed when it stopped (0 unless the
+    /// consumer could not take them within [`run::DRAIN`]).
+    pub unconsumed: usize,
+    /// How long it ran.
+    pub seconds: f64,
+    /// The link's counters.
+    pub link: Link,
+    /// Events the reader did not take in time (the frames themselves were consumed).
+    pub events_dropped: u64,
+}
+
+/// A running buffer unit.
+#[derive(Debug)]
+pub struct UnitSession {
+    local: SocketAddr,
+    live: Arc<Mutex<UnitProgress>>,
+    events: Receiver<FrameEvent>,
+    dropped: Arc<AtomicU64>,
+    stop: Stopper,
+    thread: JoinHandle<Result<UnitSummary, Error>>,
+}
+
+/// The parts a unit's thread runs.
+struct Parts {
+    drv: Driver,
+    ep: Endpoint,
+    server: Server,
+    local: SocketAddr,
+}
+
+impl UnitSession {
+    /// Check `cfg`, make the recording directory ready, bind, then serve on a thread of
+    /// its own. Counters go to `board` (link `ims`) when given.
+    pub fn start(cfg: UnitConfig, board: Option<Board>) -> Result<UnitSession, Error> {
+        cfg.check()?;
+        if let Consume::Record(dir) = &cfg.consume {
+            rocelink_record::prepare_dir(dir, false).map_err(|e| Error::RecordDir {
+                dir: dir.clone(),
+                source: Shared::new(e),
+            })?;
+        }
+        let addr = SocketAddr::new(cfg.bind, cfg.port);
+        let (sock, ip) = bind_roce(cfg.bind, cfg.port, true).map_err(|e| Error::Bind {
+            addr,
+            source: Shared::new(e),
+        })?;
+        let local = SocketAddr::new(ip, cfg.port);
+        let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
+        let server = Server::new(&mut ep, cfg.server)?;
+        let mut drv = Driver::new(sock);
+        if let Some(b) = board {
+            drv.publish_to(b, "ims");
+        }
+        let parts = Parts {
+            drv,
+            ep,
+            server,
+            local,
+        };
+        let live = Arc::new(Mutex::new(UnitProgress::default()));
+        let (tx, events) = std::sync::mpsc::sync_channel(cfg.events.max(1));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let stop = Stopper::new();
+        let ctx = Ctx {
+            live: live.clone(),
+            tx,
+            dropped: dropped.clone(),
+            stop: stop.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("ims-unit".into())
+            .spawn(move || serve(parts, &cfg, ctx))
+            .map_err(|e| Error::Io(Shared::new(e)))?;
+        Ok(UnitSession {
+            local,
+            live,
+            events,
+            dropped,
+            stop,
+            thread,
+        })
+    }
+
+    /// Where it serves.
+    pub fn local(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// A handle that stops the unit from any thread: it answers nothing new, hands the
+    /// consumer every frame it ACKed, and sums up.
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    /// Its counters now (updated about every 50 ms).
+    pub fn progress(&self) -> UnitProgress {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The next frame consumed, waiting at most `timeout` (`None` when none came, or when
+    /// the unit has ended and the queue is empty).
+    pub fn next_event(&self, timeout: Duration) -> Option<FrameEvent> {
+        self.events.recv_timeout(timeout).ok()
+    }
+
+    /// Whether it has ended.
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Wait until it ends (a frame count, a duration, a stop); its summary.
+    pub fn wait(self) -> Result<UnitSummary, Error> {
+        let mut s = match self.thread.join() {
+            Ok(r) => r?,
+            Err(p) => std::panic::resume_unwind(p),
+        };
+        s.events_dropped = self.dropped.load(Ordering::Relaxed);
+        Ok(s)
+    }
+
+    /// Stop, then [`wait`](UnitSession::wait).
+    pub fn stop(self) -> Result<UnitSummary, Error> {
+        self.stop.stop();
+        self.wait()
+    }
+}
+
+/// What the unit's thread shares with its handle.
+struct Ctx {
+    live: Arc<Mutex<UnitProgress>>,
+    tx: SyncSender<FrameEvent>,
+    dropped: Arc<AtomicU64>,
+    stop: Stopper,
+}
+
+/// Passes frames on, each an event.
+struct Reporting<'a> {
+    inner: &'a mut dyn Consumer,
+    ctx: &'a Ctx,
+}
+
+impl Consumer for Reporting<'_> {
+    fn ready(&mut self, now: Instant) -> bool {
+        // frames past the count are still taken: each was ACKed to its worker
+        self.inner.ready(now)
+    }
+    fn consume(&mut self, now: Instant, f: &Frame<'_>) {
+        self.inner.consume(now, f);
+        let e = FrameEvent {
+            worker: f.worker,
+            va: f.va,
+            len: f.bytes.len(),
+            intact: f.intact,
+        };
+        if let Err(TrySendError::Full(_)) = self.ctx.tx.try_send(e) {
+            self.ctx.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    fn wake(&self) -> Option<Instant> {
+        self.inner.wake()
+    }
+}
+
+fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx) -> Result<UnitSummary, Error> {
+    let mut rec = match &cfg.consume {
+        Consume::Record(d) => Some(RecordConsumer::new(d.clone(), None)),
+        _ => None,
+    };
+    let mut rate = match cfg.consume {
+        Consume::Rate(r) => Some(RateConsumer::new(r)),
+        _ => None,
+    };
+    let mut nothing = |_: &Frame<'_>| {};
+    let inner: &mut dyn Consumer = match (rec.as_mut(), rate.as_mut()) {
+        (Some(r), _) => r,
+        (None, Some(r)) => r,
+        (None, None) => &mut nothing,
+    };
+    let mut reporting = Reporting { inner, ctx: &ctx };
+    let t0 = Instant::now();
+    let mut reached_at: Option<Instant> = None;
+    let counted = cfg.frames;
+    let unconsumed = run::serve(
+        &mut p.drv,
+        &mut p.ep,
+        &mut p.server,
+        &mut reporting,
+        RunOpts {
+            stop: ctx.stop.flag(),
+            deadline: cfg.duration.map(|d| t0 + d),
+            every: EVERY,
+        },
+        &mut |s| {
+            let st = s.stats();
+            // a frame count: done once they were consumed and their worker left (or 2 s on)
+            if counted.is_some_and(|n| st.frames_consumed >= n) {
+                let at = *reached_at.get_or_insert_with(Instant::now);
+                if s.workers() == 0 || at.elapsed() > Duration::from_secs(2) {
+                    ctx.stop.stop();
+                }
+            }
+            let mut live = ctx.live.lock().unwrap_or_else(PoisonError::into_inner);
+            live.workers = s.workers();
+            live.stats = st;
+        },
+    )
+    .map_err(|e| Error::Io(Shared::new(e)))?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let recorded = finish_recording(rec.as_mut())?;
+    Ok(UnitSummary {
+        local: p.local,
+        stats: p.server.stats(),
+        icrc_errors: p.ep.stats().icrc_errors,
+        recorded,
+        unconsumed,
+        seconds,
+        link: p.drv.link("ims", &p.ep),
+        events_dropped: 0,
+    })
+}
+
+/// Make the recording durable; its summary.
+fn finish_recording(
+    rec: Option<&mut RecordConsumer>,
+) -> Result<Option<rocelink_record::Summary>, Error> {
+    let Some(r) = rec else {
+        return Ok(None);
+    };
+    let failed = |r: &RecordConsumer, e| Error::Record {
+        dir: r.dir().to_path_buf(),
+        source: Shared::new(e),
+    };
+    if let Some(e) = r.take_error() {
+        return Err(failed(r, e));
+    }
+    r.finish().map_err(|e| failed(r, e))
+}

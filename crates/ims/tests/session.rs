@@ -1,0 +1,72 @@
+//! The IMS roles as sessions over loopback: a worker streaming without end is stopped
+//! from another thread and every frame it saw ACKed was consumed; bad settings fail
+//! before anything is bound.
+#![allow(clippy::unwrap_used)]
+
+use rocelink_ims::Error;
+use rocelink_ims::WorkerState;
+use rocelink_ims::session::unit::{Consume, UnitConfig, UnitSession};
+use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+fn ip(last: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 81, last))
+}
+
+#[test]
+fn a_stopped_worker_leaves_every_acked_frame_consumed() {
+    let mut u = UnitConfig::new(ip(2));
+    u.server.ring_bytes = 8 << 20;
+    u.consume = Consume::Rate(20.0);
+    let unit = UnitSession::start(u, None).unwrap();
+    let mut s = SendConfig::new(unit.local(), Frames::Pattern { len: 64 << 10 });
+    s.local = Some(ip(1));
+    let worker = WorkerSession::start(s, None).unwrap();
+    let stop = worker.stopper();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        stop.stop();
+    });
+    let sent = worker.wait().unwrap();
+    t.join().unwrap();
+    assert_eq!(sent.state, WorkerState::Done, "{:?}", sent.failure());
+    assert!(sent.stats.frames > 10, "{:?}", sent.stats);
+    assert!(sent.unacknowledged.is_empty());
+    let served = unit.stop().unwrap();
+    assert_eq!(served.unconsumed, 0);
+    assert_eq!(served.stats.frames_consumed, sent.stats.frames);
+    assert_eq!(served.stats.image_crc_failures, 0);
+    assert!(served.seconds > 0.3);
+}
+
+#[test]
+fn bad_settings_fail_before_anything_is_bound() {
+    let mut u = UnitConfig::new(ip(3));
+    u.server.ring_bytes = 100;
+    assert_eq!(
+        UnitSession::start(u, None).unwrap_err(),
+        Error::RingSize(100)
+    );
+    let mut u = UnitConfig::new(ip(3));
+    u.consume = Consume::Rate(0.0);
+    assert_eq!(UnitSession::start(u, None).unwrap_err(), Error::Rate(0.0));
+    let unit = SocketAddr::new(ip(4), 4791);
+    let mut s = SendConfig::new(unit, Frames::Pattern { len: 4096 });
+    s.worker.packet_bytes = 100;
+    assert_eq!(
+        WorkerSession::start(s, None).unwrap_err(),
+        Error::PacketSize(100)
+    );
+    let file = Frames::File {
+        path: "/nonexistent/frames.bin".into(),
+        len: 4096,
+        repeat: false,
+    };
+    match WorkerSession::start(SendConfig::new(unit, file), None).unwrap_err() {
+        Error::File { path, .. } => {
+            assert_eq!(path, std::path::Path::new("/nonexistent/frames.bin"))
+        }
+        e => panic!("{e:?}"),
+    }
+}
