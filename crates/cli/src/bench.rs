@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use rocelink_bench::{StreamConfig, StreamResult};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -239,16 +239,55 @@ fn no_loss(cfg: &StreamConfig, r: &[StreamResult], a: &StreamArgs) -> Result<()>
 }
 
 pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
-    let a = match cmd {
-        BenchCmd::Stream(a) => a,
-        BenchCmd::Record(a) => return record(a),
-        BenchCmd::WriteBw(a) => return rc_test("write_bw", a),
+    match cmd {
+        BenchCmd::Stream(a) => stream(a),
+        BenchCmd::Record(a) => record(a),
+        BenchCmd::WriteBw(a) => rc_test("write_bw", a),
         BenchCmd::Perf(a) => {
-            return crate::stop::StopFlag::install().and_then(|s| crate::bench_perf::run(a, &s));
+            crate::stop::StopFlag::install().and_then(|s| crate::bench_perf::run(a, &s))
         }
-        BenchCmd::WriteLat(a) => return rc_test("write_lat", a),
-        BenchCmd::Shots(a) => return crate::bench_shots::run(a),
+        BenchCmd::WriteLat(a) => rc_test("write_lat", a),
+        BenchCmd::Shots(a) => crate::bench_shots::run(a),
+    }
+}
+
+/// `bench stream`: the receivers side by side, then the no-loss search and the plot if
+/// asked.
+fn stream(a: &StreamArgs) -> Result<ExitCode> {
+    let xdp = a.backend == "xdp";
+    // HSB headers: Ethernet 14, IPv4 20, UDP 8, BTH+RETH 28, ICRC 4 — and AF_XDP frames
+    // hold 4 KiB, native XDP on veth a little less
+    let mtu = (a.payload as u32 + 60).max(1500);
+    if xdp && a.payload > 3328 {
+        anyhow::bail!(
+            "--backend xdp takes --payload up to 3328 (native XDP on veth: MTU 3506 at most)"
+        );
+    }
+    let receivers = receivers(a)?;
+    let link = if xdp {
+        Some(rocelink_bench::veth::VethLink::create(mtu).context("--backend xdp")?)
+    } else {
+        None
     };
+    let cfg = stream_config(a, link.as_ref(), receivers);
+    let r = rocelink_bench::stream(&cfg)?;
+    let view = StreamView { a, r: &r, xdp };
+    if a.json {
+        println!("{}", view.json());
+    } else {
+        view.print();
+    }
+    if a.no_loss {
+        no_loss(&cfg, &r, a)?;
+    }
+    if let Some(p) = &a.plot {
+        plot_stream(p, &cfg)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The receivers asked for (by default the two baselines and rocelink).
+fn receivers(a: &StreamArgs) -> Result<Vec<&'static str>> {
     let xdp = a.backend == "xdp";
     let names: Vec<String> = match (a.receivers.is_empty(), xdp) {
         (false, _) => a.receivers.clone(),
@@ -258,24 +297,32 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
     if !xdp && names.iter().any(|n| n == "xdp") {
         anyhow::bail!("the xdp receiver needs --backend xdp");
     }
-    // HSB headers: Ethernet 14, IPv4 20, UDP 8, BTH+RETH 28, ICRC 4 — and AF_XDP frames
-    // hold 4 KiB, native XDP on veth a little less
-    let mtu = (a.payload as u32 + 60).max(1500);
-    if xdp && a.payload > 3328 {
-        anyhow::bail!(
-            "--backend xdp takes --payload up to 3328 (native XDP on veth: MTU 3506 at most)"
-        );
-    }
-    let link = if xdp {
-        Some(rocelink_bench::veth::VethLink::create(mtu).context("--backend xdp")?)
-    } else {
-        None
-    };
+    names
+        .iter()
+        .map(|n| {
+            rocelink_bench::ALL_RECEIVERS
+                .into_iter()
+                .find(|r| r == n)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "no receiver {n:?} (have: {})",
+                        rocelink_bench::ALL_RECEIVERS.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
+fn stream_config(
+    a: &StreamArgs,
+    link: Option<&rocelink_bench::veth::VethLink>,
+    receivers: Vec<&'static str>,
+) -> StreamConfig {
     let defaults = StreamConfig::default();
-    let cfg = StreamConfig {
-        device: link.as_ref().map_or(defaults.device, |l| l.veth.device),
-        host: link.as_ref().map_or(defaults.host, |l| l.veth.host),
-        veth: link.as_ref().map(|l| l.veth.clone()),
+    StreamConfig {
+        device: link.map_or(defaults.device, |l| l.veth.device),
+        host: link.map_or(defaults.host, |l| l.veth.host),
+        veth: link.map(|l| l.veth.clone()),
         payload: a.payload,
         frame: a.frame,
         seconds: a.seconds,
@@ -283,54 +330,67 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         gso: !a.no_gso,
         gro: !a.no_gro,
         pin: !a.no_pin,
-        receivers: names
-            .iter()
-            .map(|n| {
-                rocelink_bench::ALL_RECEIVERS
-                    .into_iter()
-                    .find(|r| r == n)
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "no receiver {n:?} (have: {})",
-                            rocelink_bench::ALL_RECEIVERS.join(", ")
-                        )
-                    })
-            })
-            .collect::<Result<_>>()?,
+        receivers,
         batch: a.batch,
         busy_poll: a.busy_poll,
         coalesce: std::time::Duration::from_micros(a.coalesce_us as u64),
         rcvbuf: a.rcvbuf,
-    };
-    let r = rocelink_bench::stream(&cfg)?;
-    let by = |n: &str| r.iter().find(|x| x.name == n).map_or(0.0, |x| x.gbps);
-    let (sink, recv1, ours) = (by("sink"), by("recv1"), by("rocelink"));
-    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
-    // verified Gbit/s per CPU-second: the receiver thread, plus softirq over veth
-    let per_cpu = |x: &StreamResult| {
-        let cpu = x.cpu_percent + if xdp { x.irq_percent } else { 0.0 };
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// A stream run's results, to print.
+struct StreamView<'a> {
+    a: &'a StreamArgs,
+    r: &'a [StreamResult],
+    xdp: bool,
+}
+
+impl StreamView<'_> {
+    fn by(&self, n: &str) -> f64 {
+        self.r.iter().find(|x| x.name == n).map_or(0.0, |x| x.gbps)
+    }
+
+    /// Verified Gbit/s per CPU-second: the receiver thread, plus softirq over veth.
+    fn per_cpu(&self, x: &StreamResult) -> f64 {
+        let cpu = x.cpu_percent + if self.xdp { x.irq_percent } else { 0.0 };
         if cpu > 0.0 {
             x.gbps / (cpu / 100.0)
         } else {
             0.0
         }
-    };
-    let by_cpu = |n: &str| r.iter().find(|x| x.name == n).map_or(0.0, per_cpu);
-    if a.json {
+    }
+
+    fn by_cpu(&self, n: &str) -> f64 {
+        self.r
+            .iter()
+            .find(|x| x.name == n)
+            .map_or(0.0, |x| self.per_cpu(x))
+    }
+
+    fn ran(&self, n: &str) -> bool {
+        self.r.iter().any(|x| x.name == n)
+    }
+
+    fn json(&self) -> Value {
+        let (a, ours) = (self.a, self.by("rocelink"));
         let row = |x: &StreamResult| {
             json!({"name": x.name, "gbps": x.gbps, "pps": x.pps, "loss": x.loss, "cpu_percent": x.cpu_percent,
                    "cpu_user_percent": x.cpu_user_percent, "irq_percent": x.irq_percent,
-                   "gbps_per_cpu": per_cpu(x), "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
+                   "gbps_per_cpu": self.per_cpu(x), "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
         };
-        println!(
-            "{}",
-            json!({"payload": a.payload, "frame": a.frame, "seconds": a.seconds, "rate_gbps": a.rate, "gso": !a.no_gso, "gro": !a.no_gro,
-                   "backend": a.backend,
-                   "results": r.iter().map(row).collect::<Vec<_>>(),
-                   "ratio_xdp_to_rocelink_per_cpu": ratio(by_cpu("xdp"), by_cpu("rocelink")),
-                   "ratio_rocelink_to_sink": ratio(ours, sink), "ratio_rocelink_to_recv1": ratio(ours, recv1)})
-        );
-    } else {
+        json!({"payload": a.payload, "frame": a.frame, "seconds": a.seconds, "rate_gbps": a.rate, "gso": !a.no_gso, "gro": !a.no_gro,
+               "backend": a.backend,
+               "results": self.r.iter().map(row).collect::<Vec<_>>(),
+               "ratio_xdp_to_rocelink_per_cpu": ratio(self.by_cpu("xdp"), self.by_cpu("rocelink")),
+               "ratio_rocelink_to_sink": ratio(ours, self.by("sink")), "ratio_rocelink_to_recv1": ratio(ours, self.by("recv1"))})
+    }
+
+    fn print(&self) {
+        let a = self.a;
         println!(
             "payload {} B, frame {} B, {} s each, {}, GSO {}, GRO {}",
             a.payload,
@@ -341,11 +401,16 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             if a.no_gso { "off" } else { "on" },
             if a.no_gro { "off" } else { "on" }
         );
-        if xdp {
+        if self.xdp {
             println!(
                 "over a veth pair between two namespaces; irq % is the machine's softirq time"
             );
         }
+        self.print_table();
+        self.print_ratios();
+    }
+
+    fn print_table(&self) {
         println!(
             "{:<10} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>10} {:>14}",
             "receiver",
@@ -358,7 +423,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
             "Gb/CPU-s",
             "frames ok/bad"
         );
-        for x in &r {
+        for x in self.r {
             println!(
                 "{:<10} {:>10.2} {:>12.0} {:>7.2}% {:>8.1} {:>8.1} {:>8.1} {:>10.2} {:>14}",
                 x.name,
@@ -368,7 +433,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
                 x.cpu_percent,
                 x.cpu_user_percent,
                 x.irq_percent,
-                per_cpu(x),
+                self.per_cpu(x),
                 if x.name == "sink" {
                     "-".to_string()
                 } else {
@@ -376,58 +441,60 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
                 }
             );
         }
-        // ratios only against the baselines that ran alongside rocelink
-        let ran = |n: &str| r.iter().any(|x| x.name == n);
-        let ratios: Vec<String> = [("sink", sink), ("recv1", recv1)]
+    }
+
+    /// Ratios only against the baselines that ran alongside rocelink.
+    fn print_ratios(&self) {
+        let ours = self.by("rocelink");
+        let ratios: Vec<String> = [("sink", self.by("sink")), ("recv1", self.by("recv1"))]
             .into_iter()
-            .filter(|&(n, _)| ran("rocelink") && ran(n))
+            .filter(|&(n, _)| self.ran("rocelink") && self.ran(n))
             .map(|(n, g)| format!("rocelink / {n} = {:.2}x", ratio(ours, g)))
             .collect();
         if !ratios.is_empty() {
             println!("{}", ratios.join(", "));
         }
-        if ran("xdp") && ran("rocelink") {
+        if self.ran("xdp") && self.ran("rocelink") {
             println!(
                 "xdp / rocelink: goodput {:.2}x, verified Gbit/s per CPU-second {:.2}x",
-                ratio(by("xdp"), ours),
-                ratio(by_cpu("xdp"), by_cpu("rocelink"))
+                ratio(self.by("xdp"), ours),
+                ratio(self.by_cpu("xdp"), self.by_cpu("rocelink"))
             );
         }
     }
-    if a.no_loss {
-        no_loss(&cfg, &r, a)?;
-    }
-    if let Some(p) = &a.plot {
-        let mut series: Vec<crate::plot::Series> = cfg
-            .receivers
-            .iter()
-            .map(|n| (n.to_string(), Vec::new()))
-            .collect();
-        for payload in [1024usize, 2048, 4096, 8064] {
-            let c = StreamConfig {
-                payload,
-                seconds: cfg.seconds.min(1.0),
-                ..cfg.clone()
-            };
-            for x in rocelink_bench::stream(&c)? {
-                if let Some(s) = series.iter_mut().find(|s| s.0 == x.name) {
-                    s.1.push((payload as f64, x.gbps));
-                }
+}
+
+/// Goodput per payload size for every receiver, as an SVG.
+fn plot_stream(p: &std::path::Path, cfg: &StreamConfig) -> Result<()> {
+    let mut series: Vec<crate::plot::Series> = cfg
+        .receivers
+        .iter()
+        .map(|n| (n.to_string(), Vec::new()))
+        .collect();
+    for payload in [1024usize, 2048, 4096, 8064] {
+        let c = StreamConfig {
+            payload,
+            seconds: cfg.seconds.min(1.0),
+            ..cfg.clone()
+        };
+        for x in rocelink_bench::stream(&c)? {
+            if let Some(s) = series.iter_mut().find(|s| s.0 == x.name) {
+                s.1.push((payload as f64, x.gbps));
             }
         }
-        crate::plot::lines(
-            p,
-            &format!(
-                "HSB stream goodput over loopback ({} frames, GSO {}, GRO {})",
-                cfg.frame,
-                if cfg.gso { "on" } else { "off" },
-                if cfg.gro { "on" } else { "off" }
-            ),
-            "payload per packet [bytes]",
-            "Gbit/s",
-            &series,
-        )?;
-        eprintln!("rocelink: wrote {}", p.display());
     }
-    Ok(ExitCode::SUCCESS)
+    crate::plot::lines(
+        p,
+        &format!(
+            "HSB stream goodput over loopback ({} frames, GSO {}, GRO {})",
+            cfg.frame,
+            if cfg.gso { "on" } else { "off" },
+            if cfg.gro { "on" } else { "off" }
+        ),
+        "payload per packet [bytes]",
+        "Gbit/s",
+        &series,
+    )?;
+    eprintln!("rocelink: wrote {}", p.display());
+    Ok(())
 }

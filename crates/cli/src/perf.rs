@@ -223,33 +223,9 @@ fn config(a: &Args) -> Result<PerfConfig> {
 pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     let mut cfg = config(a)?;
     let counters = Counters::start(&format!("perf {}", cfg.test.name()), &a.counter_args)?;
-    let oob = if let Some(server) = &a.server {
-        let addr = (server.as_str(), a.port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {server}"))?
-            .next()
-            .ok_or_else(|| anyhow!("no address for {server}"))?;
-        Oob::connect(addr, a.bind, cfg.timeout)?
-    } else {
-        let ip = a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        let l = TcpListener::bind((ip, a.port))
-            .with_context(|| format!("cannot listen on {ip} port {}", a.port))?;
-        if !a.json {
-            println!("\n************************************");
-            println!("* Waiting for client to connect... *");
-            println!("************************************");
-        }
-        use std::io::Write as _;
-        let _ = std::io::stdout().flush();
-        match Oob::accept_until(&l, Some(cfg.timeout), &stop.arc()) {
-            Ok(o) => o,
-            // Ctrl-C before anyone came: nothing ran, nothing to report
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                eprintln!("rocelink perf: {e}");
-                return Ok(ExitCode::SUCCESS);
-            }
-            Err(e) => return Err(e).context("waiting for the client"),
-        }
+    let Some(oob) = connect(a, &cfg, stop)? else {
+        // Ctrl-C before anyone came: nothing ran, nothing to report
+        return Ok(ExitCode::SUCCESS);
     };
     let local_ip = a.bind.unwrap_or(oob.addrs()?.0.ip());
     if a.mtu.is_none() {
@@ -257,24 +233,7 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         let link = rocelink_io::net::mtu_for_ip(local_ip).unwrap_or(1500);
         cfg.mtu = Mtu::for_link(link);
     }
-    let xdp = match &a.xdp {
-        Some(ifname) => {
-            let IpAddr::V4(ip) = local_ip else {
-                bail!("--xdp: IPv4 only, not {local_ip}");
-            };
-            let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
-            x.host_ports = (a.roce_port, a.roce_port);
-            Some(XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?)
-        }
-        None => None,
-    };
-    let mut p = match &xdp {
-        Some(port) => Perf::with_backend(cfg.clone(), Box::new(port.socket(a.roce_port)))?,
-        None => {
-            let (sock, _) = bind_roce(local_ip, a.roce_port, a.bind.is_some())?;
-            Perf::new(cfg.clone(), sock)?
-        }
-    };
+    let (mut p, xdp) = open(a, &cfg, local_ip)?;
     p.publish_to(counters.board.clone());
     let report = Report {
         cfg: cfg.clone(),
@@ -328,4 +287,51 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         counters.print(a.json, false);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// perftest's TCP exchange: to the server, or from the first client (`None` when Ctrl-C
+/// came first).
+fn connect(a: &Args, cfg: &PerfConfig, stop: &crate::stop::StopFlag) -> Result<Option<Oob>> {
+    if let Some(server) = &a.server {
+        let addr = (server.as_str(), a.port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {server}"))?
+            .next()
+            .ok_or_else(|| anyhow!("no address for {server}"))?;
+        return Ok(Some(Oob::connect(addr, a.bind, cfg.timeout)?));
+    }
+    let ip = a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let l = TcpListener::bind((ip, a.port))
+        .with_context(|| format!("cannot listen on {ip} port {}", a.port))?;
+    if !a.json {
+        println!("\n************************************");
+        println!("* Waiting for client to connect... *");
+        println!("************************************");
+    }
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    match Oob::accept_until(&l, Some(cfg.timeout), &stop.arc()) {
+        Ok(o) => Ok(Some(o)),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+            eprintln!("rocelink perf: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(e).context("waiting for the client"),
+    }
+}
+
+/// The test's endpoint at `local_ip`: a UDP socket, or an AF_XDP port with `--xdp`.
+fn open(a: &Args, cfg: &PerfConfig, local_ip: IpAddr) -> Result<(Perf, Option<XdpPort>)> {
+    let Some(ifname) = &a.xdp else {
+        let (sock, _) = bind_roce(local_ip, a.roce_port, a.bind.is_some())?;
+        return Ok((Perf::new(cfg.clone(), sock)?, None));
+    };
+    let IpAddr::V4(ip) = local_ip else {
+        bail!("--xdp: IPv4 only, not {local_ip}");
+    };
+    let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
+    x.host_ports = (a.roce_port, a.roce_port);
+    let port = XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?;
+    let p = Perf::with_backend(cfg.clone(), Box::new(port.socket(a.roce_port)))?;
+    Ok((p, Some(port)))
 }

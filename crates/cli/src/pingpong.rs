@@ -18,13 +18,12 @@ use rocelink_io::tap::Tap;
 use rocelink_perftest::pingpong::{Pingpong, PingpongConfig};
 use rocelink_runtime::bind_roce;
 use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
-use rocelink_transport::sim::Rng;
 use rocelink_transport::{Mtu, QpType};
 use rocelink_wire::oob::{PingpongDest as Dest, gid_of, ip_of_gid};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -125,7 +124,8 @@ fn listen(args: &Args) -> Result<TcpListener> {
         .with_context(|| format!("cannot listen on port {}", args.port))
 }
 
-pub(crate) fn run(args: &Args) -> Result<ExitCode> {
+/// rdma-core's pingpong settings from the flags.
+fn pingpong_config(args: &Args) -> Result<PingpongConfig> {
     let mtu = Mtu::from_bytes(args.mtu)
         .ok_or_else(|| anyhow!("MTU must be 256, 512, 1024, 2048 or 4096"))?;
     let qp_type = match args.kind {
@@ -149,74 +149,52 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     if args.kind == Kind::Ud && cfg.size > mtu.bytes() {
         bail!("Requested size larger than port MTU ({})", mtu.bytes());
     }
+    Ok(cfg)
+}
+
+fn local_line(qpn: u32, psn: u32, gid: [u8; 16]) {
+    println!(
+        "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        0,
+        qpn,
+        psn,
+        Ipv6Addr::from(gid)
+    );
+}
+
+pub(crate) fn run(args: &Args) -> Result<ExitCode> {
+    let cfg = pingpong_config(args)?;
     let counters = Counters::start(
         &format!("pingpong {:?}", args.kind).to_lowercase(),
         &args.counters,
     )?;
-    let mut rng = Rng::new(
-        std::process::id() as u64 ^ Instant::now().elapsed().as_nanos() as u64 ^ seed_time(),
-    );
-    let mut my_psn = (rng.next_u64() & 0xFF_FFFF) as u32;
-    if my_psn == 0 {
-        my_psn = 1;
-    }
     // chosen now so the server can print its address before it waits, as rdma-core does
-    let my_qpn = 0x100 + (rng.next_u64() % 0xFE_FF00) as u32;
-    let local_line = |gid: [u8; 16]| {
-        println!(
-            "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-            0,
-            my_qpn,
-            my_psn,
-            Ipv6Addr::from(gid)
-        );
-    };
+    let (my_qpn, my_psn) = rocelink_perftest::pingpong::random_qpn_psn();
     // the server listens before it says where it is, so a client started on that line
     // finds it
-    let listener = if args.server.is_none() {
-        Some(listen(args)?)
-    } else {
-        None
+    let listener = match args.server {
+        None => Some(listen(args)?),
+        Some(_) => None,
     };
     if args.server.is_none() {
         // the GID is known now only with --bind (rdma-core prints a zero GID without -g)
-        local_line(args.bind.map_or([0; 16], gid_of));
+        local_line(my_qpn, my_psn, args.bind.map_or([0; 16], gid_of));
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
     }
-    let mut made: Option<Pingpong> = None;
-    let mut xdp_port: Option<XdpPort> = None;
+    let mut made: Option<(Pingpong, Option<XdpPort>)> = None;
     let (me, peer, _, tcp_peer) = exchange(args, listener, |local_ip| {
-        let (pp, local_ip) = match &args.xdp {
-            Some(ifname) => {
-                let IpAddr::V4(ip) = local_ip else {
-                    bail!("--xdp: IPv4 only, not {local_ip}");
-                };
-                let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
-                x.host_ports = (args.roce_port, args.roce_port);
-                let port = XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?;
-                let sock = Box::new(port.socket(args.roce_port));
-                xdp_port = Some(port);
-                (Pingpong::with_backend(sock, cfg, my_qpn)?, local_ip)
-            }
-            None => {
-                let (sock, local_ip) = bind_roce(local_ip, args.roce_port, args.bind.is_some())?;
-                for n in &sock.notes {
-                    eprintln!("rocelink: note: {n}");
-                }
-                (Pingpong::new(sock, cfg, my_qpn)?, local_ip)
-            }
-        };
+        let (pp, local_ip, xdp) = open(args, cfg, my_qpn, local_ip)?;
         let dest = Dest {
             lid: 0,
             qpn: pp.qpn(),
             psn: my_psn,
             gid: gid_of(local_ip),
         };
-        made = Some(pp);
+        made = Some((pp, xdp));
         Ok(dest)
     })?;
-    let mut pp = made.ok_or_else(|| anyhow!("exchange did not set up the endpoint"))?;
+    let (mut pp, xdp_port) = made.ok_or_else(|| anyhow!("exchange did not set up the endpoint"))?;
     if let Some(p) = &args.pcap {
         let f = rocelink_io::file::Output::create(p).context("--pcap")?;
         pp.driver_mut().set_tap(Tap::new(Box::new(f))?);
@@ -226,7 +204,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     let remote_ip = ip_of_gid(peer.gid).unwrap_or(tcp_peer);
     let remote = SocketAddr::new(remote_ip, args.roce_port);
     if args.server.is_some() {
-        local_line(me.gid);
+        local_line(my_qpn, my_psn, me.gid);
     }
     println!(
         "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
@@ -236,6 +214,49 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         Ipv6Addr::from(peer.gid)
     );
     let r = pp.run(remote, peer.qpn, peer.psn, me.psn, args.server.is_some())?;
+    report(&r, xdp_port.as_ref());
+    counters.print(false, args.quiet);
+    Ok(if r.corrupt > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The RoCE endpoint at `local_ip`: a UDP socket, or an AF_XDP port with `--xdp`.
+fn open(
+    args: &Args,
+    cfg: PingpongConfig,
+    qpn: u32,
+    local_ip: IpAddr,
+) -> Result<(Pingpong, IpAddr, Option<XdpPort>)> {
+    Ok(match &args.xdp {
+        Some(ifname) => {
+            let IpAddr::V4(ip) = local_ip else {
+                bail!("--xdp: IPv4 only, not {local_ip}");
+            };
+            let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
+            x.host_ports = (args.roce_port, args.roce_port);
+            let port = XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?;
+            let sock = Box::new(port.socket(args.roce_port));
+            (
+                Pingpong::with_backend(sock, cfg, qpn)?,
+                local_ip,
+                Some(port),
+            )
+        }
+        None => {
+            let (sock, local_ip) = bind_roce(local_ip, args.roce_port, args.bind.is_some())?;
+            for n in &sock.notes {
+                eprintln!("rocelink: note: {n}");
+            }
+            (Pingpong::new(sock, cfg, qpn)?, local_ip, None)
+        }
+    })
+}
+
+/// rdma-core's two result lines, then rocelink's counters.
+fn report(r: &rocelink_perftest::pingpong::PingpongReport, xdp: Option<&XdpPort>) {
     let secs = r.elapsed.as_secs_f64();
     println!(
         "{} bytes in {secs:.2} seconds = {:.2} Mbit/sec",
@@ -260,18 +281,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         qs.naks_received,
         qs.drops
     );
-    if let Some(x) = &xdp_port {
+    if let Some(x) = xdp {
         println!("rocelink: {}", crate::sinks::xdp_summary(x));
     }
-    counters.print(false, args.quiet);
-    if r.corrupt > 0 {
-        return Ok(ExitCode::from(1));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn seed_time() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

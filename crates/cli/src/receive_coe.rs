@@ -24,18 +24,11 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
         bail!("--frame-size {frame_size}: CoE offsets reach 256 MiB at most");
     }
     a.out.check(sensor.as_ref())?;
-    let mtu = match a.mtu {
-        Some(m) => m,
-        None => std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            .map_or(1500, |m| m.clamp(256, 9000)),
-    };
     let stop = StopFlag::install()?;
     // 2. the socket and the sinks
     let mut cfg = CoeReceiverConfig::new(ifname, frame_size);
     cfg.channel = a.coe_channel;
-    cfg.mtu = mtu;
+    cfg.mtu = a.mtu.unwrap_or_else(|| iface_mtu(ifname));
     cfg.vp = vp;
     cfg.endian = a.layout.opts().endian;
     if let Some(g) = sensor.as_ref().and_then(|s| s.image()) {
@@ -48,41 +41,7 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     let mut out = a.out.open(sensor.as_ref(), frame_size)?;
     // 3. the device
     let mut c = Control::new(SocketAddr::new(IpAddr::V4(device), a.control_port))?;
-    let version = c
-        .read(rocelink_hsb::regs::HSB_IP_VERSION)
-        .with_context(|| format!("device {device}:{} did not answer ECB", a.control_port))?;
-    if !a.out.quiet {
-        let m = rx.mac();
-        eprintln!(
-            "rocelink receive: device {device} HSB IP {:#06x}; vp {vp} CoE channel {} to {ifname} ({})",
-            version & 0xFFFF,
-            a.coe_channel,
-            rocelink_wire::bytes::Mac(m)
-        );
-    }
-    let camera = (|| -> Result<_> {
-        rx.configure(&mut c)?;
-        let up = a.bring_up.session().run(&mut c, vp, true)?;
-        if !a.out.quiet {
-            if up.ptp {
-                eprintln!("rocelink receive: PTP synchronised");
-            }
-            if let (Some((cam, n)), Some(s)) = (up.camera, a.bring_up.sensor()) {
-                eprintln!(
-                    "rocelink receive: IMX274 {} streaming {s} ({n} I2C transactions)",
-                    cam.index()
-                );
-            }
-        }
-        Ok(up.camera.map(|(cam, _)| cam))
-    })();
-    let camera = match camera {
-        Ok(cam) => cam,
-        Err(e) => {
-            let _ = rx.stop(&mut c);
-            return Err(e);
-        }
-    };
+    let camera = bring_up(a, ifname, &mut rx, &mut c)?;
     // 4. frames
     let lim = match a.frames {
         Some(n) => Limits::frames(n),
@@ -103,38 +62,7 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     let rec_ok = finish_recording(&mut out, "receive")?;
     let (n, ended) = r?;
     if !a.out.quiet {
-        let s = rx.stats;
-        let k = rx.coe_stats();
-        eprintln!(
-            "rocelink receive: {n} CoE frames: {} good, {} damaged; {} packets dropped; {} kernel drops; {} refused outside the frame; {} for other channels{}",
-            s.good,
-            s.damaged,
-            s.dropped_packets,
-            rx.kernel_drops,
-            k.out_of_bounds,
-            k.other,
-            if ended == StopReason::Stopped {
-                " (stopped by signal)"
-            } else {
-                ""
-            }
-        );
-        if let Some(x) = &xdp {
-            let (c, k) = x.xsk_stats();
-            let (i, q) = x.bound();
-            eprintln!(
-                "rocelink receive: AF_XDP on {i} queue {q} ({}): {} frames",
-                if x.zero_copy() {
-                    "zero-copy"
-                } else {
-                    "copy mode"
-                },
-                c.rx_frames
-            );
-            if let Err(e) = k {
-                eprintln!("rocelink receive: warning: AF_XDP statistics: {e}");
-            }
-        }
+        report(&rx, n, ended, xdp.as_ref());
         // CoE moves no RoCE packets: its own line above says what arrived
         counters.summary("receive", true);
     }
@@ -143,4 +71,96 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The interface's MTU (1500 when it cannot be read).
+fn iface_mtu(ifname: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map_or(1500, |m| m.clamp(256, 9000))
+}
+
+/// Program the device for CoE, then PTP and the camera; on an error, the stream is stopped
+/// again. The camera brought up, if one was.
+fn bring_up(
+    a: &ReceiveArgs,
+    ifname: &str,
+    rx: &mut CoeReceiver,
+    c: &mut Control,
+) -> Result<Option<rocelink_hsb::host::imx274::Camera>> {
+    let (device, vp) = (c.peer(), a.vp[0]);
+    let version = c
+        .read(rocelink_hsb::regs::HSB_IP_VERSION)
+        .with_context(|| format!("device {device} did not answer ECB"))?;
+    if !a.out.quiet {
+        eprintln!(
+            "rocelink receive: device {} HSB IP {:#06x}; vp {vp} CoE channel {} to {ifname} ({})",
+            device.ip(),
+            version & 0xFFFF,
+            a.coe_channel,
+            rocelink_wire::bytes::Mac(rx.mac())
+        );
+    }
+    let camera = (|| -> Result<_> {
+        rx.configure(c)?;
+        let up = a.bring_up.session().run(c, vp, true)?;
+        if !a.out.quiet {
+            if up.ptp {
+                eprintln!("rocelink receive: PTP synchronised");
+            }
+            if let (Some((cam, n)), Some(s)) = (up.camera, a.bring_up.sensor()) {
+                eprintln!(
+                    "rocelink receive: IMX274 {} streaming {s} ({n} I2C transactions)",
+                    cam.index()
+                );
+            }
+        }
+        Ok(up.camera.map(|(cam, _)| cam))
+    })();
+    if camera.is_err() {
+        let _ = rx.stop(c);
+    }
+    camera
+}
+
+/// What arrived, on stderr.
+fn report(
+    rx: &CoeReceiver,
+    n: u64,
+    ended: StopReason,
+    xdp: Option<&rocelink_runtime::xdp::XdpPort>,
+) {
+    let s = rx.stats;
+    let k = rx.coe_stats();
+    eprintln!(
+        "rocelink receive: {n} CoE frames: {} good, {} damaged; {} packets dropped; {} kernel drops; {} refused outside the frame; {} for other channels{}",
+        s.good,
+        s.damaged,
+        s.dropped_packets,
+        rx.kernel_drops,
+        k.out_of_bounds,
+        k.other,
+        if ended == StopReason::Stopped {
+            " (stopped by signal)"
+        } else {
+            ""
+        }
+    );
+    if let Some(x) = xdp {
+        let (c, k) = x.xsk_stats();
+        let (i, q) = x.bound();
+        eprintln!(
+            "rocelink receive: AF_XDP on {i} queue {q} ({}): {} frames",
+            if x.zero_copy() {
+                "zero-copy"
+            } else {
+                "copy mode"
+            },
+            c.rx_frames
+        );
+        if let Err(e) = k {
+            eprintln!("rocelink receive: warning: AF_XDP statistics: {e}");
+        }
+    }
 }

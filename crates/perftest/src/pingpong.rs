@@ -149,6 +149,20 @@ pub struct Pingpong {
     drv: Driver<Box<dyn Backend + Send>>,
 }
 
+/// A QPN and a first PSN as rdma-core's pingpong picks them: random, the QPN above the
+/// reserved ones, the PSN 24-bit and not 0.
+pub fn random_qpn_psn() -> (u32, u32) {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut rng = rocelink_transport::sim::Rng::new(u64::from(std::process::id()) ^ seed);
+    let psn = match (rng.next_u64() & 0xFF_FFFF) as u32 {
+        0 => 1,
+        p => p,
+    };
+    (0x100 + (rng.next_u64() % 0xFE_FF00) as u32, psn)
+}
+
 impl Pingpong {
     /// Over `sock`, with QP number `qpn` (chosen before, so a server can print it before
     /// it waits). Checks the configuration before making anything.
@@ -426,6 +440,16 @@ pub fn stamped_ok(buf: &[u8]) -> bool {
 mod tests {
     use super::*;
     use std::net::{IpAddr, Ipv4Addr};
+
+    #[test]
+    fn random_identities_are_in_range_and_differ() {
+        let ids: Vec<_> = (0..64).map(|_| random_qpn_psn()).collect();
+        for &(qpn, psn) in &ids {
+            assert!((0x100..0xFF_0000).contains(&qpn), "{qpn:#x}");
+            assert!((1..=0xFF_FFFF).contains(&psn), "{psn:#x}");
+        }
+        assert!(ids.windows(2).any(|w| w[0] != w[1]));
+    }
 
     #[test]
     fn stamps() {
