@@ -15,6 +15,12 @@
 //!   ```text
 //!   cargo run --release -p rocelink-examples --example hsb_session -- 50
 //!   ```
+//! * `perf_write_bw` — perftest's `ib_write_bw`, server and client each a session
+//!   (`rocelink_perftest::perf::session`) on its own loopback address.
+//!
+//!   ```text
+//!   cargo run --release -p rocelink-examples --example perf_write_bw -- 2000
+//!   ```
 //! * `ultrasound_shots` — an ultrasound probe and a host in one program
 //!   (`rocelink_ultrasound::session`): the host triggers the probe and checks every shot
 //!   against its echoes.

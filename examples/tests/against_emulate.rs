@@ -129,3 +129,34 @@ fn hsb_session_example_receives_two_ports_from_an_emulator_in_process() {
         );
     }
 }
+
+#[test]
+fn perf_write_bw_example_measures_both_ends() {
+    let example = artifact(
+        "examples/perf_write_bw",
+        &["-p", "rocelink-examples", "--example", "perf_write_bw"],
+    );
+    let out = Command::new(example).arg("500").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for who in ["client", "server"] {
+        assert!(
+            stdout.contains(&format!("{who}: 65536 bytes x 500 iterations")),
+            "{stdout}"
+        );
+    }
+    // 64 KiB WRITEs at MTU 4096: 16 packets each from the client (more if any was sent
+    // again)
+    let client = stdout.lines().find(|l| l.starts_with("client: ")).unwrap();
+    let packets: u64 = client
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" packets sent"))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(packets >= 8000, "{stdout}");
+    assert!(stdout.contains("MTU 4096"), "{stdout}");
+}

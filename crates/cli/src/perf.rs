@@ -5,12 +5,11 @@
 use crate::perf_report::Report;
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_io::perftest::Oob;
-use rocelink_perftest::perf::{Kind, MAX_QPS, Perf, PerfConfig, Progress, Test};
-use rocelink_runtime::bind_roce;
-use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+use rocelink_perftest::perf::session::{Peer, PerfEvent, PerfSession, PerfSessionConfig};
+use rocelink_perftest::perf::{Kind, MAX_QPS, PerfConfig, PerfError, Test};
+use rocelink_runtime::BackendChoice;
 use rocelink_transport::{Mtu, QpType};
-use std::net::{IpAddr, Ipv4Addr, TcpListener, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -221,20 +220,16 @@ fn config(a: &Args) -> Result<PerfConfig> {
 }
 
 pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
-    let mut cfg = config(a)?;
+    let cfg = config(a)?;
     let counters = Counters::start(&format!("perf {}", cfg.test.name()), &a.counter_args)?;
-    let Some(oob) = connect(a, &cfg, stop)? else {
-        // Ctrl-C before anyone came: nothing ran, nothing to report
-        return Ok(ExitCode::SUCCESS);
-    };
-    let local_ip = a.bind.unwrap_or(oob.addrs()?.0.ip());
-    if a.mtu.is_none() {
-        // as perftest takes the port's active MTU: rxe's rule over the interface's MTU
-        let link = rocelink_io::net::mtu_for_ip(local_ip).unwrap_or(1500);
-        cfg.mtu = Mtu::for_link(link);
+    let session = PerfSession::start(session_config(a, &cfg)?, Some(counters.board.clone()))?;
+    if a.server.is_none() && !a.json {
+        println!("\n************************************");
+        println!("* Waiting for client to connect... *");
+        println!("************************************");
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
     }
-    let (mut p, xdp) = open(a, &cfg, local_ip)?;
-    p.publish_to(counters.board.clone());
     let report = Report {
         cfg: cfg.clone(),
         gbits: a.report_gbits,
@@ -244,39 +239,35 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         out_json: a.out_json.then(|| a.out_json_file.clone()),
         client: a.server.is_some(),
     };
-    let mut seen = None;
-    let quiet = a.quiet;
-    let mut progress = |p: Progress<'_>| match p {
-        Progress::Addresses(x) => {
-            if !report.json && !quiet {
-                report.header(x);
-            }
-            seen = Some(x.clone());
-        }
-        Progress::Row(r) => report.bw_row(r),
-        _ => {}
-    };
-    let out = p.run(oob, &stop.arc(), &mut progress);
+    follow(&session, stop, &report, a.quiet);
+    let (out, xdp, link) = session.wait();
     // the counters also when the test failed: they say why (retransmissions, refusals)
-    counters.board.set_link(p.link());
-    let out = match out {
-        Ok(out) => out,
+    if let Some(l) = link {
+        counters.board.set_link(l);
+    }
+    let sum = match out {
+        Ok(s) => s,
+        // Ctrl-C before anyone came: nothing ran, nothing to report
+        Err(e @ PerfError::NoPeer) => {
+            eprintln!("rocelink perf: {e}");
+            return Ok(ExitCode::SUCCESS);
+        }
         Err(e) => {
             counters.print(false, false);
             return Err(e).context(format!("perf {}", cfg.test.name()));
         }
     };
-    report.rows(&out);
+    report.rows(&sum.outcome);
     if stop.is_set() && !cfg.infinite {
         eprintln!("rocelink perf: stopped early (Ctrl-C): the rows cover what completed");
     }
-    if let (Some(x), Some(path)) = (&seen, &report.out_json)
-        && let Some(text) = report.perftest_json(x, &out)
+    if let (Some(x), Some(path)) = (&sum.addresses, &report.out_json)
+        && let Some(text) = report.perftest_json(x, &sum.outcome)
     {
         rocelink_io::file::write_atomic(path, text.as_bytes()).context("--out_json")?;
     }
     if let Some(path) = &a.plot {
-        report.plot(path, &out)?;
+        report.plot(path, &sum.outcome)?;
     }
     if let Some(x) = &xdp
         && !a.json
@@ -289,49 +280,47 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// perftest's TCP exchange: to the server, or from the first client (`None` when Ctrl-C
-/// came first).
-fn connect(a: &Args, cfg: &PerfConfig, stop: &crate::stop::StopFlag) -> Result<Option<Oob>> {
-    if let Some(server) = &a.server {
-        let addr = (server.as_str(), a.port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {server}"))?
-            .next()
-            .ok_or_else(|| anyhow!("no address for {server}"))?;
-        return Ok(Some(Oob::connect(addr, a.bind, cfg.timeout)?));
-    }
-    let ip = a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-    let l = TcpListener::bind((ip, a.port))
-        .with_context(|| format!("cannot listen on {ip} port {}", a.port))?;
-    if !a.json {
-        println!("\n************************************");
-        println!("* Waiting for client to connect... *");
-        println!("************************************");
-    }
-    use std::io::Write as _;
-    let _ = std::io::stdout().flush();
-    match Oob::accept_until(&l, Some(cfg.timeout), &stop.arc()) {
-        Ok(o) => Ok(Some(o)),
-        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-            eprintln!("rocelink perf: {e}");
-            Ok(None)
-        }
-        Err(e) => Err(e).context("waiting for the client"),
-    }
+/// The session's settings from the flags.
+fn session_config(a: &Args, cfg: &PerfConfig) -> Result<PerfSessionConfig> {
+    let peer = match &a.server {
+        Some(server) => Peer::Server(
+            (server.as_str(), a.port)
+                .to_socket_addrs()
+                .with_context(|| format!("cannot resolve {server}"))?
+                .next()
+                .ok_or_else(|| anyhow!("no address for {server}"))?,
+        ),
+        None => Peer::Listen(SocketAddr::new(
+            a.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            a.port,
+        )),
+    };
+    Ok(PerfSessionConfig {
+        test: cfg.clone(),
+        peer,
+        bind: a.bind,
+        backend: match &a.xdp {
+            Some(ifname) => BackendChoice::Xdp {
+                ifname: ifname.clone(),
+            },
+            None => BackendChoice::Socket,
+        },
+        link_mtu: a.mtu.is_none(),
+    })
 }
 
-/// The test's endpoint at `local_ip`: a UDP socket, or an AF_XDP port with `--xdp`.
-fn open(a: &Args, cfg: &PerfConfig, local_ip: IpAddr) -> Result<(Perf, Option<XdpPort>)> {
-    let Some(ifname) = &a.xdp else {
-        let (sock, _) = bind_roce(local_ip, a.roce_port, a.bind.is_some())?;
-        return Ok((Perf::new(cfg.clone(), sock)?, None));
-    };
-    let IpAddr::V4(ip) = local_ip else {
-        bail!("--xdp: IPv4 only, not {local_ip}");
-    };
-    let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
-    x.host_ports = (a.roce_port, a.roce_port);
-    let port = XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?;
-    let p = Perf::with_backend(cfg.clone(), Box::new(port.socket(a.roce_port)))?;
-    Ok((p, Some(port)))
+/// Until the test ends: Ctrl-C passed on, the address lines and each period's row printed.
+fn follow(session: &PerfSession, stop: &crate::stop::StopFlag, report: &Report, quiet: bool) {
+    loop {
+        if stop.is_set() {
+            session.stopper().stop();
+        }
+        match session.next_event(Duration::from_millis(50)) {
+            Some(PerfEvent::Addresses(x)) if !report.json && !quiet => report.header(&x),
+            Some(PerfEvent::Row(r)) => report.bw_row(&r),
+            Some(_) => {}
+            None if session.is_finished() => return,
+            None => {}
+        }
+    }
 }

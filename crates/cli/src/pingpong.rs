@@ -13,14 +13,15 @@
 
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_io::oob;
-use rocelink_io::tap::Tap;
-use rocelink_perftest::pingpong::{Pingpong, PingpongConfig};
-use rocelink_runtime::bind_roce;
-use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+use rocelink_perftest::pingpong::PingpongConfig;
+use rocelink_perftest::pingpong::session::{
+    PingpongEvent, PingpongSession, PingpongSessionConfig, Side,
+};
+use rocelink_runtime::BackendChoice;
+use rocelink_runtime::xdp::XdpPort;
 use rocelink_transport::{Mtu, QpType};
-use rocelink_wire::oob::{PingpongDest as Dest, gid_of, ip_of_gid};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
+use rocelink_wire::oob::gid_of;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -91,39 +92,6 @@ pub(crate) struct Args {
     counters: CounterArgs,
 }
 
-/// Exchange QP addresses (rdma-core's TCP exchange, `rocelink_io::oob`).
-fn exchange(
-    args: &Args,
-    listener: Option<TcpListener>,
-    make_local: impl FnOnce(IpAddr) -> Result<Dest>,
-) -> Result<(Dest, Dest, IpAddr, IpAddr)> {
-    let timeout = args.time_limit;
-    // our own side's error (e.g. the RoCE socket) keeps its whole message
-    let make = |ip| make_local(ip).map_err(|e| std::io::Error::other(format!("{e:#}")));
-    let x = if let Some(server) = &args.server {
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(&(server.as_str(), args.port))
-            .with_context(|| format!("cannot resolve {server}"))?
-            .next()
-            .ok_or_else(|| anyhow!("no address for {server}"))?;
-        oob::client(addr, args.bind, timeout, make)
-    } else {
-        let l = match listener {
-            Some(l) => l,
-            None => listen(args)?,
-        };
-        oob::server(&l, args.bind, timeout, make)
-    }
-    .context("QP exchange")?;
-    Ok((x.me, x.peer, x.local_ip, x.peer_ip))
-}
-
-/// The server's TCP listener for the exchange.
-fn listen(args: &Args) -> Result<TcpListener> {
-    let listen_ip = args.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-    TcpListener::bind((listen_ip, args.port))
-        .with_context(|| format!("cannot listen on port {}", args.port))
-}
-
 /// rdma-core's pingpong settings from the flags.
 fn pingpong_config(args: &Args) -> Result<PingpongConfig> {
     let mtu = Mtu::from_bytes(args.mtu)
@@ -168,52 +136,37 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         &format!("pingpong {:?}", args.kind).to_lowercase(),
         &args.counters,
     )?;
+    let session = PingpongSession::start(session_config(args, cfg)?, Some(counters.board.clone()))?;
     // chosen now so the server can print its address before it waits, as rdma-core does
-    let (my_qpn, my_psn) = rocelink_perftest::pingpong::random_qpn_psn();
-    // the server listens before it says where it is, so a client started on that line
-    // finds it
-    let listener = match args.server {
-        None => Some(listen(args)?),
-        Some(_) => None,
-    };
-    if args.server.is_none() {
+    let (qpn, psn) = session.qpn_psn();
+    let server = args.server.is_none();
+    if server {
         // the GID is known now only with --bind (rdma-core prints a zero GID without -g)
-        local_line(my_qpn, my_psn, args.bind.map_or([0; 16], gid_of));
+        local_line(qpn, psn, args.bind.map_or([0; 16], gid_of));
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
     }
-    let mut made: Option<(Pingpong, Option<XdpPort>)> = None;
-    let (me, peer, _, tcp_peer) = exchange(args, listener, |local_ip| {
-        let (pp, local_ip, xdp) = open(args, cfg, my_qpn, local_ip)?;
-        let dest = Dest {
-            lid: 0,
-            qpn: pp.qpn(),
-            psn: my_psn,
-            gid: gid_of(local_ip),
-        };
-        made = Some((pp, xdp));
-        Ok(dest)
-    })?;
-    let (mut pp, xdp_port) = made.ok_or_else(|| anyhow!("exchange did not set up the endpoint"))?;
-    if let Some(p) = &args.pcap {
-        let f = rocelink_io::file::Output::create(p).context("--pcap")?;
-        pp.driver_mut().set_tap(Tap::new(Box::new(f))?);
+    loop {
+        match session.next_event(Duration::from_millis(50)) {
+            Some(PingpongEvent::Addresses { me, peer }) => {
+                if !server {
+                    local_line(qpn, psn, me.gid);
+                }
+                println!(
+                    "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+                    peer.lid,
+                    peer.qpn,
+                    peer.psn,
+                    Ipv6Addr::from(peer.gid)
+                );
+            }
+            Some(_) => {}
+            None if session.is_finished() => break,
+            None => {}
+        }
     }
-    pp.driver_mut()
-        .publish_to(counters.board.clone(), "pingpong");
-    let remote_ip = ip_of_gid(peer.gid).unwrap_or(tcp_peer);
-    let remote = SocketAddr::new(remote_ip, args.roce_port);
-    if args.server.is_some() {
-        local_line(my_qpn, my_psn, me.gid);
-    }
-    println!(
-        "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-        peer.lid,
-        peer.qpn,
-        peer.psn,
-        Ipv6Addr::from(peer.gid)
-    );
-    let r = pp.run(remote, peer.qpn, peer.psn, me.psn, args.server.is_some())?;
+    let (r, xdp_port) = session.wait();
+    let r = r?;
     report(&r, xdp_port.as_ref());
     counters.print(false, args.quiet);
     Ok(if r.corrupt > 0 {
@@ -223,35 +176,32 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
     })
 }
 
-/// The RoCE endpoint at `local_ip`: a UDP socket, or an AF_XDP port with `--xdp`.
-fn open(
-    args: &Args,
-    cfg: PingpongConfig,
-    qpn: u32,
-    local_ip: IpAddr,
-) -> Result<(Pingpong, IpAddr, Option<XdpPort>)> {
-    Ok(match &args.xdp {
-        Some(ifname) => {
-            let IpAddr::V4(ip) = local_ip else {
-                bail!("--xdp: IPv4 only, not {local_ip}");
-            };
-            let mut x = XdpPortConfig::new(ifname, ip, XdpRole::Host);
-            x.host_ports = (args.roce_port, args.roce_port);
-            let port = XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?;
-            let sock = Box::new(port.socket(args.roce_port));
-            (
-                Pingpong::with_backend(sock, cfg, qpn)?,
-                local_ip,
-                Some(port),
-            )
-        }
-        None => {
-            let (sock, local_ip) = bind_roce(local_ip, args.roce_port, args.bind.is_some())?;
-            for n in &sock.notes {
-                eprintln!("rocelink: note: {n}");
-            }
-            (Pingpong::new(sock, cfg, qpn)?, local_ip, None)
-        }
+/// The session's settings from the flags.
+fn session_config(args: &Args, pingpong: PingpongConfig) -> Result<PingpongSessionConfig> {
+    let side = match &args.server {
+        Some(server) => Side::Client(
+            std::net::ToSocketAddrs::to_socket_addrs(&(server.as_str(), args.port))
+                .with_context(|| format!("cannot resolve {server}"))?
+                .next()
+                .ok_or_else(|| anyhow!("no address for {server}"))?,
+        ),
+        None => Side::Server(SocketAddr::new(
+            args.bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            args.port,
+        )),
+    };
+    Ok(PingpongSessionConfig {
+        pingpong,
+        side,
+        bind: args.bind,
+        roce_port: args.roce_port,
+        backend: match &args.xdp {
+            Some(ifname) => BackendChoice::Xdp {
+                ifname: ifname.clone(),
+            },
+            None => BackendChoice::Socket,
+        },
+        pcap: args.pcap.clone(),
     })
 }
 

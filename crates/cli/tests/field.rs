@@ -390,7 +390,7 @@ fn bad_input_is_refused_before_any_side_effect_and_never_panics() {
         ),
         (
             vec!["send-audio", "--device", "127.0.25.2", "/dev/zero"],
-            "larger than",
+            "a device, not a file",
         ),
     ];
     for (args, want) in cases {

@@ -101,8 +101,8 @@ fn check_existing(path: &Path, m: &std::fs::Metadata) -> io::Result<()> {
 }
 
 /// Read all of `path`, refusing one larger than `limit` bytes before reading it (a
-/// regular file's size is known) or as soon as it passes the limit (a device or a pipe:
-/// `/dev/zero` never ends).
+/// regular file's size is known) or as soon as it passes the limit (a pipe may never
+/// end), and a device (`/dev/zero`, a disk) without reading it.
 pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let too_big = || {
@@ -118,6 +118,16 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     let m = f.metadata().map_err(|e| named(path, e))?;
     if m.file_type().is_file() && m.len() > limit {
         return Err(too_big());
+    }
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_char_device() || t.is_block_device() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: a device, not a file", path.display()),
+            ));
+        }
     }
     let mut buf = Vec::new();
     f.take(limit.saturating_add(1))
@@ -401,7 +411,22 @@ mod tests {
     #[test]
     fn reads_are_bounded() {
         let e = read_bounded(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("a device, not a file"), "{e}");
+        // a pipe that never ends stops at the limit
+        let mut child = std::process::Command::new("yes")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let fd = child
+            .stdout
+            .as_ref()
+            .map(std::os::fd::AsRawFd::as_raw_fd)
+            .unwrap();
+        let pipe = format!("/proc/self/fd/{fd}");
+        let e = read_bounded(Path::new(&pipe), 1 << 20).unwrap_err();
         assert!(e.to_string().contains("larger than 1048576"), "{e}");
+        let _ = child.kill();
+        let _ = child.wait();
         let d = sticky("bounded");
         let f = d.join("f");
         std::fs::write(&f, vec![1u8; 100]).unwrap();

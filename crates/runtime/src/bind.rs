@@ -39,3 +39,78 @@ pub fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> io::Result<(UdpSocket, 
         "cannot bind RoCE UDP socket {ip}:{port}, nor port {port} on 127.0.0.2..254"
     )))
 }
+
+/// How a role reaches the network.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// A UDP socket: the kernel's stack.
+    #[default]
+    Socket,
+    /// An AF_XDP port on this interface: the role owns its address there (ARP, ICMP
+    /// echo), IPv4 only.
+    Xdp {
+        /// The interface.
+        ifname: String,
+    },
+}
+
+/// A role's RoCE backend, opened.
+pub struct RoceBackend {
+    /// What datagrams go through.
+    pub backend: Box<dyn rocelink_io::backend::Backend + Send>,
+    /// The address it is at (a loopback address may have moved, as [`bind_roce`] says).
+    pub ip: IpAddr,
+    /// The AF_XDP port, kept for its counters.
+    pub xdp: Option<crate::xdp::XdpPort>,
+    /// What the socket's setup noticed (buffers capped, …).
+    pub notes: Vec<String>,
+}
+
+impl std::fmt::Debug for RoceBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoceBackend")
+            .field("ip", &self.ip)
+            .field("xdp", &self.xdp.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackendChoice {
+    /// The backend at `ip:port`: a socket bound as [`bind_roce`] binds it, or an AF_XDP
+    /// port on the interface holding `port` for the host. Errors name the address or the
+    /// interface.
+    pub fn open(&self, ip: IpAddr, port: u16, chosen: bool) -> io::Result<RoceBackend> {
+        match self {
+            BackendChoice::Socket => {
+                let (sock, ip) = bind_roce(ip, port, chosen)?;
+                let notes = sock.notes.clone();
+                Ok(RoceBackend {
+                    backend: Box::new(sock),
+                    ip,
+                    xdp: None,
+                    notes,
+                })
+            }
+            BackendChoice::Xdp { ifname } => {
+                use crate::xdp::{XdpPort, XdpPortConfig, XdpRole};
+                let IpAddr::V4(v4) = ip else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("AF_XDP on {ifname}: IPv4 only, not {ip}"),
+                    ));
+                };
+                let mut x = XdpPortConfig::new(ifname, v4, XdpRole::Host);
+                x.host_ports = (port, port);
+                let named =
+                    |e: io::Error| io::Error::new(e.kind(), format!("AF_XDP on {ifname}: {e}"));
+                let xdp = XdpPort::open(&x).map_err(named)?;
+                Ok(RoceBackend {
+                    backend: Box::new(xdp.socket(port)),
+                    ip,
+                    xdp: Some(xdp),
+                    notes: Vec::new(),
+                })
+            }
+        }
+    }
+}

@@ -14,7 +14,8 @@ use crate::regs::i2s;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_runtime::driver::Driver;
 use rocelink_transport::{
-    Access, CqId, Endpoint, EndpointConfig, Mtu, QpInit, QpType, SendOp, SendWr, Sge, WcStatus,
+    Access, AccessError, CqId, Endpoint, EndpointConfig, Mtu, QpError, QpInit, QpType, SendOp,
+    SendWr, Sge, WcStatus,
 };
 use rocelink_wire::hsb::stx;
 use std::io;
@@ -106,28 +107,68 @@ impl std::fmt::Debug for SensorTx {
     }
 }
 
-fn invalid(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, msg)
+/// Why sensor TX could not start or go on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SensorTxError {
+    /// A chunk the packet cannot carry.
+    #[error("chunk of {0} bytes: a sensor TX packet carries 1 to 4096")]
+    Chunk(usize),
+    /// A chunk longer than this sender's chunks, or empty.
+    #[error("a chunk of {len} bytes (this sender takes 1 to {max})")]
+    ChunkOver {
+        /// Its length.
+        len: usize,
+        /// The sender's chunk size.
+        max: usize,
+    },
+    /// No buffer to send from.
+    #[error("a queue of 0 buffers sends nothing")]
+    Queue,
+    /// A QP that maps to no sensor TX port.
+    #[error("QP {0} reaches no sensor TX port (the device maps QP q to port q/2 - 1)")]
+    Qp(u32),
+    /// Nothing to play.
+    #[error("nothing to send: the stream is empty")]
+    Empty,
+    /// The local address could not be bound.
+    #[error("cannot send from {local}")]
+    Bind {
+        /// The address.
+        local: SocketAddr,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The transport refused a verb.
+    #[error("the transport refused a verb")]
+    Transport(#[from] QpError),
+    /// The send buffer refused a chunk (a fault in the sender).
+    #[error("send buffer")]
+    Buffer(#[from] AccessError),
+    /// A send completed in error.
+    #[error("send failed: {0:?}")]
+    SendFailed(WcStatus),
+    /// Sends did not leave in time.
+    #[error("{0} sends did not complete (the socket stayed full)")]
+    Stalled(usize),
+    /// The socket (or finding the local address).
+    #[error(transparent)]
+    Io(#[from] io::Error),
 }
 
 impl SensorTx {
     /// Open the sending side (nothing is sent yet). Errors name what is wrong: a chunk
     /// size or queue of 0, a QP that reaches no sensor, an address that cannot be bound.
-    pub fn connect(cfg: &SensorTxConfig) -> io::Result<SensorTx> {
+    pub fn connect(cfg: &SensorTxConfig) -> Result<SensorTx, SensorTxError> {
         if cfg.max_chunk == 0 || cfg.max_chunk > 4096 {
-            return Err(invalid(format!(
-                "chunk of {} bytes: a sensor TX packet carries 1 to 4096",
-                cfg.max_chunk
-            )));
+            return Err(SensorTxError::Chunk(cfg.max_chunk));
         }
         if cfg.queue == 0 {
-            return Err(invalid("a queue of 0 buffers sends nothing".into()));
+            return Err(SensorTxError::Queue);
         }
         if stx::port_for_qp(cfg.qp).is_none() {
-            return Err(invalid(format!(
-                "QP {} reaches no sensor TX port (the device maps QP q to port q/2 - 1)",
-                cfg.qp
-            )));
+            return Err(SensorTxError::Qp(cfg.qp));
         }
         let remote = SocketAddr::new(IpAddr::V4(cfg.device), cfg.port);
         let local_ip = match cfg.local {
@@ -137,22 +178,18 @@ impl SensorTx {
         let path = match cfg.format {
             TxFormat::Roce => {
                 let local = SocketAddr::new(local_ip, 0);
-                let sock = UdpSocket::bind(local, &UdpConfig::default()).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot send from {local}: {e}"))
-                })?;
+                let sock = UdpSocket::bind(local, &UdpConfig::default())
+                    .map_err(|source| SensorTxError::Bind { local, source })?;
                 let drv = Driver::new(sock);
                 let mut ep = Endpoint::new(EndpointConfig::new(drv.socket().local_addr()));
                 let cq = ep.create_cq();
-                let qpn = ep
-                    .create_qp(QpInit {
-                        send_cq: cq,
-                        recv_cq: cq,
-                        max_send_wr: cfg.queue,
-                        ..QpInit::new(QpType::Uc)
-                    })
-                    .map_err(io::Error::other)?;
-                ep.ready_qp(qpn, 0, Some(remote), cfg.qp, Mtu::M4096)
-                    .map_err(io::Error::other)?;
+                let qpn = ep.create_qp(QpInit {
+                    send_cq: cq,
+                    recv_cq: cq,
+                    max_send_wr: cfg.queue,
+                    ..QpInit::new(QpType::Uc)
+                })?;
+                ep.ready_qp(qpn, 0, Some(remote), cfg.qp, Mtu::M4096)?;
                 let keys =
                     ep.register_mr(vec![0u8; cfg.queue * cfg.max_chunk], 0, Access::LOCAL_WRITE);
                 Path::Roce {
@@ -166,9 +203,9 @@ impl SensorTx {
                 }
             }
             TxFormat::Linux => {
-                let sock = std::net::UdpSocket::bind((local_ip, 0)).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot send from {local_ip}: {e}"))
-                })?;
+                let local = SocketAddr::new(local_ip, 0);
+                let sock = std::net::UdpSocket::bind(local)
+                    .map_err(|source| SensorTxError::Bind { local, source })?;
                 sock.connect(remote)?;
                 Path::Linux {
                     sock,
@@ -187,13 +224,12 @@ impl SensorTx {
 
     /// Send one packet carrying `chunk` (1 to `max_chunk` bytes). With the RoCE format
     /// this waits, at most `timeout`, for a buffer whose send completed.
-    pub fn send(&mut self, chunk: &[u8], timeout: Duration) -> io::Result<()> {
+    pub fn send(&mut self, chunk: &[u8], timeout: Duration) -> Result<(), SensorTxError> {
         if chunk.is_empty() || chunk.len() > self.cfg.max_chunk {
-            return Err(invalid(format!(
-                "a chunk of {} bytes (this sender takes 1 to {})",
-                chunk.len(),
-                self.cfg.max_chunk
-            )));
+            return Err(SensorTxError::ChunkOver {
+                len: chunk.len(),
+                max: self.cfg.max_chunk,
+            });
         }
         match &mut self.path {
             Path::Linux { sock, psn, buf } => {
@@ -216,8 +252,7 @@ impl SensorTx {
                 let va = (*next * self.cfg.max_chunk) as u64;
                 *next = (*next + 1) % self.cfg.queue;
                 ep.mr_mut(*lkey)
-                    .and_then(|m| m.slice_mut(va, chunk.len() as u64, Access::NONE))
-                    .map_err(|e| io::Error::other(format!("{e:?}")))?
+                    .and_then(|m| m.slice_mut(va, chunk.len() as u64, Access::NONE))?
                     .copy_from_slice(chunk);
                 ep.post_send(
                     *qpn,
@@ -233,8 +268,7 @@ impl SensorTx {
                         solicited: false,
                         marks: 0,
                     },
-                )
-                .map_err(io::Error::other)?;
+                )?;
                 *in_flight += 1;
                 drv.transmit(ep, Instant::now())?;
                 reap(ep, *cq, in_flight)?;
@@ -246,7 +280,7 @@ impl SensorTx {
     }
 
     /// Wait, at most `timeout`, until everything posted has left.
-    pub fn finish(&mut self, timeout: Duration) -> io::Result<()> {
+    pub fn finish(&mut self, timeout: Duration) -> Result<(), SensorTxError> {
         if let Path::Roce {
             ep,
             drv,
@@ -269,7 +303,7 @@ fn drain_to(
     in_flight: &mut usize,
     most: usize,
     deadline: Instant,
-) -> io::Result<()> {
+) -> Result<(), SensorTxError> {
     loop {
         reap(ep, cq, in_flight)?;
         if *in_flight <= most {
@@ -277,20 +311,17 @@ fn drain_to(
         }
         let before = ep.completions_queued();
         if !drv.run(ep, deadline, |ep| ep.completions_queued() > before)? {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("{in_flight} sends did not complete (the socket stayed full)"),
-            ));
+            return Err(SensorTxError::Stalled(*in_flight));
         }
     }
 }
 
 /// Take completions; a failed send is an error naming its status.
-fn reap(ep: &mut Endpoint, cq: CqId, in_flight: &mut usize) -> io::Result<()> {
+fn reap(ep: &mut Endpoint, cq: CqId, in_flight: &mut usize) -> Result<(), SensorTxError> {
     while let Some(wc) = ep.poll_cq(cq) {
         *in_flight = in_flight.saturating_sub(1);
         if wc.status != WcStatus::Success {
-            return Err(io::Error::other(format!("send failed: {:?}", wc.status)));
+            return Err(SensorTxError::SendFailed(wc.status));
         }
     }
     Ok(())
@@ -321,10 +352,10 @@ pub fn play(
     passes: u64,
     bytes_per_second: Option<u64>,
     stop: &AtomicBool,
-) -> io::Result<PlayStats> {
+) -> Result<PlayStats, SensorTxError> {
     let mut st = PlayStats::default();
     if stream.is_empty() {
-        return Err(invalid("nothing to send: the stream is empty".into()));
+        return Err(SensorTxError::Empty);
     }
     let t0 = Instant::now();
     let mut sent = 0u64;

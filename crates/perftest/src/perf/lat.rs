@@ -1,11 +1,11 @@
 //! The latency tests as perftest runs them: WRITE, READ and SEND ping-pong (see [`super::run`]
 //! for the exchanges around them).
 
+use super::PerfError;
 use super::run::{RECV_ID, ended, failed};
 use super::{Perf, lat_row};
 use rocelink_transport::*;
 use rocelink_wire::perftest::KeyMsg;
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -18,7 +18,7 @@ impl Perf {
         rem: &KeyMsg,
         client: bool,
         stop: &AtomicBool,
-    ) -> io::Result<super::LatRow> {
+    ) -> Result<super::LatRow, PerfError> {
         let iters = self.cfg.iters;
         let lkey = self.mr.lkey;
         let poll_at = self.half + size - 1;
@@ -64,7 +64,7 @@ impl Perf {
                 }
                 posted.push(Instant::now());
                 if let Err(e) = ep.post_send(qpn, wr) {
-                    err = Some(io::Error::other(e));
+                    err = Some(PerfError::from(e));
                     return true;
                 }
             }
@@ -83,7 +83,7 @@ impl Perf {
         size: usize,
         rem: &KeyMsg,
         stop: &AtomicBool,
-    ) -> io::Result<super::LatRow> {
+    ) -> Result<super::LatRow, PerfError> {
         let iters = self.cfg.iters;
         let wr = self.signaled_wr(
             0,
@@ -113,7 +113,7 @@ impl Perf {
             if posted.len() as u64 == ccnt {
                 posted.push(Instant::now());
                 if let Err(e) = ep.post_send(qpn, wr) {
-                    err = Some(io::Error::other(e));
+                    err = Some(PerfError::from(e));
                     return true;
                 }
             }
@@ -130,7 +130,7 @@ impl Perf {
         size: usize,
         client: bool,
         stop: &AtomicBool,
-    ) -> io::Result<super::LatRow> {
+    ) -> Result<super::LatRow, PerfError> {
         let iters = self.cfg.iters;
         let wr = self.signaled_wr(0, self.send_op(0), size);
         let cq = self.cq;
@@ -164,7 +164,7 @@ impl Perf {
                 scnt += 1;
                 posted.push(Instant::now());
                 if let Err(e) = ep.post_send(qpn, wr) {
-                    err = Some(io::Error::other(e));
+                    err = Some(PerfError::from(e));
                     return true;
                 }
             }

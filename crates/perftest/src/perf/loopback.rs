@@ -3,7 +3,7 @@
 //! request), its own sockets and its own TCP exchange — and the UDP ceiling it is held
 //! against, measured in the same run (`rocelink bench perf`).
 
-use super::{Kind, Outcome, Perf, PerfConfig};
+use super::{Kind, Outcome, Perf, PerfConfig, PerfError};
 use rocelink_io::net::pin_current_thread;
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::bind_roce;
@@ -19,7 +19,7 @@ pub fn loopback(
     ips: (IpAddr, IpAddr),
     pin: bool,
     stop: &AtomicBool,
-) -> io::Result<(Outcome, Outcome)> {
+) -> Result<(Outcome, Outcome), PerfError> {
     let listener = TcpListener::bind((ips.0, 0))
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen at {}: {e}", ips.0)))?;
     let tcp = listener.local_addr()?;
@@ -40,10 +40,9 @@ pub fn loopback(
             let _ = pin_current_thread(1);
         }
         let c = Oob::connect(SocketAddr::new(tcp.ip(), tcp.port()), Some(ips.1), timeout)
+            .map_err(PerfError::from)
             .and_then(|oob| client.run(oob, stop, &mut |_| {}));
-        let sv = srv
-            .join()
-            .map_err(|_| io::Error::other("the server thread panicked"))?;
+        let sv = srv.join().map_err(|_| PerfError::Panicked)?;
         Ok((c?, sv?))
     })
 }

@@ -7,11 +7,14 @@
 //! [`Perf::new`] makes the endpoint, region and QP; [`Perf::run`] exchanges, connects and
 //! runs the test as the client (a server name given) or the server.
 
+mod error;
 mod lat;
 mod loopback;
 mod run;
+pub mod session;
 mod stats;
 
+pub use error::{PerfError, Setting};
 pub use loopback::{headline, higher_is_better, loopback};
 pub use stats::{BwRow, LatRow, LatStats, bw_row, lat_row};
 
@@ -24,7 +27,6 @@ use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
 use rocelink_wire::oob::{gid_of, ip_of_gid};
 use rocelink_wire::perftest::{self as pt, KeyMsg};
-use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -241,39 +243,39 @@ impl PerfConfig {
     }
 
     /// Refuse what perftest refuses, before anything is bound.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Setting> {
         if self.sizes.is_empty() || self.sizes.iter().any(|&s| s == 0 || s > 1 << 30) {
-            return Err("message size must be in 1..=1 GiB".into());
+            return Err(Setting::Size);
         }
         if self.conn == QpType::Ud && self.test.verb != Verb::Send {
-            return Err("UD connection only possible in SEND tests (as perftest)".into());
+            return Err(Setting::UdNotSend);
         }
         if !(1..=MAX_QPS).contains(&self.qps) {
-            return Err(format!("the number of QPs must be in 1..={MAX_QPS}"));
+            return Err(Setting::Qps);
         }
         if self.qps > 1 && self.test.kind != Kind::Bw {
-            return Err("multiple QPs only available on bw tests (as perftest)".into());
+            return Err(Setting::QpsNotBw);
         }
         if let Some(d) = self.duration
             && !self.infinite
             && d <= 2 * self.margin()
         {
-            return Err("please check that DURATION > 2*MARGIN (-D and -f, as perftest)".into());
+            return Err(Setting::Duration);
         }
         if self.infinite && self.test.kind != Kind::Bw {
-            return Err("--run_infinitely exists only in bw tests (as perftest)".into());
+            return Err(Setting::InfiniteNotBw);
         }
         if self.conn == QpType::Uc && self.test.verb == Verb::Read {
-            return Err("READ needs RC (perftest refuses -c UC for read tests too)".into());
+            return Err(Setting::ReadNotRc);
         }
         if self.iters == 0 && self.duration.is_none() {
-            return Err("iterations must be at least 1".into());
+            return Err(Setting::Iters);
         }
         if self.test.kind == Kind::Lat && self.test.verb == Verb::Write && self.sizes.contains(&1) {
-            return Err("write_lat needs messages of at least 2 bytes".into());
+            return Err(Setting::WriteLatSize);
         }
         if !(1..=8192).contains(&self.tx_depth) || !(1..=8192).contains(&self.rx_depth) {
-            return Err("tx and rx depth must be in 1..=8192".into());
+            return Err(Setting::Depth);
         }
         Ok(())
     }
@@ -381,19 +383,25 @@ impl std::fmt::Debug for Perf {
 impl Perf {
     /// The endpoint on `sock` (whose address goes in the key string's GID), the QPs and
     /// the buffer for the largest size.
-    pub fn new(cfg: PerfConfig, sock: UdpSocket) -> io::Result<Perf> {
+    pub fn new(cfg: PerfConfig, sock: UdpSocket) -> Result<Perf, PerfError> {
         let size = if sock.gro() { 65_536 } else { 9_216 };
         Perf::make(cfg, Box::new(sock), RecvBatch::new(64, size))
     }
 
     /// As [`Perf::new`], over any backend (an AF_XDP port's socket, say).
-    pub fn with_backend(cfg: PerfConfig, sock: Box<dyn Backend + Send>) -> io::Result<Perf> {
-        Perf::make(cfg, sock, RecvBatch::new(64, 9_216))
+    pub fn with_backend(cfg: PerfConfig, sock: Box<dyn Backend + Send>) -> Result<Perf, PerfError> {
+        // with GRO one receive holds up to 64 KiB
+        let gro = sock.as_udp().is_some_and(UdpSocket::gro);
+        let batch = RecvBatch::new(64, if gro { 65_536 } else { 9_216 });
+        Perf::make(cfg, sock, batch)
     }
 
-    fn make(cfg: PerfConfig, sock: Box<dyn Backend + Send>, batch: RecvBatch) -> io::Result<Perf> {
-        cfg.check()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    fn make(
+        cfg: PerfConfig,
+        sock: Box<dyn Backend + Send>,
+        batch: RecvBatch,
+    ) -> Result<Perf, PerfError> {
+        cfg.check()?;
         let local = Backend::local_addr(&sock);
         let mut ecfg = EndpointConfig::new(local).random_keys();
         // a kernel peer (rxe, a NIC) numbers its IPv4 IDs, which a UDP socket does not show:
@@ -417,17 +425,14 @@ impl Perf {
         let mut rng = Rng::new(seed);
         let mut qps = Vec::with_capacity(cfg.qps);
         for i in 0..cfg.qps {
-            let qpn = ep
-                .create_qp(QpInit {
-                    max_send_wr: cfg.tx_depth.max(16),
-                    max_recv_wr: cfg.rx_depth.max(16),
-                    send_cq: cq,
-                    recv_cq: cq,
-                    ..QpInit::new(cfg.conn)
-                })
-                .map_err(io::Error::other)?;
-            ep.modify_qp(qpn, Modify::Init { qkey: pt::UD_QKEY })
-                .map_err(io::Error::other)?;
+            let qpn = ep.create_qp(QpInit {
+                max_send_wr: cfg.tx_depth.max(16),
+                max_recv_wr: cfg.rx_depth.max(16),
+                send_cq: cq,
+                recv_cq: cq,
+                ..QpInit::new(cfg.conn)
+            })?;
+            ep.modify_qp(qpn, Modify::Init { qkey: pt::UD_QKEY })?;
             qps.push(Side {
                 qpn,
                 psn: (rng.next_u64() & 0xFF_FFFF) as u32,
@@ -492,13 +497,8 @@ impl Perf {
 
     /// Bring QP `i` to RTS towards `rem` at the negotiated MTU, with perftest's attributes
     /// (ACK timeout 14 ≈ 67 ms, 7 retries, RNR timer 12).
-    fn connect(&mut self, i: usize, rem: &KeyMsg, mtu: Mtu) -> io::Result<()> {
-        let ip = rem.gid.and_then(ip_of_gid).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the peer's key string has no GID (an InfiniBand peer): RoCE needs one",
-            )
-        })?;
+    fn connect(&mut self, i: usize, rem: &KeyMsg, mtu: Mtu) -> Result<(), PerfError> {
+        let ip = rem.gid.and_then(ip_of_gid).ok_or(PerfError::NoGid)?;
         let remote = SocketAddr::new(ip, self.cfg.roce_port);
         let q = &mut self.qps[i];
         if self.cfg.conn == QpType::Ud {
@@ -509,29 +509,26 @@ impl Perf {
             });
         }
         let (qpn, psn) = (q.qpn, q.psn);
-        self.ep
-            .modify_qp(
-                qpn,
-                Modify::Rtr {
-                    remote: Some(remote),
-                    dest_qpn: rem.qpn,
-                    rq_psn: rem.psn,
-                    mtu,
-                    min_rnr_timer: 12,
-                },
-            )
-            .map_err(io::Error::other)?;
-        self.ep
-            .modify_qp(
-                qpn,
-                Modify::Rts {
-                    sq_psn: psn,
-                    timeout: Duration::from_micros(67_109),
-                    retry_cnt: 7,
-                    rnr_retry: 7,
-                },
-            )
-            .map_err(io::Error::other)
+        self.ep.modify_qp(
+            qpn,
+            Modify::Rtr {
+                remote: Some(remote),
+                dest_qpn: rem.qpn,
+                rq_psn: rem.psn,
+                mtu,
+                min_rnr_timer: 12,
+            },
+        )?;
+        self.ep.modify_qp(
+            qpn,
+            Modify::Rts {
+                sq_psn: psn,
+                timeout: Duration::from_micros(67_109),
+                retry_cnt: 7,
+                rnr_retry: 7,
+            },
+        )?;
+        Ok(())
     }
 
     /// Exchange with the peer over `oob` (connected, or accepted: that decides who is the
@@ -543,21 +540,17 @@ impl Perf {
         mut oob: Oob,
         stop: &AtomicBool,
         progress: &mut dyn FnMut(Progress<'_>),
-    ) -> io::Result<Outcome> {
+    ) -> Result<Outcome, PerfError> {
         let tag = (self.cfg.test.code(), conn_code(self.cfg.conn));
         oob.my_tag = Some(tag);
         oob.versions()?;
         if let Some(theirs) = oob.peer_tag.filter(|&t| t != tag) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "the peer runs {} over {}, this side {} over {}: run the same test on both sides",
-                    Test::from_code(theirs.0).map_or("another test", |t| t.name()),
-                    conn_name(theirs.1),
-                    self.cfg.test.name(),
-                    conn_name(tag.1),
-                ),
-            ));
+            return Err(PerfError::Mismatch {
+                peer: Test::from_code(theirs.0).map_or("another test", |t| t.name()),
+                peer_conn: conn_name(theirs.1),
+                test: self.cfg.test.name(),
+                conn: conn_name(tag.1),
+            });
         }
         oob.sys_data(CYCLE_BUFFER as i32, CACHE_LINE as i32)?;
         let mine = mtu_enum(self.cfg.mtu);

@@ -6,7 +6,7 @@
 //! SEND LAT — receives posted, a hand-shake, both ping-pong (the client sends first), the
 //! close.
 
-use super::{BwRow, Kind, Outcome, Perf, Progress, Verb, bw_row};
+use super::{BwRow, Kind, Outcome, Perf, PerfError, Progress, Verb, bw_row};
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::Driver;
 use rocelink_transport::*;
@@ -20,35 +20,32 @@ use std::time::{Duration, Instant};
 pub(super) const SEND_ID: u64 = 1;
 pub(super) const RECV_ID: u64 = 2;
 
-pub(super) fn failed(what: &str, wc: &WorkCompletion) -> io::Error {
-    io::Error::other(format!(
-        "{what} completed with {:?} (QP {:#x}): the peer refused it or stopped answering",
-        wc.status, wc.qpn
-    ))
+pub(super) fn failed(what: &'static str, wc: &WorkCompletion) -> PerfError {
+    PerfError::Completion {
+        what,
+        status: wc.status,
+        qpn: wc.qpn,
+    }
 }
 
 /// How a latency loop ended: its error, Ctrl-C, or not done by its deadline (`unfinished`
 /// says how far it got) — or fine.
 pub(super) fn ended(
-    err: Option<io::Error>,
+    err: Option<PerfError>,
     stop: &AtomicBool,
     done: bool,
     unfinished: impl FnOnce() -> String,
-) -> io::Result<()> {
+) -> Result<(), PerfError> {
     if let Some(e) = err {
         return Err(e);
     }
     if stop.load(Ordering::Relaxed) {
-        return Err(stopped());
+        return Err(PerfError::Stopped);
     }
     if !done {
-        return Err(io::Error::new(io::ErrorKind::TimedOut, unfinished()));
+        return Err(PerfError::Unfinished(unfinished()));
     }
     Ok(())
-}
-
-pub(super) fn stopped() -> io::Error {
-    io::Error::new(io::ErrorKind::Interrupted, "stopped (Ctrl-C)")
 }
 
 pub(super) fn test(
@@ -58,7 +55,7 @@ pub(super) fn test(
     rem: &[KeyMsg],
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress<'_>),
-) -> io::Result<Outcome> {
+) -> Result<Outcome, PerfError> {
     let client = oob.is_client();
     let t = p.cfg.test;
     let infinite = p.cfg.infinite;
@@ -76,7 +73,7 @@ pub(super) fn test(
             }
             match p.shake(oob, stop) {
                 // running infinitely, the server learns the end from the closed connection
-                Err(e) if infinite && !client && closed(&e) => return Ok(Outcome::Bw(rows)),
+                Err(e) if infinite && !client && e.peer_closed() => return Ok(Outcome::Bw(rows)),
                 r => r?,
             };
             // one report (the last size's) as perftest exchanges it; a server prints the
@@ -160,20 +157,9 @@ pub(super) fn test(
     }
 }
 
-/// The peer closed the exchange's connection.
-fn closed(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::UnexpectedEof
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::BrokenPipe
-    )
-}
-
 /// perftest's close: a hand-shake, then `"done"` both ways; then the peer's last packets
 /// answered.
-fn close(p: &mut Perf, oob: &mut Oob, stop: &AtomicBool) -> io::Result<()> {
+fn close(p: &mut Perf, oob: &mut Oob, stop: &AtomicBool) -> Result<(), PerfError> {
     p.shake(oob, stop)?;
     oob.done()?;
     p.linger()
@@ -209,8 +195,8 @@ impl Periods<'_> {
         ep: &mut Endpoint,
         step: &mut dyn FnMut(&mut Endpoint) -> bool,
         period: Option<Duration>,
-        more: &mut dyn FnMut() -> io::Result<bool>,
-    ) -> io::Result<Instant> {
+        more: &mut dyn FnMut() -> Result<bool, PerfError>,
+    ) -> Result<Instant, PerfError> {
         let period = period.unwrap_or(Duration::from_secs(5));
         let mut since = Instant::now();
         loop {
@@ -306,7 +292,7 @@ impl Perf {
         rem: &[KeyMsg],
         stop: &AtomicBool,
         progress: &mut dyn FnMut(Progress<'_>),
-    ) -> io::Result<BwRow> {
+    ) -> Result<BwRow, PerfError> {
         let verb = self.cfg.test.verb;
         let period = self.cfg.period();
         let infinite = self.cfg.infinite;
@@ -371,7 +357,7 @@ impl Perf {
             for (f, &(qpn, wr)) in flows.iter_mut().zip(&wrs) {
                 while f.posted < iters && f.posted - f.done < f.depth {
                     if let Err(e) = ep.post_send(qpn, wr) {
-                        *err.borrow_mut() = Some(io::Error::other(e));
+                        *err.borrow_mut() = Some(PerfError::from(e));
                         return true;
                     }
                     f.posted += 1;
@@ -405,14 +391,11 @@ impl Perf {
             return Ok(period_row(size, 0, since, Instant::now()));
         }
         if !done && period.is_none() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the test did not finish",
-            ));
+            return Err(PerfError::Unfinished("the test did not finish".into()));
         }
         // Ctrl-C: what completed so far is the row (nothing: the run failed)
         if stop.load(Ordering::Relaxed) && completed.is_empty() {
-            return Err(stopped());
+            return Err(PerfError::Stopped);
         }
         if let Some(d) = period {
             return Ok(sampled(size, &completed, since, d, self.cfg.margin()));
@@ -432,10 +415,10 @@ impl Perf {
 
     /// Post `n` receives of `size` bytes into QP `i`'s second half (after the GRH slot
     /// for UD).
-    fn post_recvs(&mut self, i: usize, size: usize, n: usize) -> io::Result<()> {
+    fn post_recvs(&mut self, i: usize, size: usize, n: usize) -> Result<(), PerfError> {
         let (qpn, wr) = self.recv_wr(i, size);
         for _ in 0..n {
-            self.ep.post_recv(qpn, wr).map_err(io::Error::other)?;
+            self.ep.post_recv(qpn, wr)?;
         }
         Ok(())
     }
@@ -463,7 +446,7 @@ impl Perf {
         oob: &Oob,
         stop: &AtomicBool,
         progress: &mut dyn FnMut(Progress<'_>),
-    ) -> io::Result<BwRow> {
+    ) -> Result<BwRow, PerfError> {
         let period = self.cfg.period();
         let infinite = self.cfg.infinite;
         let iters = if period.is_some() {
@@ -553,27 +536,31 @@ impl Perf {
 
     /// A hand-shake during which the endpoint keeps answering (the peer may still be
     /// waiting for ACKs or READ responses, e.g. a WRITE/READ server all through the test).
-    fn shake(&mut self, oob: &mut Oob, stop: &AtomicBool) -> io::Result<KeyMsg> {
+    fn shake(&mut self, oob: &mut Oob, stop: &AtomicBool) -> Result<KeyMsg, PerfError> {
         let me = self.key(0);
         let Perf { ep, drv, .. } = self;
         // after Ctrl-C the peer still gets two seconds to come to the exchange (a run
         // stopped early reports what it measured)
         let mut stopped_at = None;
-        oob.hand_shake_waiting(&me, &mut || {
+        let r = oob.hand_shake_waiting(&me, &mut || {
             if stop.load(Ordering::Relaxed)
                 && stopped_at.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(2)
             {
-                return Err(stopped());
+                return Err(io::ErrorKind::Interrupted.into());
             }
             drv.run(ep, Instant::now() + Duration::from_millis(20), |_| false)
                 .map(|_| ())
+        });
+        r.map_err(|e| match stopped_at {
+            Some(_) if e.kind() == io::ErrorKind::Interrupted => PerfError::Stopped,
+            _ => e.into(),
         })
     }
 
     /// Keep answering while the peer still sends (its last ACK or WRITE may need an
     /// answer after this side's test ended): until 50 ms pass with nothing received, at
     /// most 1 s.
-    fn linger(&mut self) -> io::Result<()> {
+    fn linger(&mut self) -> Result<(), PerfError> {
         let end = Instant::now() + Duration::from_secs(1);
         loop {
             let before = self.ep.stats().rx_datagrams;

@@ -67,6 +67,8 @@ impl PingpongConfig {
     }
 }
 
+pub mod session;
+
 /// Why a pingpong stopped.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -86,6 +88,9 @@ pub enum PingpongError {
     /// The socket.
     #[error(transparent)]
     Io(#[from] io::Error),
+    /// The TCP exchange of QP addresses failed.
+    #[error("QP exchange")]
+    Exchange(#[source] io::Error),
     /// [`PingpongConfig::time_limit`] passed.
     #[error("time limit reached after {received} receives and {sent} sends")]
     TimeLimit {
@@ -178,7 +183,10 @@ impl Pingpong {
         cfg: PingpongConfig,
         qpn: u32,
     ) -> Result<Pingpong, PingpongError> {
-        Pingpong::make(sock, RecvBatch::new(64, 9_216), cfg, qpn)
+        // with GRO one receive holds up to 64 KiB
+        let gro = sock.as_udp().is_some_and(UdpSocket::gro);
+        let batch = RecvBatch::new(64, if gro { 65_536 } else { 9_216 });
+        Pingpong::make(sock, batch, cfg, qpn)
     }
 
     fn make(
