@@ -40,7 +40,7 @@ use std::time::Duration;
 pub const MAX_RING: usize = 8 << 30;
 
 /// The device, and how the host reaches it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Device {
     /// Configured over ECB at `ip:control_port`, as HSB's host does.
     Ecb {
@@ -79,7 +79,7 @@ impl Device {
 }
 
 /// How the receivers take datagrams.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Tuning {
     /// Spin on the socket instead of sleeping.
     pub busy_poll: bool,
@@ -112,7 +112,7 @@ impl Default for Tuning {
 }
 
 /// Receive with AF_XDP instead of UDP sockets.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Xdp {
     /// The interface.
     pub ifname: String,
@@ -123,7 +123,7 @@ pub struct Xdp {
 }
 
 /// What a host session is: plain data.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct HostConfig {
     /// The device.
     pub device: Device,

@@ -160,3 +160,20 @@ fn bad_configurations_fail_before_anything_opens() {
     let e = start(quiet, 1);
     assert!(e.to_string().contains("127.0.79.6:8192"), "{e}");
 }
+
+#[test]
+fn a_config_is_plain_data_that_round_trips_through_json() {
+    let dev = Ipv4Addr::new(127, 0, 79, 7);
+    let mut cfg = HostConfig::new(Device::ecb(dev), host_of(dev), FRAME);
+    cfg.vps = vec![0, 1];
+    cfg.limits = Limits::frames(5);
+    cfg.bring_up.camera = Some(rocelink_hsb::sensor::Imx274Mode::P2160Raw12);
+    cfg.tuning.cpus = vec![2, 3];
+    let v = serde_json::to_value(&cfg).unwrap();
+    let back: HostConfig = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
+    assert_eq!(back.vps, [0, 1]);
+    assert_eq!(back.device, Device::ecb(dev));
+    assert_eq!(v["bring_up"]["camera"], "P2160Raw12", "{v}");
+    assert_eq!(v["limits"]["frames"], 5, "{v}");
+}

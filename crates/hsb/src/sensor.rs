@@ -15,7 +15,7 @@
 use std::path::Path;
 
 /// IMX274 readout modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Imx274Mode {
     /// 1920×1080 RAW10.
     P1080Raw10,

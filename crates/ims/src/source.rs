@@ -17,7 +17,7 @@ pub trait FrameSource {
 }
 
 /// What a buffer unit checks of each frame before handing it on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Verify {
     /// The §4 header: CRC-32C of the bytes after it, and the frame's own VA (images and
     /// [`PatternSource`] frames carry it).

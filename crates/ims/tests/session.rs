@@ -70,3 +70,23 @@ fn bad_settings_fail_before_anything_is_bound() {
         e => panic!("{e:?}"),
     }
 }
+
+#[test]
+fn configs_are_plain_data_that_round_trip_through_json() {
+    let mut u = UnitConfig::new(ip(5));
+    u.consume = Consume::Record("/tmp/rec".into());
+    u.frames = Some(7);
+    let v = serde_json::to_value(&u).unwrap();
+    let back: UnitConfig = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
+    assert_eq!(back.consume, Consume::Record("/tmp/rec".into()));
+    let mut s = SendConfig::new(SocketAddr::new(ip(5), 4791), Frames::Pattern { len: 4096 });
+    s.worker.mark_bad = Some(rocelink_ims::MarkBad {
+        every: 3,
+        marks: rocelink_wire::ims::marks::EBF,
+    });
+    let v = serde_json::to_value(&s).unwrap();
+    let back: SendConfig = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
+    assert_eq!(back.frames, Frames::Pattern { len: 4096 });
+}

@@ -59,8 +59,9 @@ pub fn neighbour_mac(ip: std::net::Ipv4Addr) -> Option<[u8; 6]> {
     })
 }
 
-/// An address prefix: `ADDR` (a single host) or `ADDR/LEN`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// An address prefix: `ADDR` (a single host) or `ADDR/LEN` (as text in a configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Prefix {
     addr: IpAddr,
     len: u8,
@@ -142,6 +143,19 @@ impl std::str::FromStr for Prefix {
                 .ok_or_else(|| format!("{s:?}: a prefix length is 0 to {max}"))?,
         };
         Ok(Prefix { addr, len })
+    }
+}
+
+impl TryFrom<String> for Prefix {
+    type Error = String;
+    fn try_from(s: String) -> Result<Prefix, String> {
+        s.parse()
+    }
+}
+
+impl From<Prefix> for String {
+    fn from(p: Prefix) -> String {
+        p.to_string()
     }
 }
 

@@ -41,7 +41,7 @@ pub fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> io::Result<(UdpSocket, 
 }
 
 /// How a role reaches the network.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum BackendChoice {
     /// A UDP socket: the kernel's stack.
     #[default]

@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// The trigger port's rules.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GateConfig {
     /// Hosts heard at all.
     pub allow: Vec<Prefix>,

@@ -10,7 +10,7 @@ use crate::Error;
 use rocelink_wire::ultrasound::imm::MAX_MESSAGES;
 
 /// The shape of a shot and of its messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Geometry {
     /// Samples per channel (N_s).
     pub samples: u32,

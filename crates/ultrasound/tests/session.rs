@@ -163,3 +163,23 @@ fn a_round_trip_gives_a_row_per_size_and_no_probe_is_a_clear_error() {
     let e = RoundTrip::start(cfg).unwrap().wait().unwrap_err();
     assert!(e.to_string().contains(&trig.to_string()), "{e}");
 }
+
+#[test]
+fn configs_are_plain_data_that_round_trip_through_json() {
+    let g = Geometry::new(500, 32);
+    let mut p = ProbeSessionConfig::new(g);
+    p.gate.allow = vec!["10.0.0.0/8".parse().unwrap()];
+    let v = serde_json::to_value(&p).unwrap();
+    assert_eq!(v["gate"]["allow"][0], "10.0.0.0/8", "{v}");
+    let back: ProbeSessionConfig = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
+    let s = ShotsConfig::new(g);
+    let v = serde_json::to_value(&s).unwrap();
+    let back: ShotsConfig = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), v);
+    // a prefix that is not one is refused with the reason
+    let mut bad = serde_json::to_value(&p).unwrap();
+    bad["gate"]["allow"][0] = "10.0.0.0/99".into();
+    let e = serde_json::from_value::<ProbeSessionConfig>(bad).unwrap_err();
+    assert!(e.to_string().contains("10.0.0.0/99"), "{e}");
+}

@@ -16,7 +16,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 pub type Ptp = (u64, u32);
 
 /// Packetizer options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PacketizerOptions {
     /// Immediate layout (default: HSB IP ≥ 0x2602).
     pub imm_layout: ImmLayout,

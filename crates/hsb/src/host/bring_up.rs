@@ -13,7 +13,7 @@ use crate::sensor::Imx274Mode;
 use std::time::Duration;
 
 /// What to bring up: plain data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct BringUp {
     /// Set up PTP and wait this long at most for the board to report synchronised.
     pub ptp: Option<Duration>,

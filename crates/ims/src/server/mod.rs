@@ -27,7 +27,7 @@ mod channel;
 mod status;
 
 /// How a buffer unit is set up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ServerConfig {
     /// QPN of the status QP (fixed, known to workers).
     pub status_qpn: u32,

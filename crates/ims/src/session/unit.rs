@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What the unit does with the frames it delivered.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Consume {
     /// Take each as soon as it is delivered.
     AsTheyCome,
@@ -32,7 +32,7 @@ pub enum Consume {
 }
 
 /// What a buffer unit is: plain data.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct UnitConfig {
     /// The address it serves on.
     pub bind: IpAddr,

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The frames a worker sends.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Frames {
     /// A checkable pattern (the §4 header, then bytes the VA determines) of `len` bytes.
     Pattern {
@@ -101,7 +101,7 @@ impl<S: FrameSource> FrameSource for Limited<S> {
 }
 
 /// What a worker is: plain data.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SendConfig {
     /// The protocol's settings; `worker.server` is the buffer unit.
     pub worker: WorkerConfig,

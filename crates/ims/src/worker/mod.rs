@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 mod data;
 
 /// How a worker is set up.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorkerConfig {
     /// The buffer unit (IP and UDP port 4791).
     pub server: SocketAddr,
@@ -63,7 +63,7 @@ pub struct WorkerConfig {
 /// (frames `every - 1`, `2 * every - 1`, …) goes out the first time with `marks`
 /// ([`rocelink_wire::ims::marks`]) on its last packet; the buffer unit NACKs it and the
 /// worker sends it again unmarked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MarkBad {
     /// 1 marks every frame, 100 every hundredth.
     pub every: u64,

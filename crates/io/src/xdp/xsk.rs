@@ -94,7 +94,7 @@ pub struct XskStats {
 }
 
 /// Copy or zero-copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum XdpMode {
     /// Zero-copy where the driver has it, else copy.

@@ -32,7 +32,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// Which operation a test measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Verb {
     /// RDMA WRITE.
     Write,
@@ -43,7 +43,7 @@ pub enum Verb {
 }
 
 /// Bandwidth or latency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
     /// `*_bw`.
     Bw,
@@ -52,7 +52,7 @@ pub enum Kind {
 }
 
 /// One of the six tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Test {
     /// The operation.
     pub verb: Verb,
@@ -171,7 +171,7 @@ impl Test {
 }
 
 /// How a test runs (perftest's options).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct PerfConfig {
     /// The test.

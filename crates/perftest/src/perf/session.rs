@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Which end of perftest's exchange this side is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Peer {
     /// The client: connect to the server's exchange at this address.
     Server(SocketAddr),
@@ -24,7 +24,7 @@ pub enum Peer {
 }
 
 /// What a test is: plain data.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PerfSessionConfig {
     /// The test and its settings.
     pub test: PerfConfig,
@@ -217,4 +217,25 @@ fn run(
         link: link.clone(),
     });
     (r, xdp, Some(link))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::Test;
+
+    #[test]
+    fn a_config_is_plain_data_that_round_trips_through_json() {
+        let mut test = PerfConfig::new(Test::parse("send_lat").unwrap());
+        test.sizes = vec![2, 64];
+        let mut cfg = PerfSessionConfig::client(test, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        cfg.backend = BackendChoice::Xdp {
+            ifname: "veth0".into(),
+        };
+        let v = serde_json::to_value(&cfg).unwrap();
+        let back: PerfSessionConfig = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), v);
+        assert_eq!(back.test.sizes, [2, 64]);
+        assert_eq!(back.peer, Peer::Server("127.0.0.1:18515".parse().unwrap()));
+    }
 }

@@ -24,7 +24,7 @@ const SEND_WRID: u64 = 2;
 pub const QKEY: u32 = 0x1111_1111;
 
 /// What to run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct PingpongConfig {
     /// RC, UC or UD.

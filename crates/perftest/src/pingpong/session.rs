@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Which end of the exchange this side is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Side {
     /// The client: connect to the server's exchange at this address; it sends first.
     Client(SocketAddr),
@@ -26,7 +26,7 @@ pub enum Side {
 }
 
 /// What a pingpong is: plain data.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PingpongSessionConfig {
     /// The exchanges.
     pub pingpong: PingpongConfig,

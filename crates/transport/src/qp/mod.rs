@@ -18,7 +18,7 @@ pub(crate) use requester::Requester;
 pub(crate) use responder::{Payload, Responder};
 
 /// Transport service of a QP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum QpType {
     /// Reliable connection.
     Rc,
@@ -44,7 +44,9 @@ pub enum QpState {
 }
 
 /// Path MTU: payload bytes per packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Mtu {
     /// 256 bytes.
     M256,

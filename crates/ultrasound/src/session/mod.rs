@@ -27,7 +27,7 @@ pub(crate) const EVERY: Duration = Duration::from_millis(100);
 /// Where a session's links are: one address per link, and whether the caller chose them
 /// (a loopback address that was not chosen moves to a free 127/8 address when its port is
 /// taken, as the rdma-core idiom of two ends on one host needs).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LinkAddrs {
     /// One address per link.
     pub addrs: Vec<IpAddr>,

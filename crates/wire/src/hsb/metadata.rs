@@ -14,7 +14,9 @@ pub const FLAG_EARLY_TLAST: u32 = 1 << 0;
 pub const FLAG_BPW_ONLY: u32 = 1 << 1;
 
 /// Byte order of the record's fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum Endian {
     /// What the FPGA RTL, HSB host code and HSB emulator use (default).
     #[default]
@@ -108,7 +110,9 @@ impl Metadata {
 }
 
 /// How the 32-bit immediate of the metadata packet encodes PSN and buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum ImmLayout {
     /// HSB IP ≥ 0x2602: `psn[19:0] << 12 | page[11:0]` (default).
     #[default]

@@ -16,7 +16,7 @@ use crate::{Error, Result};
 pub const HEADER_LEN: usize = 64;
 
 /// Pixel depth of a mapping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum PixelDepth {
     /// Two pixels per byte.
     Four,
@@ -34,7 +34,7 @@ impl PixelDepth {
 }
 
 /// Image size: `columns` columns of `rows` pixels each (256 × 256 in the specification).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ImageGeometry {
     /// Number of columns.
     pub columns: usize,
