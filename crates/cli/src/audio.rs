@@ -59,6 +59,24 @@ pub(crate) struct SendAudioArgs {
 /// The largest file send-audio takes (over 1.5 hours of 8-channel 48 kHz 24-bit audio).
 const MAX_FILE: u64 = 1 << 30;
 
+/// What to send: the file as it is (`--raw`), or a WAV file's samples as I2S wants them,
+/// with their byte rate (unless `--fast`) and a description.
+fn samples(a: &SendAudioArgs, bytes: Vec<u8>) -> Result<(Vec<u8>, Option<u64>, String)> {
+    if a.raw {
+        return Ok((bytes, None, "raw".to_owned()));
+    }
+    let (s, w) = Wav::parse(&bytes)
+        .and_then(|w| w.i2s().map(|s| (s, w)))
+        .with_context(|| format!("{} (use --raw to send any file as it is)", a.file.display()))?;
+    let what = format!(
+        "{} Hz x {} ch 24-bit, {:.2} s",
+        w.sample_rate,
+        w.channels,
+        s.len() as f64 / w.i2s_bytes_per_second() as f64
+    );
+    Ok((s, (!a.fast).then(|| w.i2s_bytes_per_second()), what))
+}
+
 pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
     let IpAddr::V4(device) = a.dev.device else {
         bail!("--device {}: HSB devices are IPv4", a.dev.device);
@@ -68,21 +86,7 @@ pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
     let bytes = rocelink_io::file::read_bounded(&a.file, MAX_FILE)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     // everything is checked before the first write to the device
-    let (stream, rate, what) = if a.raw {
-        (bytes, None, "raw".to_owned())
-    } else {
-        let wav = Wav::parse(&bytes)
-            .and_then(|w| w.i2s().map(|s| (s, w)))
-            .with_context(|| format!("{} (use --raw to send any file as it is)", a.file.display()));
-        let (s, w) = wav?;
-        let what = format!(
-            "{} Hz x {} ch 24-bit, {:.2} s",
-            w.sample_rate,
-            w.channels,
-            s.len() as f64 / w.i2s_bytes_per_second() as f64
-        );
-        (s, (!a.fast).then(|| w.i2s_bytes_per_second()), what)
-    };
+    let (stream, rate, what) = samples(a, bytes)?;
     if stream.is_empty() {
         bail!("{}: no samples to send", a.file.display());
     }

@@ -98,8 +98,6 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
     } else {
         a.tests.clone()
     };
-    let pin = !a.no_pin;
-    let flag = stop.arc();
     if !a.json {
         println!(
             "{:<10} {:>8} {:>12} {:>14} {:>14} {:>8} {:>10}",
@@ -115,65 +113,85 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
             cfg.tx_depth = a.tx_depth;
         }
         cfg.check().map_err(|e| anyhow!(e))?;
-        let (mut mine, mut base, mut offl) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..a.runs {
-            let h = if a.in_process {
-                let (c, _) = loopback(&cfg, (a.server_ip, a.client_ip), pin, &flag)
-                    .with_context(|| format!("perf {} over loopback", t.name()))?;
-                headline(&c).ok_or_else(|| anyhow!("{}: no result", t.name()))?
-            } else {
-                two_processes(a, &cfg, pin)
-                    .with_context(|| format!("perf {} as two processes", t.name()))?
-            };
-            if bw {
-                // perftest's MiB/s; the UDP ceilings come in MB/s
-                let mib = |mb: f64| mb * 1e6 / (1 << 20) as f64;
-                mine.push(h);
-                base.push(mib(udp_ceiling(pin, Duration::from_secs(2), false)?.0));
-                offl.push(mib(udp_ceiling(pin, Duration::from_secs(2), true)?.0));
-            } else {
-                mine.push(h);
-                // the datagram a message makes: BTH (+ RETH) + payload + ICRC
-                let len = a.lat_size + 12 + 16 + 4;
-                let s = udp_pingpong(len, a.lat_iters, pin)?;
-                // perftest halves WRITE and SEND round trips but reports a READ's whole
-                // (one request, one response): hold it against the UDP round trip
-                let k = if t.verb == Verb::Read { 2.0 } else { 1.0 };
-                base.push(k * LatStats::from_samples(s).t_typical);
-            }
-            if stop.is_set() {
-                break;
-            }
-        }
-        let (m, b) = (median(mine), median(base));
-        let o = (!offl.is_empty()).then(|| median(offl));
-        // bandwidth: how much of the ceiling; latency: how many times the UDP round trip
-        let ratio = m / b;
-        let unit = if bw { "MiB/s" } else { "µs" };
-        if a.json {
-            println!(
-                "{}",
-                json!({"test": t.name(), "bytes": cfg.sizes[0], "runs": a.runs, "unit": unit,
-                       "rocelink": m, "udp": b, "udp_gso_gro": o, "ratio_to_udp": ratio,
-                       "ratio_to_udp_gso_gro": o.map(|o| m / o)})
-            );
-        } else {
-            println!(
-                "{:<10} {:>8} {:>7.1} {unit:<5} {:>9.1} {unit:<5} {:>9} {unit:<5} {:>7.2} {:>10}",
-                t.name(),
-                cfg.sizes[0],
-                m,
-                b,
-                o.map_or("-".to_owned(), |o| format!("{o:.1}")),
-                ratio,
-                o.map_or("-".to_owned(), |o| format!("{:.2}", m / o)),
-            );
-        }
+        let (m, b, o) = measure(a, &cfg, stop)?;
+        print_row(a, &cfg, (m, b, o));
         if stop.is_set() {
             break;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--runs` runs of `cfg`, each next to its UDP baselines: the medians of rocelink's
+/// figure, the plain UDP one and (bandwidth) the GSO+GRO one.
+fn measure(
+    a: &PerfBenchArgs,
+    cfg: &PerfConfig,
+    stop: &crate::stop::StopFlag,
+) -> Result<(f64, f64, Option<f64>)> {
+    let (t, pin, flag) = (cfg.test, !a.no_pin, stop.arc());
+    let bw = t.kind == Kind::Bw;
+    let (mut mine, mut base, mut offl) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..a.runs {
+        let h = if a.in_process {
+            let (c, _) = loopback(cfg, (a.server_ip, a.client_ip), pin, &flag)
+                .with_context(|| format!("perf {} over loopback", t.name()))?;
+            headline(&c).ok_or_else(|| anyhow!("{}: no result", t.name()))?
+        } else {
+            two_processes(a, cfg, pin)
+                .with_context(|| format!("perf {} as two processes", t.name()))?
+        };
+        mine.push(h);
+        if bw {
+            // perftest's MiB/s; the UDP ceilings come in MB/s
+            let mib = |mb: f64| mb * 1e6 / (1 << 20) as f64;
+            base.push(mib(udp_ceiling(pin, Duration::from_secs(2), false)?.0));
+            offl.push(mib(udp_ceiling(pin, Duration::from_secs(2), true)?.0));
+        } else {
+            // the datagram a message makes: BTH (+ RETH) + payload + ICRC
+            let len = a.lat_size + 12 + 16 + 4;
+            let s = udp_pingpong(len, a.lat_iters, pin)?;
+            // perftest halves WRITE and SEND round trips but reports a READ's whole
+            // (one request, one response): hold it against the UDP round trip
+            let k = if t.verb == Verb::Read { 2.0 } else { 1.0 };
+            base.push(k * LatStats::from_samples(s).t_typical);
+        }
+        if stop.is_set() {
+            break;
+        }
+    }
+    Ok((
+        median(mine),
+        median(base),
+        (!offl.is_empty()).then(|| median(offl)),
+    ))
+}
+
+/// One test's row: bandwidth as a share of the ceiling, latency as a multiple of the UDP
+/// round trip.
+fn print_row(a: &PerfBenchArgs, cfg: &PerfConfig, (m, b, o): (f64, f64, Option<f64>)) {
+    let t = cfg.test;
+    let ratio = m / b;
+    let unit = if t.kind == Kind::Bw { "MiB/s" } else { "µs" };
+    if a.json {
+        println!(
+            "{}",
+            json!({"test": t.name(), "bytes": cfg.sizes[0], "runs": a.runs, "unit": unit,
+                   "rocelink": m, "udp": b, "udp_gso_gro": o, "ratio_to_udp": ratio,
+                   "ratio_to_udp_gso_gro": o.map(|o| m / o)})
+        );
+    } else {
+        println!(
+            "{:<10} {:>8} {:>7.1} {unit:<5} {:>9.1} {unit:<5} {:>9} {unit:<5} {:>7.2} {:>10}",
+            t.name(),
+            cfg.sizes[0],
+            m,
+            b,
+            o.map_or("-".to_owned(), |o| format!("{o:.1}")),
+            ratio,
+            o.map_or("-".to_owned(), |o| format!("{:.2}", m / o)),
+        );
+    }
 }
 
 /// One run of `cfg` between a `rocelink perf` server and client, each its own process

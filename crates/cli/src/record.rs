@@ -39,70 +39,84 @@ fn verify_all(r: &Recording) -> Result<(u64, Vec<u64>)> {
 
 pub(crate) fn inspect(a: &InspectArgs) -> Result<ExitCode> {
     let r = Recording::open(&a.dir).with_context(|| format!("cannot open {}", a.dir.display()))?;
-    let s = r.inspect();
     let verified = if a.verify {
         Some(verify_all(&r)?)
     } else {
         None
     };
     if a.json {
-        let mut v = serde_json::to_value(&s)?;
-        v["sensor"] = r.header.sensor.clone().into();
-        v["frame_size"] = r.header.frame_size.into();
-        v["torn_index_bytes"] = r.torn_bytes.into();
-        v["damaged_index_offsets"] = r.damaged_records.clone().into();
-        v["frames_missing_data"] = r.missing_data.clone().into();
-        if let Some((checked, bad)) = &verified {
-            v["verified_frames"] = (*checked).into();
-            v["crc_mismatch_frames"] = bad.clone().into();
-        }
-        println!("{v}");
+        println!("{}", inspect_json(&r, verified.as_ref())?);
     } else {
-        println!(
-            "{}: {} ({} bytes/frame, layout {})",
-            a.dir.display(),
-            r.header.sensor,
-            r.header.frame_size,
-            r.header.layout
-        );
-        println!(
-            "{} frames ({} good, {} damaged, {} CRC failures), {} packets lost, {} frames dropped by the recorder, {} bytes",
-            s.frames,
-            s.good,
-            s.damaged,
-            s.crc_failures,
-            s.dropped_packets,
-            s.recorder_drops,
-            s.bytes
-        );
-        if let (Some(a0), Some(b)) = (s.first_frame, s.last_frame) {
-            println!(
-                "frames {a0}..={b} over {:.2} s = {:.1} fps; per second: {:?}",
-                s.seconds, s.fps, s.fps_by_second
-            );
-        }
-        if r.torn_bytes > 0 {
-            println!(
-                "index ends with {} bytes of a torn record (ignored)",
-                r.torn_bytes
-            );
-        }
-        if let Some((checked, bad)) = &verified {
-            if bad.is_empty() {
-                println!("verified: the stored bytes of all {checked} good frames match their CRC");
-            } else {
-                println!(
-                    "verify: {} of {checked} good frames no longer match their CRC: frames {bad:?}",
-                    bad.len()
-                );
-            }
-        }
+        inspect_text(a, &r, verified.as_ref());
     }
+    let damaged = report_damage(a, &r);
+    Ok(
+        if damaged || verified.as_ref().is_some_and(|(_, bad)| !bad.is_empty()) {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}
+
+fn inspect_json(r: &Recording, verified: Option<&(u64, Vec<u64>)>) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(r.inspect())?;
+    v["sensor"] = r.header.sensor.clone().into();
+    v["frame_size"] = r.header.frame_size.into();
+    v["torn_index_bytes"] = r.torn_bytes.into();
+    v["damaged_index_offsets"] = r.damaged_records.clone().into();
+    v["frames_missing_data"] = r.missing_data.clone().into();
+    if let Some((checked, bad)) = verified {
+        v["verified_frames"] = (*checked).into();
+        v["crc_mismatch_frames"] = bad.clone().into();
+    }
+    Ok(v)
+}
+
+fn inspect_text(a: &InspectArgs, r: &Recording, verified: Option<&(u64, Vec<u64>)>) {
+    let s = r.inspect();
+    println!(
+        "{}: {} ({} bytes/frame, layout {})",
+        a.dir.display(),
+        r.header.sensor,
+        r.header.frame_size,
+        r.header.layout
+    );
+    println!(
+        "{} frames ({} good, {} damaged, {} CRC failures), {} packets lost, {} frames dropped by the recorder, {} bytes",
+        s.frames, s.good, s.damaged, s.crc_failures, s.dropped_packets, s.recorder_drops, s.bytes
+    );
+    if let (Some(a0), Some(b)) = (s.first_frame, s.last_frame) {
+        println!(
+            "frames {a0}..={b} over {:.2} s = {:.1} fps; per second: {:?}",
+            s.seconds, s.fps, s.fps_by_second
+        );
+    }
+    if r.torn_bytes > 0 {
+        println!(
+            "index ends with {} bytes of a torn record (ignored)",
+            r.torn_bytes
+        );
+    }
+    match verified {
+        Some((checked, bad)) if bad.is_empty() => {
+            println!("verified: the stored bytes of all {checked} good frames match their CRC");
+        }
+        Some((checked, bad)) => println!(
+            "verify: {} of {checked} good frames no longer match their CRC: frames {bad:?}",
+            bad.len()
+        ),
+        None => {}
+    }
+}
+
+/// Damage to the recording's files, on stderr; whether there was any.
+fn report_damage(a: &InspectArgs, r: &Recording) -> bool {
     let mut damaged = false;
+    let d = a.dir.display();
     if !r.damaged_records.is_empty() {
         eprintln!(
-            "rocelink inspect: {}: DAMAGED: {} invalid index records at byte offsets {:?} of index.bin (skipped)",
-            a.dir.display(),
+            "rocelink inspect: {d}: DAMAGED: {} invalid index records at byte offsets {:?} of index.bin (skipped)",
             r.damaged_records.len(),
             r.damaged_records
         );
@@ -110,28 +124,19 @@ pub(crate) fn inspect(a: &InspectArgs) -> Result<ExitCode> {
     }
     if !r.missing_data.is_empty() {
         eprintln!(
-            "rocelink inspect: {}: DAMAGED: data.bin is truncated; frames {:?} point past its end",
-            a.dir.display(),
+            "rocelink inspect: {d}: DAMAGED: data.bin is truncated; frames {:?} point past its end",
             r.missing_data
         );
         damaged = true;
     }
     if r.entries.is_empty() && r.torn_bytes >= rocelink_record::format::RECORD_LEN {
         eprintln!(
-            "rocelink inspect: {}: DAMAGED: index.bin holds {} bytes and not one valid record",
-            a.dir.display(),
+            "rocelink inspect: {d}: DAMAGED: index.bin holds {} bytes and not one valid record",
             r.torn_bytes
         );
         damaged = true;
     }
-    if verified.as_ref().is_some_and(|(_, bad)| !bad.is_empty()) {
-        damaged = true;
-    }
-    Ok(if damaged {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    damaged
 }
 
 #[derive(clap::Args, Debug)]

@@ -20,7 +20,6 @@
 //! ```
 
 use crate::{FrameSink, Limits, Outcome, SessionError};
-use rocelink_hsb::device::packetizer::PacketizerOptions;
 use rocelink_hsb::host::bring_up::{BringUp, BringUpError, stop_camera};
 use rocelink_hsb::host::control::{Control, EcbError};
 use rocelink_hsb::host::imx274::Camera;
@@ -29,6 +28,7 @@ use rocelink_io::xdp::XdpMode;
 pub use rocelink_runtime::Stopper;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+use rocelink_wire::hsb::metadata::StreamLayout;
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -140,7 +140,7 @@ pub struct HostConfig {
     /// No separate metadata packet.
     pub md_disable: bool,
     /// Immediate and metadata layout.
-    pub layout: PacketizerOptions,
+    pub layout: StreamLayout,
     /// Capture every datagram (`NAME-vpN.EXT` with several virtual ports).
     pub pcap: Option<PathBuf>,
     /// How the receivers take datagrams.
@@ -164,7 +164,7 @@ impl HostConfig {
             pages: 4,
             mtu: 1500,
             md_disable: false,
-            layout: PacketizerOptions::default(),
+            layout: StreamLayout::default(),
             pcap: None,
             tuning: Tuning::default(),
             xdp: None,

@@ -123,6 +123,8 @@ pub const fn packet_pages_for_mtu(mtu: u32) -> u32 {
 
 /// The I2C controller (HSB's `I2C_CTRL`), driven through sequencer programs.
 pub mod i2c {
+    /// The camera bus's I2C expander (a board part, selecting which camera answers).
+    pub const EXPANDER_ADDRESS: u8 = 0x70;
     /// Base address of the controller.
     pub const BASE: u32 = 0x0300_0200;
     /// Control: START (bit 0), 10-bit address (bit 1), peripheral address in bits 22:16.

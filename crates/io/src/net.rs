@@ -291,7 +291,23 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
 
 /// Pin every thread of process `pid` that exists now (and those it starts later) to `cpu`.
 pub fn pin_process(pid: u32, cpu: usize) -> std::io::Result<()> {
-    let pid = libc::pid_t::try_from(pid)
+    // the main thread first: a thread it makes from now on inherits the pin; then every
+    // thread it already made
+    pin_task(pid, cpu)?;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                // a thread that ended meanwhile is not an error
+                let _ = pin_task(tid, cpu);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Pin one thread (a task id) to `cpu`.
+fn pin_task(tid: u32, cpu: usize) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(tid)
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
     // SAFETY: as in pin_current_thread; sched_setaffinity only reads the set, and an
     // unknown pid is an error (ESRCH), not undefined behaviour.
@@ -365,6 +381,44 @@ pub fn enter_netns(name: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pinning_a_process_pins_the_threads_it_already_has() {
+        // a process whose second thread exists before the pin
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import threading,time; threading.Thread(target=time.sleep,args=(5,)).start(); time.sleep(5)",
+            ])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let tasks = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count);
+        let t0 = std::time::Instant::now();
+        while tasks() < 2 && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(tasks() >= 2, "the child has two threads");
+        pin_process(pid, 0).unwrap();
+        let allowed: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .map(|t| {
+                let s = std::fs::read_to_string(t.path().join("status")).unwrap();
+                let l = s
+                    .lines()
+                    .find(|l| l.starts_with("Cpus_allowed_list:"))
+                    .unwrap();
+                l.split_whitespace().nth(1).unwrap().to_string()
+            })
+            .collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            allowed.len() >= 2 && allowed.iter().all(|a| a == "0"),
+            "{allowed:?}"
+        );
+    }
 
     #[test]
     fn a_busy_thread_accounts_user_time() {

@@ -12,8 +12,7 @@
 use super::imx274::Imx274;
 use crate::regs::i2c;
 
-/// The expander's address on the camera bus.
-pub const EXPANDER_ADDRESS: u8 = 0x70;
+pub use crate::regs::i2c::EXPANDER_ADDRESS;
 
 /// The controller's registers and the peripherals on its buses.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 
 use super::VpStream;
 use rocelink_wire::hsb::PAGE_SIZE;
-use rocelink_wire::hsb::metadata::{self, Endian, FrameCrc, ImmLayout, Metadata};
+use rocelink_wire::hsb::metadata::{self, FrameCrc, Metadata};
 use rocelink_wire::ib::{BthRepr, IbRepr, Opcode, RethRepr, psn};
 use rocelink_wire::icrc;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -15,14 +15,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 /// A PTP time: seconds (48 bits used) and nanoseconds.
 pub type Ptp = (u64, u32);
 
-/// Packetizer options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct PacketizerOptions {
-    /// Immediate layout (default: HSB IP ≥ 0x2602).
-    pub imm_layout: ImmLayout,
-    /// Metadata byte order (default: big-endian, as devices send it).
-    pub endian: Endian,
-}
+/// Packetizer options: the stream layout it writes.
+pub type PacketizerOptions = rocelink_wire::hsb::metadata::StreamLayout;
 
 /// What one window produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,6 +366,7 @@ mod tests {
     use super::*;
     use crate::device::{DeviceConfig, DeviceCore};
     use crate::regs::{self, hif, vp};
+    use rocelink_wire::hsb::metadata::{Endian, ImmLayout};
     use rocelink_wire::ib::IbPacket;
     use std::net::SocketAddrV4;
 

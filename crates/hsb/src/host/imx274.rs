@@ -15,8 +15,8 @@
 //! ```
 
 use super::i2c::{I2c, I2cError};
-use crate::device::i2c::EXPANDER_ADDRESS;
 use crate::imx274::{ADDRESS, START, STOP, Step, mode_table};
+use crate::regs::i2c::EXPANDER_ADDRESS;
 use crate::sensor::Imx274Mode;
 use std::time::Duration;
 

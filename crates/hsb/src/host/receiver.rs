@@ -11,7 +11,6 @@
 use super::fast::{FastPath, Geometry, Item};
 use super::tracker::Tracker;
 pub use super::tracker::{FrameReport, ReceiverStats, page_layout};
-use crate::device::packetizer::PacketizerOptions;
 use rocelink_io::backend::Backend;
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
@@ -22,6 +21,7 @@ use rocelink_transport::{
     Access, Endpoint, EndpointConfig, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit, QpType,
     RecvWr, RegionMemory, Sge,
 };
+use rocelink_wire::hsb::metadata::StreamLayout;
 use rocelink_wire::ib::Opcode;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -45,7 +45,7 @@ pub struct ReceiverConfig {
     /// Data plane (Ethernet port) of the device.
     pub data_plane: u32,
     /// Immediate and metadata layout.
-    pub layout: PacketizerOptions,
+    pub layout: StreamLayout,
     /// Ask for no separate metadata packet (`md_disable`).
     pub md_disable: bool,
     /// Use this QP number and R_Key (passive mode, for a device configured elsewhere).
@@ -92,7 +92,7 @@ impl ReceiverConfig {
             mtu: 1500,
             vp: 0,
             data_plane: 0,
-            layout: PacketizerOptions::default(),
+            layout: StreamLayout::default(),
             md_disable: false,
             qp_rkey: None,
             recv_buffer: 32 << 20,

@@ -121,6 +121,16 @@ pub enum ImmLayout {
     Psn24Buf8,
 }
 
+/// How a stream lays out what the host decodes: the immediate's fields and the metadata's
+/// byte order. The device's packetizer writes it, the host's tracker reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct StreamLayout {
+    /// Immediate layout (default: HSB IP ≥ 0x2602).
+    pub imm_layout: ImmLayout,
+    /// Metadata byte order (default: big-endian, as devices send it).
+    pub endian: Endian,
+}
+
 impl ImmLayout {
     /// Encode.
     pub fn encode(self, psn: u32, page: u32) -> u32 {
