@@ -21,7 +21,7 @@ use std::time::Duration;
 
 /// Frames from the receiver to the sinks until the limits or Ctrl-C/SIGTERM.
 pub(crate) fn frame_loop(
-    rx: &mut dyn rocelink_hsb::host::FrameSource,
+    rx: &mut dyn rocelink_hsb::host::FrameReceiver,
     lim: &Limits,
     stop: &StopFlag,
     out: &mut Sinks,

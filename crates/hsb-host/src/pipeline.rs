@@ -2,7 +2,7 @@
 
 use crate::SessionError;
 use crate::sink::{Delivered, FrameSink};
-use rocelink_hsb::host::FrameSource;
+use rocelink_hsb::host::FrameReceiver;
 use rocelink_hsb::host::receiver::Receiver;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -73,11 +73,11 @@ pub struct Outcome {
 const SLICE: Duration = Duration::from_millis(50);
 
 /// Deliver frames from `rx` (the RoCE [`Receiver`], the CoE receiver, any
-/// [`FrameSource`]) to every sink, in order, until `lim` or `stop`. A sink's error
+/// [`FrameReceiver`]) to every sink, in order, until `lim` or `stop`. A sink's error
 /// ends the loop. The sinks are not finished (see [`finish`]): the caller may first stop the
 /// device.
 pub fn run(
-    rx: &mut dyn FrameSource,
+    rx: &mut dyn FrameReceiver,
     lim: &Limits,
     stop: &AtomicBool,
     sinks: &mut [&mut dyn FrameSink],
@@ -137,5 +137,5 @@ pub fn finish(sinks: &mut [&mut dyn FrameSink]) -> Result<(), SessionError> {
 
 /// Why nothing arrived: the datagrams the transport refused, by reason.
 pub fn refusals(rx: &Receiver) -> String {
-    FrameSource::refusals(rx)
+    FrameReceiver::refusals(rx)
 }

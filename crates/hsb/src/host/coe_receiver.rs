@@ -3,7 +3,7 @@
 //! [`CoeAssembler`], and the device's data channel programmed for CoE over ECB as HSB's
 //! `configure_coe` does.
 
-use super::FrameSource;
+use super::FrameReceiver;
 use super::coe::{CoeAssembler, CoeStats};
 use super::control::{Control, EcbError};
 use super::tracker::{FrameReport, ReceiverStats};
@@ -245,7 +245,7 @@ impl CoeReceiver {
     }
 }
 
-impl FrameSource for CoeReceiver {
+impl FrameReceiver for CoeReceiver {
     fn next_frame(&mut self, timeout: Duration) -> io::Result<Option<FrameReport>> {
         CoeReceiver::next_frame(self, timeout)
     }

@@ -10,7 +10,7 @@
 //! * [`receiver::Receiver`] — the verified frame receiver over rocelink's transport.
 //! * [`coe::CoeAssembler`], [`coe_receiver::CoeReceiver`] — Camera-over-Ethernet frames
 //!   reassembled and verified, from an AF_PACKET socket.
-//! * [`FrameSource`] — what both receivers offer a frame pipeline.
+//! * [`FrameReceiver`] — what both receivers offer a frame pipeline.
 //! * [`sensor_tx::SensorTx`] — data to a sensor's transmit port (HSB's audio players).
 
 pub mod board;
@@ -20,17 +20,17 @@ pub mod coe_receiver;
 pub mod control;
 pub mod enumerate;
 mod fast;
+mod frame_receiver;
 pub mod i2c;
 pub mod imx274;
 mod program;
 pub mod receiver;
 pub mod sensor_tx;
-mod source;
 mod tracker;
 
 pub use fast::FastStats;
 
-pub use source::FrameSource;
+pub use frame_receiver::FrameReceiver;
 
 /// Which ring page a VA is on, and where in it: the last page found is kept, so a stream
 /// of packets into one page costs no division (a 64-bit divide per packet showed in the

@@ -1,4 +1,5 @@
-//! [`FrameSource`]: what a frame pipeline needs of a receiver, and the RoCE receiver's.
+//! [`FrameReceiver`]: what a frame pipeline needs of a receiver (the RoCE receiver and the
+//! CoE receiver are one), as distinct from the frames a role sends (`ims::FrameSource`).
 
 use super::receiver::{FrameReport, Receiver, ReceiverStats};
 use std::io;
@@ -6,7 +7,7 @@ use std::time::Duration;
 
 /// Where verified frames come from: the RoCE [`Receiver`] or the
 /// [`CoeReceiver`](super::coe_receiver::CoeReceiver).
-pub trait FrameSource {
+pub trait FrameReceiver {
     /// Wait up to `timeout` for the next frame (good or damaged).
     fn next_frame(&mut self, timeout: Duration) -> io::Result<Option<FrameReport>>;
     /// The bytes of a frame just reported (valid until the next `next_frame`).
@@ -17,7 +18,7 @@ pub trait FrameSource {
     fn refusals(&self) -> String;
 }
 
-impl FrameSource for Receiver {
+impl FrameReceiver for Receiver {
     fn next_frame(&mut self, timeout: Duration) -> io::Result<Option<FrameReport>> {
         Receiver::next_frame(self, timeout)
     }
