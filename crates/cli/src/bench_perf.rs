@@ -194,11 +194,36 @@ fn print_row(a: &PerfBenchArgs, cfg: &PerfConfig, (m, b, o): (f64, f64, Option<f
     }
 }
 
+/// A `rocelink perf` server, returned once it says it listens, with the rest of its
+/// output to read.
+fn start_server(
+    mut sc: std::process::Command,
+) -> Result<(
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+)> {
+    use std::io::BufRead as _;
+    use std::process::Stdio;
+    let mut srv = sc
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting the server")?;
+    let mut out = std::io::BufReader::new(srv.stdout.take().context("server output")?);
+    let mut text = String::new();
+    while !text.contains("Waiting for client") {
+        if out.read_line(&mut text)? == 0 {
+            let _ = srv.wait();
+            anyhow::bail!("the server ended before it listened: {text}");
+        }
+    }
+    Ok((srv, out))
+}
+
 /// One run of `cfg` between a `rocelink perf` server and client, each its own process
 /// (pinned to CPUs 0 and 1 on request): the client's headline figure (MiB/s average, or
 /// t_typical µs).
 fn two_processes(a: &PerfBenchArgs, cfg: &PerfConfig, pin: bool) -> Result<f64> {
-    use std::io::BufRead as _;
     use std::process::{Command, Stdio};
     let exe = std::env::current_exe().context("finding this program")?;
     let t = cfg.test;
@@ -214,21 +239,8 @@ fn two_processes(a: &PerfBenchArgs, cfg: &PerfConfig, pin: bool) -> Result<f64> 
     };
     let mut sc = Command::new(&exe);
     common(&mut sc);
-    let mut srv = sc
-        .args(["--bind", &a.server_ip.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting the server")?;
-    // the server says when it listens
-    let mut out = std::io::BufReader::new(srv.stdout.take().context("server output")?);
-    let mut text = String::new();
-    while !text.contains("Waiting for client") {
-        if out.read_line(&mut text)? == 0 {
-            let _ = srv.wait();
-            anyhow::bail!("the server ended before it listened: {text}");
-        }
-    }
+    sc.args(["--bind", &a.server_ip.to_string()]);
+    let (mut srv, mut out) = start_server(sc)?;
     if pin {
         let _ = rocelink_io::net::pin_process(srv.id(), 0);
     }

@@ -59,6 +59,27 @@ impl Report {
 
     /// perftest's test information, address lines and column titles.
     pub(crate) fn header(&self, x: &Addresses) {
+        self.test_info(x);
+        self.address_lines(x);
+        let t = self.cfg.test;
+        if t.kind == Kind::Lat && t.verb == rocelink_perftest::perf::Verb::Read && !self.client {
+            // a READ latency server is passive: no row follows, and perftest prints no columns
+            return;
+        }
+        if t.kind == Kind::Bw {
+            println!(
+                " #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]",
+                u = self.unit_name()
+            );
+        } else {
+            println!(
+                " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+            );
+        }
+    }
+
+    /// The block that names the test and its settings.
+    fn test_info(&self, x: &Addresses) {
         let t = self.cfg.test;
         let receiver = t.verb == Verb::Send && t.kind == Kind::Bw && !self.client;
         let timed = self.cfg.duration.is_some() && t.kind == Kind::Bw;
@@ -94,6 +115,11 @@ impl Report {
             x.peer_version
         );
         println!("{LINE}");
+    }
+
+    /// perftest's local and remote address lines, one per QP.
+    fn address_lines(&self, x: &Addresses) {
+        let verb = self.cfg.test.verb;
         for (side, keys) in [("local", &x.local), ("remote", &x.remote)] {
             for k in keys {
                 let mut l = format!(
@@ -102,10 +128,10 @@ impl Report {
                     alt_hex(u64::from(k.qpn), 6),
                     alt_hex(u64::from(k.psn), 6)
                 );
-                if t.verb == Verb::Read {
+                if verb == Verb::Read {
                     l += &format!(" OUT {}", alt_hex(u64::from(k.out_reads), 4));
                 }
-                if t.verb != Verb::Send {
+                if verb != Verb::Send {
                     l += &format!(
                         " RKey {} VAddr {}",
                         alt_hex(u64::from(k.rkey), 8),
@@ -120,20 +146,6 @@ impl Report {
             }
         }
         println!("{LINE}");
-        if t.kind == Kind::Lat && t.verb == rocelink_perftest::perf::Verb::Read && !self.client {
-            // a READ latency server is passive: no row follows, and perftest prints no columns
-            return;
-        }
-        if t.kind == Kind::Bw {
-            println!(
-                " #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]",
-                u = self.unit_name()
-            );
-        } else {
-            println!(
-                " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
-            );
-        }
     }
 
     /// One bandwidth row.
@@ -242,6 +254,14 @@ impl Report {
             s,
             "\"Data_ex_method\": \"Ethernet\"\n}},\n\"results\": {{\n"
         );
+        s.push_str(&self.results(out)?);
+        s.push_str("}\n}\n");
+        Some(s)
+    }
+
+    /// The `results` object of perftest's JSON file: the last row.
+    fn results(&self, out: &Outcome) -> Option<String> {
+        let mut s = String::new();
         match out {
             Outcome::Bw(rows) => {
                 let r = rows.last()?;
@@ -274,7 +294,6 @@ impl Report {
             }
             _ => return None,
         }
-        s.push_str("}\n}\n");
         Some(s)
     }
 

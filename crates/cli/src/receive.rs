@@ -162,10 +162,8 @@ pub(crate) fn sensor_and_frame(a: &ReceiveArgs) -> Result<(Option<SensorSpec>, u
     Ok((sensor, frame_size))
 }
 
+/// `receive` over RoCE (`receive --coe` is `receive_coe`).
 pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
-    if let Some(ifname) = &a.coe {
-        return crate::receive_coe::receive_coe(a, ifname);
-    }
     let (sensor, frame_size) = sensor_and_frame(a)?;
     let cfg = host_config(a, frame_size)?;
     let several = cfg.vps.len() > 1;

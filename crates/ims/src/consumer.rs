@@ -1,11 +1,23 @@
 //! What takes a buffer unit's delivered frames: an application callback, a fixed rate (a
 //! stand-in for the exposure reading the buffer), or the recorder.
 
-use crate::server::Frame;
 use rocelink_record::{FrameMeta, RecordConfig, Recorder, Summary, format::Header};
 use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// A frame handed to the consumer: delivered whole, in order.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    /// The worker: (LID, status QPN).
+    pub worker: (u32, u32),
+    /// Its VA.
+    pub va: u64,
+    /// Its bytes (in the ring; copied out only when it wraps past the ring's end).
+    pub bytes: &'a [u8],
+    /// It passed [`ServerConfig::verify`](crate::ServerConfig::verify).
+    pub intact: bool,
+}
 
 /// Takes delivered frames in order. While it is not ready, frames wait in the ring and the
 /// write window stays where it is (the worker is held back with outside-window NACKs).

@@ -9,8 +9,8 @@
 //! packets of a damaged frame, never passed off as good.
 
 use super::fast::{FastPath, Geometry, Item};
-use super::tracker::Tracker;
 pub use super::tracker::{FrameReport, ReceiverStats, page_layout};
+use super::tracker::{Tracker, TrackerConfig};
 use rocelink_io::backend::Backend;
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
@@ -82,6 +82,17 @@ pub struct ReceiverConfig {
 }
 
 impl ReceiverConfig {
+    /// What the frame tracker needs of these settings.
+    pub(super) fn tracker(&self) -> TrackerConfig {
+        TrackerConfig {
+            frame_size: self.frame_size,
+            pages: self.pages,
+            md_disable: self.md_disable,
+            layout: self.layout,
+            reject_stale: self.reject_stale,
+        }
+    }
+
     /// Receive `frame_size`-byte frames from `device_ip` at `local`: 4 pages, MTU 1500, GRO.
     pub fn new(local: SocketAddr, device_ip: Ipv4Addr, frame_size: usize) -> ReceiverConfig {
         ReceiverConfig {
@@ -115,6 +126,7 @@ pub struct Receiver {
     drv: Driver<Box<dyn Backend + Send>>,
     qpn: u32,
     mr: MrKeys,
+    cfg: ReceiverConfig,
     t: Tracker,
     fast: Option<FastPath>,
     posted: usize,
@@ -296,12 +308,13 @@ impl Receiver {
                 batch,
             )
         });
-        let t = Tracker::new(cfg, qpn, cq, mr.lkey);
+        let t = Tracker::new(cfg.tracker(), qpn, cq, mr.lkey);
         let mut r = Receiver {
             ep,
             drv,
             qpn,
             mr,
+            cfg,
             t,
             fast,
             posted: 0,
@@ -342,7 +355,7 @@ impl Receiver {
     }
     /// The settings it was made with.
     pub fn config(&self) -> &ReceiverConfig {
-        &self.t.cfg
+        &self.cfg
     }
     /// Bytes per page (frame rounded up to 128, plus the 128-byte metadata slot).
     pub fn page_size(&self) -> usize {
@@ -413,14 +426,19 @@ impl Receiver {
     /// frame ended or at `deadline`.
     fn run_fast(&mut self, deadline: Instant) -> io::Result<()> {
         let Receiver {
-            ep, drv, t, fast, ..
+            ep,
+            drv,
+            t,
+            fast,
+            cfg,
+            ..
         } = self;
         let Some(fast) = fast.as_mut() else {
             return Ok(());
         };
         let (local, lkey) = (drv.socket().local_addr(), t.lkey);
-        let busy = t.cfg.busy_poll;
-        let coalesce = t.cfg.rx_coalesce;
+        let busy = cfg.busy_poll;
+        let coalesce = cfg.rx_coalesce;
         let mut now = Instant::now();
         let mut undrained = false;
         // the last receive brought datagrams (receive coalescing)

@@ -4,9 +4,9 @@
 //! frame CRC, stale (replayed) and late frames, the 16-bit frame number extended.
 
 use super::fast::FastPath;
-use super::receiver::ReceiverConfig;
 use rocelink_transport::{CqId, Endpoint, Event, WcOpcode, WcStatus};
 use rocelink_wire::hsb::PAGE_SIZE;
+use rocelink_wire::hsb::metadata::StreamLayout;
 use rocelink_wire::hsb::metadata::{self, Metadata};
 use rocelink_wire::ib::psn;
 
@@ -102,11 +102,26 @@ pub(super) struct Acc {
     pub(super) page: Option<u32>,
 }
 
+/// What the tracker needs of the receiver's settings.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TrackerConfig {
+    /// Bytes per frame.
+    pub(super) frame_size: usize,
+    /// Pages in the ring.
+    pub(super) pages: u32,
+    /// The device sends no metadata.
+    pub(super) md_disable: bool,
+    /// Immediate layout and metadata byte order.
+    pub(super) layout: StreamLayout,
+    /// Refuse a frame end older than the last one.
+    pub(super) reject_stale: bool,
+}
+
 /// Per-frame accounting, separate from the endpoint so it can run right after each
 /// datagram is placed (before the next one can overwrite a page).
 #[derive(Debug)]
 pub(super) struct Tracker {
-    pub(super) cfg: ReceiverConfig,
+    pub(super) cfg: TrackerConfig,
     /// The receiver's QP and its completion queue.
     pub(super) qpn: u32,
     pub(super) cq: rocelink_transport::CqId,
@@ -149,7 +164,7 @@ pub fn page_layout(frame_size: usize) -> (usize, usize) {
 impl Tracker {
     /// A tracker for the ring of `cfg` (page = frame rounded up to 128 bytes, plus the
     /// metadata slot) in the region `lkey`, fed by QP `qpn` whose completions go to `cq`.
-    pub(super) fn new(cfg: ReceiverConfig, qpn: u32, cq: CqId, lkey: u32) -> Tracker {
+    pub(super) fn new(cfg: TrackerConfig, qpn: u32, cq: CqId, lkey: u32) -> Tracker {
         let (md_offset, page_size) = page_layout(cfg.frame_size);
         Tracker {
             cfg,
@@ -392,6 +407,7 @@ mod tests {
     use super::*;
     use crate::device::VpStream;
     use crate::device::packetizer::{Packetizer, PacketizerOptions};
+    use crate::host::receiver::ReceiverConfig;
     use crate::sensor::Sensor;
     use rocelink_transport::{
         Access, Datagram, EndpointConfig, Modify, Mtu, QpInit, QpType, RecvWr, Sge,
@@ -411,7 +427,7 @@ mod tests {
             ..ReceiverConfig::new(local, DEV, WINDOW)
         };
         let cq = ep.create_cq();
-        let mut t = Tracker::new(cfg, 0, cq, 0);
+        let mut t = Tracker::new(cfg.tracker(), 0, cq, 0);
         let mr = ep.register_mr(
             vec![0u8; t.page_size * 2].into_boxed_slice(),
             0,

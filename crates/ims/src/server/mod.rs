@@ -2,7 +2,7 @@
 //! answers every frame with an ACK or a NACK, and hands consecutively delivered frames to a
 //! [`Consumer`], whose pace moves the write window.
 
-pub use crate::consumer::Consumer;
+pub use crate::consumer::{Consumer, Frame};
 use crate::mailbox::Mailbox;
 use crate::nack::NackCounts;
 use crate::{Error, STATUS_QKEY, STATUS_QPN, VERSION, source::Verify};
@@ -86,19 +86,6 @@ impl ServerConfig {
         }
         Ok(())
     }
-}
-
-/// A frame handed to the consumer: delivered whole, in order.
-#[derive(Debug, Clone, Copy)]
-pub struct Frame<'a> {
-    /// The worker: (LID, status QPN).
-    pub worker: (u32, u32),
-    /// Its VA.
-    pub va: u64,
-    /// Its bytes (in the ring; copied out only when it wraps past the ring's end).
-    pub bytes: &'a [u8],
-    /// It passed [`ServerConfig::verify`].
-    pub intact: bool,
 }
 
 /// Counters of a buffer unit.
