@@ -29,6 +29,22 @@ fn artifact(rel: &str, build: &[&str]) -> PathBuf {
     p
 }
 
+/// Build (if needed) and run example `name` with `args`; its stdout, once it exited 0.
+fn run_example(name: &str, args: &[&str]) -> String {
+    let example = artifact(
+        &format!("examples/{name}"),
+        &["-p", "rocelink-examples", "--example", name],
+    );
+    let out = Command::new(example).args(args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 #[test]
 fn receive_frames_example_runs_against_rocelink_emulate() {
     let rocelink = artifact("rocelink", &["-p", "rocelink", "--bin", "rocelink"]);
@@ -61,17 +77,7 @@ fn receive_frames_example_runs_against_rocelink_emulate() {
 
 #[test]
 fn ultrasound_shots_example_receives_every_shot_it_asked_for() {
-    let example = artifact(
-        "examples/ultrasound_shots",
-        &["-p", "rocelink-examples", "--example", "ultrasound_shots"],
-    );
-    let out = Command::new(example).arg("40").output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_example("ultrasound_shots", &["40"]);
     assert!(
         stdout.contains("40 shots, 40 complete, 40 verified, 0 corrupt"),
         "{stdout}"
@@ -84,17 +90,7 @@ fn ultrasound_shots_example_receives_every_shot_it_asked_for() {
 
 #[test]
 fn ims_stream_example_consumes_every_frame_it_acked() {
-    let example = artifact(
-        "examples/ims_stream",
-        &["-p", "rocelink-examples", "--example", "ims_stream"],
-    );
-    let out = Command::new(example).arg("300").output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_example("ims_stream", &["300"]);
     assert!(
         stdout.contains("300 frames ACKed to the worker") && stdout.contains("300 consumed"),
         "{stdout}"
@@ -105,17 +101,7 @@ fn ims_stream_example_consumes_every_frame_it_acked() {
 
 #[test]
 fn hsb_session_example_receives_two_ports_from_an_emulator_in_process() {
-    let example = artifact(
-        "examples/hsb_session",
-        &["-p", "rocelink-examples", "--example", "hsb_session"],
-    );
-    let out = Command::new(example).arg("15").output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_example("hsb_session", &["15"]);
     for vp in [0, 1] {
         assert!(
             stdout.contains(&format!("vp {vp}: 15 frames, 15 good, 0 damaged")),
@@ -132,17 +118,7 @@ fn hsb_session_example_receives_two_ports_from_an_emulator_in_process() {
 
 #[test]
 fn perf_write_bw_example_measures_both_ends() {
-    let example = artifact(
-        "examples/perf_write_bw",
-        &["-p", "rocelink-examples", "--example", "perf_write_bw"],
-    );
-    let out = Command::new(example).arg("500").output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_example("perf_write_bw", &["500"]);
     for who in ["client", "server"] {
         assert!(
             stdout.contains(&format!("{who}: 65536 bytes x 500 iterations")),

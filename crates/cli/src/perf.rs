@@ -299,12 +299,7 @@ fn session_config(a: &Args, cfg: &PerfConfig) -> Result<PerfSessionConfig> {
         test: cfg.clone(),
         peer,
         bind: a.bind,
-        backend: match &a.xdp {
-            Some(ifname) => BackendChoice::Xdp {
-                ifname: ifname.clone(),
-            },
-            None => BackendChoice::Socket,
-        },
+        backend: BackendChoice::xdp_or_socket(a.xdp.as_deref()),
         link_mtu: a.mtu.is_none(),
     })
 }

@@ -195,12 +195,7 @@ fn session_config(args: &Args, pingpong: PingpongConfig) -> Result<PingpongSessi
         side,
         bind: args.bind,
         roce_port: args.roce_port,
-        backend: match &args.xdp {
-            Some(ifname) => BackendChoice::Xdp {
-                ifname: ifname.clone(),
-            },
-            None => BackendChoice::Socket,
-        },
+        backend: BackendChoice::xdp_or_socket(args.xdp.as_deref()),
         pcap: args.pcap.clone(),
     })
 }

@@ -76,6 +76,16 @@ impl std::fmt::Debug for RoceBackend {
 }
 
 impl BackendChoice {
+    /// AF_XDP on `ifname` when one is named, else a socket.
+    pub fn xdp_or_socket(ifname: Option<&str>) -> BackendChoice {
+        match ifname {
+            Some(i) => BackendChoice::Xdp {
+                ifname: i.to_owned(),
+            },
+            None => BackendChoice::Socket,
+        }
+    }
+
     /// The backend at `ip:port`: a socket bound as [`bind_roce`] binds it, or an AF_XDP
     /// port on the interface holding `port` for the host. Errors name the address or the
     /// interface.

@@ -18,4 +18,4 @@ pub mod xdp;
 pub use bind::{BackendChoice, RoceBackend, bind_roce};
 pub use driver::{Driver, DriverStats};
 pub use run::{Role, RunOpts, drive};
-pub use stop::Stopper;
+pub use stop::{SessionThread, Stopper};

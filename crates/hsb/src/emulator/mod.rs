@@ -13,12 +13,11 @@ use crate::device::window::SensorWindow;
 use crate::device::{DeviceCore, VpStream};
 use rocelink_io::backend::{Backend, Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
-use rocelink_runtime::Stopper;
+use rocelink_runtime::{SessionThread, Stopper};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod coe;
@@ -122,8 +121,7 @@ impl Emulator {
 #[derive(Debug)]
 pub struct EmulatorSession {
     control: SocketAddr,
-    stop: Stopper,
-    thread: JoinHandle<io::Result<EmulatorStats>>,
+    thread: SessionThread<io::Result<EmulatorStats>>,
 }
 
 impl EmulatorSession {
@@ -132,16 +130,8 @@ impl EmulatorSession {
     pub fn start(cfg: &EmulatorConfig) -> io::Result<EmulatorSession> {
         let emu = Emulator::bind(cfg)?;
         let control = emu.control_addr()?;
-        let stop = Stopper::new();
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("hsb-emulator".into())
-            .spawn(move || emu.serve(s.flag()))?;
-        Ok(EmulatorSession {
-            control,
-            stop,
-            thread,
-        })
+        let thread = SessionThread::spawn("hsb-emulator", move |stop| emu.serve(stop.flag()))?;
+        Ok(EmulatorSession { control, thread })
     }
 
     /// Where ECB is served.
@@ -151,7 +141,7 @@ impl EmulatorSession {
 
     /// A handle that stops the emulator from any thread.
     pub fn stopper(&self) -> Stopper {
-        self.stop.clone()
+        self.thread.stopper()
     }
 
     /// Whether it has ended (its frame count or run time reached, or an error).
@@ -161,16 +151,12 @@ impl EmulatorSession {
 
     /// Wait until it ends; its counters.
     pub fn wait(self) -> io::Result<EmulatorStats> {
-        match self.thread.join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        }
+        self.thread.join()
     }
 
     /// Stop, then [`wait`](EmulatorSession::wait).
     pub fn stop(self) -> io::Result<EmulatorStats> {
-        self.stop.stop();
-        self.wait()
+        self.thread.stop()
     }
 }
 

@@ -8,6 +8,7 @@ use crate::run::{self, RunOpts};
 use crate::{
     Consumer, Error, Frame, RateConsumer, RecordConsumer, Server, ServerConfig, ServerStats, Shared,
 };
+use rocelink_runtime::SessionThread;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::{Driver, bind_roce};
 use rocelink_transport::{Endpoint, EndpointConfig};
@@ -16,7 +17,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What the unit does with the frames it delivered.
@@ -144,8 +144,7 @@ pub struct UnitSession {
     live: Arc<Mutex<UnitProgress>>,
     events: Receiver<FrameEvent>,
     dropped: Arc<AtomicU64>,
-    stop: Stopper,
-    thread: JoinHandle<Result<UnitSummary, Error>>,
+    thread: SessionThread<Result<UnitSummary, Error>>,
 }
 
 /// The parts a unit's thread runs.
@@ -188,23 +187,18 @@ impl UnitSession {
         let live = Arc::new(Mutex::new(UnitProgress::default()));
         let (tx, events) = std::sync::mpsc::sync_channel(cfg.events.max(1));
         let dropped = Arc::new(AtomicU64::new(0));
-        let stop = Stopper::new();
         let ctx = Ctx {
             live: live.clone(),
             tx,
             dropped: dropped.clone(),
-            stop: stop.clone(),
         };
-        let thread = std::thread::Builder::new()
-            .name("ims-unit".into())
-            .spawn(move || serve(parts, &cfg, ctx))
+        let thread = SessionThread::spawn("ims-unit", move |stop| serve(parts, &cfg, ctx, stop))
             .map_err(|e| Error::Io(Shared::new(e)))?;
         Ok(UnitSession {
             local,
             live,
             events,
             dropped,
-            stop,
             thread,
         })
     }
@@ -217,7 +211,7 @@ impl UnitSession {
     /// A handle that stops the unit from any thread: it answers nothing new, hands the
     /// consumer every frame it ACKed, and sums up.
     pub fn stopper(&self) -> Stopper {
-        self.stop.clone()
+        self.thread.stopper()
     }
 
     /// Its counters now (updated about every 50 ms).
@@ -241,17 +235,14 @@ impl UnitSession {
 
     /// Wait until it ends (a frame count, a duration, a stop); its summary.
     pub fn wait(self) -> Result<UnitSummary, Error> {
-        let mut s = match self.thread.join() {
-            Ok(r) => r?,
-            Err(p) => std::panic::resume_unwind(p),
-        };
+        let mut s = self.thread.join()?;
         s.events_dropped = self.dropped.load(Ordering::Relaxed);
         Ok(s)
     }
 
     /// Stop, then [`wait`](UnitSession::wait).
     pub fn stop(self) -> Result<UnitSummary, Error> {
-        self.stop.stop();
+        self.thread.stopper().stop();
         self.wait()
     }
 }
@@ -261,7 +252,6 @@ struct Ctx {
     live: Arc<Mutex<UnitProgress>>,
     tx: SyncSender<FrameEvent>,
     dropped: Arc<AtomicU64>,
-    stop: Stopper,
 }
 
 /// Passes frames on, each an event.
@@ -292,7 +282,7 @@ impl Consumer for Reporting<'_> {
     }
 }
 
-fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx) -> Result<UnitSummary, Error> {
+fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<UnitSummary, Error> {
     let mut rec = match &cfg.consume {
         Consume::Record(d) => Some(RecordConsumer::new(d.clone(), None)),
         _ => None,
@@ -317,7 +307,7 @@ fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx) -> Result<UnitSummary, Error>
         &mut p.server,
         &mut reporting,
         RunOpts {
-            stop: ctx.stop.flag(),
+            stop: stop.flag(),
             deadline: cfg.duration.map(|d| t0 + d),
             every: EVERY,
         },
@@ -327,7 +317,7 @@ fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx) -> Result<UnitSummary, Error>
             if counted.is_some_and(|n| st.frames_consumed >= n) {
                 let at = *reached_at.get_or_insert_with(Instant::now);
                 if s.workers() == 0 || at.elapsed() > Duration::from_secs(2) {
-                    ctx.stop.stop();
+                    stop.stop();
                 }
             }
             let mut live = ctx.live.lock().unwrap_or_else(PoisonError::into_inner);

@@ -8,6 +8,7 @@ use crate::{
     Error, FrameSource, ImageSource, PatternSource, Shared, Worker, WorkerConfig, WorkerState,
     WorkerStats,
 };
+use rocelink_runtime::SessionThread;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::{Driver, bind_roce};
 use rocelink_transport::{Endpoint, EndpointConfig};
@@ -15,7 +16,6 @@ use rocelink_wire::ims::{ImageGeometry, PixelDepth};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The frames a worker sends.
@@ -186,8 +186,7 @@ impl SendSummary {
 pub struct WorkerSession {
     local: SocketAddr,
     live: Arc<Mutex<SendProgress>>,
-    stop: Stopper,
-    thread: JoinHandle<Result<SendSummary, Error>>,
+    thread: SessionThread<Result<SendSummary, Error>>,
 }
 
 struct Parts {
@@ -231,16 +230,12 @@ impl WorkerSession {
             local,
         };
         let live = Arc::new(Mutex::new(SendProgress::default()));
-        let stop = Stopper::new();
-        let (l, s) = (live.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("ims-worker".into())
-            .spawn(move || send(parts, &cfg, &l, &s))
+        let l = live.clone();
+        let thread = SessionThread::spawn("ims-worker", move |stop| send(parts, &cfg, &l, stop))
             .map_err(|e| Error::Io(Shared::new(e)))?;
         Ok(WorkerSession {
             local,
             live,
-            stop,
             thread,
         })
     }
@@ -253,7 +248,7 @@ impl WorkerSession {
     /// A handle that stops the worker from any thread: it sends no new frame, finishes
     /// those in flight and closes its channels.
     pub fn stopper(&self) -> Stopper {
-        self.stop.clone()
+        self.thread.stopper()
     }
 
     /// Its counters now (updated about every 50 ms).
@@ -271,16 +266,12 @@ impl WorkerSession {
 
     /// Wait until it ends; its summary.
     pub fn wait(self) -> Result<SendSummary, Error> {
-        match self.thread.join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        }
+        self.thread.join()
     }
 
     /// Stop, then [`wait`](WorkerSession::wait).
     pub fn stop(self) -> Result<SendSummary, Error> {
-        self.stop.stop();
-        self.wait()
+        self.thread.stop()
     }
 }
 

@@ -6,12 +6,11 @@ use super::{Addresses, BwRow, Outcome, Perf, PerfConfig, PerfError, Progress};
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::xdp::XdpPort;
-use rocelink_runtime::{BackendChoice, Stopper};
+use rocelink_runtime::{BackendChoice, SessionThread, Stopper};
 use rocelink_transport::Mtu;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Which end of perftest's exchange this side is.
@@ -84,8 +83,7 @@ pub struct PerfSummary {
 pub struct PerfSession {
     exchange: SocketAddr,
     events: Receiver<PerfEvent>,
-    stop: Stopper,
-    thread: JoinHandle<Ended>,
+    thread: SessionThread<Ended>,
 }
 
 /// How the thread ended: the summary or the error, the AF_XDP port, the counters.
@@ -110,16 +108,12 @@ impl PerfSession {
             }
             Peer::Server(s) => (None, s),
         };
-        let stop = Stopper::new();
         let (tx, events) = std::sync::mpsc::sync_channel(1024);
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("perf".into())
-            .spawn(move || run(cfg, listener, board, &s, &tx))?;
+        let thread =
+            SessionThread::spawn("perf", move |stop| run(cfg, listener, board, stop, &tx))?;
         Ok(PerfSession {
             exchange,
             events,
-            stop,
             thread,
         })
     }
@@ -132,7 +126,7 @@ impl PerfSession {
     /// A handle that stops the test from any thread: a server still waiting gives up, a
     /// test running reports the rows it completed.
     pub fn stopper(&self) -> Stopper {
-        self.stop.clone()
+        self.thread.stopper()
     }
 
     /// The next event, waiting at most `timeout`.
@@ -148,10 +142,7 @@ impl PerfSession {
     /// Wait until it ends: the summary (or why it failed), the AF_XDP port it ran on, and
     /// the counters as they were (also when it failed: they say why).
     pub fn wait(self) -> Ended {
-        match self.thread.join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        }
+        self.thread.join()
     }
 }
 

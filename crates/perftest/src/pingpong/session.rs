@@ -5,15 +5,14 @@
 use super::{Pingpong, PingpongConfig, PingpongError, PingpongReport, random_qpn_psn};
 use rocelink_io::oob;
 use rocelink_io::tap::Tap;
-use rocelink_runtime::BackendChoice;
 use rocelink_runtime::counters::Board;
 use rocelink_runtime::xdp::XdpPort;
+use rocelink_runtime::{BackendChoice, SessionThread};
 use rocelink_wire::oob::{PingpongDest, gid_of, ip_of_gid};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Which end of the exchange this side is.
@@ -62,7 +61,7 @@ pub struct PingpongSession {
     qpn: u32,
     psn: u32,
     events: Receiver<PingpongEvent>,
-    thread: JoinHandle<Ended>,
+    thread: SessionThread<Ended>,
 }
 
 /// How the thread ended: the report (or why not), and the AF_XDP port it ran on.
@@ -98,9 +97,10 @@ impl PingpongSession {
         };
         let (qpn, psn) = random_qpn_psn();
         let (tx, events) = std::sync::mpsc::sync_channel(4);
-        let thread = std::thread::Builder::new()
-            .name("pingpong".into())
-            .spawn(move || run(&cfg, listener.as_ref(), (qpn, psn), board, &tx))?;
+        // rdma-core's pingpong has no stop: it ends by its iterations or its time limit
+        let thread = SessionThread::spawn("pingpong", move |_| {
+            run(&cfg, listener.as_ref(), (qpn, psn), board, &tx)
+        })?;
         Ok(PingpongSession {
             exchange,
             qpn,
@@ -132,10 +132,7 @@ impl PingpongSession {
 
     /// Wait until it ends: the report (or why not), and the AF_XDP port it ran on.
     pub fn wait(self) -> Ended {
-        match self.thread.join() {
-            Ok(r) => r,
-            Err(p) => std::panic::resume_unwind(p),
-        }
+        self.thread.join()
     }
 }
 
