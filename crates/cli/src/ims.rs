@@ -489,7 +489,7 @@ fn send_summary(
                    "retransmissions": st.retransmissions, "timeouts": st.timeouts,
                    "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale,
                    "early_acks": st.early_acks, "answers_refused": refused, "marked": st.marked,
-                   "unacknowledged_frames": unacked.len(),
+                   "unacknowledged_frames": unacked.len(), "leave_unconfirmed": st.leave_unconfirmed,
                    "unacknowledged": unacked.iter().take(16).map(|va| format!("{va:#x}")).collect::<Vec<_>>(),
                    "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed, "counters": snap})
         );
@@ -510,6 +510,12 @@ fn send_summary(
                 refused + st.early_acks
             );
         }
+    }
+    if st.leave_unconfirmed && !a.common.quiet {
+        eprintln!(
+            "rocelink: warning: every frame was ACKed and the data channel closed, but {} never confirmed the status channel's end (STAT_DOWN lost, or the unit gone)",
+            a.server
+        );
     }
     if !unacked.is_empty() {
         let list: Vec<String> = unacked

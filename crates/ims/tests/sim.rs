@@ -127,3 +127,40 @@ fn no_buffer_unit_is_a_clear_error() {
     );
     assert!(e.to_string().contains("10.0.0.2:4791"), "{e}");
 }
+
+#[test]
+fn a_worker_whose_every_stat_down_is_lost_still_ends_done_and_says_so() {
+    let (frame, frames) = (4096, 20);
+    let mut n = net(
+        cfg_worker(),
+        cfg_server(),
+        frame,
+        frames,
+        LinkConfig::default(),
+        6,
+    );
+    // the unit's status answers, in order: STAT_RES, DATA_RES, DATA_DOWN, STAT_DOWN...
+    let answers = std::cell::Cell::new(0);
+    n.pair.set_filter(move |dir, bytes| {
+        if dir != Dir::BtoA || bytes.first() != Some(&0x64) {
+            return true; // not a UD SEND from the unit
+        }
+        answers.set(answers.get() + 1);
+        answers.get() <= 3
+    });
+    n.run(Duration::from_secs(10));
+    assert_all_delivered(&n, frame, frames);
+    assert!(n.worker.stats().leave_unconfirmed);
+    // and a unit whose goodbye arrives is confirmed
+    let mut n = net(
+        cfg_worker(),
+        cfg_server(),
+        frame,
+        frames,
+        LinkConfig::default(),
+        6,
+    );
+    n.run(Duration::from_secs(10));
+    assert_all_delivered(&n, frame, frames);
+    assert!(!n.worker.stats().leave_unconfirmed);
+}

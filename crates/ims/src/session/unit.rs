@@ -282,6 +282,10 @@ impl Consumer for Reporting<'_> {
     }
 }
 
+/// How long a unit that reached its frame count still answers a worker that left: three
+/// of the worker's STAT_TERM retries (250 ms apart), so a lost STAT_DOWN is sent again.
+const LINGER: Duration = Duration::from_millis(750);
+
 fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<UnitSummary, Error> {
     let mut rec = match &cfg.consume {
         Consume::Record(d) => Some(RecordConsumer::new(d.clone(), None)),
@@ -300,6 +304,7 @@ fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<Uni
     let mut reporting = Reporting { inner, ctx: &ctx };
     let t0 = Instant::now();
     let mut reached_at: Option<Instant> = None;
+    let mut left_at: Option<Instant> = None;
     let counted = cfg.frames;
     let unconsumed = run::serve(
         &mut p.drv,
@@ -313,10 +318,17 @@ fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<Uni
         },
         &mut |s| {
             let st = s.stats();
-            // a frame count: done once they were consumed and their worker left (or 2 s on)
+            // a frame count: done once they were consumed and their worker left (or 2 s on);
+            // a worker that left is still answered a while, in case its STAT_DOWN was lost
             if counted.is_some_and(|n| st.frames_consumed >= n) {
                 let at = *reached_at.get_or_insert_with(Instant::now);
-                if s.workers() == 0 || at.elapsed() > Duration::from_secs(2) {
+                let left = *left_at.get_or_insert_with(Instant::now);
+                if s.workers() != 0 {
+                    left_at = None;
+                }
+                if s.workers() == 0 && left.elapsed() > LINGER
+                    || at.elapsed() > Duration::from_secs(2)
+                {
                     stop.stop();
                 }
             }

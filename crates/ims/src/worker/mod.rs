@@ -194,6 +194,10 @@ pub struct WorkerStats {
     /// ACKs refused: for a frame none of whose transmissions had completely left, so no
     /// buffer unit can have received it whole (forged, or not about this stream).
     pub early_acks: u64,
+    /// The unit never confirmed the status channel's end (every STAT_DOWN lost, or the
+    /// unit gone after closing the data channel). Nothing is at stake: every frame was
+    /// ACKed and the data channel is down; a unit forgets a silent worker.
+    pub leave_unconfirmed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -462,6 +466,13 @@ impl Worker {
         }
         if let Some((first, last)) = self.asked {
             if now >= first + self.cfg.setup_timeout {
+                if self.state == WorkerState::Leaving && self.failing.is_none() {
+                    // every frame ACKed, the data channel down: only the goodbye is missing
+                    self.stats.leave_unconfirmed = true;
+                    self.state = WorkerState::Done;
+                    self.asked = None;
+                    return Ok(());
+                }
                 let what = match self.state {
                     WorkerState::Introducing => "STAT_RES",
                     WorkerState::Connecting => "DATA_RES",
