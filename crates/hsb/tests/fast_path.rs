@@ -357,3 +357,50 @@ fn hostile_packets_in_predicted_slots_are_refused_and_their_frames_damaged() {
     assert_eq!(rx.stats.refused, 3);
     assert_eq!(rx.stats.damaged, damaged.len() as u64);
 }
+
+/// A frame lent to the application keeps its bytes while later frames arrive: the frames
+/// the device sends into its page are refused (counted, never reported), and the frames
+/// around them are not blamed for it.
+#[test]
+fn a_lent_frame_is_never_overwritten_on_either_path() {
+    for (k, fast) in [true, false].into_iter().enumerate() {
+        let dev = Ipv4Addr::new(127, 0, 81 + k as u8, 2);
+        let host = Ipv4Addr::new(127, 0, 81 + k as u8, 1);
+        let mut rx = receiver(dev, host, fast, true);
+        let pk = packets(dev, host, rx.local_addr().port(), rx.page_size() as u64);
+        let sock = UdpSocket::bind(
+            SocketAddr::new(IpAddr::V4(dev), rocelink_wire::hsb::DATA_SOURCE_PORT),
+            &UdpConfig::default(),
+        )
+        .unwrap();
+        send(&sock, rx.local_addr(), &pk);
+        let first = rx.next_frame(Duration::from_millis(300)).unwrap().unwrap();
+        assert!(first.good() && first.page == 0, "{first:?}");
+        let lent = rx.lend(&first).unwrap();
+        assert_eq!(rx.pages_lent(), 1);
+        let mut want = Vec::new();
+        Sensor::Pattern.frame(0, WINDOW, &mut want);
+        let rest = collect(&mut rx);
+        // 16 frames in 3 pages: 3, 6, 9, 12 and 15 went to the lent page
+        let numbers: Vec<u64> = rest.iter().map(|(r, _)| r.frame_number).collect();
+        let expect: Vec<u64> = (1..FRAMES).filter(|n| n % 3 != 0).collect();
+        assert_eq!(numbers, expect, "fast {fast}");
+        assert!(rest.iter().all(|(r, _)| r.good()), "fast {fast}: {rest:#?}");
+        assert!(
+            lent.data() == &want[..],
+            "fast {fast}: the lent frame changed"
+        );
+        assert!(
+            rx.stats.held_packets > 0 && rx.stats.damaged == 0,
+            "{:?}",
+            rx.stats
+        );
+        let (_, qp) = rx.transport_stats();
+        // the receiver counts them at each frame end: the last lost frame after the last one
+        assert_eq!(qp.access_violations, 0);
+        assert_eq!(qp.held_refusals % 5, 0, "five whole frames refused");
+        assert_eq!(rx.stats.held_packets, 4 * qp.held_refusals / 5, "{qp:?}");
+        drop(lent);
+        assert_eq!(rx.pages_lent(), 0);
+    }
+}

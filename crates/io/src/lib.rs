@@ -28,6 +28,7 @@ pub mod packet;
 pub mod pcap;
 pub mod perftest;
 pub mod scatter;
+pub mod shared;
 pub mod signal;
 mod sys;
 pub mod tap;

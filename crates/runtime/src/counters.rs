@@ -126,6 +126,11 @@ pub const LINK: &[Desc] = &[
         "R_Key/bounds refusals",
         "packets refused for their R_Key, access rights or bounds",
     ),
+    d(
+        "held_refusals",
+        "Held-page refusals",
+        "writes refused: the page was still held by the application",
+    ),
     d("naks_sent", "NAKs sent", "NAKs sent"),
     d("naks_received", "NAKs received", "NAKs received"),
     d(
@@ -224,6 +229,11 @@ pub const QP: &[Desc] = &[
         "R_Key/bounds refusals",
         "R_Key, access or bounds violations by the peer",
     ),
+    d(
+        "held_refusals",
+        "Held-page refusals",
+        "writes refused: the page was still held by the application",
+    ),
     d("drops", "QP drops", "packets dropped by the QP"),
     d(
         "damaged_messages",
@@ -270,6 +280,7 @@ impl QpCounters {
             ("naks_received", s.naks_received),
             ("rnr_naks_received", s.rnr_naks_received),
             ("access_violations", s.access_violations),
+            ("held_refusals", s.held_refusals),
             ("drops", s.drops),
             ("damaged_messages", s.damaged_messages),
             ("foreign_port", s.foreign_port),
@@ -327,6 +338,7 @@ impl Link {
             ("unknown_qp", e.unknown_qp),
             ("pkey_errors", e.pkey_errors),
             ("access_violations", sum("access_violations")),
+            ("held_refusals", sum("held_refusals")),
             ("naks_sent", sum("naks_sent")),
             ("naks_received", sum("naks_received")),
             ("rnr_naks_received", sum("rnr_naks_received")),

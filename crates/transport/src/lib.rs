@@ -56,6 +56,7 @@
 mod cq;
 mod endpoint;
 mod events;
+mod holds;
 mod keymap;
 mod mr;
 mod qp;
@@ -68,6 +69,7 @@ pub use endpoint::{
     Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, Landing, Placement,
     SrcPort, Transmit,
 };
+pub use holds::Holds;
 pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
 pub use qp::{Faults, MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
 pub use stats::{EndpointStats, QpStats};

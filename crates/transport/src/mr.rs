@@ -2,8 +2,10 @@
 //! keys. Every remote access is checked against R_Key, access flags and `[va, va + len)`
 //! before a byte moves.
 
+use crate::holds::Holds;
 use crate::keymap::KeyMap;
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Access rights of a region (`ibv_access_flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -73,6 +75,14 @@ pub enum AccessError {
         /// Length.
         len: u64,
     },
+    /// `[va, va+len)` touches a page the application still holds ([`crate::Holds`]).
+    #[error("range {va:#x}+{len} touches a page the application holds")]
+    Held {
+        /// Start.
+        va: u64,
+        /// Length.
+        len: u64,
+    },
 }
 
 /// Memory a region is registered over: the caller's own bytes (a boxed slice, a vector,
@@ -120,6 +130,7 @@ pub struct MemoryRegion {
     access: Access,
     map: AddressMap,
     mem: Box<dyn RegionMemory>,
+    holds: Option<Arc<Holds>>,
 }
 
 impl std::fmt::Debug for MemoryRegion {
@@ -191,8 +202,24 @@ impl MemoryRegion {
                 }
                 Ok(())
             }
-            AddressMap::Linear => self.offset_of(va, len).map(|_| ()),
+            AddressMap::Linear => self
+                .offset_of(va, len)
+                .and_then(|o| self.not_held(o, va, len)),
         }
+    }
+
+    /// Refuse `[offset, offset + len)` (the write of `[va, va + len)`) if it touches a
+    /// held page.
+    fn not_held(&self, offset: usize, va: u64, len: u64) -> Result<(), AccessError> {
+        match &self.holds {
+            Some(h) if h.overlaps(offset as u64, len) => Err(AccessError::Held { va, len }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Pages the application holds, if it lends them ([`MrTable::set_holds`]).
+    pub fn holds(&self) -> Option<&Arc<Holds>> {
+        self.holds.as_ref()
     }
 
     /// Place the remote write of `data` at `va` (checked as by
@@ -249,6 +276,7 @@ impl MemoryRegion {
         if from.end > self.keys.len {
             return Err(AccessError::OutOfBounds { va, len });
         }
+        self.not_held(to, va, len)?;
         Ok(to)
     }
 
@@ -327,6 +355,7 @@ impl MrTable {
                 access,
                 map,
                 mem,
+                holds: None,
             },
         );
         keys
@@ -375,6 +404,27 @@ impl MrTable {
             }
             _ => Err(AccessError::Denied),
         }
+    }
+
+    /// Refuse remote writes into the pages of a linear region `key` that `holds` says the
+    /// application holds (see [`Holds`]); `holds` covers the region from its first byte.
+    pub fn set_holds(&mut self, key: u32, holds: Arc<Holds>) -> Result<(), AccessError> {
+        let r = self.get_mut(key)?;
+        match r.map {
+            AddressMap::Linear => {
+                r.holds = Some(holds);
+                Ok(())
+            }
+            AddressMap::Ring { .. } => Err(AccessError::Denied),
+        }
+    }
+
+    /// Whether `[offset, offset + len)` of region `key` touches a held page.
+    pub(crate) fn held(&self, key: u32, offset: usize, len: usize) -> bool {
+        self.get(key)
+            .ok()
+            .and_then(|r| r.holds.as_ref())
+            .is_some_and(|h| h.overlaps(offset as u64, len as u64))
     }
 
     /// Remove a region, giving its memory back.

@@ -32,6 +32,9 @@ pub struct QpStats {
     pub acks_sent: u64,
     /// R_Key, access or bounds violations by the peer.
     pub access_violations: u64,
+    /// WRITE packets refused because they touched a page the application still held
+    /// ([`crate::Holds`]): the frame it belonged to is lost to the reader that held on.
+    pub held_refusals: u64,
     /// Packets dropped by this QP (bad opcode sequence, UC drop state, no RECV on UD, …).
     pub drops: u64,
     /// UC messages discarded because of a gap.

@@ -480,3 +480,42 @@ fn the_landed_lane_and_the_general_path_agree_on_random_streams() {
         assert!(refused > 10, "seed {seed}: {refused} refused");
     }
 }
+
+#[test]
+fn a_held_page_is_written_by_neither_path_until_it_is_given_back() {
+    let mut w = Twins::new(QpType::Uc);
+    let holds = std::sync::Arc::new(Holds::new(16_384, REGION / 16_384).unwrap());
+    for b in [&mut w.copy, &mut w.land] {
+        b.set_holds(w.dst.lkey, holds.clone()).unwrap();
+    }
+    assert!(holds.hold(1)); // bytes 16 384..32 768
+    // a write into the held page, one across its start: refused by both, nothing written
+    // (a backend never lands a payload in a held page: these landed in a free one)
+    for (va, len) in [(16_384 + 4096, 4096), (16_384 - 100, 200)] {
+        let pk = w.write(va, 0, len, None);
+        let l = w.feed_mirrored(&pk[0], 49_152);
+        assert!(matches!(l, Landing::Refused), "{va}: {l:?}");
+        w.assert_same(0..REGION);
+    }
+    let bytes = |w: &Twins| w.land.mr(w.dst.lkey).unwrap().bytes()[16_284..32_768].to_vec();
+    assert!(
+        bytes(&w).iter().all(|&b| b == 0),
+        "the held page was written"
+    );
+    let c = w.land.qp_stats(w.qb).unwrap();
+    assert_eq!((c.held_refusals, c.access_violations), (2, 0), "{c:?}");
+    // a backend may not move landed bytes into it either
+    let lkey = w.dst.lkey;
+    assert!(matches!(
+        w.land.move_landed(lkey, 0, 16_384, 4),
+        Err(AccessError::Held { .. })
+    ));
+    // other pages take writes; given back, the page does too
+    let pk = w.write(40_000, 0, 100, None);
+    assert!(matches!(w.feed(&pk[0], 40_000), Landing::InPlace(_)));
+    holds.release(1);
+    let pk = w.write(16_384 + 4096, 0, 4096, None);
+    assert!(matches!(w.feed(&pk[0], 16_384 + 4096), Landing::InPlace(_)));
+    w.assert_same(0..REGION);
+    assert!(bytes(&w).iter().any(|&b| b != 0));
+}

@@ -23,6 +23,7 @@ mod fast;
 mod frame_receiver;
 pub mod i2c;
 pub mod imx274;
+mod lent;
 mod program;
 pub mod receiver;
 pub mod sensor_tx;
@@ -31,6 +32,7 @@ mod tracker;
 pub use fast::FastStats;
 
 pub use frame_receiver::FrameReceiver;
+pub use lent::LentFrame;
 
 /// Which ring page a VA is on, and where in it: the last page found is kept, so a stream
 /// of packets into one page costs no division (a 64-bit divide per packet showed in the

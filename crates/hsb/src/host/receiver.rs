@@ -9,22 +9,25 @@
 //! packets of a damaged frame, never passed off as good.
 
 use super::fast::{FastPath, Geometry, Item};
+use super::lent::LentFrame;
 pub use super::tracker::{FrameReport, ReceiverStats, page_layout};
 use super::tracker::{Tracker, TrackerConfig};
 use rocelink_io::backend::Backend;
+use rocelink_io::shared::{Lender, SharedBuf};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_runtime::Driver;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::driver::PUBLISH_EVERY;
 use rocelink_transport::{
-    Access, Endpoint, EndpointConfig, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit, QpType,
-    RecvWr, RegionMemory, Sge,
+    Access, Endpoint, EndpointConfig, Holds, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit,
+    QpType, RecvWr, RegionMemory, Sge,
 };
 use rocelink_wire::hsb::metadata::StreamLayout;
 use rocelink_wire::ib::Opcode;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Receiver settings.
@@ -129,6 +132,9 @@ pub struct Receiver {
     cfg: ReceiverConfig,
     t: Tracker,
     fast: Option<FastPath>,
+    /// Pages lent out, and views of the ring for lending (when the receiver owns it).
+    holds: Arc<Holds>,
+    lender: Option<Lender>,
     posted: usize,
     /// Where the network counters go, and when next.
     publish: Option<(Board, Instant, String)>,
@@ -175,8 +181,13 @@ impl Receiver {
         // page-aligned: every payload offset the device uses (multiples of 64) is then a
         // cache-line boundary for the kernel's copy; in huge pages where the kernel gives
         // them (one TLB entry per 2 MiB for the copy and the ICRC pass), faulted in here
-        let mem = rocelink_io::aligned::AlignedBuf::huge_zeroed(Receiver::ring_len(&cfg));
-        Receiver::with_memory(cfg, mem)
+        let mem = SharedBuf::new(rocelink_io::aligned::AlignedBuf::huge_zeroed(
+            Receiver::ring_len(&cfg),
+        ));
+        let lender = mem.lender();
+        let mut rx = Receiver::with_memory(cfg, mem)?;
+        rx.lender = Some(lender);
+        Ok(rx)
     }
 
     /// Set up the socket and the QP, with the ring in memory the application allocated
@@ -308,6 +319,13 @@ impl Receiver {
                 batch,
             )
         });
+        let holds = Arc::new(
+            Holds::new(page_size as u64, cfg.pages as usize)
+                .ok_or_else(|| io::Error::other("empty ring page"))?,
+        );
+        ep.set_holds(mr.lkey, holds.clone())
+            .map_err(io::Error::other)?;
+        let fast = fast.map(|f| f.with_holds(holds.clone()));
         let t = Tracker::new(cfg.tracker(), qpn, cq, mr.lkey);
         let mut r = Receiver {
             ep,
@@ -317,6 +335,8 @@ impl Receiver {
             cfg,
             t,
             fast,
+            holds,
+            lender: None,
             posted: 0,
             publish: None,
             stats: ReceiverStats::default(),
@@ -582,6 +602,24 @@ impl Receiver {
     /// Fast-path counters (`None` when every datagram goes through the endpoint).
     pub fn fast_stats(&self) -> Option<super::FastStats> {
         self.fast.as_ref().map(|f| f.stats)
+    }
+
+    /// Lend a reported frame to the application without a copy ([`LentFrame`]): its page
+    /// is held until the frame is dropped, so nothing overwrites it; a frame the device
+    /// sends into the page meanwhile is lost (counted in `held_packets`). `None` if the
+    /// ring is the application's own memory ([`Receiver::with_memory`]).
+    pub fn lend(&self, f: &FrameReport) -> Option<LentFrame> {
+        let base = f.page as usize * self.t.page_size;
+        let n = (f.bytes_expected.max(f.bytes) as usize).min(self.t.md_offset);
+        let view = self.lender.as_ref()?.view(base..base + n)?;
+        self.holds
+            .hold(f.page as usize)
+            .then(|| LentFrame::new(f.clone(), view, self.holds.clone()))
+    }
+
+    /// Pages lent out now ([`Receiver::lend`]).
+    pub fn pages_lent(&self) -> usize {
+        self.holds.held()
     }
 
     /// The bytes of a reported frame (valid until the next call to `next_frame`).

@@ -75,6 +75,9 @@ pub struct ReceiverStats {
     /// Frame ends from the past (PSN behind the last frame's): a replayed or stale
     /// stream, not reported.
     pub stale_frames: u64,
+    /// Packets refused because their ring page was still lent to the application
+    /// ([`super::receiver::Receiver::lend`]): the frames they carried were never reported.
+    pub held_packets: u64,
 }
 
 /// The device's 16-bit frame counter `n` extended to the value nearest `last + 1`.
@@ -145,6 +148,8 @@ pub(super) struct Tracker {
     pub(super) last_meta: (u64, u32),
     /// Consecutive stale frame ends without metadata.
     pub(super) stale_run: u32,
+    /// The QP's held-page refusals at the last frame end.
+    pub(super) held_seen: u64,
 }
 
 /// Stale frame ends without metadata in a row after which the stream counts as restarted.
@@ -188,6 +193,7 @@ impl Tracker {
             recent: Default::default(),
             last_meta: (0, 0),
             stale_run: 0,
+            held_seen: 0,
         }
     }
 
@@ -323,7 +329,13 @@ impl Tracker {
         } else {
             psn::diff(end_psn, start).max(0) as u64 + u64::from(self.cfg.md_disable)
         };
-        let dropped = span.saturating_sub(u64::from(acc.packets));
+        // packets refused because their page was still lent out are not lost on the wire
+        // (a frame the reader held on to): they damage no frame that arrived whole
+        let held = ep.qp_stats(self.qpn).map_or(0, |q| q.held_refusals);
+        let held_new = held.saturating_sub(self.held_seen);
+        self.held_seen = held;
+        self.stats.held_packets += held_new;
+        let dropped = span.saturating_sub(u64::from(acc.packets) + held_new);
         let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
         let whole_page = acc.bytes as usize <= self.md_offset;
         let crc = if acc.in_order || acc.bytes == 0 || dropped > 0 || !whole_page {

@@ -14,6 +14,7 @@ use crate::{AccessError, CqId, Event, QpError};
 use rocelink_wire::ib::psn;
 use rocelink_wire::icrc;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How received ICRCs are checked when the IP header is not available.
@@ -231,6 +232,12 @@ impl Endpoint {
         self.mrs.set_window(lkey, start, window)
     }
 
+    /// Refuse remote writes into the pages of linear region `lkey` the application holds
+    /// (see [`crate::Holds`]).
+    pub fn set_holds(&mut self, lkey: u32, holds: Arc<crate::Holds>) -> Result<(), AccessError> {
+        self.mrs.set_holds(lkey, holds)
+    }
+
     /// Deregister a region, returning its memory.
     pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<dyn RegionMemory>> {
         self.mrs.deregister(lkey)
@@ -257,7 +264,7 @@ impl Endpoint {
 
     /// Move `len` not-yet-accepted bytes at `from` of region `lkey`'s landing zone to `to`
     /// (a backend whose prediction of where payloads land was off — by lost packets, say).
-    /// Checked against the region; moves nothing on error.
+    /// Checked against the region and its held pages; moves nothing on error.
     pub fn move_landed(
         &mut self,
         lkey: u32,
@@ -265,6 +272,12 @@ impl Endpoint {
         to: usize,
         len: usize,
     ) -> Result<(), AccessError> {
+        if self.mrs.held(lkey, to, len) {
+            return Err(AccessError::Held {
+                va: to as u64,
+                len: len as u64,
+            });
+        }
         let zone = self.mrs.landing_zone(lkey)?;
         let oob = AccessError::OutOfBounds {
             va: to as u64,

@@ -2,6 +2,7 @@
 //! and completion.
 
 use super::*;
+use crate::AccessError;
 
 impl Qp {
     pub(super) fn rc_uc_send(
@@ -146,7 +147,7 @@ impl Qp {
                     .get(reth.rkey)
                     .and_then(|r| r.check_remote_write(reth.va, dma_len));
                 if let Err(e) = ok {
-                    self.stats.access_violations += 1;
+                    self.count_refusal(&e);
                     let outcome = MessageOutcome::from(e);
                     let first = InMsg::first(ib, dma_len);
                     let all = self.packet_faults(Faults::of(outcome), ib, &first, plen);
@@ -248,7 +249,7 @@ impl Qp {
                         self.rq.push_front(r);
                     }
                     self.resp.msg = None;
-                    self.stats.access_violations += 1;
+                    self.count_refusal(&e);
                     self.note_refusal(MsgId::from(&m), MessageOutcome::from(e));
                     return Err(Refuse::Nak(NakCode::RemoteAccessError));
                 }
@@ -298,6 +299,14 @@ impl InMsg {
 }
 
 impl Qp {
+    /// Count a refused write: a page the application holds, or the peer's violation.
+    fn count_refusal(&mut self, e: &AccessError) {
+        match e {
+            AccessError::Held { .. } => self.stats.held_refusals += 1,
+            _ => self.stats.access_violations += 1,
+        }
+    }
+
     /// Keep why a UC WRITE packet was refused for `uc_request`, which reports the message
     /// (RC answers with a NAK and the requester retries: nothing to report).
     fn note_refusal(&mut self, id: MsgId, outcome: MessageOutcome) {

@@ -49,7 +49,10 @@ impl From<AccessError> for MessageOutcome {
             AccessError::UnknownKey(_) => MessageOutcome::UnknownKey,
             AccessError::Denied => MessageOutcome::Denied,
             AccessError::OutOfBounds { .. } => MessageOutcome::OutOfBounds,
-            AccessError::OutsideWindow { .. } => MessageOutcome::OutsideWindow,
+            // a page the application still reads: the window has not come round to it
+            AccessError::OutsideWindow { .. } | AccessError::Held { .. } => {
+                MessageOutcome::OutsideWindow
+            }
         }
     }
 }
