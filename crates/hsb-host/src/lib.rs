@@ -27,11 +27,13 @@
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 #![forbid(unsafe_code)]
 
+mod handoff;
 mod meta;
 mod pipeline;
 pub mod session;
 mod sink;
 
+pub use handoff::{Handed, HandedData, Handoff, TakeError, Taker};
 pub use meta::{frame_json, frame_line, frame_meta, record_header};
 pub use pipeline::{Limits, Outcome, StopReason, finish, refusals, run};
 pub use rocelink_hsb::host::receiver::Receiver;

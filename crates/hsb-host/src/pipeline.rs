@@ -116,6 +116,7 @@ pub fn run(
             stats: &stats,
             elapsed: start.elapsed(),
             last: lim.frames.is_some_and(|m| n == m),
+            source: &*rx,
         };
         for s in sinks.iter_mut() {
             s.frame(&d)?;

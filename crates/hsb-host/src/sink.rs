@@ -4,13 +4,14 @@ use crate::SessionError;
 use crate::meta::{frame_json, frame_line, frame_meta, record_header};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::host::receiver::{FrameReport, ReceiverStats};
+use rocelink_hsb::host::{FrameReceiver, LentFrame};
 use rocelink_record::{RecordConfig, Recorder, Summary};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// One frame handed to the sinks.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 #[non_exhaustive]
 pub struct Delivered<'a> {
     /// The verdict and what the device said about the frame.
@@ -23,6 +24,29 @@ pub struct Delivered<'a> {
     pub elapsed: Duration,
     /// The last frame the loop will deliver (the frame limit is reached).
     pub last: bool,
+    /// The receiver it came from (for [`Delivered::lend`]).
+    pub(crate) source: &'a dyn FrameReceiver,
+}
+
+impl std::fmt::Debug for Delivered<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivered")
+            .field("report", self.report)
+            .field("bytes", &self.data.len())
+            .field("elapsed", &self.elapsed)
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Delivered<'_> {
+    /// Keep this frame past the call without a copy: its ring page is held until the
+    /// [`LentFrame`] is dropped (a frame the device sends into it meanwhile is lost and
+    /// counted). `None` if the receiver cannot lend (the CoE receiver, a ring of the
+    /// application's own memory).
+    pub fn lend(&self) -> Option<LentFrame> {
+        self.source.lend(self.report)
+    }
 }
 
 /// Where frames go. Closures `FnMut(&Delivered) -> Result<(), SessionError>` are sinks.

@@ -16,6 +16,11 @@ pub trait FrameReceiver {
     fn stats(&self) -> ReceiverStats;
     /// Why nothing arrived: what was received and refused, in words.
     fn refusals(&self) -> String;
+    /// Lend a frame just reported without a copy, if this receiver can
+    /// ([`Receiver::lend`]).
+    fn lend(&self, _f: &FrameReport) -> Option<super::LentFrame> {
+        None
+    }
 }
 
 impl FrameReceiver for Receiver {
@@ -27,6 +32,9 @@ impl FrameReceiver for Receiver {
     }
     fn stats(&self) -> ReceiverStats {
         self.stats
+    }
+    fn lend(&self, f: &FrameReport) -> Option<super::LentFrame> {
+        Receiver::lend(self, f)
     }
     /// The datagrams the transport refused, by reason.
     fn refusals(&self) -> String {

@@ -2,7 +2,7 @@
 
 Needs only numpy. The data file is memory-mapped: frames are views, nothing is copied.
 
-    from rocelink_reader import Recording
+    from rocelink import Recording
     rec = Recording("DIR")
     print(len(rec), rec.header["sensor"])
     for meta, data in rec:                  # data: numpy uint8 array of the frame's bytes
@@ -21,6 +21,8 @@ import os
 import zlib
 
 import numpy as np
+
+from ._image import unpack
 
 _INDEX = np.dtype([
     ("magic", "S4"), ("version", "<u2"), ("verdict", "<u2"),
@@ -145,25 +147,5 @@ class Recording:
         layout = h.get("layout", "")
         if layout not in ("csi-raw10", "csi-raw12", "coe-raw10", "coe-raw12"):
             raise ValueError(f"layout {layout!r} is not an image")
-        w, hgt, bpl, start, bits = h["width"], h["height"], h["bytes_per_line"], h["start_byte"], h["bits"]
         _, data = self[i]
-        lines = np.asarray(data[start: start + hgt * bpl]).reshape(hgt, bpl)
-        if layout == "coe-raw10":
-            # 3 pixels per little-endian u32: P0 [9:0], P1 [19:10], P2 [29:20]
-            words = lines[:, : -(-w // 3) * 4].copy().view("<u4")
-            px = np.stack([(words >> (10 * k)) & 0x3FF for k in range(3)], axis=-1)
-            return px.reshape(hgt, -1)[:, :w].astype(np.uint16)
-        if layout == "coe-raw12":
-            # b0 = P0[7:0], b1 = P0[11:8] | P1[3:0] << 4, b2 = P1[11:4]
-            g = lines[:, : -(-w // 2) * 3].astype(np.uint16).reshape(hgt, -1, 3)
-            px = np.stack([g[:, :, 0] | ((g[:, :, 1] & 0xF) << 8), (g[:, :, 1] >> 4) | (g[:, :, 2] << 4)], axis=-1)
-            return px.reshape(hgt, -1)[:, :w]
-        lines = lines[:, : w * bits // 8].astype(np.uint16)
-        if bits == 10:
-            g = lines.reshape(hgt, w // 4, 5)
-            lsb = g[:, :, 4]
-            px = np.stack([(g[:, :, k] << 2) | ((lsb >> (2 * k)) & 3) for k in range(4)], axis=-1)
-        else:
-            g = lines.reshape(hgt, w // 2, 3)
-            px = np.stack([(g[:, :, 0] << 4) | (g[:, :, 2] & 0xF), (g[:, :, 1] << 4) | (g[:, :, 2] >> 4)], axis=-1)
-        return px.reshape(hgt, w)
+        return unpack(data, h)

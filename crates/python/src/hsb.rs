@@ -1,0 +1,622 @@
+//! `rocelink.hsb`: the HSB emulator and the HSB host receiver, frames as numpy arrays.
+
+use crate::errors::{self, DeviceError, NetworkError, TimeoutError, chain, config};
+use numpy::PyArray1;
+use numpy::ndarray::ArrayView1;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rocelink_hsb::catalogue::SensorSpec;
+use rocelink_hsb::device::DeviceConfig;
+use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
+use rocelink_hsb::host::bring_up::BringUp;
+use rocelink_hsb_host::session::{Device, HostConfig, HostError, HostSession};
+use rocelink_hsb_host::{
+    Delivered, FrameSink, Handed, Handoff, Limits, RecordSink, SessionError, TakeError, Taker,
+};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long one wait without the GIL lasts before signals are checked.
+const SLICE: Duration = Duration::from_millis(50);
+
+fn ipv4(what: &str, s: &str) -> PyResult<Ipv4Addr> {
+    s.parse()
+        .map_err(|_| config(format!("{what}: {s:?} is not an IPv4 address")))
+}
+
+fn sensor_spec(s: &str) -> PyResult<SensorSpec> {
+    s.parse().map_err(|e| config(format!("sensor: {e}")))
+}
+
+/// An emulated HSB device on background threads: ECB on `ip`:`control_port`, streaming
+/// `sensor` frames at `fps` to whatever host configures it. Use it in a `with` block, or
+/// call `stop()`.
+#[pyclass(module = "rocelink.hsb")]
+pub(crate) struct Emulator {
+    session: Mutex<Option<EmulatorSession>>,
+    control: SocketAddr,
+}
+
+#[pymethods]
+impl Emulator {
+    #[new]
+    #[pyo3(signature = (ip="127.0.0.2", sensor="pattern", fps=30.0, frame_size=None, control_port=8192))]
+    fn new(
+        py: Python<'_>,
+        ip: &str,
+        sensor: &str,
+        fps: f64,
+        frame_size: Option<usize>,
+        control_port: u16,
+    ) -> PyResult<Emulator> {
+        let ip = ipv4("ip", ip)?;
+        if !(fps > 0.0 && fps <= 100_000.0) {
+            return Err(config(format!("fps: {fps} is not in (0, 100000]")));
+        }
+        let mut cfg = EmulatorConfig::new(DeviceConfig::new(ip));
+        cfg.control_port = control_port;
+        cfg.bootp_target = None;
+        cfg.sensor = sensor_spec(sensor)?
+            .source(frame_size)
+            .map_err(|e| config(format!("sensor: {e}")))?;
+        cfg.pacing = Pacing::Fps(fps);
+        let session = py
+            .detach(|| EmulatorSession::start(&cfg))
+            .map_err(|e| errors::net(&e))?;
+        Ok(Emulator {
+            control: session.control_addr(),
+            session: Mutex::new(Some(session)),
+        })
+    }
+
+    /// The device's ECB address, `"IP:port"`.
+    #[getter]
+    fn control_addr(&self) -> String {
+        self.control.to_string()
+    }
+
+    /// Stop streaming and serving; what the device sent, as a dict. Stopping twice is
+    /// harmless (the second returns None).
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let s = self.session.lock().ok().and_then(|mut g| g.take());
+        let Some(s) = s else { return Ok(None) };
+        let st = py.detach(|| s.stop()).map_err(|e| errors::net(&e))?;
+        let d = PyDict::new(py);
+        d.set_item("frames", st.frames)?;
+        d.set_item("packets", st.packets)?;
+        d.set_item("bytes", st.bytes)?;
+        d.set_item("ecb_requests", st.ecb_requests)?;
+        Ok(Some(d))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: Option<Bound<'_, PyAny>>,
+        _v: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        self.stop(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "rocelink.hsb.Emulator(control_addr={:?})",
+            self.control.to_string()
+        )
+    }
+}
+
+/// A port's sink: the recording (if any), then the hand-off to Python.
+struct PySink {
+    handoff: Handoff,
+    record: Option<RecordSink>,
+}
+
+impl FrameSink for PySink {
+    fn frame(&mut self, d: &Delivered<'_>) -> Result<(), SessionError> {
+        if let Some(r) = self.record.as_mut() {
+            r.frame(d)?;
+        }
+        self.handoff.frame(d)
+    }
+    fn finish(&mut self) -> Result<(), SessionError> {
+        match self.record.as_mut() {
+            Some(r) => r.finish(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The HSB host: configures the device at `device` over ECB (and its camera, with
+/// `camera="imx274"`), receives each virtual port on a thread of its own, verifies every
+/// frame, and hands them to `frames()`. Frames Python does not take in time are dropped,
+/// never waited for (`dropped` counts them).
+#[pyclass(module = "rocelink.hsb")]
+pub(crate) struct Receiver {
+    session: Mutex<Option<HostSession<PySink>>>,
+    taker: Mutex<Taker>,
+    device: Ipv4Addr,
+    geometry: Option<rocelink_hsb::catalogue::ImageGeometry>,
+    notes: Vec<String>,
+    summary: Mutex<Option<Py<PyDict>>>,
+}
+
+fn host_error(e: &HostError) -> PyErr {
+    let msg = chain(e);
+    match e {
+        HostError::Xdp { .. } | HostError::Receiver { .. } | HostError::Control(_) => {
+            NetworkError::new_err(msg)
+        }
+        HostError::Silent { .. }
+        | HostError::Configure { .. }
+        | HostError::BringUp { .. }
+        | HostError::Frames { .. } => DeviceError::new_err(msg),
+        HostError::Pin { .. } | HostError::Thread { .. } => errors::Error::new_err(msg),
+        _ => config(msg),
+    }
+}
+
+/// Everything a [`Receiver`] is asked for, checked.
+struct ReceiverArgs {
+    cfg: HostConfig,
+    sensor: Option<SensorSpec>,
+    record: Option<String>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn receiver_args(
+    device: &str,
+    frame_size: Option<usize>,
+    pages: u32,
+    sensor: Option<&str>,
+    camera: Option<&str>,
+    mode: Option<&str>,
+    vps: Vec<u32>,
+    bind: Option<&str>,
+    port: u16,
+    mtu: Option<u32>,
+    record: Option<String>,
+) -> PyResult<ReceiverArgs> {
+    let dev = ipv4("device", device)?;
+    let cam = match (camera, mode) {
+        (None, Some(_)) => return Err(config("mode needs camera=\"imx274\"")),
+        (None, None) => None,
+        (Some("imx274"), m) => Some(match m {
+            None => rocelink_hsb::sensor::Imx274Mode::P2160Raw10,
+            Some(m) => rocelink_hsb::imx274::parse_mode(m).ok_or_else(|| {
+                config(format!(
+                    "mode {m:?}: IMX274 modes are 0/4k-raw10, 1/1080p-raw10, 2/4k-raw12"
+                ))
+            })?,
+        }),
+        (Some(c), _) => return Err(config(format!("camera {c:?}: the camera is \"imx274\""))),
+    };
+    let spec = match (cam, sensor) {
+        (Some(m), Some(s)) if sensor_spec(s)? != SensorSpec::Imx274(m) => {
+            return Err(config(format!(
+                "sensor {s:?} disagrees with the camera mode"
+            )));
+        }
+        (Some(m), _) => Some(SensorSpec::Imx274(m)),
+        (None, Some(s)) => Some(sensor_spec(s)?),
+        // as the CLI: HSB's IMX274 in 1080p RAW10 unless told the frame size
+        (None, None) if frame_size.is_none() => Some(SensorSpec::Imx274(
+            rocelink_hsb::sensor::Imx274Mode::P1080Raw10,
+        )),
+        (None, None) => None,
+    };
+    let frame = match (frame_size, spec.as_ref().and_then(SensorSpec::frame_len)) {
+        (Some(f), Some(s)) if f != s => {
+            return Err(config(format!(
+                "frame_size {f} disagrees with the sensor ({s} bytes)"
+            )));
+        }
+        (Some(0), _) => return Err(config("frame_size must be > 0")),
+        (Some(f), _) | (None, Some(f)) => f,
+        (None, None) => {
+            return Err(config(format!(
+                "sensor {:?} has no fixed frame size: give frame_size=",
+                sensor.unwrap_or_default()
+            )));
+        }
+    };
+    if vps.len() > 1 && port == 0 {
+        return Err(config("several vps need port=: the first port of a run"));
+    }
+    let ip = match bind {
+        Some(b) => IpAddr::V4(ipv4("bind", b)?),
+        None => rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
+            .map_err(|e| config(format!("no route to device {dev} ({e}): give bind=")))?,
+    };
+    let mut cfg = HostConfig::new(Device::ecb(dev), SocketAddr::new(ip, port), frame);
+    cfg.vps = vps;
+    cfg.pages = pages;
+    // as the CLI: the link's MTU (loopback's 64 KiB taken as a 9000-byte jumbo link)
+    cfg.mtu = match mtu {
+        Some(m) if !(256..=9000).contains(&m) => {
+            return Err(config(format!("mtu: {m} is not in 256..=9000")));
+        }
+        Some(m) => m,
+        None => rocelink_io::net::mtu_for_ip(ip).map_or(1500, |m| m.clamp(256, 9000) as u32),
+    };
+    cfg.bring_up = BringUp {
+        ptp: None,
+        camera: cam,
+    };
+    // Python's frames() has the timeout users see; the port waits as long as it lives
+    cfg.limits = Limits::unlimited().with_timeout(Duration::from_secs(365 * 86_400));
+    cfg.check(cfg.vps.len()).map_err(|e| host_error(&e))?;
+    Ok(ReceiverArgs {
+        cfg,
+        sensor: spec,
+        record,
+    })
+}
+
+#[pymethods]
+impl Receiver {
+    #[new]
+    #[pyo3(signature = (device, frame_size=None, pages=4, sensor=None, camera=None, mode=None, vps=vec![0], bind=None, port=0, mtu=None, record=None, depth=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        device: &str,
+        frame_size: Option<usize>,
+        pages: u32,
+        sensor: Option<&str>,
+        camera: Option<&str>,
+        mode: Option<&str>,
+        vps: Vec<u32>,
+        bind: Option<&str>,
+        port: u16,
+        mtu: Option<u32>,
+        record: Option<String>,
+        depth: Option<usize>,
+    ) -> PyResult<Receiver> {
+        let a = receiver_args(
+            device, frame_size, pages, sensor, camera, mode, vps, bind, port, mtu, record,
+        )?;
+        if pages < 2 {
+            return Err(config(
+                "pages must be at least 2: one lent to Python, one filling",
+            ));
+        }
+        // frames waiting for Python: fewer than the pages, so a page is always free to fill
+        let depth = depth
+            .unwrap_or(pages as usize / 2)
+            .clamp(1, pages as usize - 1);
+        let (handoff, taker) = Handoff::new(depth);
+        let frame = a.cfg.frame_size;
+        let mut sinks = Vec::new();
+        for &vp in &a.cfg.vps {
+            let record = match &a.record {
+                Some(dir) => {
+                    let dir = match a.cfg.vps.len() {
+                        1 => std::path::PathBuf::from(dir),
+                        _ => rocelink_hsb_host::session::suffixed(dir.as_ref(), vp),
+                    };
+                    let rc = RecordSink::config(dir, a.sensor.as_ref(), frame);
+                    Some(RecordSink::start(rc).map_err(|e| config(chain(&e)))?)
+                }
+                None => None,
+            };
+            sinks.push(PySink {
+                handoff: handoff.for_vp(vp),
+                record,
+            });
+        }
+        drop(handoff);
+        let dev = a.cfg.device.ip();
+        let mut notes = Vec::new();
+        let session = py
+            .detach(|| HostSession::start(a.cfg, sinks, None, &mut |n| notes.push(n.to_string())))
+            .map_err(|e| host_error(&e))?;
+        Ok(Receiver {
+            session: Mutex::new(Some(session)),
+            taker: Mutex::new(taker),
+            device: dev,
+            geometry: a.sensor.as_ref().and_then(SensorSpec::image),
+            notes,
+            summary: Mutex::new(None),
+        })
+    }
+
+    /// Frames as they arrive: an iterator of `Frame`, ending after `count` frames (None:
+    /// until stopped); `rocelink.TimeoutError` if none arrives within `timeout` seconds.
+    #[pyo3(signature = (count=None, timeout=5.0))]
+    fn frames(slf: Py<Self>, count: Option<u64>, timeout: f64) -> PyResult<FrameIter> {
+        if !(timeout > 0.0 && timeout.is_finite()) {
+            return Err(config(format!(
+                "timeout: {timeout} is not a positive number of seconds"
+            )));
+        }
+        Ok(FrameIter {
+            rx: slf,
+            left: count,
+            timeout: Duration::from_secs_f64(timeout),
+            taken: 0,
+        })
+    }
+
+    /// What the host did to bring the device up, in words.
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+
+    /// Frames dropped because Python did not take them in time.
+    #[getter]
+    fn dropped(&self) -> u64 {
+        self.taker.lock().map_or(0, |t| t.dropped())
+    }
+
+    /// Stop receiving, unconfigure the device, make the recording durable; the summary as a
+    /// dict (the same after a second call).
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let session = self.session.lock().ok().and_then(|mut g| g.take());
+        if let Some(s) = session {
+            let sum = py.detach(|| s.stop());
+            let d = PyDict::new(py);
+            let ports = pyo3::types::PyList::empty(py);
+            let mut first_err = None;
+            for p in &sum.ports {
+                let pd = PyDict::new(py);
+                pd.set_item("vp", p.vp)?;
+                pd.set_item("frames", p.stats.frames)?;
+                pd.set_item("good", p.stats.good)?;
+                pd.set_item("damaged", p.stats.damaged)?;
+                pd.set_item("dropped_packets", p.stats.dropped_packets)?;
+                pd.set_item("held_packets", p.stats.held_packets)?;
+                pd.set_item("bytes", p.stats.bytes)?;
+                if let Err(e) = &p.outcome {
+                    pd.set_item("error", chain(e))?;
+                    first_err.get_or_insert_with(|| host_error(e));
+                }
+                ports.append(pd)?;
+            }
+            d.set_item("ports", ports)?;
+            d.set_item("dropped", self.dropped())?;
+            d.set_item("warnings", sum.warnings.clone())?;
+            if let Ok(mut g) = self.summary.lock() {
+                *g = Some(d.clone().unbind());
+            }
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+        }
+        let g = self
+            .summary
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|d| d.clone_ref(py)));
+        Ok(g.map_or_else(|| PyDict::new(py), |d| d.into_bound(py)))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        t: Option<Bound<'_, PyAny>>,
+        _v: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let r = self.stop(py);
+        // an exception already on its way wins over one from stopping
+        if t.is_none() {
+            r?;
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "rocelink.hsb.Receiver(device={:?})",
+            self.device.to_string()
+        )
+    }
+}
+
+impl Receiver {
+    /// The next frame, or None once every port ended.
+    fn take(&self, py: Python<'_>, timeout: Duration, taken: u64) -> PyResult<Option<Handed>> {
+        let end = Instant::now() + timeout;
+        loop {
+            let r = py.detach(|| match self.taker.lock() {
+                Ok(t) => t.take(SLICE.min(end.saturating_duration_since(Instant::now()))),
+                Err(_) => Err(TakeError::Ended),
+            });
+            match r {
+                Ok(h) => return Ok(Some(h)),
+                Err(TakeError::Ended) => return Ok(None),
+                Err(TakeError::Timeout) => {}
+            }
+            if let Err(e) = py.check_signals() {
+                // Ctrl-C: stop cleanly (device unconfigured, recording durable), then raise
+                let _ = self.stop(py);
+                return Err(e);
+            }
+            let finished = self
+                .session
+                .lock()
+                .map_or(true, |g| g.as_ref().is_none_or(HostSession::is_finished));
+            if finished {
+                self.stop(py)?;
+                return Ok(None);
+            }
+            if Instant::now() >= end {
+                return Err(TimeoutError::new_err(format!(
+                    "no frame from device {} within {:.1} s (after {taken} frames)",
+                    self.device,
+                    timeout.as_secs_f64()
+                )));
+            }
+        }
+    }
+}
+
+/// The iterator `Receiver.frames()` returns.
+#[pyclass(module = "rocelink.hsb")]
+pub(crate) struct FrameIter {
+    rx: Py<Receiver>,
+    left: Option<u64>,
+    timeout: Duration,
+    taken: u64,
+}
+
+#[pymethods]
+impl FrameIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Frame>> {
+        if self.left == Some(0) {
+            return Ok(None);
+        }
+        let rx = self.rx.bind(py).borrow();
+        let Some(h) = rx.take(py, self.timeout, self.taken)? else {
+            return Ok(None);
+        };
+        self.taken += 1;
+        if let Some(n) = self.left.as_mut() {
+            *n -= 1;
+        }
+        Ok(Some(Frame {
+            handed: h,
+            geometry: rx.geometry,
+        }))
+    }
+}
+
+/// One received frame. `array()` is a read-only numpy view of its bytes in the receiver's
+/// ring: the page is not written while the frame or any array of it lives.
+#[pyclass(module = "rocelink.hsb", frozen)]
+pub(crate) struct Frame {
+    handed: Handed,
+    geometry: Option<rocelink_hsb::catalogue::ImageGeometry>,
+}
+
+#[pymethods]
+impl Frame {
+    /// The frame number (the device's 16-bit counter, extended).
+    #[getter]
+    fn number(&self) -> u64 {
+        self.handed.report.frame_number
+    }
+    /// The virtual port it came from.
+    #[getter]
+    fn vp(&self) -> u32 {
+        self.handed.vp
+    }
+    /// Complete, and its CRC matches where the device sent one.
+    #[getter]
+    fn good(&self) -> bool {
+        self.handed.report.good()
+    }
+    /// Every packet arrived and the byte count matches.
+    #[getter]
+    fn complete(&self) -> bool {
+        self.handed.report.complete
+    }
+    /// CRC-32 (zlib's) of the bytes that arrived.
+    #[getter]
+    fn crc(&self) -> u32 {
+        !self.handed.report.crc
+    }
+    /// The CRC matches the device's (None: the device sent none).
+    #[getter]
+    fn crc_ok(&self) -> Option<bool> {
+        self.handed.report.crc_ok
+    }
+    /// Bytes that arrived.
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.handed.report.bytes
+    }
+    /// PSN of the frame-end packet.
+    #[getter]
+    fn psn(&self) -> u32 {
+        self.handed.report.psn
+    }
+    /// Packets missing.
+    #[getter]
+    fn dropped_packets(&self) -> u64 {
+        self.handed.report.dropped_packets
+    }
+    /// PTP time (ns) of the frame's first data.
+    #[getter]
+    fn timestamp_ns(&self) -> u128 {
+        let (s, ns) = self.handed.report.sof;
+        u128::from(s) * 1_000_000_000 + u128::from(ns)
+    }
+    /// PTP time (ns) the device formed the metadata.
+    #[getter]
+    fn metadata_ns(&self) -> u128 {
+        let (s, ns) = self.handed.report.meta;
+        u128::from(s) * 1_000_000_000 + u128::from(ns)
+    }
+
+    /// The bytes as a read-only numpy uint8 array, without a copy.
+    fn array<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let d = slf.get().handed.data();
+        // SAFETY: `d` points into memory the frame keeps allocated (its ring page is held,
+        // so nothing writes it) for as long as the frame lives; the array keeps the frame
+        // alive as its base object.
+        let view = unsafe { ArrayView1::from_shape_ptr(d.len(), d.as_ptr()) };
+        // SAFETY: as above: the memory outlives `container`, and is never reallocated.
+        let a = unsafe { PyArray1::borrow_from_array(&view, slf.clone().into_any()) };
+        a.getattr("flags")?.setattr("writeable", false)?;
+        Ok(a)
+    }
+
+    /// An owning copy of the bytes (numpy uint8).
+    fn copy<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u8>> {
+        PyArray1::from_slice(py, self.handed.data())
+    }
+
+    /// The image of a CSI or CoE RAW10/RAW12 frame: uint16 (height, width) Bayer.
+    fn image<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let Some(g) = slf.get().geometry else {
+            return Err(config(
+                "image(): the receiver was not told the sensor (sensor= or camera=)",
+            ));
+        };
+        let geo = PyDict::new(py);
+        geo.set_item("layout", g.layout)?;
+        geo.set_item("width", g.width)?;
+        geo.set_item("height", g.height)?;
+        geo.set_item("bits", g.bits)?;
+        geo.set_item("start_byte", g.start_byte)?;
+        geo.set_item("bytes_per_line", g.bytes_per_line)?;
+        let a = Frame::array(slf)?;
+        py.import("rocelink._image")?
+            .getattr("unpack")?
+            .call1((a, geo))
+    }
+
+    fn __len__(&self) -> usize {
+        self.handed.data().len()
+    }
+
+    fn __repr__(&self) -> String {
+        let r = &self.handed.report;
+        format!(
+            "rocelink.hsb.Frame(number={}, vp={}, good={}, bytes={})",
+            r.frame_number,
+            self.handed.vp,
+            if r.good() { "True" } else { "False" },
+            r.bytes
+        )
+    }
+}

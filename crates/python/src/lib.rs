@@ -1,0 +1,20 @@
+//! The native part of the Python package `rocelink` (built by maturin from `python/`): each
+//! role's session, driven from Python. Waiting and receiving happen with the GIL released;
+//! a frame's bytes reach numpy without a copy (a read-only view of the receiver's ring page,
+//! held until the last array of it is gone). Errors are the exceptions of `rocelink.errors`,
+//! with the messages the CLI prints.
+
+use pyo3::prelude::*;
+
+mod errors;
+mod hsb;
+
+/// The module `rocelink._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<hsb::Emulator>()?;
+    m.add_class::<hsb::Receiver>()?;
+    m.add_class::<hsb::Frame>()?;
+    m.add_class::<hsb::FrameIter>()?;
+    Ok(())
+}

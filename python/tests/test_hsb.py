@@ -1,0 +1,161 @@
+"""rocelink.hsb against the emulator over loopback."""
+import os
+import signal
+import socket
+import threading
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+import rocelink
+
+SENSOR = "imx274-1080p-raw10"
+
+
+def test_frames_arrive_verified_and_their_crcs_match_zlib(net):
+    dev, host = net
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=120):
+        with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR) as rx:
+            n = 0
+            for f in rx.frames(count=10, timeout=5.0):
+                a = f.array()
+                assert f.good and f.complete and f.crc_ok
+                assert a.dtype == np.uint8 and len(a) == f.bytes == 2611376 == len(f)
+                assert zlib.crc32(a) == f.crc
+                n += 1
+            assert n == 10
+            s = rx.stop()
+    assert s["ports"][0]["good"] >= 10 and s["ports"][0]["damaged"] == 0
+
+
+def test_arrays_are_read_only_views_of_the_ring_and_copies_own_their_bytes(net):
+    dev, host = net
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=120):
+        with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR) as rx:
+            f = next(iter(rx.frames(timeout=5.0)))
+            a, b = f.array(), f.array()
+            assert a.base is not None and np.shares_memory(a, b), "a view, not a copy"
+            assert not a.flags.writeable
+            with pytest.raises(ValueError):
+                a[0] = 1
+            c = f.copy()
+            assert c.base is None and not np.shares_memory(a, c) and (a == c).all()
+            img = f.image()
+            assert img.shape == (1080, 1920) and img.dtype == np.uint16 and img.max() < 1024
+
+
+def test_a_held_frame_does_not_change_while_newer_frames_arrive(net):
+    dev, host = net
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=200):
+        with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR, pages=4) as rx:
+            frames = rx.frames(timeout=5.0)
+            held = next(frames)
+            view = held.array()
+            crc = held.crc
+            del held  # the array alone keeps the page
+            numbers = [f.number for f in (next(frames) for _ in range(20))]
+            assert zlib.crc32(view) == crc, "a held page was written"
+            s = rx.stop()
+    # the frames the device sent into the held page were refused, counted, never reported
+    assert s["ports"][0]["held_packets"] > 0
+    assert s["ports"][0]["damaged"] == 0
+    assert numbers == sorted(numbers)
+
+
+def test_keyboard_interrupt_in_frames_stops_the_session_cleanly(net):
+    dev, host = net
+    main = threading.main_thread().ident
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=5):
+        rx = rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR)
+        threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in rx.frames(timeout=30.0):
+                pass
+        assert time.monotonic() - t0 < 3.0, "KeyboardInterrupt took too long"
+        s = rx.stop()  # already stopped: the same summary
+        assert s["ports"][0]["vp"] == 0 and "error" not in s["ports"][0]
+
+
+def test_a_recording_reads_back_with_rocelink_recording(net, tmp_path):
+    dev, host = net
+    d = tmp_path / "rec"
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=60):
+        with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR, record=str(d)) as rx:
+            crcs = {f.number: f.crc for f in rx.frames(count=5, timeout=5.0)}
+    rec = rocelink.Recording(str(d))
+    assert len(rec) >= 5
+    for i in range(len(rec)):
+        meta, data = rec[i]
+        assert meta["good"] and rec.verify(i)
+        if meta["frame_number"] in crcs:
+            assert zlib.crc32(data) == crcs[meta["frame_number"]]
+    assert rec.image(0).shape == (1080, 1920)
+
+
+def _port_free(ip, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind((ip, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(device="not-an-ip"), "device"),
+        (dict(device="127.0.0.2", frame_size=1000, sensor=SENSOR), "disagrees"),
+        (dict(device="127.0.0.2", sensor="no-such-sensor"), "sensor"),
+        (dict(device="127.0.0.2", camera="imx274", mode="9"), "mode"),
+        (dict(device="127.0.0.2", mode="1"), "camera"),
+        (dict(device="127.0.0.2", pages=1), "pages"),
+        (dict(device="127.0.0.2", vps=[0, 0]), "virtual port"),
+        (dict(device="127.0.0.2", vps=[0, 1]), "port="),
+        (dict(device="127.0.0.2", bind="localhost"), "bind"),
+    ],
+)
+def test_bad_arguments_raise_config_error_before_anything_binds(net, kwargs, words):
+    _, host = net
+    kwargs.setdefault("bind", host)
+    kwargs.setdefault("port", 0 if kwargs.get("vps", [0]) == [0] or "port=" in words else 47910)
+    with pytest.raises(rocelink.ConfigError, match=words):
+        rocelink.hsb.Receiver(**kwargs)
+    if kwargs["bind"] == host:
+        assert _port_free(host, 47910)
+
+
+def test_bad_emulator_arguments_and_the_error_hierarchy(net):
+    dev, _ = net
+    with pytest.raises(rocelink.ConfigError, match="fps"):
+        rocelink.hsb.Emulator(ip=dev, fps=-1)
+    with pytest.raises(rocelink.ConfigError, match="ip"):
+        rocelink.hsb.Emulator(ip="nowhere")
+    assert issubclass(rocelink.ConfigError, rocelink.Error) and issubclass(rocelink.ConfigError, ValueError)
+    assert issubclass(rocelink.TimeoutError, rocelink.Error) and issubclass(rocelink.TimeoutError, TimeoutError)
+    assert issubclass(rocelink.DeviceError, rocelink.Error)
+
+
+def test_a_silent_device_is_a_device_error_naming_it(net):
+    dev, host = net
+    t0 = time.monotonic()
+    with pytest.raises(rocelink.DeviceError, match=dev):
+        rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR)
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_device_that_stops_streaming_is_a_timeout_error(net):
+    dev, host = net
+    emu = rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=60)
+    with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR) as rx:
+        frames = rx.frames(timeout=1.0)
+        next(frames)
+        emu.stop()
+        with pytest.raises(rocelink.TimeoutError, match="no frame from device"):
+            for _ in frames:
+                pass
