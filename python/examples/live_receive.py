@@ -1,7 +1,7 @@
 """Receive an emulated IMX274 stream and show it live (matplotlib, if installed; otherwise
-print each frame's verdict).
+print each frame's verdict). NET: the loopback /24 to use (127.0.0 by default).
 
-    python3 python/examples/live_receive.py [FRAMES]
+    python3 python/examples/live_receive.py [FRAMES [NET]]
 """
 import sys
 import zlib
@@ -9,13 +9,14 @@ import zlib
 import rocelink
 
 frames = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+net = sys.argv[2] if len(sys.argv) > 2 else "127.0.0"
 try:
     import matplotlib.pyplot as plt
 except ImportError:
     plt = None
 
-with rocelink.hsb.Emulator(ip="127.0.0.2", sensor="imx274-1080p-raw10", fps=30):
-    with rocelink.hsb.Receiver(device="127.0.0.2", sensor="imx274-1080p-raw10") as rx:
+with rocelink.hsb.Emulator(ip=f"{net}.2", sensor="imx274-1080p-raw10", fps=30):
+    with rocelink.hsb.Receiver(device=f"{net}.2", bind=f"{net}.1", sensor="imx274-1080p-raw10") as rx:
         shown = None
         for f in rx.frames(count=frames, timeout=5.0):
             ok = zlib.crc32(f.array()) == f.crc

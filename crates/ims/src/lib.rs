@@ -80,7 +80,9 @@ pub use consumer::{Consumer, RateConsumer, RecordConsumer};
 pub use error::{Error, Shared};
 pub use nack::{NackCounts, events_for, events_for_faults};
 pub use server::{Frame, Server, ServerConfig, ServerStats};
-pub use source::{FrameSource, ImageSource, PatternSource, Verify};
+pub use source::{
+    Fill, FrameQueue, FrameSource, ImageSource, PatternSource, QueueSource, Queued, Verify,
+};
 pub use worker::{MarkBad, Worker, WorkerConfig, WorkerState, WorkerStats};
 
 use std::net::{IpAddr, SocketAddr};

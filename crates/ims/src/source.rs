@@ -14,6 +14,154 @@ pub trait FrameSource {
     /// Write frame `index`, to be sent to `va`, into `out` (`frame_len` bytes). `Ok(false)`
     /// when there are no more frames.
     fn fill(&mut self, index: u64, va: u64, out: &mut [u8]) -> io::Result<bool>;
+    /// As [`FrameSource::fill`], for sources whose frames come as the application makes
+    /// them: frame `index` written into the start of `out` (at most `frame_len` bytes), or
+    /// none yet, or no more. By default every frame fills `out`.
+    fn next_frame(&mut self, index: u64, va: u64, out: &mut [u8]) -> io::Result<Fill> {
+        Ok(match self.fill(index, va, out)? {
+            true => Fill::Frame(out.len()),
+            false => Fill::Done,
+        })
+    }
+}
+
+/// What [`FrameSource::next_frame`] gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// A frame of this many bytes.
+    Frame(usize),
+    /// None yet: ask again soon.
+    Later,
+    /// No more frames.
+    Done,
+}
+
+/// A frame the application queued ([`FrameQueue`]).
+#[derive(Debug, Clone)]
+pub enum Queued {
+    /// Bytes sent as they are.
+    Bytes(Vec<u8>),
+    /// A §4 image: column-major pixels, encoded with the frame's VA and CRC-32C.
+    Image {
+        /// `columns × rows` pixels, column by column.
+        pixels: Vec<u8>,
+        /// Its shape.
+        geometry: ImageGeometry,
+        /// 4 or 6 bits.
+        depth: PixelDepth,
+    },
+}
+
+impl Queued {
+    /// Its length on the wire.
+    pub fn len(&self) -> usize {
+        match self {
+            Queued::Bytes(b) => b.len(),
+            Queued::Image {
+                geometry, depth, ..
+            } => geometry.encoded_len(*depth),
+        }
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The application's end of a queue of frames a worker sends ([`QueueSource`]), shared
+/// between threads.
+#[derive(Debug, Clone, Default)]
+pub struct FrameQueue(std::sync::Arc<std::sync::Mutex<(std::collections::VecDeque<Queued>, bool)>>);
+
+impl FrameQueue {
+    /// Queue a frame; false once closed.
+    pub fn push(&self, f: Queued) -> bool {
+        let mut g = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if g.1 {
+            return false;
+        }
+        g.0.push_back(f);
+        true
+    }
+
+    /// No more frames: the worker closes its channels once the queued ones are ACKed.
+    pub fn close(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .1 = true;
+    }
+
+    fn pop(&self) -> (Option<Queued>, bool) {
+        let mut g = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let f = g.0.pop_front();
+        (f, g.1)
+    }
+}
+
+/// Frames the application hands over one by one ([`FrameQueue`]), each at most `max`
+/// bytes; ends when the queue is closed and empty.
+#[derive(Debug)]
+pub struct QueueSource {
+    queue: FrameQueue,
+    max: usize,
+}
+
+impl QueueSource {
+    /// A source of frames of up to `max` bytes, and the queue that feeds it.
+    pub fn new(max: usize) -> (QueueSource, FrameQueue) {
+        let queue = FrameQueue::default();
+        (
+            QueueSource {
+                queue: queue.clone(),
+                max,
+            },
+            queue,
+        )
+    }
+}
+
+impl FrameSource for QueueSource {
+    fn frame_len(&self) -> usize {
+        self.max
+    }
+    fn fill(&mut self, index: u64, va: u64, out: &mut [u8]) -> io::Result<bool> {
+        Ok(matches!(self.next_frame(index, va, out)?, Fill::Frame(_)))
+    }
+    fn next_frame(&mut self, _index: u64, va: u64, out: &mut [u8]) -> io::Result<Fill> {
+        let (f, closed) = self.queue.pop();
+        let Some(f) = f else {
+            return Ok(if closed { Fill::Done } else { Fill::Later });
+        };
+        let n = f.len();
+        let too_long = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a frame of {n} bytes is over the worker's {} bytes",
+                    self.max
+                ),
+            )
+        };
+        let dst = out.get_mut(..n).ok_or_else(too_long)?;
+        match f {
+            Queued::Bytes(b) => dst.copy_from_slice(&b),
+            Queued::Image {
+                pixels,
+                geometry,
+                depth,
+            } => image::encode(&pixels, geometry, depth, va, dst)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+        }
+        Ok(Fill::Frame(n))
+    }
 }
 
 /// What a buffer unit checks of each frame before handing it on.

@@ -90,3 +90,51 @@ fn configs_are_plain_data_that_round_trip_through_json() {
     assert_eq!(serde_json::to_value(&back).unwrap(), v);
     assert_eq!(back.frames, Frames::Pattern { len: 4096 });
 }
+
+#[test]
+fn queued_frames_of_any_length_and_images_arrive_as_sent_with_their_bytes() {
+    use rocelink_ims::Queued;
+    use rocelink_wire::ims::{ImageGeometry, PixelDepth};
+    let mut u = UnitConfig::new(ip(5));
+    u.server.ring_bytes = 8 << 20;
+    u.with_data = true;
+    let unit = UnitSession::start(u, None).unwrap();
+    let mut s = SendConfig::new(unit.local(), Frames::Queue { max_len: 1 << 16 });
+    s.local = Some(ip(6));
+    let worker = WorkerSession::start(s, None).unwrap();
+    let q = worker.queue().unwrap().clone();
+    let raw: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+    let geometry = ImageGeometry {
+        columns: 40,
+        rows: 30,
+    };
+    let pixels: Vec<u8> = (0..1200u32).map(|i| (i % 64) as u8).collect();
+    // a moment with nothing queued: the worker waits for frames rather than closing
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(q.push(Queued::Bytes(raw.clone())));
+    assert!(q.push(Queued::Image {
+        pixels,
+        geometry,
+        depth: PixelDepth::Six
+    }));
+    q.close();
+    assert!(!q.push(Queued::Bytes(vec![0; 4096])), "closed");
+    let sent = worker.wait().unwrap();
+    assert_eq!(sent.state, WorkerState::Done, "{:?}", sent.failure());
+    assert_eq!(sent.stats.frames, 2);
+    assert_eq!(sent.stats.bytes, 10_000 + 64 + 1200);
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        got.push(unit.next_event(Duration::from_secs(5)).unwrap());
+    }
+    assert_eq!(got[0].data.as_deref(), Some(&raw[..]));
+    assert!(!got[0].intact, "raw bytes carry no §4 header");
+    let img = got[1].data.clone().unwrap();
+    assert_eq!(img.len(), 64 + 1200);
+    assert!(got[1].intact, "the image's header: CRC-32C and VA");
+    assert_eq!(
+        img[64..],
+        (0..1200u32).map(|i| (i % 64) as u8).collect::<Vec<_>>()[..]
+    );
+    unit.stop().unwrap();
+}

@@ -8,6 +8,8 @@ use pyo3::prelude::*;
 
 mod errors;
 mod hsb;
+mod ims;
+mod ultrasound;
 
 /// The module `rocelink._native`.
 #[pymodule]
@@ -16,5 +18,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<hsb::Receiver>()?;
     m.add_class::<hsb::Frame>()?;
     m.add_class::<hsb::FrameIter>()?;
+    m.add_class::<ims::BufferUnit>()?;
+    m.add_class::<ims::UnitFrameIter>()?;
+    m.add_class::<ims::UnitFrame>()?;
+    m.add_class::<ims::Worker>()?;
+    m.add_class::<ultrasound::Probe>()?;
+    m.add_class::<ultrasound::Host>()?;
+    m.add_class::<ultrasound::Shot>()?;
+    m.add_class::<ultrasound::ShotIter>()?;
     Ok(())
 }

@@ -183,3 +183,54 @@ fn configs_are_plain_data_that_round_trip_through_json() {
     let e = serde_json::from_value::<ProbeSessionConfig>(bad).unwrap_err();
     assert!(e.to_string().contains("10.0.0.0/99"), "{e}");
 }
+
+#[test]
+fn events_carry_each_complete_shots_samples_when_asked() {
+    let g = Geometry::new(200, 16);
+    let (probe, port, trig) = probe("127.0.0.165", "127.0.0.166", g);
+    let cfg = ShotsConfig {
+        links: LinkAddrs {
+            addrs: vec![ip("127.0.0.166")],
+            port,
+            chosen: true,
+        },
+        probes: vec![trig],
+        shots: Some(5),
+        duration: Some(Duration::from_secs(20)),
+        with_data: true,
+        ..ShotsConfig::new(g)
+    };
+    let host = ShotsSession::start(cfg, None).unwrap();
+    let echoes = rocelink_ultrasound::shot::Echoes::new(1);
+    let mut complete = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline && complete < 5 {
+        let Some(e) = host.next_event(Duration::from_millis(100)) else {
+            continue;
+        };
+        let Some(d) = e.data.as_deref().filter(|_| e.report.complete) else {
+            assert!(!e.report.complete, "a complete shot without its bytes");
+            continue;
+        };
+        assert_eq!(d.len(), g.bytes());
+        // 12-bit samples, two channels in three bytes (CSI RAW12), a row per sample time
+        for (t, c) in [(0u32, 0u16), (7, 3), (199, 15), (150, 8)] {
+            let row = &d[t as usize * g.row_bytes()..];
+            let b = &row[usize::from(c / 2) * 3..];
+            let v = match c % 2 {
+                0 => (u16::from(b[0]) << 4) | u16::from(b[2] & 0xF),
+                _ => (u16::from(b[1]) << 4) | u16::from(b[2] >> 4),
+            };
+            assert_eq!(
+                v,
+                echoes.sample(e.report.shot, t, c, 16),
+                "shot {} t {t} c {c}",
+                e.report.shot
+            );
+        }
+        complete += 1;
+    }
+    assert_eq!(complete, 5);
+    host.stop().unwrap();
+    probe.stop().unwrap();
+}

@@ -48,6 +48,10 @@ pub struct UnitConfig {
     pub duration: Option<Duration>,
     /// Events the queue holds before it drops them.
     pub events: usize,
+    /// Hand each consumed frame's bytes on with its event (a copy: the ring space is
+    /// freed as the frame is consumed).
+    #[serde(default)]
+    pub with_data: bool,
 }
 
 impl UnitConfig {
@@ -61,6 +65,7 @@ impl UnitConfig {
             frames: None,
             duration: None,
             events: 65_536,
+            with_data: false,
         }
     }
 
@@ -94,7 +99,7 @@ impl Default for UnitConfig {
 }
 
 /// One frame handed to the consumer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameEvent {
     /// The worker that sent it: (LID, QPN).
     pub worker: (u32, u32),
@@ -104,6 +109,8 @@ pub struct FrameEvent {
     pub len: usize,
     /// Whether its check (the §4 header's CRC-32C and VA) passed.
     pub intact: bool,
+    /// Its bytes, when [`UnitConfig::with_data`] asks for them.
+    pub data: Option<Arc<[u8]>>,
 }
 
 /// The unit's counters as it runs.
@@ -191,6 +198,7 @@ impl UnitSession {
             live: live.clone(),
             tx,
             dropped: dropped.clone(),
+            with_data: cfg.with_data,
         };
         let thread = SessionThread::spawn("ims-unit", move |stop| serve(parts, &cfg, ctx, stop))
             .map_err(|e| Error::Io(Shared::new(e)))?;
@@ -252,6 +260,7 @@ struct Ctx {
     live: Arc<Mutex<UnitProgress>>,
     tx: SyncSender<FrameEvent>,
     dropped: Arc<AtomicU64>,
+    with_data: bool,
 }
 
 /// Passes frames on, each an event.
@@ -272,6 +281,7 @@ impl Consumer for Reporting<'_> {
             va: f.va,
             len: f.bytes.len(),
             intact: f.intact,
+            data: self.ctx.with_data.then(|| Arc::from(f.bytes)),
         };
         if let Err(TrySendError::Full(_)) = self.ctx.tx.try_send(e) {
             self.ctx.dropped.fetch_add(1, Ordering::Relaxed);

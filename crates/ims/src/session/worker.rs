@@ -3,7 +3,7 @@
 
 use super::{EVERY, Stopper};
 use crate::run::{self, RunOpts};
-use crate::source::FileSource;
+use crate::source::{FileSource, FrameQueue, QueueSource};
 use crate::{
     Error, FrameSource, ImageSource, PatternSource, Shared, Worker, WorkerConfig, WorkerState,
     WorkerStats,
@@ -43,6 +43,12 @@ pub enum Frames {
         /// Start again at the end.
         repeat: bool,
     },
+    /// Frames the application queues one by one ([`WorkerSession::queue`]), each at most
+    /// `max_len` bytes.
+    Queue {
+        /// The longest frame.
+        max_len: usize,
+    },
 }
 
 impl Frames {
@@ -50,6 +56,7 @@ impl Frames {
     pub fn frame_len(&self) -> usize {
         match self {
             Frames::Pattern { len } | Frames::File { len, .. } => *len,
+            Frames::Queue { max_len } => *max_len,
             Frames::Images { geometry, depth } => geometry.encoded_len(*depth),
         }
     }
@@ -59,8 +66,15 @@ impl Frames {
         bytes.div_ceil(self.frame_len().max(1) as u64)
     }
 
-    fn open(&self, count: Option<u64>) -> Result<Box<dyn FrameSource + Send>, Error> {
-        Ok(match self {
+    fn open(
+        &self,
+        count: Option<u64>,
+    ) -> Result<(Box<dyn FrameSource + Send>, Option<FrameQueue>), Error> {
+        let source: Box<dyn FrameSource + Send> = match self {
+            Frames::Queue { max_len } => {
+                let (s, q) = QueueSource::new(*max_len);
+                return Ok((Box::new(s), Some(q)));
+            }
             Frames::Pattern { len } => {
                 Box::new(PatternSource::new(*len, count).ok_or(Error::FrameSize {
                     frame: *len,
@@ -81,7 +95,8 @@ impl Frames {
                     None => Box::new(s),
                 }
             }
-        })
+        };
+        Ok((source, None))
     }
 }
 
@@ -185,6 +200,7 @@ impl SendSummary {
 #[derive(Debug)]
 pub struct WorkerSession {
     local: SocketAddr,
+    queue: Option<FrameQueue>,
     live: Arc<Mutex<SendProgress>>,
     thread: SessionThread<Result<SendSummary, Error>>,
 }
@@ -202,7 +218,7 @@ impl WorkerSession {
     /// to `board` (link `ims`) when given.
     pub fn start(cfg: SendConfig, board: Option<Board>) -> Result<WorkerSession, Error> {
         cfg.check()?;
-        let source = cfg.frames.open(cfg.count)?;
+        let (source, queue) = cfg.frames.open(cfg.count)?;
         let unit = cfg.worker.server;
         let ip = match cfg.local {
             Some(ip) => ip,
@@ -235,9 +251,15 @@ impl WorkerSession {
             .map_err(|e| Error::Io(Shared::new(e)))?;
         Ok(WorkerSession {
             local,
+            queue,
             live,
             thread,
         })
+    }
+
+    /// The queue to hand frames to, for [`Frames::Queue`].
+    pub fn queue(&self) -> Option<&FrameQueue> {
+        self.queue.as_ref()
     }
 
     /// Where it receives answers.

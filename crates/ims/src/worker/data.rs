@@ -2,6 +2,10 @@
 //! again when due, and each ACK or NACK acted on (Table 3.4).
 
 use super::*;
+use crate::source::Fill;
+
+/// How soon a source that had no frame yet is asked again.
+const SOURCE_RETRY: Duration = Duration::from_millis(1);
 
 impl Worker {
     /// Post slot `i`'s frame.
@@ -27,7 +31,7 @@ impl Worker {
             sge: Sge {
                 lkey: self.frames.lkey,
                 va: (i * self.frame_len) as u64,
-                len: self.frame_len as u32,
+                len: s.len as u32,
             },
             signaled: true,
             solicited: false,
@@ -95,19 +99,36 @@ impl Worker {
             let buf = ep
                 .mr_mut(self.frames.lkey)
                 .and_then(|m| m.slice_mut(at, self.frame_len as u64, Access::NONE))?;
-            if !source.fill(index, va, buf).map_err(Error::from_source)? {
-                self.source_done = true;
-                return Ok(());
-            }
+            self.source_retry = None;
+            let len = match source
+                .next_frame(index, va, buf)
+                .map_err(Error::from_source)?
+            {
+                Fill::Frame(n) if n == self.frame_len => n,
+                Fill::Frame(n) => {
+                    // a shorter frame than the slot: it must obey the packet rules too
+                    self.cfg.check(n)?;
+                    n.min(self.frame_len)
+                }
+                Fill::Later => {
+                    self.source_retry = Some(now + SOURCE_RETRY);
+                    return Ok(());
+                }
+                Fill::Done => {
+                    self.source_done = true;
+                    return Ok(());
+                }
+            };
             self.slots[i] = Slot {
                 index,
                 va,
+                len,
                 state: SlotState::Free,
                 queued: self.slots[i].queued,
                 sent_whole: false,
             };
             self.next_index += 1;
-            self.next_va = align_up(va.wrapping_add(self.frame_len as u64));
+            self.next_va = align_up(va.wrapping_add(len as u64));
             let marks = match self.cfg.mark_bad {
                 Some(m) if (index + 1).is_multiple_of(m.every) => m.marks,
                 _ => 0,
@@ -162,7 +183,7 @@ impl Worker {
         };
         if a.kind == AckType::Ack {
             self.stats.frames += 1;
-            self.stats.bytes += self.frame_len as u64;
+            self.stats.bytes += self.slots[i].len as u64;
             let s = &mut self.slots[i];
             s.state = if s.queued == 0 {
                 SlotState::Free

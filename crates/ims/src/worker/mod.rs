@@ -220,6 +220,8 @@ enum SlotState {
 struct Slot {
     index: u64,
     va: u64,
+    /// The frame's length (at most the worker's frame length).
+    len: usize,
     state: SlotState,
     /// Transmissions posted and not yet completed (the bytes must stay until then).
     queued: u32,
@@ -247,6 +249,8 @@ pub struct Worker {
     next_index: u64,
     slots: Vec<Slot>,
     source_done: bool,
+    /// The source had no frame yet: ask it again then.
+    source_retry: Option<Instant>,
     stop: bool,
     seq: u64,
     /// When the unit last answered a frame (or the data channel opened).
@@ -287,6 +291,7 @@ impl Worker {
             Slot {
                 index: 0,
                 va: 0,
+                len: frame_len,
                 state: SlotState::Free,
                 queued: 0,
                 sent_whole: false,
@@ -311,6 +316,7 @@ impl Worker {
             next_index: 0,
             slots,
             source_done: false,
+            source_retry: None,
             stop: false,
             seq: 0,
             last_answer: None,
@@ -370,7 +376,8 @@ impl Worker {
             .last_answer
             .filter(|_| waiting && self.state == WorkerState::Streaming)
             .map(|t| t + self.cfg.silence);
-        frames.chain(status).chain(silence).min()
+        let source = self.source_retry.filter(|_| streaming && !self.stop);
+        frames.chain(status).chain(silence).chain(source).min()
     }
 
     /// Act on what arrived and on what is due; send frames from `source` while fewer

@@ -52,6 +52,10 @@ pub struct ShotsConfig {
     pub buffers: usize,
     /// Events the queue holds before it drops them.
     pub events: usize,
+    /// Hand each complete shot's bytes on with its event (a copy: the shot buffer goes
+    /// back to the receive queue at once).
+    #[serde(default)]
+    pub with_data: bool,
 }
 
 impl ShotsConfig {
@@ -76,12 +80,13 @@ impl ShotsConfig {
             timeout: h.timeout,
             buffers: h.buffers,
             events: 65_536,
+            with_data: false,
         }
     }
 }
 
 /// One shot handed on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShotEvent {
     /// The link it came on.
     pub link: usize,
@@ -89,6 +94,8 @@ pub struct ShotEvent {
     pub report: ShotReport,
     /// Checked, recorded or dropped.
     pub outcome: Outcome,
+    /// Its bytes, for a complete shot when [`ShotsConfig::with_data`] asks for them.
+    pub data: Option<Arc<[u8]>>,
 }
 
 /// Where one link of a running host is.
@@ -283,6 +290,7 @@ impl ShotsSession {
                 tx: tx.clone(),
                 dropped: self.dropped.clone(),
                 board: board.clone(),
+                with_data: cfg.with_data,
             };
             self.threads.push(std::thread::spawn(move || ctx.run(link)));
         }
@@ -351,6 +359,7 @@ struct LinkRun {
     tx: SyncSender<ShotEvent>,
     dropped: Arc<AtomicU64>,
     board: Option<Board>,
+    with_data: bool,
 }
 
 impl LinkRun {
@@ -358,6 +367,7 @@ impl LinkRun {
         let i = l.i;
         let mut span: Option<(Instant, Instant)> = None;
         let (sink, tx, dropped) = (&mut l.sink, &self.tx, &self.dropped);
+        let with_data = self.with_data;
         let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
             let outcome = sink.take(r, bytes);
             if let (Some(f), Some(last)) = (r.first, r.last) {
@@ -367,6 +377,7 @@ impl LinkRun {
                 link: i,
                 report: *r,
                 outcome,
+                data: bytes.filter(|_| with_data).map(Arc::from),
             };
             if let Err(TrySendError::Full(_)) = tx.try_send(ev) {
                 dropped.fetch_add(1, Ordering::Relaxed);

@@ -1,0 +1,475 @@
+//! `rocelink.ims`: the IMS buffer unit and worker; frames as numpy arrays.
+
+use crate::errors::{self, NetworkError, TimeoutError, chain, config};
+use numpy::ndarray::ArrayView1;
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rocelink_ims::session::unit::{FrameEvent, UnitConfig, UnitSession};
+use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
+use rocelink_ims::{Error, FrameQueue, Queued, Verify, WorkerConfig, WorkerState};
+use rocelink_wire::ims::{ImageGeometry, PixelDepth};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const SLICE: Duration = Duration::from_millis(50);
+
+fn ims_error(e: &Error) -> PyErr {
+    let msg = chain(e);
+    match e {
+        Error::Bind { .. } | Error::Route(..) | Error::Io(_) | Error::Transport(_) => {
+            NetworkError::new_err(msg)
+        }
+        Error::NoAnswer { .. } | Error::Silent { .. } => TimeoutError::new_err(msg),
+        Error::Version { .. }
+        | Error::Refused { .. }
+        | Error::Full { .. }
+        | Error::Closing
+        | Error::SendFailed(_)
+        | Error::Record { .. } => errors::Error::new_err(msg),
+        _ => config(msg),
+    }
+}
+
+fn ip(what: &str, s: &str) -> PyResult<IpAddr> {
+    s.parse()
+        .map_err(|_| config(format!("{what}: {s:?} is not an IP address")))
+}
+
+/// A contiguous uint8 view of any array (its bytes, in C order).
+fn bytes_of<'py>(a: &Bound<'py, PyAny>) -> PyResult<PyReadonlyArray1<'py, u8>> {
+    let np = a.py().import("numpy")?;
+    let flat = np
+        .call_method1("ascontiguousarray", (a,))?
+        .call_method0("ravel")?
+        .call_method1("view", ("u1",))?;
+    flat.extract::<PyReadonlyArray1<'py, u8>>()
+        .map_err(|_| config("send(): the frame must be a numpy array (or bytes-like)"))
+}
+
+/// An IMS buffer unit on background threads: workers register over its status channel,
+/// stream frames into a ring of `ring` bytes each, every frame ACKed or NACKed; `frames()`
+/// hands on each frame consumed (a copy of its bytes, the ring space freed at once).
+/// `verify="header"` checks every frame's §4 header (CRC-32C and VA): `crc_ok`.
+#[pyclass(module = "rocelink.ims")]
+pub(crate) struct BufferUnit {
+    session: Mutex<Option<UnitSession>>,
+    local: SocketAddr,
+    verify: Verify,
+}
+
+#[pymethods]
+impl BufferUnit {
+    #[new]
+    #[pyo3(signature = (bind="127.0.0.1", port=4791, ring=64 << 20, verify="header"))]
+    fn new(
+        py: Python<'_>,
+        bind: &str,
+        port: u16,
+        ring: usize,
+        verify: &str,
+    ) -> PyResult<BufferUnit> {
+        let mut cfg = UnitConfig::new(ip("bind", bind)?);
+        cfg.port = port;
+        cfg.server.ring_bytes = ring;
+        cfg.server.verify = match verify {
+            "header" => Verify::Header,
+            "none" => Verify::None,
+            v => return Err(config(format!("verify {v:?}: \"header\" or \"none\""))),
+        };
+        cfg.with_data = true;
+        let verify = cfg.server.verify;
+        let s = py
+            .detach(|| UnitSession::start(cfg, None))
+            .map_err(|e| ims_error(&e))?;
+        Ok(BufferUnit {
+            local: s.local(),
+            session: Mutex::new(Some(s)),
+            verify,
+        })
+    }
+
+    /// Its address, `"IP:port"` (a `Worker`'s `server=`).
+    #[getter]
+    fn address(&self) -> String {
+        self.local.to_string()
+    }
+
+    /// The frames consumed, as they come: `count` of them (None: until stopped);
+    /// `rocelink.TimeoutError` when none comes within `timeout` seconds.
+    #[pyo3(signature = (count=None, timeout=5.0))]
+    fn frames(slf: Py<Self>, count: Option<u64>, timeout: f64) -> PyResult<UnitFrameIter> {
+        if !(timeout > 0.0 && timeout.is_finite()) {
+            return Err(config(format!(
+                "timeout: {timeout} is not a positive number of seconds"
+            )));
+        }
+        Ok(UnitFrameIter {
+            unit: slf,
+            left: count,
+            timeout: Duration::from_secs_f64(timeout),
+        })
+    }
+
+    /// Stop; its counters as a dict (None the second time).
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let s = self.session.lock().ok().and_then(|mut g| g.take());
+        let Some(s) = s else { return Ok(None) };
+        let sum = py.detach(|| s.stop()).map_err(|e| ims_error(&e))?;
+        let d = PyDict::new(py);
+        d.set_item("frames_delivered", sum.stats.frames_delivered)?;
+        d.set_item("frames_consumed", sum.stats.frames_consumed)?;
+        d.set_item("bytes", sum.stats.bytes)?;
+        d.set_item("nacks", sum.stats.nacks)?;
+        d.set_item("crc_failures", sum.stats.image_crc_failures)?;
+        d.set_item("events_dropped", sum.events_dropped)?;
+        Ok(Some(d))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: Option<Bound<'_, PyAny>>,
+        _v: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        self.stop(py)?;
+        Ok(false)
+    }
+}
+
+/// The iterator `BufferUnit.frames()` returns.
+#[pyclass(module = "rocelink.ims")]
+pub(crate) struct UnitFrameIter {
+    unit: Py<BufferUnit>,
+    left: Option<u64>,
+    timeout: Duration,
+}
+
+#[pymethods]
+impl UnitFrameIter {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<UnitFrame>> {
+        if self.left == Some(0) {
+            return Ok(None);
+        }
+        let unit = self.unit.bind(py).borrow();
+        let end = Instant::now() + self.timeout;
+        let session = &unit.session;
+        loop {
+            let (ev, finished): (Option<FrameEvent>, bool) = py.detach(|| match session.lock() {
+                Ok(g) => match g.as_ref() {
+                    Some(s) => (s.next_event(SLICE), s.is_finished()),
+                    None => (None, true),
+                },
+                Err(_) => (None, true),
+            });
+            if let Some(e) = ev {
+                if let Some(n) = self.left.as_mut() {
+                    *n -= 1;
+                }
+                return Ok(Some(UnitFrame {
+                    event: e,
+                    checked: unit.verify == Verify::Header,
+                }));
+            }
+            if let Err(e) = py.check_signals() {
+                let _ = unit.stop(py);
+                return Err(e);
+            }
+            if finished {
+                return Ok(None);
+            }
+            if Instant::now() >= end {
+                return Err(TimeoutError::new_err(format!(
+                    "no frame consumed at {} within {:.1} s",
+                    unit.local,
+                    self.timeout.as_secs_f64()
+                )));
+            }
+        }
+    }
+}
+
+/// A frame the buffer unit consumed.
+#[pyclass(module = "rocelink.ims", frozen)]
+pub(crate) struct UnitFrame {
+    event: FrameEvent,
+    checked: bool,
+}
+
+#[pymethods]
+impl UnitFrame {
+    /// Where it landed in its worker's stream (the 64-bit VA).
+    #[getter]
+    fn va(&self) -> u64 {
+        self.event.va
+    }
+    /// Its length in bytes.
+    #[getter]
+    fn length(&self) -> usize {
+        self.event.len
+    }
+    /// The worker that sent it: (LID, QPN).
+    #[getter]
+    fn worker(&self) -> (u32, u32) {
+        self.event.worker
+    }
+    /// Its §4 header (CRC-32C and VA) checked out (None with `verify="none"`).
+    #[getter]
+    fn crc_ok(&self) -> Option<bool> {
+        self.checked.then_some(self.event.intact)
+    }
+    /// Its bytes as a read-only numpy uint8 array (no further copy).
+    fn array<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let d: &[u8] = slf.get().event.data.as_deref().unwrap_or_default();
+        // SAFETY: the bytes live in an `Arc<[u8]>` the frame owns and never changes or
+        // frees while it lives; the array keeps the frame alive as its base object.
+        let view = unsafe { ArrayView1::from_shape_ptr(d.len(), d.as_ptr()) };
+        // SAFETY: as above.
+        let a = unsafe { PyArray1::borrow_from_array(&view, slf.clone().into_any()) };
+        a.getattr("flags")?.setattr("writeable", false)?;
+        Ok(a)
+    }
+    fn __len__(&self) -> usize {
+        self.event.len
+    }
+}
+
+/// An IMS worker: registers with the buffer unit at `server` (`"IP[:port]"`), opens a
+/// data channel and sends the frames given to `send()` (each up to `max_frame` bytes) as
+/// UC RDMA WRITEs, each sent again on a NACK or a timeout until ACKed.
+#[pyclass(module = "rocelink.ims")]
+pub(crate) struct Worker {
+    session: Mutex<Option<WorkerSession>>,
+    queue: FrameQueue,
+    cfg: WorkerConfig,
+    max: usize,
+    sent: Mutex<u64>,
+    summary: Mutex<Option<Py<PyDict>>>,
+}
+
+#[pymethods]
+impl Worker {
+    #[new]
+    #[pyo3(signature = (server="127.0.0.1", bind=None, port=None, max_frame=4 << 20, packet=None))]
+    fn new(
+        py: Python<'_>,
+        server: &str,
+        bind: Option<&str>,
+        port: Option<u16>,
+        max_frame: usize,
+        packet: Option<usize>,
+    ) -> PyResult<Worker> {
+        let unit = match server.parse::<SocketAddr>() {
+            Ok(a) => a,
+            Err(_) => SocketAddr::new(ip("server", server)?, 4791),
+        };
+        let mut cfg = SendConfig::new(unit, Frames::Queue { max_len: max_frame });
+        cfg.local = bind.map(|b| ip("bind", b)).transpose()?;
+        cfg.port = port;
+        if let Some(p) = packet {
+            cfg.worker.packet_bytes = p;
+        }
+        cfg.worker.in_flight = WorkerConfig::in_flight_for(max_frame);
+        let wcfg = cfg.worker;
+        let s = py
+            .detach(|| WorkerSession::start(cfg, None))
+            .map_err(|e| ims_error(&e))?;
+        let queue = s
+            .queue()
+            .cloned()
+            .ok_or_else(|| errors::Error::new_err("the worker has no frame queue"))?;
+        Ok(Worker {
+            session: Mutex::new(Some(s)),
+            queue,
+            cfg: wcfg,
+            max: max_frame,
+            sent: Mutex::new(0),
+            summary: Mutex::new(None),
+        })
+    }
+
+    /// Send `frame` (any numpy array: its bytes); with `wait`, return once it is ACKed
+    /// (raises if the unit refuses it for good or goes silent).
+    #[pyo3(signature = (frame, wait=true))]
+    fn send(&self, py: Python<'_>, frame: &Bound<'_, PyAny>, wait: bool) -> PyResult<()> {
+        let b = bytes_of(frame)?;
+        let v = b.as_slice().map_err(|e| config(e.to_string()))?.to_vec();
+        self.push(py, Queued::Bytes(v), wait)
+    }
+
+    /// Send a §4 image of 6-bit pixels: `image` is uint8 (rows, columns), each < 64;
+    /// encoded column by column with its VA and CRC-32C.
+    #[pyo3(signature = (image, wait=true))]
+    fn send_image6(&self, py: Python<'_>, image: &Bound<'_, PyAny>, wait: bool) -> PyResult<()> {
+        self.image(py, image, PixelDepth::Six, wait)
+    }
+
+    /// As `send_image6`, 4-bit pixels (each < 16).
+    #[pyo3(signature = (image, wait=true))]
+    fn send_image4(&self, py: Python<'_>, image: &Bound<'_, PyAny>, wait: bool) -> PyResult<()> {
+        self.image(py, image, PixelDepth::Four, wait)
+    }
+
+    /// Frames ACKed so far.
+    #[getter]
+    fn acked(&self) -> u64 {
+        self.session
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|s| s.progress().stats.frames))
+            .unwrap_or(0)
+    }
+
+    /// Close the channels once every frame sent is ACKed; the worker's counters as a dict.
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.queue.close();
+        let s = self.session.lock().ok().and_then(|mut g| g.take());
+        if let Some(s) = s {
+            let sum = py.detach(|| s.wait()).map_err(|e| ims_error(&e))?;
+            let d = PyDict::new(py);
+            d.set_item("frames", sum.stats.frames)?;
+            d.set_item("bytes", sum.stats.bytes)?;
+            d.set_item("nacks", sum.stats.nacks)?;
+            d.set_item("retransmissions", sum.stats.retransmissions)?;
+            d.set_item("unacknowledged", sum.unacknowledged.len())?;
+            if let Ok(mut g) = self.summary.lock() {
+                *g = Some(d.clone().unbind());
+            }
+            if let Some(f) = sum.failure() {
+                return Err(errors::Error::new_err(f));
+            }
+        }
+        let g = self
+            .summary
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|d| d.clone_ref(py)));
+        Ok(g.map_or_else(|| PyDict::new(py), |d| d.into_bound(py)))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        t: Option<Bound<'_, PyAny>>,
+        _v: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let r = self.stop(py);
+        if t.is_none() {
+            r?;
+        }
+        Ok(false)
+    }
+}
+
+impl Worker {
+    fn image(
+        &self,
+        py: Python<'_>,
+        image: &Bound<'_, PyAny>,
+        depth: PixelDepth,
+        wait: bool,
+    ) -> PyResult<()> {
+        let shape: Vec<usize> = image.getattr("shape")?.extract()?;
+        let [rows, columns] = shape[..] else {
+            return Err(config(format!(
+                "an image is 2-D (rows, columns), not {shape:?}"
+            )));
+        };
+        // §4 is column-major: the transpose, in C order
+        let t = image.getattr("T")?;
+        let b = bytes_of(&t)?;
+        let pixels = b.as_slice().map_err(|e| config(e.to_string()))?.to_vec();
+        if pixels.len() != rows * columns {
+            return Err(config("the image must be uint8"));
+        }
+        let bits = if depth == PixelDepth::Six { 6 } else { 4 };
+        let max = (1u8 << bits) - 1;
+        if let Some(p) = pixels.iter().find(|&&p| p > max) {
+            return Err(config(format!(
+                "pixel value {p} is over the {bits}-bit maximum {max}"
+            )));
+        }
+        let geometry = ImageGeometry { columns, rows };
+        self.push(
+            py,
+            Queued::Image {
+                pixels,
+                geometry,
+                depth,
+            },
+            wait,
+        )
+    }
+
+    fn push(&self, py: Python<'_>, f: Queued, wait: bool) -> PyResult<()> {
+        let n = f.len();
+        if n > self.max {
+            return Err(config(format!(
+                "a frame of {n} bytes is over max_frame ({} bytes)",
+                self.max
+            )));
+        }
+        self.cfg.check(n).map_err(|e| config(chain(&e)))?;
+        if !self.queue.push(f) {
+            return Err(errors::Error::new_err("the worker was stopped"));
+        }
+        let k = {
+            let mut g = self
+                .sent
+                .lock()
+                .map_err(|_| errors::Error::new_err("poisoned"))?;
+            *g += 1;
+            *g
+        };
+        if wait {
+            self.wait_acked(py, k)?;
+        }
+        Ok(())
+    }
+
+    /// Until `k` frames are ACKed, or the worker ended.
+    fn wait_acked(&self, py: Python<'_>, k: u64) -> PyResult<()> {
+        loop {
+            let (acked, state, finished) = {
+                let g = self
+                    .session
+                    .lock()
+                    .map_err(|_| errors::Error::new_err("poisoned"))?;
+                let Some(s) = g.as_ref() else {
+                    return Err(errors::Error::new_err("the worker was stopped"));
+                };
+                let p = s.progress();
+                (p.stats.frames, p.state, s.is_finished())
+            };
+            if acked >= k {
+                return Ok(());
+            }
+            if finished || matches!(state, Some(WorkerState::Failed(_))) {
+                self.stop(py)?;
+                return Err(errors::Error::new_err(
+                    "the worker ended before the frame was ACKed",
+                ));
+            }
+            py.detach(|| std::thread::sleep(Duration::from_millis(1)));
+            if let Err(e) = py.check_signals() {
+                let _ = self.stop(py);
+                return Err(e);
+            }
+        }
+    }
+}

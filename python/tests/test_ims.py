@@ -1,0 +1,68 @@
+"""rocelink.ims: the buffer unit and the worker over loopback."""
+import numpy as np
+import pytest
+
+import rocelink
+
+
+def _crc32c(b):
+    crc = 0xFFFFFFFF
+    for byte in bytes(b):
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def test_frames_and_images_sent_from_numpy_arrive_as_sent(net):
+    unit_ip, worker_ip = net
+    raw = (np.arange(200_000) * 7 % 251).astype(np.uint8)
+    img = (np.arange(30 * 40).reshape(30, 40) % 64).astype(np.uint8)  # rows, columns
+    with rocelink.ims.BufferUnit(bind=unit_ip, port=47931, ring=8 << 20) as unit:
+        with rocelink.ims.Worker(server=unit.address, bind=worker_ip, port=47931) as w:
+            w.send(raw)
+            assert w.acked == 1, "send returns once ACKed"
+            w.send_image6(img)
+            w.send(np.zeros(1 << 16, np.uint16))  # any dtype: its bytes
+            s = w.stop()
+        got = list(unit.frames(count=3, timeout=5.0))
+    assert s["frames"] == 3 and s["unacknowledged"] == 0
+    a, b, c = (f.array() for f in got)
+    assert (a == raw).all() and not got[0].crc_ok  # raw bytes carry no §4 header
+    assert got[1].crc_ok and len(b) == 64 + 30 * 40
+    # §4: CRC-32C (big-endian) of the columns, the frame's VA, then the image column by column
+    assert int.from_bytes(bytes(b[0:4]), "big") == _crc32c(b[64:])
+    assert int.from_bytes(bytes(b[8:16]), "big") == got[1].va
+    assert (b[64:] == img.T.ravel()).all()
+    assert len(c) == 1 << 17 and not c.any()
+    assert got[0].va < got[1].va < got[2].va
+    assert a.base is not None and not a.flags.writeable
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: rocelink.ims.BufferUnit(bind="unit"), "bind"),
+        (lambda: rocelink.ims.BufferUnit(verify="crc"), "verify"),
+        (lambda: rocelink.ims.BufferUnit(bind="127.0.0.1", ring=100), "ring"),
+        (lambda: rocelink.ims.Worker(server="somewhere"), "server"),
+        (lambda: rocelink.ims.Worker(packet=100), "packet"),
+    ],
+)
+def test_bad_arguments_raise_config_error(make, words):
+    with pytest.raises(rocelink.ConfigError, match=words):
+        make()
+
+
+def test_a_frame_the_protocol_cannot_carry_is_refused_before_it_is_queued(net):
+    unit_ip, worker_ip = net
+    with rocelink.ims.BufferUnit(bind=unit_ip, port=47932):
+        with rocelink.ims.Worker(server=f"{unit_ip}:47932", bind=worker_ip, port=47932, max_frame=1 << 16) as w:
+            with pytest.raises(rocelink.ConfigError, match="max_frame"):
+                w.send(np.zeros(1 << 17, np.uint8))
+            with pytest.raises(rocelink.ConfigError):
+                w.send(np.zeros(10, np.uint8))  # shorter than a packet's 64-byte minimum
+            with pytest.raises(rocelink.ConfigError, match="6-bit"):
+                w.send_image6(np.full((4, 4), 64, np.uint8))
+            w.send(np.ones(4096, np.uint8))
+            assert w.stop()["frames"] == 1

@@ -1,0 +1,66 @@
+"""rocelink.ultrasound: the probe and the host over loopback."""
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rocelink
+
+
+def test_shots_arrive_as_unpacked_sample_arrays_that_match_the_probes_echoes(net):
+    dev, host = net
+    with rocelink.ultrasound.Probe(bind=dev, channels=32, samples=500, port=47921, trigger_port=47922) as probe:
+        assert probe.trigger_addr == f"{dev}:47922"
+        with rocelink.ultrasound.Host(probe=probe.trigger_addr, bind=host, channels=32, samples=500, port=47921) as h:
+            shots = list(h.shots(count=20, trigger_hz=2000, timeout=5.0))
+            s = h.stop()
+    assert [x.number for x in shots] == list(range(20))
+    complete = [x for x in shots if x.complete]
+    assert len(complete) >= 18
+    for x in complete:
+        a = x.array()
+        assert a.shape == (500, 32) and a.dtype == np.uint16 and a.max() < 4096
+        assert x.verified is True and x.missing == 0
+        raw = x.raw()
+        assert len(raw) == 500 * 32 * 3 // 2
+        # channel 0 of sample 0 from the packed bytes by hand: CSI RAW12
+        assert a[0, 0] == (int(raw[0]) << 4) | (int(raw[2]) & 0xF)
+        assert a[0, 1] == (int(raw[1]) << 4) | (int(raw[2]) >> 4)
+    # the echoes differ from shot to shot
+    assert not (complete[0].array() == complete[1].array()).all()
+    assert s is None or s["corrupt"] == 0
+
+
+def test_keyboard_interrupt_in_shots_stops_cleanly(net):
+    dev, host = net
+    main = threading.main_thread().ident
+    with rocelink.ultrasound.Probe(bind=dev, channels=16, samples=100, port=47923, trigger_port=47924) as probe:
+        h = rocelink.ultrasound.Host(probe=probe.trigger_addr, bind=host, channels=16, samples=100, port=47923)
+        threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            for _ in h.shots(trigger_hz=10, timeout=30.0):
+                pass
+        assert time.monotonic() - t0 < 3.0
+        # stopped by the iterator (the interrupt came while it waited) or by this call
+        # (it came while Python ran the loop body): either way, nothing runs after
+        h.stop()
+        assert h.stop() is None
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: rocelink.ultrasound.Probe(channels=0), "channel"),
+        (lambda: rocelink.ultrasound.Probe(bind="here"), "bind"),
+        (lambda: rocelink.ultrasound.Probe(trigger_hz=0), "trigger_hz"),
+        (lambda: rocelink.ultrasound.Host(probe="127.0.0.1"), "probe"),
+        (lambda: rocelink.ultrasound.Host(samples=0), "sample"),
+        (lambda: rocelink.ultrasound.Host().shots(timeout=-1), "timeout"),
+    ],
+)
+def test_bad_arguments_raise_config_error(make, words):
+    with pytest.raises(rocelink.ConfigError, match=words):
+        make()
