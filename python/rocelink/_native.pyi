@@ -1,5 +1,5 @@
 """Type stubs of the native extension (the classes ``rocelink.hsb`` exports)."""
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -58,15 +58,17 @@ class Receiver:
         pages: int = 4,
         sensor: Optional[str] = None,
         camera: Optional[str] = None,
-        mode: Optional[str] = None,
+        mode: Optional[Union[int, str]] = None,
         vps: list[int] = [0],
         bind: Optional[str] = None,
         port: int = 0,
         mtu: Optional[int] = None,
+        xdp: Optional[str] = None,
         record: Optional[str] = None,
         depth: Optional[int] = None,
     ) -> None: ...
     def frames(self, count: Optional[int] = None, timeout: float = 5.0) -> FrameIter: ...
+    def counters(self) -> dict: ...
     @property
     def notes(self) -> list[str]: ...
     @property

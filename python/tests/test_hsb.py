@@ -116,14 +116,13 @@ def _port_free(ip, port):
         (dict(device="127.0.0.2", mode="1"), "camera"),
         (dict(device="127.0.0.2", pages=1), "pages"),
         (dict(device="127.0.0.2", vps=[0, 0]), "virtual port"),
-        (dict(device="127.0.0.2", vps=[0, 1]), "port="),
         (dict(device="127.0.0.2", bind="localhost"), "bind"),
     ],
 )
 def test_bad_arguments_raise_config_error_before_anything_binds(net, kwargs, words):
     _, host = net
     kwargs.setdefault("bind", host)
-    kwargs.setdefault("port", 0 if kwargs.get("vps", [0]) == [0] or "port=" in words else 47910)
+    kwargs.setdefault("port", 0)
     with pytest.raises(rocelink.ConfigError, match=words):
         rocelink.hsb.Receiver(**kwargs)
     if kwargs["bind"] == host:
@@ -159,3 +158,24 @@ def test_a_device_that_stops_streaming_is_a_timeout_error(net):
         with pytest.raises(rocelink.TimeoutError, match="no frame from device"):
             for _ in frames:
                 pass
+
+
+def test_two_virtual_ports_a_camera_mode_by_number_and_the_counters(net):
+    dev, host = net
+    with rocelink.hsb.Emulator(ip=dev, sensor="pattern", fps=60):
+        with rocelink.hsb.Receiver(device=dev, bind=host, frame_size=100_000, vps=[0, 1]) as rx:
+            seen = {0: 0, 1: 0}
+            for f in rx.frames(count=20, timeout=5.0):
+                assert f.good
+                seen[f.vp] += 1
+            c = rx.counters()
+        assert seen[0] > 0 and seen[1] > 0, seen
+        names = [link["name"] for link in c["links"]]
+        assert names == ["vp0", "vp1"], names
+        assert all(link["net"]["roce_rx"] > 0 for link in c["links"])
+        assert all(link["net"]["icrc_errors"] == 0 for link in c["links"])
+    # HSB's mode numbers as ints or names; a wrong one is named
+    with pytest.raises(rocelink.ConfigError, match="mode 7"):
+        rocelink.hsb.Receiver(device=dev, bind=host, camera="imx274", mode=7)
+    with pytest.raises(rocelink.ConfigError, match="disagrees"):
+        rocelink.hsb.Receiver(device=dev, bind=host, camera="imx274", mode=1, sensor="imx274-4k-raw10")

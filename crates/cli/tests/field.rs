@@ -795,10 +795,11 @@ fn an_ecb_flood_does_not_stop_the_stream_or_the_host() {
             let req = [0x14, 0x01, seq[0], seq[1], 0, 0, 0, 0, 0, 0x80];
             let _ = s.send_to(&req, "127.0.37.2:8192");
             sent += 1;
-            if sent.is_multiple_of(32) {
-                // as fast as the CPU allows, but sharing it: on a loaded 2-core runner an
-                // unyielding loop starves the device thread itself, which is not the point
-                std::thread::yield_now();
+            if sent.is_multiple_of(64) {
+                // hundreds of thousands a second, but sharing the CPU: on a loaded 2-core
+                // runner an unyielding loop (even one that yields) starves the device
+                // thread itself, which is not the point
+                std::thread::sleep(std::time::Duration::from_micros(100));
             }
         }
         sent

@@ -13,6 +13,7 @@ use rocelink_hsb_host::session::{Device, HostConfig, HostError, HostSession};
 use rocelink_hsb_host::{
     Delivered, FrameSink, Handed, Handoff, Limits, RecordSink, SessionError, TakeError, Taker,
 };
+use rocelink_runtime::counters::Board;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -145,6 +146,7 @@ pub(crate) struct Receiver {
     device: Ipv4Addr,
     geometry: Option<rocelink_hsb::catalogue::ImageGeometry>,
     notes: Vec<String>,
+    board: Board,
     summary: Mutex<Option<Py<PyDict>>>,
 }
 
@@ -177,11 +179,12 @@ fn receiver_args(
     pages: u32,
     sensor: Option<&str>,
     camera: Option<&str>,
-    mode: Option<&str>,
+    mode: Option<String>,
     vps: Vec<u32>,
     bind: Option<&str>,
     port: u16,
     mtu: Option<u32>,
+    xdp: Option<String>,
     record: Option<String>,
 ) -> PyResult<ReceiverArgs> {
     let dev = ipv4("device", device)?;
@@ -190,9 +193,9 @@ fn receiver_args(
         (None, None) => None,
         (Some("imx274"), m) => Some(match m {
             None => rocelink_hsb::sensor::Imx274Mode::P2160Raw10,
-            Some(m) => rocelink_hsb::imx274::parse_mode(m).ok_or_else(|| {
+            Some(m) => rocelink_hsb::imx274::parse_mode(&m).ok_or_else(|| {
                 config(format!(
-                    "mode {m:?}: IMX274 modes are 0/4k-raw10, 1/1080p-raw10, 2/4k-raw12"
+                    "mode {m}: IMX274 modes are 0/4k-raw10, 1/1080p-raw10, 2/4k-raw12"
                 ))
             })?,
         }),
@@ -227,9 +230,11 @@ fn receiver_args(
             )));
         }
     };
-    if vps.len() > 1 && port == 0 {
-        return Err(config("several vps need port=: the first port of a run"));
-    }
+    // several virtual ports take consecutive ports: from RoCE's own unless told
+    let port = match (vps.len(), port) {
+        (n, 0) if n > 1 => 4791,
+        (_, p) => p,
+    };
     let ip = match bind {
         Some(b) => IpAddr::V4(ipv4("bind", b)?),
         None => rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
@@ -246,6 +251,11 @@ fn receiver_args(
         Some(m) => m,
         None => rocelink_io::net::mtu_for_ip(ip).map_or(1500, |m| m.clamp(256, 9000) as u32),
     };
+    cfg.xdp = xdp.map(|ifname| rocelink_hsb_host::session::Xdp {
+        ifname,
+        queues: vec![0],
+        mode: rocelink_io::xdp::XdpMode::Auto,
+    });
     cfg.bring_up = BringUp {
         ptp: None,
         camera: cam,
@@ -263,7 +273,7 @@ fn receiver_args(
 #[pymethods]
 impl Receiver {
     #[new]
-    #[pyo3(signature = (device, frame_size=None, pages=4, sensor=None, camera=None, mode=None, vps=vec![0], bind=None, port=0, mtu=None, record=None, depth=None))]
+    #[pyo3(signature = (device, frame_size=None, pages=4, sensor=None, camera=None, mode=None, vps=vec![0], bind=None, port=0, mtu=None, xdp=None, record=None, depth=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -272,16 +282,19 @@ impl Receiver {
         pages: u32,
         sensor: Option<&str>,
         camera: Option<&str>,
-        mode: Option<&str>,
+        mode: Option<Bound<'_, PyAny>>,
         vps: Vec<u32>,
         bind: Option<&str>,
         port: u16,
         mtu: Option<u32>,
+        xdp: Option<String>,
         record: Option<String>,
         depth: Option<usize>,
     ) -> PyResult<Receiver> {
+        // a mode by HSB's number (1) or name ("1080p-raw10")
+        let mode = mode.map(|m| m.str().map(|s| s.to_string())).transpose()?;
         let a = receiver_args(
-            device, frame_size, pages, sensor, camera, mode, vps, bind, port, mtu, record,
+            device, frame_size, pages, sensor, camera, mode, vps, bind, port, mtu, xdp, record,
         )?;
         if pages < 2 {
             return Err(config(
@@ -315,8 +328,12 @@ impl Receiver {
         drop(handoff);
         let dev = a.cfg.device.ip();
         let mut notes = Vec::new();
+        let board = Board::new("python receive");
+        let b = board.clone();
         let session = py
-            .detach(|| HostSession::start(a.cfg, sinks, None, &mut |n| notes.push(n.to_string())))
+            .detach(|| {
+                HostSession::start(a.cfg, sinks, Some(b), &mut |n| notes.push(n.to_string()))
+            })
             .map_err(|e| host_error(&e))?;
         Ok(Receiver {
             session: Mutex::new(Some(session)),
@@ -324,8 +341,17 @@ impl Receiver {
             device: dev,
             geometry: a.sensor.as_ref().and_then(SensorSpec::image),
             notes,
+            board,
             summary: Mutex::new(None),
         })
+    }
+
+    /// The network counters, as `rocelink stats` shows them: a dict with the command,
+    /// the process id and per link (one per virtual port) its counters and its QPs'.
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let text = serde_json::to_string(&self.board.snapshot())
+            .map_err(|e| errors::Error::new_err(e.to_string()))?;
+        py.import("json")?.call_method1("loads", (text,))
     }
 
     /// Frames as they arrive: an iterator of `Frame`, ending after `count` frames (None:
