@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use rocelink_hsb::audio::{DEFAULT_CHUNK, Wav};
 use rocelink_hsb::host::sensor_tx::{self, SensorTx, SensorTxConfig, TxFormat};
 use serde_json::json;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -90,18 +90,7 @@ pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
     if stream.is_empty() {
         bail!("{}: no samples to send", a.file.display());
     }
-    let cfg = SensorTxConfig {
-        format: if a.format == "linux" {
-            TxFormat::Linux
-        } else {
-            TxFormat::Roce
-        },
-        qp: a.qp,
-        max_chunk: a.chunk,
-        queue: a.queue,
-        local: a.local,
-        ..SensorTxConfig::new(device)
-    };
+    let cfg = tx_config(a, device);
     let mut tx = SensorTx::connect(&cfg)?;
     if !a.no_setup {
         let mut ctl = control(&a.dev)?;
@@ -120,7 +109,28 @@ pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
         &stop.arc(),
     )
     .with_context(|| format!("sending to {device}:{}", cfg.port))?;
-    let secs = t0.elapsed().as_secs_f64();
+    report(a, device, &what, &st, t0.elapsed().as_secs_f64());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where and how the samples go.
+fn tx_config(a: &SendAudioArgs, device: Ipv4Addr) -> SensorTxConfig {
+    SensorTxConfig {
+        format: if a.format == "linux" {
+            TxFormat::Linux
+        } else {
+            TxFormat::Roce
+        },
+        qp: a.qp,
+        max_chunk: a.chunk,
+        queue: a.queue,
+        local: a.local,
+        ..SensorTxConfig::new(device)
+    }
+}
+
+/// What was sent: JSON, or a line unless `--quiet`.
+fn report(a: &SendAudioArgs, device: Ipv4Addr, what: &str, st: &sensor_tx::PlayStats, secs: f64) {
     if a.json {
         println!(
             "{}",
@@ -140,5 +150,4 @@ pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
             if st.stopped { " (stopped)" } else { "" }
         );
     }
-    Ok(ExitCode::SUCCESS)
 }

@@ -271,12 +271,17 @@ fn two_processes(a: &PerfBenchArgs, cfg: &PerfConfig, pin: bool) -> Result<f64> 
     if !st.success() {
         anyhow::bail!("server {st}: {}", rest.trim());
     }
-    let row: serde_json::Value = String::from_utf8_lossy(&cout.stdout)
+    figure_of(&cout.stdout, t.kind)
+}
+
+/// The figure of the client's first JSON row: average bandwidth or typical latency.
+fn figure_of(stdout: &[u8], kind: Kind) -> Result<f64> {
+    let row: serde_json::Value = String::from_utf8_lossy(stdout)
         .lines()
         .next()
         .and_then(|l| serde_json::from_str(l).ok())
         .context("no row from the client")?;
-    let key = if t.kind == Kind::Bw {
+    let key = if kind == Kind::Bw {
         "bw_average"
     } else {
         "t_typical"

@@ -232,20 +232,12 @@ fn unit_config(a: &ServeArgs) -> Result<UnitConfig> {
 }
 
 fn serve(a: &ServeArgs) -> Result<ExitCode> {
-    let cfg = unit_config(a)?;
+    let cfg = checked_unit_config(a)?;
     let (status_qpn, status_qkey, ring) = (
         cfg.server.status_qpn,
         cfg.server.status_qkey,
         cfg.server.ring_bytes,
     );
-    cfg.check().map_err(|e| match e {
-        rocelink_ims::Error::Memory { need, have, .. } => anyhow::anyhow!(
-            "--ring {} x --max-workers {} = {need} bytes of rings, more than this machine's {have} bytes of memory: a smaller --ring or fewer --max-workers",
-            a.ring,
-            a.max_workers
-        ),
-        e => e.into(),
-    })?;
     let counters = Counters::start("ims serve", &a.common.counters)?;
     let record = cfg.consume.clone();
     let unit = UnitSession::start(cfg, Some(counters.board.clone())).map_err(|e| match e {
@@ -276,24 +268,39 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
         a.common.json || a.common.quiet,
     );
     serve_summary(a, &sum, snap);
+    Ok(serve_exit(&sum, matches!(record, Consume::Record(_))))
+}
+
+/// The unit's settings, checked, with the memory error in the flags' words.
+fn checked_unit_config(a: &ServeArgs) -> Result<UnitConfig> {
+    let cfg = unit_config(a)?;
+    cfg.check().map_err(|e| match e {
+        rocelink_ims::Error::Memory { need, have, .. } => anyhow::anyhow!(
+            "--ring {} x --max-workers {} = {need} bytes of rings, more than this machine's {have} bytes of memory: a smaller --ring or fewer --max-workers",
+            a.ring,
+            a.max_workers
+        ),
+        e => e.into(),
+    })?;
+    Ok(cfg)
+}
+
+/// 1 when ACKed frames were left unconsumed (said why) or a frame failed its check.
+fn serve_exit(sum: &UnitSummary, recorded: bool) -> ExitCode {
     if sum.unconsumed > 0 {
         eprintln!(
             "rocelink: error: {} frame(s) were ACKed to their worker but not consumed{} within {} s of stopping",
             sum.unconsumed,
-            if matches!(record, Consume::Record(_)) {
-                " (recorded)"
-            } else {
-                ""
-            },
+            if recorded { " (recorded)" } else { "" },
             run::DRAIN.as_secs()
         );
-        return Ok(ExitCode::from(1));
+        return ExitCode::from(1);
     }
-    Ok(if sum.stats.image_crc_failures > 0 {
+    if sum.stats.image_crc_failures > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }
 
 fn serve_progress(p: &UnitProgress, t0: Instant) -> String {
@@ -478,38 +485,12 @@ fn send_summary(
     sum: &SendSummary,
     snap: rocelink_runtime::counters::Snapshot,
 ) -> Result<ExitCode> {
-    let (st, secs, unacked) = (&sum.stats, sum.seconds, &sum.unacknowledged);
+    let (st, unacked) = (&sum.stats, &sum.unacknowledged);
     let failed = sum.failure();
-    let refused = sum.answers_refused;
     if a.common.json {
-        println!(
-            "{}",
-            json!({"frames": st.frames, "bytes": st.bytes, "acked": st.acked, "nacks": st.nacks,
-                   "nacked": nacked_json(&st.nacked), "nacked_total": st.nacks,
-                   "retransmissions": st.retransmissions, "timeouts": st.timeouts,
-                   "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale,
-                   "early_acks": st.early_acks, "answers_refused": refused, "marked": st.marked,
-                   "unacknowledged_frames": unacked.len(), "leave_unconfirmed": st.leave_unconfirmed,
-                   "unacknowledged": unacked.iter().take(16).map(|va| format!("{va:#x}")).collect::<Vec<_>>(),
-                   "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed, "counters": snap})
-        );
+        println!("{}", send_json(sum, failed.as_deref(), snap));
     } else if !a.common.quiet {
-        println!(
-            "{} frames ({} bytes) ACKed in {secs:.2} s = {:.2} Gbit/s; {} NACKs, {} retransmissions, {} timeouts, {} window stalls",
-            st.frames,
-            st.bytes,
-            gbps(st.bytes, secs),
-            st.nacks,
-            st.retransmissions,
-            st.timeouts,
-            st.window_stalls
-        );
-        if refused + st.early_acks > 0 {
-            println!(
-                "{} answers refused: not from the unit's data channel in sequence, or ACKing a frame not yet sent whole",
-                refused + st.early_acks
-            );
-        }
+        send_lines(sum);
     }
     if st.leave_unconfirmed && !a.common.quiet {
         eprintln!(
@@ -538,4 +519,42 @@ fn send_summary(
         None if !unacked.is_empty() => ExitCode::from(1),
         None => ExitCode::SUCCESS,
     })
+}
+
+/// The worker's summary as one JSON object.
+fn send_json(
+    sum: &SendSummary,
+    failed: Option<&str>,
+    snap: rocelink_runtime::counters::Snapshot,
+) -> serde_json::Value {
+    let (st, secs, unacked) = (&sum.stats, sum.seconds, &sum.unacknowledged);
+    json!({"frames": st.frames, "bytes": st.bytes, "acked": st.acked, "nacks": st.nacks,
+           "nacked": nacked_json(&st.nacked), "nacked_total": st.nacks,
+           "retransmissions": st.retransmissions, "timeouts": st.timeouts,
+           "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale,
+           "early_acks": st.early_acks, "answers_refused": sum.answers_refused, "marked": st.marked,
+           "unacknowledged_frames": unacked.len(), "leave_unconfirmed": st.leave_unconfirmed,
+           "unacknowledged": unacked.iter().take(16).map(|va| format!("{va:#x}")).collect::<Vec<_>>(),
+           "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed, "counters": snap})
+}
+
+/// The worker's summary in words.
+fn send_lines(sum: &SendSummary) {
+    let (st, secs) = (&sum.stats, sum.seconds);
+    println!(
+        "{} frames ({} bytes) ACKed in {secs:.2} s = {:.2} Gbit/s; {} NACKs, {} retransmissions, {} timeouts, {} window stalls",
+        st.frames,
+        st.bytes,
+        gbps(st.bytes, secs),
+        st.nacks,
+        st.retransmissions,
+        st.timeouts,
+        st.window_stalls
+    );
+    let refused = sum.answers_refused + st.early_acks;
+    if refused > 0 {
+        println!(
+            "{refused} answers refused: not from the unit's data channel in sequence, or ACKing a frame not yet sent whole"
+        );
+    }
 }

@@ -157,50 +157,13 @@ fn config(a: &Args) -> Result<PerfConfig> {
         Conn::Uc => QpType::Uc,
         Conn::Ud => QpType::Ud,
     };
-    let sweep = a.min_size.zip(a.max_size);
-    if [a.all, a.size.is_some(), sweep.is_some()]
-        .iter()
-        .filter(|&&x| x)
-        .count()
-        > 1
-    {
-        bail!("-a, -s and --min-size/--max-size exclude each other");
-    }
-    if a.all {
-        c.sizes = PerfConfig::all_sizes();
-    } else if let Some(s) = a.size {
-        c.sizes = vec![s as usize];
-    } else if let Some((lo, hi)) = sweep {
-        if lo > hi {
-            bail!("--min-size {lo} is larger than --max-size {hi}");
-        }
-        c.sizes = PerfConfig::all_sizes()
-            .into_iter()
-            .chain([1])
-            .filter(|s| (lo..=hi).contains(s))
-            .collect();
-        c.sizes.sort_unstable();
+    if let Some(sizes) = sizes(a)? {
+        c.sizes = sizes;
     }
     if let Some(n) = a.iters {
         c.iters = n;
     }
-    if let Some(d) = a.duration {
-        if a.test.kind == Kind::Lat {
-            bail!("-D is supported for bandwidth tests only");
-        }
-        c.duration = Some(Duration::from_secs(d));
-    }
-    c.infinite = a.run_infinitely;
-    if let Some(m) = a.margin {
-        if a.duration.is_none() {
-            bail!("-f (margin) needs -D (a timed run)");
-        }
-        c.margin = Some(Duration::from_secs(m));
-    }
-    if a.run_infinitely && a.plot.is_some() {
-        bail!("--plot needs a run that ends: not with --run_infinitely");
-    }
-
+    timing(a, &mut c)?;
     if let Some(m) = a.mtu {
         c.mtu = Mtu::from_bytes(m)
             .filter(|m| m.bytes() <= 4096)
@@ -217,6 +180,55 @@ fn config(a: &Args) -> Result<PerfConfig> {
     c.qps = a.qp as usize;
     c.check().map_err(|e| anyhow!(e))?;
     Ok(c)
+}
+
+/// The message sizes `-a`, `-s` or `--min-size/--max-size` ask for (`None`: the default).
+fn sizes(a: &Args) -> Result<Option<Vec<usize>>> {
+    let sweep = a.min_size.zip(a.max_size);
+    let given = [a.all, a.size.is_some(), sweep.is_some()];
+    if given.iter().filter(|&&x| x).count() > 1 {
+        bail!("-a, -s and --min-size/--max-size exclude each other");
+    }
+    if a.all {
+        return Ok(Some(PerfConfig::all_sizes()));
+    }
+    if let Some(s) = a.size {
+        return Ok(Some(vec![s as usize]));
+    }
+    let Some((lo, hi)) = sweep else {
+        return Ok(None);
+    };
+    if lo > hi {
+        bail!("--min-size {lo} is larger than --max-size {hi}");
+    }
+    let mut v: Vec<usize> = PerfConfig::all_sizes()
+        .into_iter()
+        .chain([1])
+        .filter(|s| (lo..=hi).contains(s))
+        .collect();
+    v.sort_unstable();
+    Ok(Some(v))
+}
+
+/// `-D`, `-f`, `--run_infinitely` (and what they exclude).
+fn timing(a: &Args, c: &mut PerfConfig) -> Result<()> {
+    if let Some(d) = a.duration {
+        if a.test.kind == Kind::Lat {
+            bail!("-D is supported for bandwidth tests only");
+        }
+        c.duration = Some(Duration::from_secs(d));
+    }
+    c.infinite = a.run_infinitely;
+    if let Some(m) = a.margin {
+        if a.duration.is_none() {
+            bail!("-f (margin) needs -D (a timed run)");
+        }
+        c.margin = Some(Duration::from_secs(m));
+    }
+    if a.run_infinitely && a.plot.is_some() {
+        bail!("--plot needs a run that ends: not with --run_infinitely");
+    }
+    Ok(())
 }
 
 pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {

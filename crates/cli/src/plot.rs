@@ -5,6 +5,7 @@
 
 use anyhow::{Context, Result, anyhow};
 use plotters::coord::ranged1d::Ranged;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -196,36 +197,43 @@ fn draw_lines<DB: DrawingBackend>(
         .light_line_style(TRANSPARENT)
         .draw()
         .map_err(drawing)?;
-    let at = |&(x, y): &(f64, f64)| (x.max(1.0).log2(), y);
     let colours = pair_colours(series);
     for ((name, pts), &c) in series.iter().zip(&colours) {
-        let style = c.stroke_width(2);
-        let line: Vec<(f64, f64)> = pts.iter().map(at).collect();
-        if name.starts_with("UDP") {
-            chart
-                .draw_series(DashedLineSeries::new(line, 6, 4, style))
-                .map_err(drawing)?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    plotters::element::DashedPathElement::new(
-                        vec![(x, y), (x + 20, y)],
-                        6,
-                        4,
-                        style,
-                    )
-                });
-        } else {
-            chart
-                .draw_series(LineSeries::new(line, style))
-                .map_err(drawing)?
-                .label(name.as_str())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
-        }
-        chart
-            .draw_series(pts.iter().map(|p| Circle::new(at(p), 3, c.filled())))
-            .map_err(drawing)?;
+        line_of(&mut chart, name, pts, c)?;
     }
     legend(&mut chart)
+}
+
+/// One series on a log2-x chart: a line (dashed for a "UDP…" baseline) with its legend
+/// swatch, and a dot at every point.
+fn line_of<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    name: &str,
+    pts: &[(f64, f64)],
+    c: RGBColor,
+) -> Result<()> {
+    let at = |&(x, y): &(f64, f64)| (x.max(1.0).log2(), y);
+    let style = c.stroke_width(2);
+    let line: Vec<(f64, f64)> = pts.iter().map(at).collect();
+    if name.starts_with("UDP") {
+        chart
+            .draw_series(DashedLineSeries::new(line, 6, 4, style))
+            .map_err(drawing)?
+            .label(name)
+            .legend(move |(x, y)| {
+                plotters::element::DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, style)
+            });
+    } else {
+        chart
+            .draw_series(LineSeries::new(line, style))
+            .map_err(drawing)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+    }
+    chart
+        .draw_series(pts.iter().map(|p| Circle::new(at(p), 3, c.filled())))
+        .map_err(drawing)?;
+    Ok(())
 }
 
 /// A colour per series: a baseline ("UDP…", dashed) shares the colour of the series it is
@@ -352,29 +360,38 @@ pub(crate) fn histogram(
             .draw()
             .map_err(drawing)?;
         for (k, ((name, _), (c, above))) in series.iter().zip(&counts).enumerate() {
-            let col = colour(k);
             let label = if *above > 0 {
                 format!("{name} ({above} above {} not shown)", round_sig(hi))
             } else {
                 name.clone()
             };
-            let bars = c
-                .iter()
-                .enumerate()
-                .filter(|(_, y)| **y > 0.0)
-                .map(|(i, &y)| {
-                    Rectangle::new([(edges[i], 0.0), (edges[i + 1], y)], col.mix(0.5).filled())
-                });
-            chart
-                .draw_series(bars)
-                .map_err(drawing)?
-                .label(label)
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled()));
+            bars_of(&mut chart, label, c, &edges, colour(k))?;
         }
         legend_right(&mut chart)?;
         root.present().map_err(drawing)?;
     }
     write(path, &svg)
+}
+
+/// One histogram series: a translucent bar per non-empty bin between `edges`, and its swatch.
+fn bars_of<DB: DrawingBackend, X: Ranged<ValueType = f64>>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, RangedCoordf64>>,
+    label: String,
+    counts: &[f64],
+    edges: &[f64],
+    col: RGBColor,
+) -> Result<()> {
+    let bars = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, y)| **y > 0.0)
+        .map(|(i, &y)| Rectangle::new([(edges[i], 0.0), (edges[i + 1], y)], col.mix(0.5).filled()));
+    chart
+        .draw_series(bars)
+        .map_err(drawing)?
+        .label(label)
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], col.filled()));
+    Ok(())
 }
 
 fn legend_right<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(

@@ -5,6 +5,7 @@
 use crate::receive::{ReceiveArgs, finish_recording, frame_loop, sensor_and_frame};
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
+use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::host::coe_receiver::{CoeReceiver, CoeReceiverConfig};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb_host::{Limits, StopReason};
@@ -26,15 +27,7 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     a.out.check(sensor.as_ref())?;
     let stop = StopFlag::install()?;
     // 2. the socket and the sinks
-    let mut cfg = CoeReceiverConfig::new(ifname, frame_size);
-    cfg.channel = a.coe_channel;
-    cfg.mtu = a.mtu.unwrap_or_else(|| iface_mtu(ifname));
-    cfg.vp = vp;
-    cfg.endian = a.layout.opts().endian;
-    if let Some(g) = sensor.as_ref().and_then(|s| s.image()) {
-        cfg.line_bytes = g.width;
-    }
-    cfg.xdp = a.tune.open_xdp_coe(ifname)?;
+    let cfg = coe_config(a, ifname, vp, sensor.as_ref(), frame_size)?;
     let xdp = cfg.xdp.clone();
     let mut rx = CoeReceiver::new(cfg).with_context(|| format!("--coe {ifname}"))?;
     let counters = crate::stats::Counters::start("receive", &a.counters)?;
@@ -71,6 +64,26 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The CoE receiver the flags describe (its AF_XDP port opened when `--xdp` is given).
+fn coe_config(
+    a: &ReceiveArgs,
+    ifname: &str,
+    vp: u32,
+    sensor: Option<&SensorSpec>,
+    frame_size: usize,
+) -> Result<CoeReceiverConfig> {
+    let mut cfg = CoeReceiverConfig::new(ifname, frame_size);
+    cfg.channel = a.coe_channel;
+    cfg.mtu = a.mtu.unwrap_or_else(|| iface_mtu(ifname));
+    cfg.vp = vp;
+    cfg.endian = a.layout.opts().endian;
+    if let Some(g) = sensor.and_then(|s| s.image()) {
+        cfg.line_bytes = g.width;
+    }
+    cfg.xdp = a.tune.open_xdp_coe(ifname)?;
+    Ok(cfg)
 }
 
 /// The interface's MTU (1500 when it cannot be read).

@@ -154,40 +154,46 @@ pub(crate) struct StatsArgs {
     watch: Option<Duration>,
 }
 
+/// The control socket a `PID` or a socket path names.
+fn target(t: &str) -> Result<PathBuf> {
+    let Ok(pid) = t.parse::<u32>() else {
+        return Ok(PathBuf::from(t));
+    };
+    let p = control::socket_path(pid);
+    if !p.exists() {
+        bail!(
+            "process {pid} has no control socket at {} (not a rocelink command that moves packets, started with --no-control, or gone)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// Every running rocelink process's control socket (the stale ones removed).
+fn live_targets() -> Result<Vec<PathBuf>> {
+    let mut live = Vec::new();
+    for (pid, p) in control::list() {
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            live.push(p);
+        } else {
+            // left by a process killed before it could remove it
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+    if live.is_empty() {
+        bail!(
+            "no running rocelink process has a control socket in {}",
+            control::socket_dir().display()
+        );
+    }
+    Ok(live)
+}
+
 /// `rocelink stats [PID|SOCKET]`.
 pub(crate) fn stats(a: &StatsArgs, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
-    let targets: Vec<PathBuf> = match &a.target {
-        Some(t) => match t.parse::<u32>() {
-            Ok(pid) => {
-                let p = control::socket_path(pid);
-                if !p.exists() {
-                    bail!(
-                        "process {pid} has no control socket at {} (not a rocelink command that moves packets, started with --no-control, or gone)",
-                        p.display()
-                    );
-                }
-                vec![p]
-            }
-            Err(_) => vec![PathBuf::from(t)],
-        },
-        None => {
-            let mut live = Vec::new();
-            for (pid, p) in control::list() {
-                if std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                    live.push(p);
-                } else {
-                    // left by a process killed before it could remove it
-                    let _ = std::fs::remove_file(&p);
-                }
-            }
-            if live.is_empty() {
-                bail!(
-                    "no running rocelink process has a control socket in {}",
-                    control::socket_dir().display()
-                );
-            }
-            live
-        }
+    let targets = match &a.target {
+        Some(t) => vec![target(t)?],
+        None => live_targets()?,
     };
     let mut before: Vec<Option<(Snapshot, std::time::Instant)>> = vec![None; targets.len()];
     loop {

@@ -72,19 +72,7 @@ pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
     let stop = StopFlag::install()?;
     let session = RoundTrip::start(cfg)?;
     if !a.json {
-        println!(
-            "{:>8} {:>10} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            "samples",
-            "bytes",
-            "msgs",
-            "shots",
-            "lost",
-            "min[us]",
-            "median",
-            "p99",
-            "max",
-            "Gbit/s"
-        );
+        print_header();
     }
     let stopper = session.stopper();
     loop {
@@ -102,16 +90,7 @@ pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
     }
     let rows = session.wait().context("rocelink trigger")?;
     if let Some(p) = &a.plot {
-        let series: Vec<(String, &[f64])> = rows
-            .iter()
-            .map(|r| (format!("N_s = {}", r.geometry.samples), r.rtt_us.as_slice()))
-            .collect();
-        crate::plot::histogram(
-            p,
-            "Trigger to complete shot, round trip (rocelink, software)",
-            "round trip [µs]",
-            &series,
-        )?;
+        plot(p, &rows)?;
         if !a.json {
             println!("plot: {}", p.display());
         }
@@ -122,6 +101,28 @@ pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The table's header.
+fn print_header() {
+    println!(
+        "{:>8} {:>10} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "samples", "bytes", "msgs", "shots", "lost", "min[us]", "median", "p99", "max", "Gbit/s"
+    );
+}
+
+/// Every row's round trips as one histogram per shot size.
+fn plot(p: &std::path::Path, rows: &[Row]) -> Result<()> {
+    let series: Vec<(String, &[f64])> = rows
+        .iter()
+        .map(|r| (format!("N_s = {}", r.geometry.samples), r.rtt_us.as_slice()))
+        .collect();
+    crate::plot::histogram(
+        p,
+        "Trigger to complete shot, round trip (rocelink, software)",
+        "round trip [µs]",
+        &series,
+    )
 }
 
 /// A row, and its text histogram unless `json`.

@@ -53,7 +53,7 @@ impl Imx274Mode {
 }
 
 /// A frame source.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Sensor {
     /// Deterministic bytes, as many as the window holds.

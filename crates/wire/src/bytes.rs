@@ -104,7 +104,19 @@ pub fn ones_complement_sum(data: &[u8]) -> u16 {
 }
 
 /// A MAC address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Mac(pub [u8; 6]);
 
 impl Mac {

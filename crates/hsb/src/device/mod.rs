@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// What a device is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceConfig {
     /// Current IP (the BOOTP set-IP reply changes it).
     pub ip: Ipv4Addr,

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How frames are paced.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum Pacing {
     /// Frames per second; packets inside a frame go out at `link_gbps`.
@@ -17,8 +17,9 @@ pub enum Pacing {
     Gbps(f64),
 }
 
-/// Emulator settings.
-#[derive(Debug, Clone)]
+/// Emulator settings: plain data, but for two handles a program gives it (the counters
+/// board, an open AF_XDP port), which a serialised configuration leaves out.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EmulatorConfig {
     /// The device.
     pub device: DeviceConfig,
@@ -50,6 +51,7 @@ pub struct EmulatorConfig {
     pub gso: bool,
     /// Publish the device's counters here (link "device") about every 100 ms and at the
     /// end.
+    #[serde(skip)]
     pub counters: Option<Board>,
     /// How long after start (and after each reset) PTP reports synchronised (register
     /// 0x188); `None`: never.
@@ -59,6 +61,7 @@ pub struct EmulatorConfig {
     pub sensor_tx_port: Option<u16>,
     /// Own this AF_XDP port instead of kernel sockets (`emulate --xdp`): the device answers
     /// ARP and ping itself, its address need not be configured on the interface.
+    #[serde(skip)]
     pub xdp: Option<rocelink_runtime::xdp::XdpPort>,
     /// Write what sensor TX port 0 (the I2S output) receives to this file, in arrival
     /// order.
@@ -170,5 +173,36 @@ impl EmulatorStats {
         l.set("roce_tx", self.packets);
         l.set("ibv_tx", self.packets);
         l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sensor::Imx274Mode;
+
+    #[test]
+    fn a_config_is_plain_data_that_round_trips_through_json() {
+        let mut c = EmulatorConfig::new(DeviceConfig::new(std::net::Ipv4Addr::new(10, 0, 0, 2)));
+        c.sensor = Sensor::Imx274(Imx274Mode::P2160Raw12);
+        c.pacing = Pacing::Gbps(6.5);
+        c.frames = Some(600);
+        c.run_for = Some(Duration::from_millis(1500));
+        c.allow = Some(vec![
+            "192.168.0.0/24"
+                .parse()
+                .unwrap_or(rocelink_io::net::Prefix::ANY_V4),
+        ]);
+        c.counters = Some(Board::new("emulate"));
+        let text = serde_json::to_string(&c).unwrap_or_default();
+        let back: EmulatorConfig = serde_json::from_str(&text).expect("parses back");
+        // the counters board is a handle of the running program, not configuration
+        assert!(back.counters.is_none());
+        c.counters = None;
+        assert_eq!(format!("{back:?}"), format!("{c:?}"));
+        assert!(
+            text.contains("P2160Raw12") && text.contains("192.168.0.0/24"),
+            "{text}"
+        );
     }
 }

@@ -57,7 +57,9 @@ pub const MAX_CHANNEL: u8 = 63;
 pub const SHORT_METADATA_LEN: usize = 48;
 
 /// How a frame's end and metadata are sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum MetadataForm {
     /// HSB's emulator and Linux receiver: the 128-byte record closes the last packet,
     /// at the frame size rounded up to 128 (default).

@@ -207,7 +207,9 @@ impl RequestHeader {
 }
 
 /// Length of the latched-sequence trailer of a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum Trailer {
     /// 2 bytes (FPGA).
     #[default]
