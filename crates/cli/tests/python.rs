@@ -103,7 +103,7 @@ fn python_package_installs_and_agrees_with_inspect() {
         .current_dir(&dir)
         .args([
             "-c",
-            "from rocelink import Recording; r = Recording(\"rec\"); print(len(r), r.image(0).shape)",
+            "import rocelink; r = rocelink.Recording(\"rec\"); print(len(r), r.image(0).shape)",
         ])
         .output()
         .unwrap();
