@@ -1,6 +1,7 @@
 //! `rocelink.hsb`: the HSB emulator and the HSB host receiver, frames as numpy arrays.
 
-use crate::errors::{self, DeviceError, NetworkError, TimeoutError, chain, config};
+use crate::errors::{self, DeviceError, NetworkError, chain, config};
+use crate::wait::{Waiting, next_item};
 use numpy::PyArray1;
 use numpy::ndarray::ArrayView1;
 use pyo3::prelude::*;
@@ -16,10 +17,7 @@ use rocelink_hsb_host::{
 use rocelink_runtime::counters::Board;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-/// How long one wait without the GIL lasts before signals are checked.
-const SLICE: Duration = Duration::from_millis(50);
+use std::time::Duration;
 
 fn ipv4(what: &str, s: &str) -> PyResult<Ipv4Addr> {
     s.parse()
@@ -455,38 +453,39 @@ impl Receiver {
 impl Receiver {
     /// The next frame, or None once every port ended.
     fn take(&self, py: Python<'_>, timeout: Duration, taken: u64) -> PyResult<Option<Handed>> {
-        let end = Instant::now() + timeout;
-        loop {
-            let r = py.detach(|| match self.taker.lock() {
-                Ok(t) => t.take(SLICE.min(end.saturating_duration_since(Instant::now()))),
-                Err(_) => Err(TakeError::Ended),
-            });
-            match r {
-                Ok(h) => return Ok(Some(h)),
-                Err(TakeError::Ended) => return Ok(None),
-                Err(TakeError::Timeout) => {}
-            }
-            if let Err(e) = py.check_signals() {
-                // Ctrl-C: stop cleanly (device unconfigured, recording durable), then raise
+        let w = Waiting {
+            timeout,
+            // Ctrl-C: stop cleanly (device unconfigured, recording durable), then raise
+            interrupted: &|py| {
                 let _ = self.stop(py);
-                return Err(e);
-            }
-            let finished = self
-                .session
-                .lock()
-                .map_or(true, |g| g.as_ref().is_none_or(HostSession::is_finished));
-            if finished {
-                self.stop(py)?;
-                return Ok(None);
-            }
-            if Instant::now() >= end {
-                return Err(TimeoutError::new_err(format!(
+            },
+            ended: &|py| self.stop(py).map(|_| ()),
+            late: &|| {
+                format!(
                     "no frame from device {} within {:.1} s (after {taken} frames)",
                     self.device,
                     timeout.as_secs_f64()
-                )));
+                )
+            },
+        };
+        next_item(py, &w, |slice| {
+            let got = match self.taker.lock() {
+                Ok(t) => t.take(slice),
+                Err(_) => Err(TakeError::Ended),
+            };
+            match got {
+                Ok(h) => (Some(h), false),
+                Err(TakeError::Ended) => (None, true),
+                Err(TakeError::Timeout) => (None, self.finished()),
             }
-        }
+        })
+    }
+
+    /// Every port's loop has ended (or the session was stopped).
+    fn finished(&self) -> bool {
+        self.session
+            .lock()
+            .map_or(true, |g| g.as_ref().is_none_or(HostSession::is_finished))
     }
 }
 

@@ -1,6 +1,7 @@
 //! `rocelink.ims`: the IMS buffer unit and worker; frames as numpy arrays.
 
 use crate::errors::{self, NetworkError, TimeoutError, chain, config};
+use crate::wait::{Waiting, next_item};
 use numpy::ndarray::ArrayView1;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -11,9 +12,7 @@ use rocelink_ims::{Error, FrameQueue, Queued, Verify, WorkerConfig, WorkerState}
 use rocelink_wire::ims::{ImageGeometry, PixelDepth};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-const SLICE: Duration = Duration::from_millis(50);
+use std::time::Duration;
 
 fn ims_error(e: &Error) -> PyErr {
     let msg = chain(e);
@@ -162,40 +161,36 @@ impl UnitFrameIter {
             return Ok(None);
         }
         let unit = self.unit.bind(py).borrow();
-        let end = Instant::now() + self.timeout;
-        let session = &unit.session;
-        loop {
-            let (ev, finished): (Option<FrameEvent>, bool) = py.detach(|| match session.lock() {
-                Ok(g) => match g.as_ref() {
-                    Some(s) => (s.next_event(SLICE), s.is_finished()),
-                    None => (None, true),
-                },
-                Err(_) => (None, true),
-            });
-            if let Some(e) = ev {
-                if let Some(n) = self.left.as_mut() {
-                    *n -= 1;
-                }
-                return Ok(Some(UnitFrame {
-                    event: e,
-                    checked: unit.verify == Verify::Header,
-                }));
-            }
-            if let Err(e) = py.check_signals() {
+        let w = Waiting {
+            timeout: self.timeout,
+            interrupted: &|py| {
                 let _ = unit.stop(py);
-                return Err(e);
-            }
-            if finished {
-                return Ok(None);
-            }
-            if Instant::now() >= end {
-                return Err(TimeoutError::new_err(format!(
+            },
+            ended: &|_| Ok(()),
+            late: &|| {
+                format!(
                     "no frame consumed at {} within {:.1} s",
                     unit.local,
                     self.timeout.as_secs_f64()
-                )));
-            }
+                )
+            },
+        };
+        let session = &unit.session;
+        let got = next_item(py, &w, |slice| match session.lock() {
+            Ok(g) => match g.as_ref() {
+                Some(s) => (s.next_event(slice), s.is_finished()),
+                None => (None, true),
+            },
+            Err(_) => (None, true),
+        })?;
+        let Some(e) = got else { return Ok(None) };
+        if let Some(n) = self.left.as_mut() {
+            *n -= 1;
         }
+        Ok(Some(UnitFrame {
+            event: e,
+            checked: unit.verify == Verify::Header,
+        }))
     }
 }
 

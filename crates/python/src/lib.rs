@@ -10,6 +10,7 @@ mod errors;
 mod hsb;
 mod ims;
 mod ultrasound;
+mod wait;
 
 /// The module `rocelink._native`.
 #[pymodule]

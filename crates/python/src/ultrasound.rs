@@ -2,6 +2,7 @@
 //! triggers it and reassembles every shot; shots as numpy arrays.
 
 use crate::errors::{self, NetworkError, TimeoutError, chain, config};
+use crate::wait::{Waiting, next_item};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -11,9 +12,7 @@ use rocelink_ultrasound::session::shots::{ShotEvent, ShotsConfig, ShotsSession};
 use rocelink_ultrasound::{Error, Geometry};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-const SLICE: Duration = Duration::from_millis(50);
+use std::time::Duration;
 
 fn ip(what: &str, s: &str) -> PyResult<IpAddr> {
     s.parse()
@@ -253,33 +252,21 @@ pub(crate) struct ShotIter {
 
 impl ShotIter {
     fn next_event(&self, py: Python<'_>) -> PyResult<Option<ShotEvent>> {
-        let end = Instant::now() + self.timeout;
-        loop {
-            let (ev, finished) = py.detach(|| match self.running.lock() {
-                Ok(g) => match g.as_ref() {
-                    Some(s) => (s.next_event(SLICE), s.is_finished()),
-                    None => (None, true),
-                },
-                Err(_) => (None, true),
-            });
-            if let Some(e) = ev {
-                return Ok(Some(e));
-            }
-            if let Err(e) = py.check_signals() {
+        let w = Waiting {
+            timeout: self.timeout,
+            interrupted: &|py| {
                 let _ = stop_running(py, &self.running);
-                return Err(e);
-            }
-            if finished {
-                stop_running(py, &self.running)?;
-                return Ok(None);
-            }
-            if Instant::now() >= end {
-                return Err(TimeoutError::new_err(format!(
-                    "no shot within {:.1} s",
-                    self.timeout.as_secs_f64()
-                )));
-            }
-        }
+            },
+            ended: &|py| stop_running(py, &self.running).map(|_| ()),
+            late: &|| format!("no shot within {:.1} s", self.timeout.as_secs_f64()),
+        };
+        next_item(py, &w, |slice| match self.running.lock() {
+            Ok(g) => match g.as_ref() {
+                Some(s) => (s.next_event(slice), s.is_finished()),
+                None => (None, true),
+            },
+            Err(_) => (None, true),
+        })
     }
 }
 
