@@ -29,6 +29,7 @@ mod sinks;
 mod stats;
 mod stop;
 mod trigger;
+mod view;
 
 /// `rocelink --version`: the release, the commit, and the protocol versions it speaks.
 const VERSION: &str = concat!(
@@ -102,6 +103,9 @@ enum Cmd {
     /// Network counters of a running rocelink process (its control socket), as the table
     /// printed at exit, JSON or Prometheus text.
     Stats(stats::StatsArgs),
+    /// Browse a recording in the browser: every frame as a picture (or npy), damaged frames
+    /// marked, the rate per second.
+    View(view::ViewDirArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(reference::CompletionsArgs),
     /// Write a man page for every command into a directory.
@@ -144,6 +148,7 @@ fn main() -> ExitCode {
         Cmd::Shots(a) => shots::shots(&a),
         Cmd::Trigger(a) => trigger::trigger(&a),
         Cmd::Stats(a) => stop::StopFlag::install().and_then(|s| stats::stats(&a, &s)),
+        Cmd::View(a) => view::view_dir(&a),
         Cmd::Completions(a) => reference::completions(&a),
         Cmd::Man(a) => reference::man(&a),
         Cmd::Reference => reference::to_stdout(reference::markdown().as_bytes()),

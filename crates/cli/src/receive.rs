@@ -135,6 +135,8 @@ pub(crate) struct ReceiveArgs {
     #[command(flatten)]
     pub(crate) counters: crate::stats::CounterArgs,
     #[command(flatten)]
+    pub(crate) view: crate::view::ViewArgs,
+    #[command(flatten)]
     pub(crate) bring_up: crate::board::BringUp,
 }
 
@@ -176,9 +178,17 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     }
     let stop = StopFlag::install()?;
     let counters = crate::stats::Counters::start("receive", &a.counters)?;
+    let view = crate::view::camera(
+        &a.view,
+        "receive",
+        sensor.as_ref(),
+        frame_size,
+        &counters.board,
+    )?;
+    let live = view.as_ref().map(crate::view::Viewing::live);
     let sinks = outs
         .iter()
-        .map(|o| o.open(sensor.as_ref(), frame_size))
+        .map(|o| o.open(sensor.as_ref(), frame_size, live))
         .collect::<Result<Vec<_>>>()?;
     let (quiet, device) = (a.out.quiet, cfg.device.ip());
     let session = HostSession::start(cfg, sinks, Some(counters.board.clone()), &mut |n| {
@@ -196,7 +206,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    report(a, &counters, session.wait(), several)
+    report(a, &counters, session.wait(), several, view)
 }
 
 /// The session the flags describe, every flag checked (and named when wrong) first.
@@ -279,10 +289,18 @@ fn report(
     counters: &crate::stats::Counters,
     mut sum: HostSummary<Sinks>,
     several: bool,
+    view: Option<crate::view::Viewing>,
 ) -> Result<ExitCode> {
     for w in &sum.warnings {
         eprintln!("rocelink receive: warning: {w}");
     }
+    crate::view::end(view, || {
+        let done = sum
+            .ports
+            .iter()
+            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats)));
+        crate::view::camera_summary(done)
+    });
     let mut rec_ok = true;
     for p in sum.ports.iter_mut() {
         rec_ok &= finish_recording(&mut p.sink, "receive")?;
@@ -390,6 +408,8 @@ pub(crate) struct DemoArgs {
     out: Output,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
+    #[command(flatten)]
+    view: crate::view::ViewArgs,
 }
 
 /// Emulator and receiver in one process over loopback (device 127.0.0.2, host 127.0.0.1).
@@ -414,9 +434,17 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     ecfg.counters = Some(counters.board.clone());
     // the device is bound (or the error names what is taken) before the host starts
     let emu = EmulatorSession::start(&ecfg).context("emulated device")?;
-    let host = demo_host(a, &ecfg, frame_size, &counters, &stop);
+    let view = crate::view::camera(
+        &a.view,
+        "demo",
+        Some(&a.sensor),
+        frame_size,
+        &counters.board,
+    )?;
+    let live = view.as_ref().map(crate::view::Viewing::live);
+    let host = demo_host(a, &ecfg, frame_size, &counters, &stop, live);
     let es = emu.stop().context("emulated device")?;
-    demo_report(a, &counters, host?, es.packets)
+    demo_report(a, &counters, host?, es.packets, view)
 }
 
 /// The demo's host: receives from the emulated device until its frame count or Ctrl-C.
@@ -426,6 +454,7 @@ fn demo_host(
     frame_size: usize,
     counters: &crate::stats::Counters,
     stop: &StopFlag,
+    live: Option<&rocelink_view::Live>,
 ) -> Result<HostSummary<Sinks>> {
     let dev_ip = ecfg.device.ip;
     let o = dev_ip.octets();
@@ -437,7 +466,7 @@ fn demo_host(
     let mut cfg = HostConfig::new(device, SocketAddr::new(IpAddr::V4(host_ip), 0), frame_size);
     cfg.limits = Limits::frames(a.frames).with_timeout(Duration::from_secs(5));
     let banner = !a.out.json && !a.out.quiet;
-    let out = a.out.open(Some(&a.sensor), frame_size)?;
+    let out = a.out.open(Some(&a.sensor), frame_size, live)?;
     let session = HostSession::start(cfg, vec![out], Some(counters.board.clone()), &mut |n| {
         if let (
             true,
@@ -474,10 +503,18 @@ fn demo_report(
     counters: &crate::stats::Counters,
     sum: HostSummary<Sinks>,
     sent: u64,
+    view: Option<crate::view::Viewing>,
 ) -> Result<ExitCode> {
     for w in &sum.warnings {
         eprintln!("rocelink demo: warning: {w}");
     }
+    crate::view::end(view, || {
+        let done = sum
+            .ports
+            .iter()
+            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats)));
+        crate::view::camera_summary(done)
+    });
     let Some(mut p) = sum.ports.into_iter().next() else {
         bail!("the demo's receiver thread failed");
     };

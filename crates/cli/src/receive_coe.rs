@@ -31,7 +31,18 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     let xdp = cfg.xdp.clone();
     let mut rx = CoeReceiver::new(cfg).with_context(|| format!("--coe {ifname}"))?;
     let counters = crate::stats::Counters::start("receive", &a.counters)?;
-    let mut out = a.out.open(sensor.as_ref(), frame_size)?;
+    let view = crate::view::camera(
+        &a.view,
+        "receive",
+        sensor.as_ref(),
+        frame_size,
+        &counters.board,
+    )?;
+    let mut out = a.out.open(
+        sensor.as_ref(),
+        frame_size,
+        view.as_ref().map(crate::view::Viewing::live),
+    )?;
     // 3. the device
     let mut c = Control::new(SocketAddr::new(IpAddr::V4(device), a.control_port))?;
     let camera = bring_up(a, ifname, &mut rx, &mut c)?;
@@ -54,6 +65,12 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     }
     let rec_ok = finish_recording(&mut out, "receive")?;
     let (n, ended) = r?;
+    crate::view::end(view, || {
+        crate::view::camera_summary(std::iter::once((
+            n,
+            &rocelink_hsb::host::FrameReceiver::stats(&rx),
+        )))
+    });
     if !a.out.quiet {
         report(&rx, n, ended, xdp.as_ref());
         // CoE moves no RoCE packets: its own line above says what arrived

@@ -256,6 +256,8 @@ pub(crate) struct ShotsArgs {
     /// No progress line or summary text.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    view: crate::view::ViewArgs,
 }
 
 /// One geometry per shot size, each checked.
@@ -280,7 +282,14 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
         args::record_dir(d, false)?;
     }
     let counters = Counters::start("shots", &a.links.counters)?;
+    let header = rocelink_ultrasound::sink::record_config(PathBuf::new(), &g).header;
+    let render = rocelink_view::picture::for_header(&header);
+    let view = a
+        .view
+        .start("shots", rocelink_view::Kind::Shots, render, &counters.board)?;
     let cfg = ShotsConfig {
+        with_data: view.is_some(),
+        data_every: rocelink_view::PICTURE_EVERY,
         links,
         probes: a.probe.clone(),
         passive: a.passive,
@@ -310,25 +319,43 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
             );
         }
     }
-    follow(&session, a.json || a.quiet, a.json, g)?;
+    let live = view.as_ref().map(crate::view::Viewing::live);
+    follow(&session, a.json || a.quiet, a.json, g, live)?;
     let sum = session.wait()?;
+    crate::view::end(view, || {
+        json!({"shots": sum.sink(|k| k.shots), "complete": sum.sink(|k| k.complete),
+            "corrupt": sum.sink(|k| k.corrupt), "missing_messages": sum.host(|h| h.missing)})
+    });
     let snap = counters.summary("shots", a.json || a.quiet);
     summarize(a, &sum, g, &snap)
 }
 
 /// Until the session ends: each shot as it comes (a JSON line with `json`), a progress line
 /// (unless `hidden`), Ctrl-C passed on to the session.
-fn follow(session: &ShotsSession, hidden: bool, json: bool, g: Geometry) -> Result<()> {
+fn follow(
+    session: &ShotsSession,
+    hidden: bool,
+    json: bool,
+    g: Geometry,
+    live: Option<&rocelink_view::Live>,
+) -> Result<()> {
     let stop = StopFlag::install()?;
     let pb = progress_bar(hidden);
     let (t0, stopper) = (session.started(), session.stopper());
+    let mut lost = Vec::new();
+    let mut each = |ev: &ShotEvent| {
+        print_shot(json, t0, ev);
+        if let Some(l) = live {
+            publish(l, &mut lost, ev);
+        }
+    };
     let mut shown = Instant::now();
     loop {
         if stop.is_set() {
             stopper.stop();
         }
         match session.next_event(Duration::from_millis(100)) {
-            Some(ev) => print_shot(json, t0, &ev),
+            Some(ev) => each(&ev),
             None if session.is_finished() => break,
             None => {}
         }
@@ -346,10 +373,34 @@ fn follow(session: &ShotsSession, hidden: bool, json: bool, g: Geometry) -> Resu
     }
     // what the links handed on just before they ended
     while let Some(ev) = session.next_event(Duration::ZERO) {
-        print_shot(json, t0, &ev);
+        each(&ev);
     }
     pb.finish_and_clear();
     Ok(())
+}
+
+/// One shot to the live view: its verdict, the link's messages missing so far (`lost`
+/// keeps each link's running total), its samples when the event carries them.
+fn publish(live: &rocelink_view::Live, lost: &mut Vec<u64>, ev: &ShotEvent) {
+    let (r, o) = (&ev.report, &ev.outcome);
+    if lost.len() <= ev.link {
+        lost.resize(ev.link + 1, 0);
+    }
+    lost[ev.link] += u64::from(r.missing);
+    let seen = rocelink_view::Seen {
+        source: ev.link as u32,
+        number: r.shot,
+        good: r.complete && o.verified != Some(false),
+        bytes: r.bytes as u64,
+        packets_lost: lost[ev.link],
+        icrc_errors: 0,
+        data: ev.data.as_deref(),
+    };
+    live.frame(&seen, &|| {
+        json!({"link": ev.link, "shot": r.shot, "bytes": r.bytes, "messages": r.messages,
+            "missing": r.missing, "complete": r.complete, "verified": o.verified,
+            "recorded": o.recorded, "dropped": o.dropped})
+    });
 }
 
 /// One shot as a JSON line (`--json`); nothing otherwise.

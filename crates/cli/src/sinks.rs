@@ -6,7 +6,7 @@ use crate::args;
 use anyhow::{Context, Result, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb_host::{
-    Delivered, FrameSink, RecordSink, SessionError, SnapshotSink, frame_json, frame_line,
+    Delivered, FrameSink, RecordSink, SessionError, SnapshotSink, ViewSink, frame_json, frame_line,
 };
 use std::path::PathBuf;
 
@@ -46,6 +46,7 @@ pub(crate) use rocelink_hsb_host::session::suffixed;
 pub(crate) struct Sinks {
     pub(crate) rec: Option<RecordSink>,
     pub(crate) snap: Option<SnapshotSink>,
+    pub(crate) view: Option<ViewSink>,
     pub(crate) term: Terminal,
 }
 
@@ -72,6 +73,9 @@ impl Sinks {
             v.push(r);
         }
         if let Some(s) = self.snap.as_mut() {
+            v.push(s);
+        }
+        if let Some(s) = self.view.as_mut() {
             v.push(s);
         }
         v.push(&mut self.term);
@@ -104,7 +108,13 @@ impl Output {
         o
     }
 
-    pub(crate) fn open(&self, sensor: Option<&SensorSpec>, frame_size: usize) -> Result<Sinks> {
+    /// The sinks these flags ask for, publishing to `view` too if given.
+    pub(crate) fn open(
+        &self,
+        sensor: Option<&SensorSpec>,
+        frame_size: usize,
+        view: Option<&rocelink_view::Live>,
+    ) -> Result<Sinks> {
         let rec = match &self.record {
             Some(dir) => {
                 let mut rc = RecordSink::config(dir.clone(), sensor, frame_size);
@@ -121,6 +131,7 @@ impl Output {
         Ok(Sinks {
             rec,
             snap,
+            view: view.map(|l| ViewSink::new(l.clone(), self.vp.unwrap_or(0))),
             term: Terminal::new(self.json, self.quiet, self.vp),
         })
     }

@@ -27,14 +27,28 @@ pub(crate) struct CounterArgs {
     no_control: bool,
 }
 
-/// `--metrics`: `PORT` (on 127.0.0.1) or `IP:PORT`.
-fn metrics_addr(s: &str) -> Result<SocketAddr, String> {
+/// `--metrics`, `--view`: `PORT` (on 127.0.0.1) or `IP:PORT`.
+pub(crate) fn metrics_addr(s: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     s.parse().map_err(|_| {
-        format!("{s:?}: a metrics address is PORT or IP:PORT (e.g. 9464, 127.0.0.1:9464)")
+        format!("{s:?}: an HTTP address is PORT or IP:PORT (e.g. 9464, 127.0.0.1:9464)")
     })
+}
+
+/// Whether `flag`'s server may listen at `addr` (a wildcard only with `public`); a warning
+/// printed for one interface's address.
+pub(crate) fn allowed(addr: SocketAddr, public: bool, flag: &str) -> Result<()> {
+    let exposure = if public {
+        Exposure::Public
+    } else {
+        Exposure::Local
+    };
+    if let Some(warning) = check_addr(addr, exposure, flag).map_err(anyhow::Error::msg)? {
+        eprintln!("rocelink: warning: {warning}");
+    }
+    Ok(())
 }
 
 /// A command's counters while it runs: the board its drivers publish to, and the control
@@ -55,16 +69,7 @@ impl Counters {
         let board = Board::new(command);
         let metrics = match a.metrics {
             Some(addr) => {
-                let exposure = if a.metrics_public {
-                    Exposure::Public
-                } else {
-                    Exposure::Local
-                };
-                if let Some(warning) =
-                    check_addr(addr, exposure, "--metrics").map_err(anyhow::Error::msg)?
-                {
-                    eprintln!("rocelink: warning: {warning}");
-                }
+                allowed(addr, a.metrics_public, "--metrics")?;
                 let app = rocelink_web::metrics(board.clone());
                 let server = Server::start(addr, app, Limits::default(), "metrics")?;
                 eprintln!("rocelink: metrics at http://{}/metrics", server.addr());

@@ -32,12 +32,14 @@ mod meta;
 mod pipeline;
 pub mod session;
 mod sink;
+mod view;
 
 pub use handoff::{Handed, HandedData, Handoff, TakeError, Taker};
 pub use meta::{frame_json, frame_line, frame_meta, record_header};
 pub use pipeline::{Limits, Outcome, StopReason, finish, refusals, run};
 pub use rocelink_hsb::host::receiver::Receiver;
 pub use sink::{Delivered, FrameSink, JsonLines, Lines, RecordSink, SnapshotSink};
+pub use view::ViewSink;
 
 /// What can go wrong above the transport.
 #[derive(Debug, thiserror::Error)]

@@ -138,3 +138,23 @@ fn queued_frames_of_any_length_and_images_arrive_as_sent_with_their_bytes() {
     );
     unit.stop().unwrap();
 }
+
+#[test]
+fn with_data_every_an_hour_only_the_first_frame_carries_its_bytes() {
+    let mut u = UnitConfig::new(ip(7));
+    u.server.ring_bytes = 8 << 20;
+    u.with_data = true;
+    u.data_every = Duration::from_secs(3600);
+    let unit = UnitSession::start(u, None).unwrap();
+    let mut s = SendConfig::new(unit.local(), Frames::Pattern { len: 4096 });
+    s.local = Some(ip(8));
+    s.count = Some(20);
+    let sent = WorkerSession::start(s, None).unwrap().wait().unwrap();
+    assert_eq!(sent.state, WorkerState::Done, "{:?}", sent.failure());
+    let got: Vec<_> = (0..20)
+        .map(|_| unit.next_event(Duration::from_secs(5)).unwrap())
+        .collect();
+    assert_eq!(got[0].data.as_ref().map(|d| d.len()), Some(4096));
+    assert!(got[1..].iter().all(|e| e.data.is_none() && e.len == 4096));
+    unit.stop().unwrap();
+}

@@ -6,11 +6,14 @@
 //!   Tests never sleep to wait for a device.
 //! * [`netns`] — two network namespaces joined by a veth pair, nftables rules in them, and
 //!   the checks that skip (or, in CI, fail) when root or a tool is missing.
+//! * [`browser`] — headless Chromium driven over the DevTools protocol (the live view's
+//!   page checked as a user's browser shows it).
 //! * [`Rng`] — the seeded generator of the transport's simulator, for every randomised test.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![allow(clippy::unwrap_used)]
 
+pub mod browser;
 pub mod emulator;
 pub mod netns;
 pub mod ports;

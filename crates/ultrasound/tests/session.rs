@@ -234,3 +234,36 @@ fn events_carry_each_complete_shots_samples_when_asked() {
     host.stop().unwrap();
     probe.stop().unwrap();
 }
+
+#[test]
+fn with_data_every_an_hour_only_the_first_complete_shot_carries_its_samples() {
+    let g = Geometry::new(200, 16);
+    let (probe, port, trig) = probe("127.0.0.167", "127.0.0.168", g);
+    let cfg = ShotsConfig {
+        links: LinkAddrs {
+            addrs: vec![ip("127.0.0.168")],
+            port,
+            chosen: true,
+        },
+        probes: vec![trig],
+        shots: Some(6),
+        duration: Some(Duration::from_secs(20)),
+        with_data: true,
+        data_every: Duration::from_secs(3600),
+        ..ShotsConfig::new(g)
+    };
+    let host = ShotsSession::start(cfg, None).unwrap();
+    let mut complete = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline && complete.len() < 6 {
+        match host.next_event(Duration::from_millis(100)) {
+            Some(e) if e.report.complete => complete.push(e.data.map(|d| d.len())),
+            _ => {}
+        }
+    }
+    assert_eq!(complete.len(), 6);
+    assert_eq!(complete[0], Some(g.bytes()));
+    assert!(complete[1..].iter().all(Option::is_none), "{complete:?}");
+    host.stop().unwrap();
+    probe.stop().unwrap();
+}

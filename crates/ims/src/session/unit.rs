@@ -52,6 +52,10 @@ pub struct UnitConfig {
     /// freed as the frame is consumed).
     #[serde(default)]
     pub with_data: bool,
+    /// With `with_data`: the bytes of at most one frame per this interval (a live view's
+    /// pictures), the others' events without them. Zero: every frame's.
+    #[serde(default)]
+    pub data_every: Duration,
 }
 
 impl UnitConfig {
@@ -66,6 +70,7 @@ impl UnitConfig {
             duration: None,
             events: 65_536,
             with_data: false,
+            data_every: Duration::ZERO,
         }
     }
 
@@ -199,6 +204,7 @@ impl UnitSession {
             tx,
             dropped: dropped.clone(),
             with_data: cfg.with_data,
+            data_every: cfg.data_every,
         };
         let thread = SessionThread::spawn("ims-unit", move |stop| serve(parts, &cfg, ctx, stop))
             .map_err(|e| Error::Io(Shared::new(e)))?;
@@ -261,12 +267,15 @@ struct Ctx {
     tx: SyncSender<FrameEvent>,
     dropped: Arc<AtomicU64>,
     with_data: bool,
+    data_every: Duration,
 }
 
 /// Passes frames on, each an event.
 struct Reporting<'a> {
     inner: &'a mut dyn Consumer,
     ctx: &'a Ctx,
+    /// When bytes were last handed on.
+    data_at: Option<Instant>,
 }
 
 impl Consumer for Reporting<'_> {
@@ -281,7 +290,20 @@ impl Consumer for Reporting<'_> {
             va: f.va,
             len: f.bytes.len(),
             intact: f.intact,
-            data: self.ctx.with_data.then(|| Arc::from(f.bytes)),
+            data: None,
+        };
+        let due = self
+            .data_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.ctx.data_every);
+        let e = match self.ctx.with_data && due {
+            true => {
+                self.data_at = Some(now);
+                FrameEvent {
+                    data: Some(Arc::from(f.bytes)),
+                    ..e
+                }
+            }
+            false => e,
         };
         if let Err(TrySendError::Full(_)) = self.ctx.tx.try_send(e) {
             self.ctx.dropped.fetch_add(1, Ordering::Relaxed);
@@ -311,7 +333,11 @@ fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<Uni
         (None, Some(r)) => r,
         (None, None) => &mut nothing,
     };
-    let mut reporting = Reporting { inner, ctx: &ctx };
+    let mut reporting = Reporting {
+        inner,
+        ctx: &ctx,
+        data_at: None,
+    };
     let t0 = Instant::now();
     let mut reached_at: Option<Instant> = None;
     let mut left_at: Option<Instant> = None;

@@ -56,6 +56,10 @@ pub struct ShotsConfig {
     /// back to the receive queue at once).
     #[serde(default)]
     pub with_data: bool,
+    /// With `with_data`: the bytes of at most one shot per this interval (a live view's
+    /// pictures), the others' events without them. Zero: every complete shot's.
+    #[serde(default)]
+    pub data_every: Duration,
 }
 
 impl ShotsConfig {
@@ -81,6 +85,7 @@ impl ShotsConfig {
             buffers: h.buffers,
             events: 65_536,
             with_data: false,
+            data_every: Duration::ZERO,
         }
     }
 }
@@ -291,6 +296,7 @@ impl ShotsSession {
                 dropped: self.dropped.clone(),
                 board: board.clone(),
                 with_data: cfg.with_data,
+                data_every: cfg.data_every,
             };
             self.threads.push(std::thread::spawn(move || ctx.run(link)));
         }
@@ -360,6 +366,7 @@ struct LinkRun {
     dropped: Arc<AtomicU64>,
     board: Option<Board>,
     with_data: bool,
+    data_every: Duration,
 }
 
 impl LinkRun {
@@ -367,7 +374,8 @@ impl LinkRun {
         let i = l.i;
         let mut span: Option<(Instant, Instant)> = None;
         let (sink, tx, dropped) = (&mut l.sink, &self.tx, &self.dropped);
-        let with_data = self.with_data;
+        let (with_data, every) = (self.with_data, self.data_every);
+        let mut data_at: Option<Instant> = None;
         let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
             let outcome = sink.take(r, bytes);
             if let (Some(f), Some(last)) = (r.first, r.last) {
@@ -377,7 +385,18 @@ impl LinkRun {
                 link: i,
                 report: *r,
                 outcome,
-                data: bytes.filter(|_| with_data).map(Arc::from),
+                data: None,
+            };
+            let due = with_data && data_at.is_none_or(|t| t.elapsed() >= every);
+            let ev = match bytes.filter(|_| due) {
+                Some(b) => {
+                    data_at = Some(Instant::now());
+                    ShotEvent {
+                        data: Some(Arc::from(b)),
+                        ..ev
+                    }
+                }
+                None => ev,
             };
             if let Err(TrySendError::Full(_)) = tx.try_send(ev) {
                 dropped.fetch_add(1, Ordering::Relaxed);
