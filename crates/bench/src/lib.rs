@@ -21,12 +21,14 @@
 //! machine's softirq time is measured too (the kernel's receive work runs there).
 //!
 //! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`), [`shots`]
-//! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP).
+//! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP), [`scale`]
+//! `rocelink bench scale` (N streams at once, each on CPUs of its own).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod baseline;
 pub mod record;
+pub mod scale;
 pub mod shots;
 pub mod veth;
 
@@ -58,8 +60,10 @@ pub struct StreamConfig {
     pub gso: bool,
     /// Receivers ask for UDP GRO.
     pub gro: bool,
-    /// Pin the sender to CPU 0 and receivers to CPU 1.
+    /// Pin the sender and the receivers to [`StreamConfig::cpus`].
     pub pin: bool,
+    /// The sender's CPU and the receivers' (0 and 1 by default).
+    pub cpus: (usize, usize),
     /// Loopback addresses (device, host).
     pub device: Ipv4Addr,
     /// Host address.
@@ -90,6 +94,7 @@ impl Default for StreamConfig {
             gso: true,
             gro: true,
             pin: true,
+            cpus: (0, 1),
             device: Ipv4Addr::new(127, 0, 77, 2),
             host: Ipv4Addr::new(127, 0, 77, 1),
             receivers: RECEIVERS.to_vec(),
@@ -176,7 +181,7 @@ fn build_frames(cfg: &StreamConfig, port: u16) -> Vec<Vec<Vec<u8>>> {
 /// Send frames until `stop`; returns datagrams sent.
 fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
     if cfg.pin {
-        let _ = pin_current_thread(0);
+        let _ = pin_current_thread(cfg.cpus.0);
     }
     if let Some(v) = &cfg.veth {
         rocelink_io::net::enter_netns(&v.ns_a)?;
@@ -393,7 +398,7 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
     let s = stop_rx.clone();
     let rx = std::thread::spawn(move || -> io::Result<RxOut> {
         if c.pin {
-            let _ = pin_current_thread(1);
+            let _ = pin_current_thread(c.cpus.1);
         }
         if let Some(v) = &c.veth {
             rocelink_io::net::enter_netns(&v.ns_b)?;

@@ -26,6 +26,10 @@ pub(crate) enum BenchCmd {
     /// Ultrasound shots: frame rate and bandwidth against trigger frequency per shot size,
     /// RoCE UD against plain UDP in the same run (the paper's Table I, Fig. 5 and 6).
     Shots(crate::bench_shots::ShotsArgs),
+    /// N camera streams at once, each a sender and a verified receiver on CPUs of their
+    /// own, against the bare UDP sink on the same N streams: goodput per receiver CPU as N
+    /// grows.
+    Scale(crate::bench_scale::ScaleArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -248,6 +252,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         }
         BenchCmd::WriteLat(a) => rc_test("write_lat", a),
         BenchCmd::Shots(a) => crate::bench_shots::run(a),
+        BenchCmd::Scale(a) => crate::bench_scale::run(a),
     }
 }
 
@@ -335,6 +340,7 @@ fn stream_config(
         busy_poll: a.busy_poll,
         coalesce: std::time::Duration::from_micros(a.coalesce_us as u64),
         rcvbuf: a.rcvbuf,
+        ..defaults
     }
 }
 

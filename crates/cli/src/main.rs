@@ -9,6 +9,7 @@ mod args;
 mod audio;
 mod bench;
 mod bench_perf;
+mod bench_scale;
 mod bench_shots;
 mod board;
 mod decode;

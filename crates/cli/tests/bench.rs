@@ -182,3 +182,38 @@ fn bench_perf_puts_each_test_next_to_udp() {
         assert!((q - m / u).abs() < 1e-9, "{r}");
     }
 }
+
+#[test]
+fn bench_scale_runs_n_streams_at_once_for_each_receiver() {
+    let (code, out, err) = common::rocelink(&[
+        "bench",
+        "scale",
+        "--streams",
+        "1,2",
+        "--seconds",
+        "0.3",
+        "--frame",
+        "65536",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["streams"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
+    for r in rows {
+        // both receivers moved data on every stream, and their per-CPU figures are finite
+        assert!(r["sink_gbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["rocelink_gbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["rocelink_gbps_per_cpu"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            (0.0..=1.0).contains(&r["rocelink_loss"].as_f64().unwrap()),
+            "{r}"
+        );
+    }
+    assert!(v["cpus"].as_u64().unwrap() >= 1);
+}

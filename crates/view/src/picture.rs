@@ -44,8 +44,10 @@ pub enum PictureError {
 }
 
 impl Picture {
-    /// The picture as a PNG (fastest compression: pictures are made several times a
-    /// second and read once).
+    /// The picture as a PNG, compressed cheaply (pictures are made several times a second
+    /// and read once): fdeflate's fast level after the Up filter, measured faster than its
+    /// fastest level with adaptive filters (2.0 against 3.9 ms for a 960×540 RGB picture)
+    /// at the same size.
     pub fn to_png(&self) -> Result<Vec<u8>, PictureError> {
         let mut out = Vec::with_capacity(self.data.len() / 2 + 1024);
         let mut enc = png::Encoder::new(&mut out, self.width as u32, self.height as u32);
@@ -54,7 +56,8 @@ impl Picture {
             _ => png::ColorType::Rgb,
         });
         enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(png::Compression::Fastest);
+        enc.set_compression(png::Compression::Fast);
+        enc.set_filter(png::Filter::Up);
         enc.write_header()
             .and_then(|mut w| w.write_image_data(&self.data))
             .map_err(|e| PictureError::Png(e.to_string()))?;
@@ -68,7 +71,7 @@ pub type Render = Arc<dyn Fn(&[u8]) -> Result<Picture, PictureError> + Send + Sy
 /// The picture for frames a recording header describes: a Bayer image for a camera, grey
 /// echo data for shots (`grey`), none for byte layouts.
 pub fn for_header(h: &Header) -> Option<Render> {
-    let (sample, line_bytes) = sampler(&h.layout)?;
+    let packing = Packing::of(&h.layout)?;
     if h.width < 2 || h.height < 2 {
         return None;
     }
@@ -78,15 +81,28 @@ pub fn for_header(h: &Header) -> Option<Render> {
         height: h.height as usize,
         start: h.start_byte as usize,
         line: h.bytes_per_line as usize,
-        line_bytes: line_bytes(width),
+        line_bytes: packing.line_bytes(width),
         bits: h.bits,
-        sample,
     };
-    Some(if h.grey {
-        Arc::new(move |d: &[u8]| echo(&g, d))
-    } else {
-        Arc::new(move |d: &[u8]| bayer(&g, d))
+    Some(match packing {
+        Packing::Csi10 => with(g, h.grey, csi10),
+        Packing::Csi12 => with(g, h.grey, csi12),
+        Packing::Coe10 => with(g, h.grey, coe10),
+        Packing::Coe12 => with(g, h.grey, coe12),
     })
+}
+
+/// The renderer of `g`'s frames read by `sample` (a function item: each layout gets its
+/// own loop, the sampler inlined).
+fn with<S>(g: Geometry, grey: bool, sample: S) -> Render
+where
+    S: Fn(&[u8], usize) -> u16 + Copy + Send + Sync + 'static,
+{
+    if grey {
+        Arc::new(move |d: &[u8]| echo(&g, d, sample))
+    } else {
+        Arc::new(move |d: &[u8]| bayer(&g, d, sample))
+    }
 }
 
 /// The picture of IMS frames: a §4 image of `geom` and `depth`, shown grey.
@@ -156,7 +172,6 @@ struct Geometry {
     line: usize,
     line_bytes: usize,
     bits: u32,
-    sample: Sampler,
 }
 
 impl Geometry {
@@ -170,53 +185,74 @@ impl Geometry {
     }
 }
 
-/// Reads pixel `x` of a packed line.
-type Sampler = fn(&[u8], usize) -> u16;
-/// The bytes a packed line of `width` pixels takes.
-type LineBytes = fn(usize) -> usize;
+/// How pixels are packed in a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Packing {
+    Csi10,
+    Csi12,
+    Coe10,
+    Coe12,
+}
 
-/// The function reading pixel `x` of a packed line of `layout`, and the bytes a line of
-/// `width` pixels packs into.
-fn sampler(layout: &str) -> Option<(Sampler, LineBytes)> {
-    Some(match layout {
-        "csi-raw10" => (
-            |l: &[u8], x: usize| {
-                let (g, i) = (x / 4 * 5, x % 4);
-                u16::from(l[g + i]) << 2 | u16::from(l[g + 4] >> (2 * i)) & 3
-            },
-            |w| w.div_ceil(4) * 5,
-        ),
-        "csi-raw12" => (
-            |l: &[u8], x: usize| {
-                let (g, i) = (x / 2 * 3, x % 2);
-                u16::from(l[g + i]) << 4 | u16::from(l[g + 2] >> (4 * i)) & 0xF
-            },
-            |w| w.div_ceil(2) * 3,
-        ),
-        "coe-raw10" => (
-            |l: &[u8], x: usize| {
-                let g = x / 3 * 4;
-                let w = u32::from_le_bytes([l[g], l[g + 1], l[g + 2], l[g + 3]]);
-                ((w >> (10 * (x % 3))) & 0x3FF) as u16
-            },
-            |w| w.div_ceil(3) * 4,
-        ),
-        "coe-raw12" => (
-            |l: &[u8], x: usize| {
-                let g = x / 2 * 3;
-                match x % 2 {
-                    0 => u16::from(l[g]) | u16::from(l[g + 1] & 0xF) << 8,
-                    _ => u16::from(l[g + 1] >> 4) | u16::from(l[g + 2]) << 4,
-                }
-            },
-            |w| w.div_ceil(2) * 3,
-        ),
-        _ => return None,
-    })
+impl Packing {
+    fn of(layout: &str) -> Option<Packing> {
+        Some(match layout {
+            "csi-raw10" => Packing::Csi10,
+            "csi-raw12" => Packing::Csi12,
+            "coe-raw10" => Packing::Coe10,
+            "coe-raw12" => Packing::Coe12,
+            _ => return None,
+        })
+    }
+
+    /// The bytes a line of `w` pixels packs into.
+    fn line_bytes(self, w: usize) -> usize {
+        match self {
+            Packing::Csi10 => w.div_ceil(4) * 5,
+            Packing::Csi12 | Packing::Coe12 => w.div_ceil(2) * 3,
+            Packing::Coe10 => w.div_ceil(3) * 4,
+        }
+    }
+}
+
+/// Pixel `x` of a CSI RAW10 line: four pixels' high bytes, then their low bits.
+#[inline]
+fn csi10(l: &[u8], x: usize) -> u16 {
+    let (g, i) = (x / 4 * 5, x % 4);
+    u16::from(l[g + i]) << 2 | u16::from(l[g + 4] >> (2 * i)) & 3
+}
+
+/// Pixel `x` of a CSI RAW12 line: two pixels' high bytes, then their low nibbles.
+#[inline]
+fn csi12(l: &[u8], x: usize) -> u16 {
+    let (g, i) = (x / 2 * 3, x % 2);
+    u16::from(l[g + i]) << 4 | u16::from(l[g + 2] >> (4 * i)) & 0xF
+}
+
+/// Pixel `x` of a CoE RAW10 line: three pixels in a little-endian u32.
+#[inline]
+fn coe10(l: &[u8], x: usize) -> u16 {
+    let g = x / 3 * 4;
+    let w = u32::from_le_bytes([l[g], l[g + 1], l[g + 2], l[g + 3]]);
+    ((w >> (10 * (x % 3))) & 0x3FF) as u16
+}
+
+/// Pixel `x` of a CoE RAW12 line: two pixels in three bytes, low byte first.
+#[inline]
+fn coe12(l: &[u8], x: usize) -> u16 {
+    let g = x / 2 * 3;
+    match x % 2 {
+        0 => u16::from(l[g]) | u16::from(l[g + 1] & 0xF) << 8,
+        _ => u16::from(l[g + 1] >> 4) | u16::from(l[g + 2]) << 4,
+    }
 }
 
 /// RGGB cells, every `step`-th cell in each direction, one RGB pixel per cell.
-fn bayer(g: &Geometry, d: &[u8]) -> Result<Picture, PictureError> {
+fn bayer(
+    g: &Geometry,
+    d: &[u8],
+    sample: impl Fn(&[u8], usize) -> u16,
+) -> Result<Picture, PictureError> {
     let cells = g.width / 2;
     let step = cells.div_ceil(MAX_WIDTH).max(1);
     let (w, h) = (cells / step, g.height / 2 / step);
@@ -226,7 +262,7 @@ fn bayer(g: &Geometry, d: &[u8]) -> Result<Picture, PictureError> {
         let (top, bottom) = (g.line(d, 2 * cy * step)?, g.line(d, 2 * cy * step + 1)?);
         for cx in 0..w {
             let x = 2 * cx * step;
-            let s = |l: &[u8], dx: usize| u32::from((g.sample)(l, x + dx)) >> shift;
+            let s = |l: &[u8], dx: usize| u32::from(sample(l, x + dx)) >> shift;
             let green = (s(top, 1) + s(bottom, 0)) / 2;
             data.extend_from_slice(&[s(top, 0) as u8, green as u8, s(bottom, 1) as u8]);
         }
@@ -242,7 +278,11 @@ fn bayer(g: &Geometry, d: &[u8]) -> Result<Picture, PictureError> {
 /// Echo data (rows = samples, columns = channels) as grey: each value's distance from
 /// mid-scale, log-compressed (`log(1 + |v − mid|)` over its maximum); columns decimated to
 /// [`MAX_WIDTH`], runs of rows to their largest to [`MAX_HEIGHT`].
-fn echo(g: &Geometry, d: &[u8]) -> Result<Picture, PictureError> {
+fn echo(
+    g: &Geometry,
+    d: &[u8],
+    sample: impl Fn(&[u8], usize) -> u16,
+) -> Result<Picture, PictureError> {
     let step_x = g.width.div_ceil(MAX_WIDTH).max(1);
     let step_y = g.height.div_ceil(MAX_HEIGHT).max(1);
     let (w, h) = (g.width / step_x, g.height.div_ceil(step_y));
@@ -256,7 +296,7 @@ fn echo(g: &Geometry, d: &[u8]) -> Result<Picture, PictureError> {
         let line = g.line(d, y)?;
         let row = &mut data[(y / step_y) * w..][..w];
         for (x, out) in row.iter_mut().enumerate() {
-            let v = i32::from((g.sample)(line, x * step_x));
+            let v = i32::from(sample(line, x * step_x));
             let a = (v - mid).unsigned_abs().min(mid as u32) as usize;
             *out = (*out).max(lut[a]);
         }
@@ -334,11 +374,16 @@ mod tests {
             }),
         ];
         for (layout, want) in cases {
-            let (s, _) = sampler(layout).unwrap();
+            let s = match Packing::of(layout).unwrap() {
+                Packing::Csi10 => csi10,
+                Packing::Csi12 => csi12,
+                Packing::Coe10 => coe10,
+                Packing::Coe12 => coe12,
+            };
             let got: Vec<u16> = (0..w).map(|x| s(&l, x)).collect();
             assert_eq!(got, want[..w], "{layout}");
         }
-        assert!(sampler("bytes").is_none());
+        assert!(Packing::of("bytes").is_none());
     }
 
     fn header(layout: &str, w: u32, h: u32, bits: u32, grey: bool) -> Header {

@@ -63,7 +63,7 @@ impl Pictures {
         let (tx, rx) = sync_channel(1);
         let s = store.clone();
         std::thread::Builder::new()
-            .name("rocelink-view".into())
+            .name("rocelink-picture".into())
             .spawn(move || encode_loop(&render, &rx, &s))?;
         Ok(Pictures {
             store,
