@@ -133,8 +133,8 @@ pub(crate) struct ViewDirArgs {
 
 /// Serve a recording's page until Ctrl-C.
 pub(crate) fn view_dir(a: &ViewDirArgs) -> Result<ExitCode> {
-    let rec = rocelink_record::read::Recording::open(&a.dir)
-        .with_context(|| format!("{}", a.dir.display()))?;
+    // its errors name the directory
+    let rec = rocelink_record::read::Recording::open(&a.dir)?;
     allowed(a.addr, a.public, "--addr")?;
     let stop = crate::stop::StopFlag::install()?;
     let frames = rec.len();
