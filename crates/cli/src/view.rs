@@ -106,11 +106,11 @@ impl Viewing {
         &self.live
     }
 
-    /// The run is over: pages following it are sent `summary` (waiting up to a second for
-    /// them), then the server stops.
+    /// The run is over: pages following it are sent `summary` (waiting up to two seconds
+    /// for them), then the server stops.
     pub(crate) fn end(self, summary: serde_json::Value) {
         self.live.end(summary);
-        self.live.flush(Duration::from_secs(1));
+        self.live.flush(Duration::from_secs(2));
         drop(self.server);
     }
 }

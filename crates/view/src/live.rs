@@ -184,11 +184,16 @@ impl Live {
         lock(&self.0.state).ended = Some(summary);
     }
 
-    /// After [`Live::end`]: wait up to `limit` for the pages following the events to be
-    /// sent the end.
+    /// After [`Live::end`]: wait until the pages following the events were sent the end,
+    /// at most `limit`. A page whose event stream had just ended (they end every few
+    /// seconds) reconnects within [`crate::routes::RETRY`]: the wait is at least that
+    /// long and a bit, so it too is sent the end instead of finding the server gone.
     pub fn flush(&self, limit: Duration) {
         let t = Instant::now();
-        while self.0.watchers.load(Ordering::Relaxed) > 0 && t.elapsed() < limit {
+        let grace = crate::routes::RETRY + Duration::from_millis(250);
+        while (self.0.watchers.load(Ordering::Relaxed) > 0 || t.elapsed() < grace)
+            && t.elapsed() < limit
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
     }

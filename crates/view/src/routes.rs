@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 /// The page (one file: its script and style inline, nothing fetched from elsewhere).
 pub(crate) const PAGE: &str = include_str!("../assets/view.html");
 
+/// How soon a browser reconnects to an event stream that ended.
+pub(crate) const RETRY: Duration = Duration::from_millis(500);
 /// How often the events say where the stream is.
 const EVERY: Duration = Duration::from_millis(250);
 /// An event stream ends after this and the browser reconnects: under the server's
@@ -99,7 +101,7 @@ async fn events(State(live): State<Live>) -> Sse<impl Stream<Item = Result<Event
             let ended = live.ended();
             let ev = Event::default()
                 .event(if ended { "end" } else { "status" })
-                .retry(Duration::from_millis(500))
+                .retry(RETRY)
                 .data(live.status().to_string());
             Some((
                 Ok(ev),
