@@ -186,7 +186,7 @@ impl Live {
 
     /// After [`Live::end`]: wait until the pages following the events were sent the end,
     /// at most `limit`. A page whose event stream had just ended (they end every few
-    /// seconds) reconnects within [`crate::routes::RETRY`]: the wait is at least that
+    /// seconds) reconnects within half a second: the wait is at least that
     /// long and a bit, so it too is sent the end instead of finding the server gone.
     pub fn flush(&self, limit: Duration) {
         let t = Instant::now();
