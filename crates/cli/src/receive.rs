@@ -294,13 +294,7 @@ fn report(
     for w in &sum.warnings {
         eprintln!("rocelink receive: warning: {w}");
     }
-    crate::view::end(view, || {
-        let done = sum
-            .ports
-            .iter()
-            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats)));
-        crate::view::camera_summary(done)
-    });
+    crate::view::end_session(view, &sum);
     let mut rec_ok = true;
     for p in sum.ports.iter_mut() {
         rec_ok &= finish_recording(&mut p.sink, "receive")?;
@@ -508,13 +502,7 @@ fn demo_report(
     for w in &sum.warnings {
         eprintln!("rocelink demo: warning: {w}");
     }
-    crate::view::end(view, || {
-        let done = sum
-            .ports
-            .iter()
-            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats)));
-        crate::view::camera_summary(done)
-    });
+    crate::view::end_session(view, &sum);
     let Some(mut p) = sum.ports.into_iter().next() else {
         bail!("the demo's receiver thread failed");
     };

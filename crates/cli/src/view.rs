@@ -93,6 +93,17 @@ pub(crate) fn camera_summary<'a>(
         "packets_dropped": dropped, "icrc_errors": icrc})
 }
 
+/// End the view of an HSB host session, if there is one, with its ports' counts.
+pub(crate) fn end_session<S>(v: Option<Viewing>, sum: &rocelink_hsb_host::session::HostSummary<S>) {
+    end(v, || {
+        let done = sum
+            .ports
+            .iter()
+            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats)));
+        camera_summary(done)
+    });
+}
+
 /// End the view if there is one (see [`Viewing::end`]).
 pub(crate) fn end(v: Option<Viewing>, summary: impl FnOnce() -> serde_json::Value) {
     if let Some(v) = v {

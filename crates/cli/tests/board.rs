@@ -496,10 +496,14 @@ fn first_try_errors_say_what_to_do() {
     assert_ne!(port, 0, "the port chosen is named: {}", emu.banner);
     drop(emu);
     let _emu = board("127.0.176.2", "0", &[]);
+    // an address of its own: with 127.0.0.1:4791 held by another program, the receiver
+    // would otherwise move to the next 127.0.0.x, which another test may hold
     let (code, _, err) = common::rocelink(&[
         "receive",
         "--device",
         "127.0.176.2",
+        "--bind",
+        "127.0.176.1",
         "--camera",
         "imx274",
         "--frames",
