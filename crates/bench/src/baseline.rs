@@ -89,21 +89,42 @@ pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> io::Result<(f64, 
     ))
 }
 
-/// Bare UDP ping-pong of `len`-byte datagrams on blocking sockets: one-way µs samples.
+/// Receive one datagram on a non-blocking socket, polling without sleeping (as perftest
+/// polls its completion queue), for at most a second.
+fn recv_polling(s: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<usize> {
+    let give_up = Instant::now() + Duration::from_secs(1);
+    loop {
+        match s.recv(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if Instant::now() >= give_up {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "UDP ping-pong: no answer within 1 s",
+                    ));
+                }
+                std::hint::spin_loop();
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Bare UDP ping-pong of `len`-byte datagrams, both ends polling their sockets without
+/// sleeping (as perftest's latency tests and rocelink's `perf` poll): one-way µs samples.
 pub fn udp_pingpong(len: usize, iters: usize, pin: bool) -> io::Result<Vec<f64>> {
     let len = len.min(65_000);
     let a = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let b = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let (aa, ba) = (a.local_addr()?, b.local_addr()?);
-    a.set_read_timeout(Some(Duration::from_secs(1)))?;
-    b.set_read_timeout(Some(Duration::from_secs(1)))?;
+    a.set_nonblocking(true)?;
+    b.set_nonblocking(true)?;
     let server = std::thread::spawn(move || -> io::Result<()> {
         if pin {
             let _ = pin_current_thread(1);
         }
         let mut buf = vec![0u8; 65_536];
         for _ in 0..iters {
-            let n = b.recv(&mut buf)?;
+            let n = recv_polling(&b, &mut buf)?;
             b.send_to(&buf[..n], aa)?;
         }
         Ok(())
@@ -117,7 +138,7 @@ pub fn udp_pingpong(len: usize, iters: usize, pin: bool) -> io::Result<Vec<f64>>
     for _ in 0..iters {
         let t0 = Instant::now();
         a.send_to(&msg, ba)?;
-        let n = a.recv(&mut buf)?;
+        let n = recv_polling(&a, &mut buf)?;
         if n != len {
             return Err(io::Error::other("UDP ping-pong: short answer"));
         }

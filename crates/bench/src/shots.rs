@@ -10,7 +10,7 @@
 use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::net::pin_current_thread;
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
-use rocelink_runtime::{Driver, RunOpts};
+use rocelink_runtime::{Driver, RunOpts, roce_config};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
 use rocelink_ultrasound::shot::Echoes;
@@ -118,7 +118,7 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
     let taddr = trig.local_addr()?;
     let mut pep = Endpoint::new(EndpointConfig::new(paddr));
     let mut probe = Probe::new(&mut pep, ProbeConfig::new(g)).map_err(io::Error::other)?;
-    let hsock = UdpSocket::bind(SocketAddr::new(ends.host, 0), &UdpConfig::default())?;
+    let hsock = UdpSocket::bind(SocketAddr::new(ends.host, 0), &roce_config())?;
     let haddr = hsock.local_addr();
     let mut hep = Endpoint::new(EndpointConfig::new(haddr));
     let cfg = HostConfig::new(g);
@@ -207,7 +207,8 @@ const UDP_HEADER: usize = 8;
 
 /// The same shots over plain UDP at `hz` for `secs`.
 pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
-    let rx = UdpSocket::bind(SocketAddr::new(ends.host, 0), &UdpConfig::default())?;
+    // the receiving socket as the host's (the same design)
+    let rx = UdpSocket::bind(SocketAddr::new(ends.host, 0), &roce_config())?;
     let dst = rx.local_addr();
     let tx = UdpSocket::bind(SocketAddr::new(ends.probe, 0), &UdpConfig::default())?;
     let stop = AtomicBool::new(false);

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 /// or the protocol's own exchange). Errors name the address, and for a taken port the
 /// process that holds it where it can be told.
 pub fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> io::Result<(UdpSocket, IpAddr)> {
-    let e = match UdpSocket::bind(SocketAddr::new(ip, port), &UdpConfig::default()) {
+    let e = match UdpSocket::bind(SocketAddr::new(ip, port), &roce_config()) {
         Ok(s) => return Ok((s, ip)),
         Err(e) => e,
     };
@@ -31,13 +31,22 @@ pub fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> io::Result<(UdpSocket, 
         if alt == ip {
             continue;
         }
-        if let Ok(s) = UdpSocket::bind(SocketAddr::new(alt, port), &UdpConfig::default()) {
+        if let Ok(s) = UdpSocket::bind(SocketAddr::new(alt, port), &roce_config()) {
             return Ok((s, alt));
         }
     }
     Err(named(format!(
         "cannot bind RoCE UDP socket {ip}:{port}, nor port {port} on 127.0.0.2..254"
     )))
+}
+
+/// The socket options of a RoCE socket: `UDP_GRO`, so a segmented run arrives as one
+/// message (the kernel does not split it again) and is split in place by the receiver.
+pub fn roce_config() -> UdpConfig {
+    UdpConfig {
+        gro: true,
+        ..UdpConfig::default()
+    }
 }
 
 /// How a role reaches the network.

@@ -114,6 +114,11 @@ pub struct Driver<B: Backend = UdpSocket> {
     pub stats: DriverStats,
     /// Where the counters go, under which link name, and when next.
     publish: Option<(Board, String, Instant)>,
+    /// How long to keep looking without sleeping after the last datagram (see
+    /// [`Driver::set_spin`]).
+    spin: Duration,
+    /// When the last datagram arrived.
+    last_rx: Option<Instant>,
 }
 
 /// How often a driver publishes its counters while it runs.
@@ -141,7 +146,18 @@ impl<B: Backend> Driver<B> {
             tx: Transmitter::new(true),
             stats: DriverStats::default(),
             publish: None,
+            spin: Duration::ZERO,
+            last_rx: None,
         }
+    }
+
+    /// Keep receiving without sleeping for `spin` after each datagram (zero, the default:
+    /// sleep in the receive call as soon as nothing is there). A stream's next datagram
+    /// then finds the receiver awake: the sender's kernel does not wake it for every
+    /// message (on a VM an inter-processor interrupt each), at the price of a core kept
+    /// busy while the stream flows. perftest's bandwidth tests poll the same way.
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
     }
 
     /// Publish the counters of the endpoint it runs (and its own) to `board` as link
@@ -375,7 +391,8 @@ impl<B: Backend> Driver<B> {
             // with everything sent, sleep in the receive call itself until a datagram, the
             // next timer or the deadline (one system call); otherwise look without sleeping
             // and then wait briefly for room or data
-            let wait = (all_sent && !completed).then(|| {
+            let spinning = self.last_rx.is_some_and(|t| now < t + self.spin);
+            let wait = (all_sent && !completed && !spinning).then(|| {
                 let mut wake = deadline;
                 if let Some(t) = ep.poll_timeout() {
                     wake = wake.min(t);
@@ -384,7 +401,16 @@ impl<B: Backend> Driver<B> {
             });
             match self.receive(ep, now, each, &mut done, wait)? {
                 (_, true) => return Ok(true),
-                (n, false) if n > 0 => continue,
+                (n, false) if n > 0 => {
+                    if !self.spin.is_zero() {
+                        self.last_rx = Some(now);
+                    }
+                    continue;
+                }
+                _ if spinning => {
+                    std::hint::spin_loop();
+                    continue;
+                }
                 _ => {}
             }
             if !all_sent {

@@ -15,7 +15,7 @@ pub mod run;
 pub mod stop;
 pub mod xdp;
 
-pub use bind::{BackendChoice, RoceBackend, bind_roce};
+pub use bind::{BackendChoice, RoceBackend, bind_roce, roce_config};
 pub use driver::{Driver, DriverStats};
 pub use run::{Role, RunOpts, drive};
 pub use stop::{SessionThread, Stopper};

@@ -78,6 +78,9 @@ fn conn_name(code: u8) -> &'static str {
     }
 }
 
+/// How long a test keeps polling after the last datagram before it sleeps.
+const SPIN: std::time::Duration = std::time::Duration::from_millis(1);
+
 impl Test {
     /// Its code in rocelink's version tag (`rocelink_wire::perftest::encode_version_tagged`).
     pub fn code(self) -> u8 {
@@ -442,6 +445,9 @@ impl Perf {
         }
         let mut drv = Driver::with_backend(sock, batch);
         drv.set_gso(cfg.gso);
+        // perftest polls its completion queue without sleeping; so does this side while
+        // datagrams flow (a millisecond after the last one, then it sleeps)
+        drv.set_spin(SPIN);
         Ok(Perf {
             cfg,
             ep,
