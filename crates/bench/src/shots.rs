@@ -107,6 +107,8 @@ pub struct Ends {
     pub host: IpAddr,
     /// Pin the sender to CPU 0 and the receiver to CPU 1.
     pub pin: bool,
+    /// The RoCE host receives straight into its posted receives ([`HostConfig::land`]).
+    pub land: bool,
 }
 
 /// Shots of `g` over RoCE at `hz` for `secs`.
@@ -121,7 +123,8 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
     let hsock = UdpSocket::bind(SocketAddr::new(ends.host, 0), &roce_config())?;
     let haddr = hsock.local_addr();
     let mut hep = Endpoint::new(EndpointConfig::new(haddr));
-    let cfg = HostConfig::new(g);
+    let mut cfg = HostConfig::new(g);
+    cfg.land = ends.land;
     let mut host = Host::new(&mut hep, cfg).map_err(io::Error::other)?;
     std::thread::scope(|s| {
         let sender = s.spawn(|| -> io::Result<_> {

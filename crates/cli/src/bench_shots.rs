@@ -31,6 +31,10 @@ pub(crate) struct ShotsArgs {
     /// Do not pin the sender and receiver to CPUs 0 and 1.
     #[arg(long)]
     no_pin: bool,
+    /// The RoCE host copies every message from a receive buffer instead of having the
+    /// kernel put it straight into its posted receive (the A/B of the landing receive).
+    #[arg(long)]
+    copy: bool,
     /// Draw frame rate and bandwidth against trigger frequency (SVG).
     #[arg(long, value_parser = crate::args::out_file)]
     plot: Option<PathBuf>,
@@ -45,6 +49,7 @@ pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
         probe: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
         host: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2)),
         pin: !a.no_pin,
+        land: !a.copy,
     };
     let protos: &[Proto] = if a.no_udp {
         &[Proto::Roce]

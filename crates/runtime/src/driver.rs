@@ -4,6 +4,7 @@
 //! timers, and optionally records every datagram to a pcap.
 
 use crate::counters::{Board, Link};
+use crate::landing::{LandingRx, LandingStats, Plan};
 use rocelink_io::backend::{Backend, Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpSocket};
@@ -81,6 +82,9 @@ fn deliver(
     Ok(())
 }
 
+/// A role's prediction of where its next payloads go: fills the plan, or returns false.
+pub type Predictor<'a> = dyn FnMut(&Endpoint, &mut Plan) -> bool + 'a;
+
 /// Counters of the driver itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DriverStats {
@@ -119,6 +123,8 @@ pub struct Driver<B: Backend = UdpSocket> {
     spin: Duration,
     /// When the last datagram arrived.
     last_rx: Option<Instant>,
+    /// The scatter receive of [`Driver::run_landing`], made on first use.
+    landing: Option<LandingRx>,
 }
 
 /// How often a driver publishes its counters while it runs.
@@ -148,7 +154,13 @@ impl<B: Backend> Driver<B> {
             publish: None,
             spin: Duration::ZERO,
             last_rx: None,
+            landing: None,
         }
+    }
+
+    /// What the landing receive ([`Driver::run_landing`]) did so far.
+    pub fn landing_stats(&self) -> LandingStats {
+        self.landing.as_ref().map(|l| l.stats).unwrap_or_default()
     }
 
     /// Keep receiving without sleeping for `spin` after each datagram (zero, the default:
@@ -275,7 +287,15 @@ impl<B: Backend> Driver<B> {
         each: &mut dyn FnMut(&mut Endpoint),
         done: &mut dyn FnMut(&mut Endpoint) -> bool,
         wait: Option<Duration>,
+        predict: Option<&mut Predictor<'_>>,
     ) -> io::Result<(usize, bool)> {
+        let landing = self.landing.as_ref().is_some_and(LandingRx::pending);
+        if (predict.is_some() || landing)
+            && self.resume == 0
+            && let Some(r) = self.receive_landing(ep, now, each, done, wait, predict)?
+        {
+            return Ok(r);
+        }
         if self.resume == 0 && self.lend {
             match self.receive_lent(ep, now, each, done, wait) {
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => self.lend = false,
@@ -308,6 +328,66 @@ impl<B: Backend> Driver<B> {
         }
         self.resume = 0;
         Ok((handled, false))
+    }
+
+    /// As [`Driver::receive`], into the places `predict` names (see [`crate::landing`]):
+    /// `None` when it names none (or the backend is no UDP socket), to receive the copying
+    /// way.
+    fn receive_landing(
+        &mut self,
+        ep: &mut Endpoint,
+        now: Instant,
+        each: &mut dyn FnMut(&mut Endpoint),
+        done: &mut dyn FnMut(&mut Endpoint) -> bool,
+        wait: Option<Duration>,
+        predict: Option<&mut Predictor<'_>>,
+    ) -> io::Result<Option<(usize, bool)>> {
+        let Some(sock) = self.sock.as_udp() else {
+            return Ok(None);
+        };
+        let local = sock.local_addr();
+        let lr = self
+            .landing
+            .get_or_insert_with(|| LandingRx::new(sock.gro()));
+        let mut handled = 0;
+        if !lr.pending() {
+            let Some(predict) = predict else {
+                return Ok(None);
+            };
+            if !predict(ep, lr.plan_mut()) {
+                return Ok(None);
+            }
+            match lr.recv(sock, ep, wait)? {
+                None => return Ok(None),
+                Some(0) => return Ok(Some((0, false))),
+                Some(_) => self.stats.rx_batches += 1,
+            }
+            // the role does not run while payloads of the batch wait in its buffers (it may
+            // write there); at the first that was not accepted in place — a fault: what
+            // follows may have landed anywhere — the rest are copied out and handled as the
+            // copying receive handles them, the role polled after each
+            while let Some(in_place) = lr.handle_next(ep, now, local) {
+                handled += 1;
+                self.stats.rx_segments += 1;
+                each(ep);
+                if !in_place {
+                    lr.settle(ep);
+                }
+            }
+            if done(ep) {
+                // (what `settle` copied out waits for the next call)
+                return Ok(Some((handled, true)));
+            }
+        }
+        while lr.handle_settled(ep, now, local) {
+            handled += 1;
+            self.stats.rx_segments += 1;
+            each(ep);
+            if done(ep) {
+                return Ok(Some((handled, true)));
+            }
+        }
+        Ok(Some((handled, false)))
     }
 
     /// As [`Driver::receive`], from the backend's own buffers (no copy into the batch): the
@@ -369,7 +449,39 @@ impl<B: Backend> Driver<B> {
         ep: &mut Endpoint,
         deadline: Instant,
         each: &mut dyn FnMut(&mut Endpoint),
+        done: impl FnMut(&mut Endpoint) -> bool,
+    ) -> io::Result<bool> {
+        self.run_inner(ep, deadline, each, done, None)
+    }
+
+    /// As [`Driver::run`], receiving payloads straight to where `predict` says they go
+    /// (see [`crate::landing`]; not while a tap records, which needs whole datagrams).
+    /// `done` is checked after each received batch, not each datagram: the whole batch is
+    /// handled before the role runs.
+    /// `predict` fills the plan and returns true, or returns false to receive the copying
+    /// way this time.
+    pub fn run_landing(
+        &mut self,
+        ep: &mut Endpoint,
+        deadline: Instant,
+        predict: &mut Predictor<'_>,
+        done: impl FnMut(&mut Endpoint) -> bool,
+    ) -> io::Result<bool> {
+        let predict = if self.tap.is_none() {
+            Some(predict)
+        } else {
+            None
+        };
+        self.run_inner(ep, deadline, &mut |_| {}, done, predict)
+    }
+
+    fn run_inner(
+        &mut self,
+        ep: &mut Endpoint,
+        deadline: Instant,
+        each: &mut dyn FnMut(&mut Endpoint),
         mut done: impl FnMut(&mut Endpoint) -> bool,
+        mut predict: Option<&mut Predictor<'_>>,
     ) -> io::Result<bool> {
         loop {
             let now = Instant::now();
@@ -399,7 +511,7 @@ impl<B: Backend> Driver<B> {
                 }
                 wake.saturating_duration_since(now)
             });
-            match self.receive(ep, now, each, &mut done, wait)? {
+            match self.receive(ep, now, each, &mut done, wait, predict.as_deref_mut())? {
                 (_, true) => return Ok(true),
                 (n, false) if n > 0 => {
                     if !self.spin.is_zero() {

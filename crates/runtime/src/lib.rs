@@ -11,11 +11,13 @@ pub mod bind;
 pub mod control;
 pub mod counters;
 pub mod driver;
+pub mod landing;
 pub mod run;
 pub mod stop;
 pub mod xdp;
 
 pub use bind::{BackendChoice, RoceBackend, bind_roce, roce_config};
-pub use driver::{Driver, DriverStats};
+pub use driver::{Driver, DriverStats, Predictor};
+pub use landing::{LandingStats, Plan};
 pub use run::{Role, RunOpts, drive};
 pub use stop::{SessionThread, Stopper};

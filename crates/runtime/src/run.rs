@@ -5,7 +5,7 @@
 //! A role says what it needs through [`Role`]; IMS's buffer unit and worker, the ultrasound
 //! probe and host all run in [`drive`].
 
-use crate::Driver;
+use crate::{Driver, Plan};
 use rocelink_io::backend::Backend;
 use rocelink_transport::Endpoint;
 use std::io;
@@ -43,6 +43,12 @@ pub trait Role {
     /// nothing left to send. Return false (the default) to let the driver wait.
     fn idle(&mut self, _until: Instant) -> io::Result<bool> {
         Ok(false)
+    }
+    /// Where the next datagrams' payloads go, for the driver to receive them straight
+    /// there (see [`crate::landing`]): fill `plan` and return true. The default, false,
+    /// receives the copying way.
+    fn predict(&mut self, _ep: &Endpoint, _plan: &mut Plan) -> bool {
+        false
     }
 }
 
@@ -89,13 +95,22 @@ pub fn drive<B: Backend, R: Role>(
         if all_sent && ep.poll_timeout().is_none_or(|t| t >= wake) && role.idle(wake)? {
             continue;
         }
-        drv.run(ep, wake, |ep| {
-            if let Err(e) = role.poll(ep, Instant::now()) {
-                failed = Some(e);
-                return true;
-            }
-            role.finished() || role.wake().is_some_and(|t| t < wake)
-        })?;
+        // the role both predicts (before a receive) and is polled (after each datagram),
+        // never at once
+        let shared = std::cell::RefCell::new(&mut *role);
+        drv.run_landing(
+            ep,
+            wake,
+            &mut |ep, plan| shared.borrow_mut().predict(ep, plan),
+            |ep| {
+                let mut role = shared.borrow_mut();
+                if let Err(e) = role.poll(ep, Instant::now()) {
+                    failed = Some(e);
+                    return true;
+                }
+                role.finished() || role.wake().is_some_and(|t| t < wake)
+            },
+        )?;
         if let Some(e) = failed.take() {
             return Err(e);
         }

@@ -452,6 +452,38 @@ impl MrTable {
         Ok(())
     }
 
+    /// Whether the `len` bytes at `offset` of a message scattered into `sg` go to one
+    /// place: bytes `at..at + len` of region `lkey` (LOCAL_WRITE). True when a payload that
+    /// landed there is already where the receive puts it.
+    pub(crate) fn scatters_to(
+        &self,
+        sg: &crate::wr::SgList,
+        offset: u64,
+        len: u64,
+        lkey: u32,
+        at: usize,
+    ) -> bool {
+        let Some(mut pieces) = sg.pieces(offset, len) else {
+            return false;
+        };
+        let (Some((s, off, n)), None) = (pieces.next(), pieces.next()) else {
+            return false;
+        };
+        if s.is_discard() || s.lkey != lkey || n != len {
+            return false;
+        }
+        let Ok(r) = self.get(lkey) else {
+            return false;
+        };
+        match (
+            r.offset_of(s.va + off, n),
+            r.access.contains(Access::LOCAL_WRITE),
+        ) {
+            (Ok(o), true) => o == at,
+            _ => false,
+        }
+    }
+
     /// Scatter `data` at `offset` of a message into `sg` (checked first: on error nothing
     /// was written).
     pub(crate) fn scatter(

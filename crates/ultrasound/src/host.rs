@@ -56,6 +56,10 @@ pub struct HostConfig {
     /// refused as stray (a forged or corrupt number would otherwise give up every shot
     /// before it).
     pub ahead: u64,
+    /// Let the kernel put each message's payload straight into the receive posted for it
+    /// (a scatter receive, verified in place by the transport) instead of copying it there
+    /// from a receive buffer. Off: every message is copied.
+    pub land: bool,
 }
 
 impl HostConfig {
@@ -74,6 +78,7 @@ impl HostConfig {
             timeout: Duration::from_millis(100),
             first_shot: 0,
             ahead: 64,
+            land: true,
         }
     }
 }
@@ -181,6 +186,9 @@ pub struct Host {
     stride: usize,
     posted: VecDeque<Posted>,
     next_wr: u64,
+    /// The first receive posted since a message last landed in another's place: only from
+    /// it on are the receives in the order messages arrive ([`Host::expected`]).
+    aligned_from: u64,
     next_pos: u64,
     bounce_wanted: usize,
     owner: Vec<Option<u64>>,
@@ -239,6 +247,7 @@ impl Host {
             stride,
             posted: VecDeque::new(),
             next_wr: 0,
+            aligned_from: 0,
             next_pos: 0,
             bounce_wanted: 0,
             owner: vec![None; cfg.buffers],
@@ -286,6 +295,37 @@ impl Host {
     /// rest count as [`HostStats::stray`].
     pub fn accept_from(&mut self, ip: std::net::IpAddr, qpn: Option<u32>) {
         self.source = Some((ip, qpn));
+    }
+
+    /// Where the next messages' payloads go, in the order they arrive when nothing is lost:
+    /// the receives still posted on the endpoint (region [`Host::lkey`]), each as (byte
+    /// offset, expected length). A backend may put payloads there before the transport
+    /// checks them (those receives' buffers hold nothing yet).
+    pub fn expected<'a>(&'a self, ep: &'a Endpoint) -> impl Iterator<Item = (usize, usize)> + 'a {
+        let mut open = ep.posted_recvs(self.qpn).peekable();
+        // while receives posted in the order before a fault are out, messages land in one
+        // another's places: none is expected anywhere then
+        let first = open.peek().copied().filter(|&id| id >= self.aligned_from);
+        let g = self.cfg.geometry;
+        let mb = g.message_bytes as usize;
+        let m = u64::from(self.messages);
+        self.posted
+            .iter()
+            .skip_while(move |w| Some(w.wr_id) != first)
+            .zip(open)
+            .take_while(|(w, id)| w.wr_id == *id)
+            .map(move |(w, _)| {
+                let len = match w.pos {
+                    Some(p) => g.message_range((p % m) as u32).len(),
+                    None => mb,
+                };
+                (w.offset, len)
+            })
+    }
+
+    /// The region the shots land in.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
     }
 
     /// Remember when the trigger of `shot` was sent (reported with the shot).
@@ -404,6 +444,8 @@ impl Host {
             return None;
         }
         if w.pos != Some(pos) {
+            // the receives posted so far are out of order: expect nothing of them
+            self.aligned_from = self.next_wr;
             // landed in another's slot: copy it aside
             if self.aside >= self.cfg.stash {
                 self.stats.stash_full += 1;

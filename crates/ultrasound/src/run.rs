@@ -285,6 +285,21 @@ impl Hosting<'_> {
 }
 
 impl Role for Hosting<'_> {
+    fn predict(&mut self, ep: &Endpoint, plan: &mut rocelink_runtime::Plan) -> bool {
+        // UD SEND ONLY WITH IMMEDIATE: BTH, DETH, ImmDt
+        const HEADERS: usize = rocelink_wire::ib::BTH_LEN + 8 + 4;
+        if !self.host.config().land {
+            return false;
+        }
+        plan.lkey = self.host.lkey();
+        for (at, len) in self.host.expected(ep) {
+            if !plan.expect(HEADERS, at, len) {
+                break;
+            }
+        }
+        true
+    }
+
     fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<()> {
         self.take_challenges()?;
         self.check_answered(now)?;

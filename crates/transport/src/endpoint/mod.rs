@@ -486,6 +486,15 @@ impl Endpoint {
         Ok(())
     }
 
+    /// The work request IDs of QP `qpn`'s receives still posted (not completed), in the
+    /// order they complete.
+    pub fn posted_recvs(&self, qpn: u32) -> impl Iterator<Item = u64> + '_ {
+        self.qps
+            .get(&qpn)
+            .into_iter()
+            .flat_map(|q| q.rq.iter().map(|r| r.wr_id))
+    }
+
     /// Next completion of the default CQ ([`CqId::DEFAULT`]).
     pub fn poll_completion(&mut self) -> Option<WorkCompletion> {
         self.poll_cq(CqId::DEFAULT)

@@ -94,6 +94,12 @@ pub enum Landing {
     InPlace(Option<Placement>),
     /// Verified, accepted, and copied to where its RETH says.
     Copied(Placement),
+    /// A UD SEND, verified and delivered into the receive it completed: `in_place` when
+    /// the payload already sat where that receive puts it (else it was copied there).
+    Received {
+        /// Nothing was copied.
+        in_place: bool,
+    },
     /// Not accepted (counted under the reason: ICRC, QP, P_Key, PSN, R_Key, access, bounds,
     /// malformed). The bytes where it landed are not data.
     Refused,
@@ -105,7 +111,7 @@ impl Landing {
         match self {
             Landing::InPlace(p) => p.as_ref(),
             Landing::Copied(p) => Some(p),
-            Landing::Refused => None,
+            Landing::Received { .. } | Landing::Refused => None,
         }
     }
 }
@@ -155,7 +161,9 @@ impl Endpoint {
     }
 
     /// Process a received RDMA WRITE (RC or UC, any of FIRST/MIDDLE/LAST/ONLY, with or
-    /// without immediate) whose payload already sits in a region (see [`Landed`]). It is
+    /// without immediate) or UD SEND whose payload already sits in a region (see
+    /// [`Landed`]); a SEND completes the next posted receive as it would as a datagram,
+    /// its payload left in place when that is where the receive puts it. It is
     /// checked and accounted exactly as by [`Endpoint::handle_datagram`] — ICRC over the
     /// headers, the payload where it landed and the tail; QP, peer, P_Key, state and PSN;
     /// R_Key, access and bounds of the destination — and advances the QP's state and
@@ -181,7 +189,9 @@ impl Endpoint {
         let pad = usize::from(ib.bth.pad_count & 3);
         let (Some(payload), true) = (
             payload,
-            ib.bth.opcode.is_write()
+            (ib.bth.opcode.is_write()
+                || ib.bth.opcode == Opcode::UD_SEND_ONLY
+                || ib.bth.opcode == Opcode::UD_SEND_ONLY_WITH_IMMEDIATE)
                 && ib.bth.tver == 0
                 && d.tail.len() == pad + ICRC_LEN
                 && d.tail[..pad].iter().all(|&b| b == 0),

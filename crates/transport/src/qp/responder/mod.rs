@@ -173,10 +173,7 @@ impl Qp {
         match self.qp_type {
             QpType::Rc => self.rc_request(src, ib, payload, mrs, sinks),
             QpType::Uc => self.uc_request(src, ib, payload, mrs, sinks),
-            QpType::Ud => match payload {
-                Payload::Bytes(b) => self.ud_request(src, net_header, ib, b, mrs, sinks),
-                Payload::Landed { .. } => self.stats.drops += 1,
-            },
+            QpType::Ud => self.ud_request(src, net_header, ib, payload, mrs, sinks),
         }
     }
 }

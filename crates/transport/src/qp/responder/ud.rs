@@ -1,4 +1,6 @@
-//! UD SEND: Q_Key, the 40-byte GRH slot and the payload scattered together.
+//! UD SEND: Q_Key, the 40-byte GRH slot and the payload scattered together. A payload a
+//! backend landed in the region (see [`crate::Endpoint::handle_landed`]) is left where it
+//! is when that is where the receive puts it, and copied there otherwise.
 
 use super::*;
 
@@ -8,7 +10,7 @@ impl Qp {
         src: SocketAddr,
         net_header: &[u8],
         ib: &IbRepr,
-        payload: &[u8],
+        payload: Payload<'_>,
         mrs: &mut MrTable,
         sinks: &mut Sinks,
     ) {
@@ -28,7 +30,8 @@ impl Qp {
             self.stats.drops += 1;
             return;
         };
-        let need = grh::SLOT_LEN + payload.len();
+        let len = payload.len();
+        let need = grh::SLOT_LEN + len;
         if need as u64 > recv.sg_list.total_len() {
             let wc = self.recv_failed(recv, WcStatus::LocalLengthError, deth.src_qp, src);
             sinks.cqs.push(self.recv_cq, wc);
@@ -39,13 +42,40 @@ impl Qp {
         if grh::fill(&mut slot, net_header).is_err() {
             slot = [0; grh::SLOT_LEN];
         }
-        let placed = mrs
-            .check_scatter(&recv.sg_list, 0, need as u64)
-            .and_then(|()| mrs.scatter(&recv.sg_list, 0, &slot))
-            .and_then(|()| mrs.scatter(&recv.sg_list, grh::SLOT_LEN as u64, payload));
+        let checked = mrs.check_scatter(&recv.sg_list, 0, need as u64);
+        let mut in_place = false;
+        let placed = checked.and_then(|()| {
+            mrs.scatter(&recv.sg_list, 0, &slot)?;
+            let at = grh::SLOT_LEN as u64;
+            match payload {
+                Payload::Bytes(b) => mrs.scatter(&recv.sg_list, at, b),
+                Payload::Landed { lkey, offset, len } => {
+                    in_place = mrs.scatters_to(&recv.sg_list, at, len as u64, lkey, offset);
+                    if in_place {
+                        return Ok(());
+                    }
+                    // landed elsewhere (a datagram before it was refused or went the
+                    // other way): copied to its receive (bounds were checked on landing)
+                    let oob = crate::AccessError::OutOfBounds {
+                        va: offset as u64,
+                        len: len as u64,
+                    };
+                    let bytes = mrs
+                        .get(lkey)?
+                        .bytes()
+                        .get(offset..offset + len)
+                        .ok_or(oob)?
+                        .to_vec();
+                    mrs.scatter(&recv.sg_list, at, &bytes)
+                }
+            }
+        });
         match placed {
             Ok(()) => {
-                self.stats.rx_bytes += payload.len() as u64;
+                self.stats.rx_bytes += len as u64;
+                if let Payload::Landed { .. } = payload {
+                    sinks.landing = Some(crate::Landing::Received { in_place });
+                }
                 let wc = self.complete_recv(
                     recv,
                     WcStatus::Success,
