@@ -11,22 +11,13 @@ use rocelink_hsb::host::FastStats;
 use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
 use rocelink_hsb::sensor::Sensor;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_testkit::faults::{Fault, faulty, send_runs};
 use rocelink_transport::sim::Rng;
-use std::io::IoSlice;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 const WINDOW: usize = 20_000;
 const FRAMES: u64 = 16;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Fault {
-    None,
-    Drop,
-    Duplicate,
-    SwapWithNext,
-    Corrupt,
-}
 
 fn receiver(dev: Ipv4Addr, host: Ipv4Addr, fast: bool, gro: bool) -> Receiver {
     let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, WINDOW);
@@ -71,50 +62,8 @@ fn packets_of(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64, payload: usiz
     out
 }
 
-/// Apply the schedule: what goes on the wire, in order.
-fn faulty(pkts: &[Vec<u8>], faults: &[Fault]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < pkts.len() {
-        match faults[i] {
-            Fault::None => out.push(pkts[i].clone()),
-            Fault::Drop => {}
-            Fault::Duplicate => {
-                out.push(pkts[i].clone());
-                out.push(pkts[i].clone());
-            }
-            Fault::SwapWithNext if i + 1 < pkts.len() => {
-                out.push(pkts[i + 1].clone());
-                out.push(pkts[i].clone());
-                i += 1;
-            }
-            Fault::SwapWithNext => out.push(pkts[i].clone()),
-            Fault::Corrupt => {
-                let mut p = pkts[i].clone();
-                let k = p.len() / 2;
-                p[k] ^= 0x5A; // the ICRC no longer matches
-                out.push(p);
-            }
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Send runs of equal-sized datagrams as GSO super-datagrams (so a GRO receiver gets
-/// several segments per message), pausing between runs.
 fn send(sock: &UdpSocket, dst: SocketAddr, wire: &[Vec<u8>]) {
-    let mut i = 0;
-    while i < wire.len() {
-        let mut j = i + 1;
-        while j < wire.len() && j - i < 8 && wire[j].len() == wire[i].len() {
-            j += 1;
-        }
-        let parts: Vec<IoSlice<'_>> = wire[i..j].iter().map(|p| IoSlice::new(p)).collect();
-        sock.send_gso(dst, &parts, wire[i].len() as u16).unwrap();
-        i = j;
-        std::thread::sleep(Duration::from_micros(300));
-    }
+    send_runs(sock, dst, wire, Duration::from_micros(300));
 }
 
 fn collect(rx: &mut Receiver) -> Vec<(FrameReport, Option<Vec<u8>>)> {

@@ -8,6 +8,8 @@
 //!   the checks that skip (or, in CI, fail) when root or a tool is missing.
 //! * [`browser`] — headless Chromium driven over the DevTools protocol (the live view's
 //!   page checked as a user's browser shows it).
+//! * [`faults`] — losses, duplicates, swaps and corruption applied to a packet list, and
+//!   the list sent in segmented runs (the fast receive paths against the copying ones).
 //! * [`Rng`] — the seeded generator of the transport's simulator, for every randomised test.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -15,6 +17,7 @@
 
 pub mod browser;
 pub mod emulator;
+pub mod faults;
 pub mod netns;
 pub mod ports;
 

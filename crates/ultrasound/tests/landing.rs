@@ -8,27 +8,18 @@
 
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_runtime::{Driver, LandingStats, RunOpts};
+use rocelink_testkit::faults::{Fault, faulty, send_runs};
 use rocelink_transport::sim::Rng;
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{TriggerTarget, Triggering, host};
 use rocelink_ultrasound::shot::Echoes;
 use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig};
 use rocelink_wire::ultrasound::{Command, TriggerRepr};
-use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 const SHOTS: u64 = 24;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Fault {
-    None,
-    Drop,
-    Duplicate,
-    SwapWithNext,
-    Corrupt,
-}
 
 /// A fault for every packet, the same for a seed.
 fn schedule(n: usize, seed: u64) -> Vec<Fault> {
@@ -42,35 +33,6 @@ fn schedule(n: usize, seed: u64) -> Vec<Fault> {
             _ => Fault::None,
         })
         .collect()
-}
-
-fn faulty(pkts: &[Vec<u8>], faults: &[Fault]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < pkts.len() {
-        match faults[i] {
-            Fault::None => out.push(pkts[i].clone()),
-            Fault::Drop => {}
-            Fault::Duplicate => {
-                out.push(pkts[i].clone());
-                out.push(pkts[i].clone());
-            }
-            Fault::SwapWithNext if i + 1 < pkts.len() => {
-                out.push(pkts[i + 1].clone());
-                out.push(pkts[i].clone());
-                i += 1;
-            }
-            Fault::SwapWithNext => out.push(pkts[i].clone()),
-            Fault::Corrupt => {
-                let mut p = pkts[i].clone();
-                let k = p.len() / 2;
-                p[k] ^= 0x5A; // the ICRC no longer matches
-                out.push(p);
-            }
-        }
-        i += 1;
-    }
-    out
 }
 
 /// The probe's packets for `SHOTS` shots to the host's QP at `host_addr`, sent from `from`.
@@ -111,20 +73,8 @@ fn probe_packets(
     out
 }
 
-/// Send runs of equal-sized datagrams as GSO super-datagrams (a GRO receiver gets several
-/// segments per message), pausing between runs.
 fn send(sock: &UdpSocket, dst: SocketAddr, wire: &[Vec<u8>]) {
-    let mut i = 0;
-    while i < wire.len() {
-        let mut j = i + 1;
-        while j < wire.len() && j - i < 8 && wire[j].len() == wire[i].len() {
-            j += 1;
-        }
-        let parts: Vec<IoSlice<'_>> = wire[i..j].iter().map(|p| IoSlice::new(p)).collect();
-        sock.send_gso(dst, &parts, wire[i].len() as u16).unwrap();
-        i = j;
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    send_runs(sock, dst, wire, Duration::from_micros(200));
 }
 
 /// What a host handed on: (shot, messages, missing, complete) and the bytes of each
