@@ -87,21 +87,33 @@ fn streaming_to(addr: &str) -> bool {
     s.recv(&mut b).is_ok()
 }
 
-/// Every frame the JSON lines call good is in the recording, and its bytes match its CRC.
-fn assert_all_good_recorded(json: &str, dir: &Path) -> usize {
+/// Every frame the JSON lines call good is in the recording with bytes that match its CRC,
+/// but for those the summary (`stderr`) counts as dropped by the recorder (which drops
+/// rather than stall the receiver when the disk, or a loaded machine, falls behind): none
+/// goes missing uncounted. Returns how many good frames were reported.
+fn assert_all_good_recorded(json: &str, dir: &Path, stderr: &str) -> usize {
     let good: Vec<u64> = json
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["good"] == true)
         .map(|v| v["frame_number"].as_u64().unwrap())
         .collect();
+    let dropped: usize = stderr
+        .split_once(" dropped by the recorder")
+        .and_then(|(before, _)| before.split_whitespace().last()?.parse().ok())
+        .unwrap_or(0);
     let r = Recording::open(dir).unwrap();
+    let mut missing = Vec::new();
     for n in &good {
-        let i = r
-            .position(*n)
-            .unwrap_or_else(|| panic!("good frame {n} missing from the recording"));
-        assert_eq!(r.verify(i).unwrap(), Some(true), "frame {n} bytes");
+        match r.position(*n) {
+            Some(i) => assert_eq!(r.verify(i).unwrap(), Some(true), "frame {n} bytes"),
+            None => missing.push(*n),
+        }
     }
+    assert!(
+        missing.len() <= dropped,
+        "good frames {missing:?} missing from the recording, {dropped} counted as dropped: {stderr}"
+    );
     good.len()
 }
 
@@ -132,7 +144,7 @@ fn sigint_during_receive_record_keeps_every_reported_frame_and_stops_the_device(
     assert_eq!(code, Some(0), "{se}");
     assert!(se.contains("stopped by signal"), "summary: {se}");
     assert!(se.contains("recorded"), "recording summary: {se}");
-    let n = assert_all_good_recorded(&so, &rec);
+    let n = assert_all_good_recorded(&so, &rec, &se);
     assert!(n >= 10, "{n} good frames in 1.5 s at 30 fps");
     // the VP was disabled: nothing reaches the receiver's address any more
     assert!(
@@ -160,7 +172,7 @@ fn sigterm_during_demo_record_exits_zero_with_every_frame() {
         15,
     );
     assert_eq!(code, Some(0), "{se}");
-    assert!(assert_all_good_recorded(&so, &rec) >= 10);
+    assert!(assert_all_good_recorded(&so, &rec, &se) >= 10);
 }
 
 #[test]
