@@ -73,6 +73,10 @@ pub struct RecvBatch {
     iovs: Vec<libc::iovec>,
     groups: Vec<std::ops::Range<usize>>,
     mmsg: MmsgRecv,
+    /// How many datagrams the next `recvmmsg` asks for: as many as the last one got when
+    /// it emptied the queue (one for a ping-pong, so the kernel does not look for a second
+    /// that is not there), twice as many when it filled them all, up to the capacity.
+    want: usize,
 }
 
 // SAFETY: the raw pointers in `iovs` are written at the start of each receive and used only
@@ -91,6 +95,7 @@ impl RecvBatch {
             iovs: Vec::with_capacity(count),
             groups: (0..count).map(|i| i..i + 1).collect(),
             mmsg: MmsgRecv::new(count),
+            want: count,
         }
     }
     /// Datagrams of the last receive.
@@ -301,25 +306,32 @@ impl UdpSocket {
 
     fn recv_batch_flags(&self, batch: &mut RecvBatch, flags: libc::c_int) -> io::Result<usize> {
         batch.meta.clear();
-        batch.iovs.clear();
-        batch
-            .iovs
-            .extend(batch.bufs.iter_mut().map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            }));
-        // SAFETY: iovec i points at the whole of buffer i, which `batch` owns and this call
-        // borrows mutably (nothing else touches it until the receive returns); group i is
-        // iovec i.
+        if batch.iovs.len() != batch.bufs.len() {
+            batch.iovs.clear();
+            batch
+                .iovs
+                .extend(batch.bufs.iter_mut().map(|b| libc::iovec {
+                    iov_base: b.as_mut_ptr().cast(),
+                    iov_len: b.len(),
+                }));
+        }
+        let want = batch.want.clamp(1, batch.groups.len().max(1));
+        let groups = &batch.groups[..want.min(batch.groups.len())];
+        // SAFETY: iovec i points at the whole of buffer i (boxed, so it never moves; the
+        // kernel does not write iovecs), which `batch` owns and this call borrows mutably
+        // (nothing else touches it until the receive returns); group i is iovec i.
         let r = unsafe {
             batch.mmsg.recv(
                 self.sock.as_raw_fd(),
                 &mut batch.iovs,
-                &batch.groups,
+                groups,
                 self.gro,
                 flags,
             )?
         };
+        if r > 0 {
+            batch.want = if r >= want { want * 2 } else { r };
+        }
         for i in 0..r {
             let Some(m) = batch.mmsg.received(i) else {
                 continue;
@@ -514,6 +526,39 @@ mod tests {
             assert_eq!(*src, a.local_addr());
             assert_eq!(d, &data[i]);
         }
+    }
+
+    #[test]
+    fn the_receive_count_follows_the_queue_and_loses_nothing() {
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        let to = b.local_addr();
+        let mut batch = RecvBatch::new(8, 2048);
+        let mut recv_now = |batch: &mut RecvBatch| -> Vec<u8> {
+            b.wait_readable(Some(Duration::from_secs(1))).unwrap();
+            b.recv_batch(batch).unwrap();
+            batch.segments().map(|(_, d)| d[0]).collect()
+        };
+        // a ping-pong: one at a time, so the next receive asks for one
+        for i in 0..3u8 {
+            a.send_batch(&[(to, &[i][..])]).unwrap();
+            assert_eq!(recv_now(&mut batch), [i]);
+        }
+        assert_eq!(batch.want, 1);
+        // then a burst of 20: asked for 1, 2, 4, 8, 8, … with every datagram in order
+        let burst: Vec<[u8; 1]> = (10..30u8).map(|i| [i]).collect();
+        let pkts: Vec<(SocketAddr, &[u8])> = burst.iter().map(|d| (to, &d[..])).collect();
+        assert_eq!(a.send_batch(&pkts).unwrap(), 20);
+        let mut got = Vec::new();
+        let mut sizes = Vec::new();
+        while got.len() < 20 {
+            let n = recv_now(&mut batch);
+            sizes.push(n.len());
+            got.extend(n);
+        }
+        assert_eq!(got, (10..30u8).collect::<Vec<_>>());
+        assert_eq!(sizes, [1, 2, 4, 8, 5], "never more than the capacity");
+        assert_eq!(batch.want, 5, "the last receive emptied the queue");
     }
 
     #[test]

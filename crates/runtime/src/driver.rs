@@ -330,6 +330,26 @@ impl<B: Backend> Driver<B> {
         Ok((handled, false))
     }
 
+    /// [`Driver::receive`] without sleeping, again and again until something arrives or
+    /// `until` passes.
+    fn spin_receive(
+        &mut self,
+        ep: &mut Endpoint,
+        until: Instant,
+        each: &mut dyn FnMut(&mut Endpoint),
+        done: &mut dyn FnMut(&mut Endpoint) -> bool,
+        mut predict: Option<&mut Predictor<'_>>,
+    ) -> io::Result<(usize, bool)> {
+        loop {
+            let now = Instant::now();
+            let r = self.receive(ep, now, each, done, None, predict.as_deref_mut())?;
+            if r.0 > 0 || r.1 || now >= until {
+                return Ok(r);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// As [`Driver::receive`], into the places `predict` names (see [`crate::landing`]):
     /// `None` when it names none (or the backend is no UDP socket), to receive the copying
     /// way.
@@ -511,14 +531,25 @@ impl<B: Backend> Driver<B> {
                 }
                 wake.saturating_duration_since(now)
             });
-            match self.receive(ep, now, each, &mut done, wait, predict.as_deref_mut())? {
-                (_, true) => return Ok(true),
-                (n, false) if n > 0 => {
-                    if !self.spin.is_zero() {
-                        self.last_rx = Some(now);
-                    }
-                    continue;
+            let (n, finished) = if spinning && all_sent && !completed {
+                // nothing to send and nothing new to complete: only a datagram, a timer or
+                // the deadline changes that, so look again at once without the round above
+                let mut until = deadline.min(self.last_rx.map_or(now, |t| t + self.spin));
+                if let Some(t) = ep.poll_timeout() {
+                    until = until.min(t);
                 }
+                self.spin_receive(ep, until, each, &mut done, predict.as_deref_mut())?
+            } else {
+                self.receive(ep, now, each, &mut done, wait, predict.as_deref_mut())?
+            };
+            // a datagram starts (or extends) the spin, also when it finished the run: a
+            // latency test's next message is posted by the caller and answered within it
+            if n > 0 && !self.spin.is_zero() {
+                self.last_rx = Some(Instant::now());
+            }
+            match (n, finished) {
+                (_, true) => return Ok(true),
+                (n, false) if n > 0 => continue,
                 _ if spinning => {
                     std::hint::spin_loop();
                     continue;
