@@ -534,7 +534,7 @@ mod tests {
         let b = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
         let to = b.local_addr();
         let mut batch = RecvBatch::new(8, 2048);
-        let mut recv_now = |batch: &mut RecvBatch| -> Vec<u8> {
+        let recv_now = |batch: &mut RecvBatch| -> Vec<u8> {
             b.wait_readable(Some(Duration::from_secs(1))).unwrap();
             b.recv_batch(batch).unwrap();
             batch.segments().map(|(_, d)| d[0]).collect()
