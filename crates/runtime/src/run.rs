@@ -50,11 +50,22 @@ pub trait Role {
     fn predict(&mut self, _ep: &Endpoint, _plan: &mut Plan) -> bool {
         false
     }
+    /// How long the driver goes on after the end, so the last answers (ACKs, a final
+    /// status) go out: [`LINGER`] by default. A role that answers nothing on the endpoint
+    /// returns zero: what is queued is still sent, but nothing more is received — what
+    /// arrives after the end is not the run's, and taking it without the role (no receive
+    /// posted again) would count it as dropped.
+    fn linger(&self) -> Duration {
+        LINGER
+    }
 }
+
+/// How long [`drive`] runs the driver after the end by default (see [`Role::linger`]).
+pub const LINGER: Duration = Duration::from_millis(20);
 
 /// Poll `role` after every datagram and on its timers until it finishes, `stop` ends it
 /// or the deadline passes; `progress` about every `opts.every`. After the end the driver
-/// runs 20 ms more, so the last answers go out.
+/// runs [`Role::linger`] more (20 ms by default), so the last answers go out.
 pub fn drive<B: Backend, R: Role>(
     drv: &mut Driver<B>,
     ep: &mut Endpoint,
@@ -74,7 +85,7 @@ pub fn drive<B: Backend, R: Role>(
         let ended = stop.load(Ordering::Relaxed) && role.stop();
         role.poll(ep, now)?;
         if ended || role.finished() || deadline.is_some_and(|d| now >= d) {
-            drv.run(ep, now + Duration::from_millis(20), |_| false)?;
+            drv.run(ep, now + role.linger(), |_| false)?;
             drv.publish(ep);
             return Ok(());
         }
