@@ -434,6 +434,7 @@ fn summarize(
     let (corrupt, verified) = (s.sink(|k| k.corrupt), s.sink(|k| k.verified));
     let (recorded, dropped) = (s.sink(|k| k.recorded), s.sink(|k| k.dropped));
     let (missing, stray) = (s.host(|h| h.missing), s.host(|h| h.stray));
+    let resyncs = s.host(|h| h.resyncs);
     // the rate while shots arrived: first message of the first shot to the last shot
     let span = s.active_seconds();
     let fr = complete as f64 / s.links.len().max(1) as f64 / span;
@@ -444,7 +445,7 @@ fn summarize(
                    "shot_bytes": g.bytes(), "shots": shots, "complete": complete,
                    "incomplete": shots - complete, "missing_messages": missing,
                    "bytes": bytes, "verified": verified, "corrupt": corrupt,
-                   "recorded": recorded, "dropped": dropped, "stray": stray,
+                   "recorded": recorded, "dropped": dropped, "stray": stray, "resyncs": resyncs,
                    "frame_rate_hz": fr, "gbps": gbps(bytes, span), "seconds": s.seconds,
                    "per_link": s.links.iter().map(link_json).collect::<Vec<_>>(),
                    "counters": counters})
@@ -468,6 +469,11 @@ fn summarize(
         if stray > 0 {
             println!(
                 "{stray} messages dropped as stray: not from the probe triggered (its address and QP), or numbered more than --ahead shots ahead"
+            );
+        }
+        if resyncs > 0 {
+            println!(
+                "{resyncs} time(s) a loss longer than --ahead shots: the host moved on to the probe's current shot after --timeout"
             );
         }
     }

@@ -20,6 +20,12 @@
 //! Shots are handed on in order: complete ones with their bytes, incomplete ones with what
 //! was missing. A shot is given up once a shot `reorder` later has arrived, or when nothing
 //! came for `timeout`.
+//!
+//! Messages of shots more than `ahead` beyond the next one to hand on are refused (a forged
+//! number must not give up real shots). After a loss longer than that, though, every
+//! message the probe sends is beyond: once nothing was taken for `timeout` while at least a
+//! shot's worth of the probe's messages came from beyond, the host moves on to the newest
+//! of them.
 
 use crate::{Error, shot::Geometry, ud_ready};
 use rocelink_io::aligned::AlignedBuf;
@@ -132,6 +138,9 @@ pub struct HostStats {
     /// Messages not from the probe (another address or source QP), or of a shot more
     /// than [`HostConfig::ahead`] ahead: dropped.
     pub stray: u64,
+    /// Times the host moved on to where the probe was, after a loss longer than
+    /// [`HostConfig::ahead`] shots (see [`Host::poll`]).
+    pub resyncs: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -199,6 +208,9 @@ pub struct Host {
     next_report: u64,
     max_seen: Option<u64>,
     last_arrival: Option<Instant>,
+    /// Since the last message taken: the newest shot of the probe's messages refused as too
+    /// far ahead, and how many such messages came.
+    beyond: Option<(u64, u64)>,
     aside: usize,
     /// Messages are taken only from this address (and source QP, once known).
     source: Option<(std::net::IpAddr, Option<u32>)>,
@@ -258,6 +270,7 @@ impl Host {
             next_report: cfg.first_shot,
             max_seen: None,
             last_arrival: None,
+            beyond: None,
             aside: 0,
             source: None,
             stats: HostStats::default(),
@@ -348,12 +361,46 @@ impl Host {
         while let Some(wc) = ep.poll_cq(self.cq) {
             self.take(ep, now, &wc);
         }
+        self.resync(now);
         self.hand_on(ep, now, sink);
         self.post(ep)
     }
 
+    /// After a loss longer than the window ahead (a full socket buffer dropped more than
+    /// [`HostConfig::ahead`] shots at once), every message the probe sends is beyond the
+    /// window and refused, and the shot waited for never completes: once nothing was taken
+    /// for [`HostConfig::timeout`] while at least a shot's worth of the probe's messages
+    /// came from beyond, move on to the newest of them (the shots before it are given up,
+    /// in order). A forged shot number alone moves nothing while the probe's own messages
+    /// are being taken.
+    fn resync(&mut self, now: Instant) {
+        let Some((newest, count)) = self.beyond else {
+            return;
+        };
+        let quiet = self
+            .last_arrival
+            .is_none_or(|t| now >= t + self.cfg.timeout);
+        if !quiet || count < u64::from(self.messages) {
+            return;
+        }
+        self.beyond = None;
+        self.stats.resyncs += 1;
+        // hand_on gives up every shot up to the one before `newest`: the last arrival is
+        // `timeout` ago, so none of them is waited for
+        let before = newest.saturating_sub(1).max(self.next_report);
+        self.max_seen = Some(self.max_seen.map_or(before, |m| m.max(before)));
+        if self.last_arrival.is_none() {
+            self.last_arrival = Some(now - self.cfg.timeout);
+        }
+    }
+
     /// When [`Host::poll`] has a shot to give up, if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.beyond.is_some() {
+            // the resync is due `timeout` after the last message taken
+            let since = self.last_arrival.unwrap_or_else(Instant::now);
+            return Some(since + self.cfg.timeout);
+        }
         let max = self.max_seen?;
         if max < self.next_report {
             return None;
@@ -429,6 +476,8 @@ impl Host {
         }
         if shot - self.next_report > self.cfg.ahead {
             self.stats.stray += 1;
+            let (newest, count) = self.beyond.unwrap_or((shot, 0));
+            self.beyond = Some((newest.max(shot), count + 1));
             return None;
         }
         let pos = self.pos(shot, index);
@@ -468,6 +517,7 @@ impl Host {
         self.stats.messages += 1;
         self.max_seen = Some(self.max_seen.map_or(shot, |m| m.max(shot)));
         self.last_arrival = Some(now);
+        self.beyond = None;
         Some(pos)
     }
 

@@ -372,3 +372,45 @@ fn a_slow_recorder_drops_whole_shots_and_counts_them() {
     assert_eq!(noted + rec.marker_drops, s.dropped);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_loss_longer_than_the_window_ahead_is_recovered_from() {
+    // a burst of 70 shots lost at once (a full socket buffer), more than `ahead` (64): the
+    // shots after it must still come through
+    let g = Geometry::new(1000, 96);
+    let m = u64::from(g.messages());
+    let mut n = Net::new(
+        (PROBE, HOST),
+        LinkConfig::default(),
+        5,
+        ProbeConfig::new(g),
+        HostConfig::new(g),
+    );
+    let mut seen = 0u64;
+    n.pair.set_filter(move |d, _| {
+        if d != Dir::AtoB {
+            return true;
+        }
+        seen += 1;
+        !(5 * m < seen && seen <= 75 * m)
+    });
+    n.start(1_000_000, 200, 0);
+    let mut reports = Vec::new();
+    let end = n.pair.now + Duration::from_secs(5);
+    n.drive(&mut |rep, _| reports.push(*rep), |pair, _, host| {
+        host.stats().shots >= 200 || pair.now > end
+    });
+    let s = *n.host.stats();
+    let shots: Vec<u64> = reports.iter().map(|r| r.shot).collect();
+    assert_eq!(
+        shots,
+        (0..200).collect::<Vec<_>>(),
+        "each once, in order: {s:?}"
+    );
+    assert!(reports[..5].iter().all(|r| r.complete));
+    assert!(reports[5..75].iter().all(|r| !r.complete && r.missing > 0));
+    // the host moved on to the probe's shot once nothing was taken for its timeout
+    // (100 ms: a hundred shots at 1 kHz after the last one taken, shot 4)
+    assert_eq!(s.resyncs, 1, "{s:?}");
+    assert!(reports[110..].iter().all(|r| r.complete), "{s:?}");
+}

@@ -110,18 +110,22 @@ fn forged_and_far_ahead_messages_are_stray_and_every_real_shot_arrives() {
                 0,
                 &fake,
             );
-            // from the probe itself, numbered 30 000 shots ahead
-            message(
-                &mut pair.b,
-                now,
-                pa,
-                probe.qpn(),
-                qpn,
-                qkey,
-                30_000,
-                0,
-                &fake,
-            );
+            // from the probe itself, a whole shot numbered 30 000 shots ahead: while the
+            // probe's own messages keep coming it moves nothing
+            for i in 0..g.messages() {
+                let len = g.message_range(i).len();
+                message(
+                    &mut pair.b,
+                    now,
+                    pa,
+                    probe.qpn(),
+                    qpn,
+                    qkey,
+                    30_000,
+                    i,
+                    &fake[..len],
+                );
+            }
             // 51 whole forged shots from another address, numbered where real ones come
             let intruder = addr("10.0.0.99:4791");
             for shot in 5..56 {
@@ -164,6 +168,10 @@ fn forged_and_far_ahead_messages_are_stray_and_every_real_shot_arrives() {
     // what found a posted receive was refused as stray (the rest found none); the host
     // took exactly the probe's messages
     assert!(st.stray >= 2, "{st:?}");
+    assert_eq!(
+        st.resyncs, 0,
+        "forged far-ahead numbers moved the host on: {st:?}"
+    );
     assert_eq!(st.messages, shots * u64::from(g.messages()), "{st:?}");
     assert_eq!(reports.len() as u64, shots, "{st:?}");
     assert!(

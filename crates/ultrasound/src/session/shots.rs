@@ -457,5 +457,6 @@ fn add_host(a: HostStats, b: HostStats) -> HostStats {
         stash_full: a.stash_full + b.stash_full,
         recv_errors: a.recv_errors + b.recv_errors,
         stray: a.stray + b.stray,
+        resyncs: a.resyncs + b.resyncs,
     }
 }
