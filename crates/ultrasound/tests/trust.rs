@@ -110,9 +110,9 @@ fn forged_and_far_ahead_messages_are_stray_and_every_real_shot_arrives() {
                 0,
                 &fake,
             );
-            // from the probe itself, a whole shot numbered 30 000 shots ahead: while the
-            // probe's own messages keep coming it moves nothing
-            for i in 0..g.messages() {
+            // from the probe itself, three whole shots numbered 30 000 shots ahead, in a
+            // row: while the probe's own messages keep coming they move nothing
+            for (shot, i) in (30_000..30_003).flat_map(|s| (0..g.messages()).map(move |i| (s, i))) {
                 let len = g.message_range(i).len();
                 message(
                     &mut pair.b,
@@ -121,7 +121,7 @@ fn forged_and_far_ahead_messages_are_stray_and_every_real_shot_arrives() {
                     probe.qpn(),
                     qpn,
                     qkey,
-                    30_000,
+                    shot,
                     i,
                     &fake[..len],
                 );
