@@ -273,7 +273,7 @@ fn a_browser_shows_the_bars_the_frames_and_the_losses_then_the_recording() {
             "--frames",
             "240",
             "--timeout",
-            "10",
+            "30",
             "--record",
             rec.to_str().unwrap(),
             "--view",
@@ -281,7 +281,17 @@ fn a_browser_shows_the_bars_the_frames_and_the_losses_then_the_recording() {
         ],
     ));
     let mut b = Browser::start(Some(&host));
-    b.goto(&format!("http://{addr}/"));
+    let url = format!("http://{addr}/");
+    let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.goto(&url)));
+    if loaded.is_err() {
+        // say why: whether `receive` (and its server) still runs, and what it said
+        let state = rx.try_wait();
+        let _ = rx.kill();
+        let _ = rx.wait();
+        let mut said = String::new();
+        let _ = err.read_to_string(&mut said);
+        panic!("the live page did not load; receive: {state:?}; its stderr:\n{said}");
+    }
     // the picture
     let sample = "(() => { const i = document.getElementById('picture'); if (!i.complete || !i.naturalWidth) return null; \
         const c = document.createElement('canvas'); c.width = i.naturalWidth; c.height = i.naturalHeight; \
