@@ -25,6 +25,8 @@ pub struct RingBook {
     rp: u64,
     /// Delivered, not yet consumed: stream offset (VA − start) → length.
     delivered: BTreeMap<u64, u32>,
+    /// The longest frame ever delivered.
+    longest: u32,
 }
 
 impl RingBook {
@@ -35,6 +37,7 @@ impl RingBook {
             ring,
             rp: start,
             delivered: BTreeMap::new(),
+            longest: 0,
         }
     }
 
@@ -63,6 +66,7 @@ impl RingBook {
         if self.behind(va) {
             return Delivery::Duplicate;
         }
+        self.longest = self.longest.max(len);
         match self.delivered.insert(self.offset(va), len) {
             Some(_) => Delivery::Duplicate,
             None => Delivery::New,
@@ -105,6 +109,20 @@ impl RingBook {
         self.delivered.contains_key(&self.offset(va))
     }
 
+    /// True when `[va, va + len)` overlaps a frame delivered and not yet consumed (stream
+    /// offsets; a range that wraps the VA space counts as overlapping).
+    pub fn overlaps_delivered(&self, va: u64, len: u64) -> bool {
+        let at = self.offset(va);
+        let Some(end) = at.checked_add(len) else {
+            return true;
+        };
+        // frames starting before `end` and late enough to reach past `at`
+        let from = at.saturating_sub(u64::from(self.longest));
+        self.delivered
+            .range(from..end)
+            .any(|(&f, &n)| f + u64::from(n) > at)
+    }
+
     /// Frames delivered and not yet consumed.
     pub fn pending(&self) -> usize {
         self.delivered.len()
@@ -141,6 +159,25 @@ mod tests {
             "consumed"
         );
         assert_eq!(b.pending(), 0);
+    }
+
+    #[test]
+    fn a_range_over_a_delivered_frame_is_seen() {
+        let mut b = RingBook::new(1000, 1 << 20);
+        b.delivered(1000 + 4096, 4096);
+        b.delivered(1000 + 3 * 4096, 100);
+        for (va, len, want) in [
+            (1000, 4096, false),               // before the first
+            (1000, 4097, true),                // its first byte
+            (1000 + 8191, 1, true),            // its last byte
+            (1000 + 8192, 4096, false),        // the gap between
+            (1000 + 3 * 4096 + 99, 5, true),   // the short one's last byte
+            (1000 + 3 * 4096 + 100, 9, false), // after it
+            (1000 + 2048, 1 << 16, true),      // over both
+        ] {
+            assert_eq!(b.overlaps_delivered(va, len), want, "{va} +{len}");
+        }
+        assert!(b.consume() || b.pass_gap().is_some());
     }
 
     #[test]

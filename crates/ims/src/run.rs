@@ -6,7 +6,7 @@ use crate::server::{Consumer, Server};
 use crate::source::FrameSource;
 use crate::worker::Worker;
 pub use rocelink_runtime::RunOpts;
-use rocelink_runtime::{Driver, Role, drive};
+use rocelink_runtime::{Driver, Plan, Role, drive};
 use rocelink_transport::Endpoint;
 use std::io;
 use std::time::{Duration, Instant};
@@ -28,6 +28,19 @@ impl Role for Serving<'_> {
         false
     }
     fn stop(&mut self) -> bool {
+        true
+    }
+    fn predict(&mut self, ep: &Endpoint, plan: &mut Plan) -> bool {
+        // the rest of a WRITE under way lands in the channel's ring (not over a frame
+        // delivered and not consumed); the packet that starts the next one comes alone (it
+        // says where that one goes)
+        if !self
+            .server
+            .landing_qpns(ep)
+            .any(|q| plan.expect_write(ep, q))
+        {
+            plan.next_alone();
+        }
         true
     }
 }

@@ -98,6 +98,11 @@ impl RecvBatch {
             want: count,
         }
     }
+    /// Ask the next receive for at most `n` datagrams (GRO messages), at least one; later
+    /// ones grow back as the queue allows.
+    pub fn ask_at_most(&mut self, n: usize) {
+        self.want = self.want.min(n).max(1);
+    }
     /// Datagrams of the last receive.
     pub fn len(&self) -> usize {
         self.meta.len()

@@ -296,13 +296,18 @@ impl<B: Backend> Driver<B> {
         {
             return Ok(r);
         }
+        // a plan that asked for the next datagram alone: one, then the role plans again
+        let alone = self.resume == 0 && self.landing.as_mut().is_some_and(LandingRx::take_alone);
         if self.resume == 0 && self.lend {
-            match self.receive_lent(ep, now, each, done, wait) {
+            match self.receive_lent(ep, now, each, done, wait, alone) {
                 Err(e) if e.kind() == io::ErrorKind::Unsupported => self.lend = false,
                 r => return r,
             }
         }
         if self.resume == 0 {
+            if alone {
+                self.batch.ask_at_most(1);
+            }
             let n = self.sock.recv(&mut self.batch, wait)?;
             if n == 0 {
                 return Ok((0, false));
@@ -419,9 +424,10 @@ impl<B: Backend> Driver<B> {
         each: &mut dyn FnMut(&mut Endpoint),
         done: &mut dyn FnMut(&mut Endpoint) -> bool,
         wait: Option<Duration>,
+        alone: bool,
     ) -> io::Result<(usize, bool)> {
         let local = Backend::local_addr(&self.sock);
-        let max = self.batch.capacity();
+        let max = if alone { 1 } else { self.batch.capacity() };
         let Driver {
             sock, stats, tap, ..
         } = self;

@@ -17,7 +17,7 @@
 
 use rocelink_io::scatter::{ScatterRx, Slot};
 use rocelink_io::udp::UdpSocket;
-use rocelink_transport::{Datagram, Endpoint, Landed, Landing};
+use rocelink_transport::{Datagram, Endpoint, Landed, Landing, WriteUnderWay};
 use rocelink_wire::ib::{BTH_LEN, ICRC_LEN, Opcode};
 use std::io;
 use std::net::SocketAddr;
@@ -35,6 +35,8 @@ pub struct Plan {
     pub slots: Vec<Slot>,
     /// Slots and bytes one receive can fill: no more are taken.
     room: (usize, usize),
+    /// Nothing placed: take the next datagram alone, the copying way, and plan again.
+    alone: bool,
 }
 
 impl Plan {
@@ -57,6 +59,43 @@ impl Plan {
         self.slots.push(s);
         self.room = (self.room.0.saturating_sub(1), self.room.1.saturating_sub(n));
         self.room.0 > 0 && self.room.1 > 0
+    }
+
+    /// Expect the rest of the RDMA WRITE QP `qpn` is in the middle of (see
+    /// [`Endpoint::write_under_way`]), as MIDDLE and LAST packets in PSN order, in region
+    /// `lkey` only if the plan is empty or already there. Returns whether it expected any.
+    /// A WRITE's packets after its first carry the BTH alone (a LAST with immediate data
+    /// does not fit its slot and is handled the copying way).
+    pub fn expect_write(&mut self, ep: &Endpoint, qpn: u32) -> bool {
+        let Some(WriteUnderWay {
+            lkey,
+            offset,
+            len,
+            mtu,
+            ..
+        }) = ep.write_under_way(qpn)
+        else {
+            return false;
+        };
+        if !self.slots.is_empty() && self.lkey != lkey || mtu == 0 {
+            return false;
+        }
+        self.lkey = lkey;
+        let mut at = offset;
+        let mut more = true;
+        while more && at < offset + len {
+            let n = mtu.min(offset + len - at);
+            more = self.expect(BTH_LEN, at, n);
+            at += n;
+        }
+        true
+    }
+
+    /// Expect nothing yet: the next datagram is received alone, the copying way, and the
+    /// role is asked again after it — for a role whose next placement only the next
+    /// packet can say (the first packet of a WRITE names where the rest goes).
+    pub fn next_alone(&mut self) {
+        self.alone = true;
     }
 }
 
@@ -118,6 +157,7 @@ impl LandingRx {
     /// the kernel two I/O vectors to walk, filled or not).
     pub(crate) fn plan_mut(&mut self) -> &mut Plan {
         self.plan.slots.clear();
+        self.plan.alone = false;
         self.plan.room = if self.gro {
             (usize::MAX, GRO_BYTES)
         } else {
@@ -141,6 +181,8 @@ impl LandingRx {
         let zone = ep.landing_zone(self.lkey).map_err(io::Error::other)?;
         // with GRO a message holds an unknown number of segments, so a second message's
         // plan could not know where to start: one message per call, every slot its own
+        // (planning 64 KiB per message was tried: the sender's runs are cut where its
+        // flushes end, and a third of the segments then landed out of place)
         let slots = self.plan.slots.len();
         let (per_msg, msgs) = if self.gro {
             (slots, 1)
@@ -238,6 +280,13 @@ impl LandingRx {
         }
         self.cursor = self.segs.len();
         self.scratch = buf;
+    }
+
+    /// The plan asked for the next datagram alone ([`Plan::next_alone`]) and named no
+    /// place.
+    /// (Once: the flag is cleared.)
+    pub(crate) fn take_alone(&mut self) -> bool {
+        std::mem::take(&mut self.plan.alone) && self.plan.slots.is_empty()
     }
 
     /// Datagrams copied out by [`LandingRx::settle`] and not handled yet.

@@ -249,7 +249,7 @@ impl MemoryRegion {
     }
 
     /// Byte ranges of `[va, va + len)`: one for a linear region, up to two for a ring.
-    fn ring_ranges(&self, va: u64, len: u64) -> Result<[Range<usize>; 2], AccessError> {
+    pub(crate) fn ring_ranges(&self, va: u64, len: u64) -> Result<[Range<usize>; 2], AccessError> {
         let AddressMap::Ring { .. } = self.map else {
             let off = self.offset_of(va, len)?;
             return Ok([off..off + len as usize, 0..0]);

@@ -519,3 +519,49 @@ fn a_held_page_is_written_by_neither_path_until_it_is_given_back() {
     w.assert_same(0..REGION);
     assert!(bytes(&w).iter().any(|&b| b != 0));
 }
+
+#[test]
+fn a_write_under_way_names_exactly_its_own_remaining_bytes() {
+    for t in [QpType::Uc, QpType::Rc] {
+        let mut w = Twins::new(t);
+        let under = |w: &Twins| w.copy.write_under_way(w.qb);
+        assert_eq!(under(&w), None, "{t:?}: nothing under way yet");
+        // FIRST, MIDDLE, MIDDLE, LAST of 100 bytes, to VA 0x1000
+        let pkts = w.write(0x1000, 0, 3 * MTU as u32 + 100, None);
+        assert_eq!(pkts.len(), 4);
+        for (k, d) in pkts.iter().enumerate() {
+            let l = w.feed(d, 0x1000 + k * MTU);
+            assert!(matches!(l, Landing::InPlace(Some(_))), "{t:?}: {l:?}");
+            let want = (k + 1 < pkts.len()).then(|| WriteUnderWay {
+                lkey: w.dst.lkey,
+                offset: 0x1000 + (k + 1) * MTU,
+                va: 0x1000 + ((k + 1) * MTU) as u64,
+                len: (2 - k) * MTU + 100,
+                mtu: MTU,
+                psn: 100 + k as u32 + 1,
+            });
+            assert_eq!(under(&w), want, "{t:?}: after packet {k}");
+        }
+        // a WRITE ONLY leaves nothing under way; a message whose MIDDLE is lost leaves
+        // nothing on UC (dropped to the next message) and the same bytes on RC (it waits
+        // for the resend)
+        let only = w.write(0x9000, 0, 64, None);
+        assert!(matches!(w.feed(&only[0], 0x9000), Landing::InPlace(_)));
+        assert_eq!(under(&w), None);
+        let pkts = w.write(0x2000, 0, 3 * MTU as u32, None);
+        assert!(matches!(w.feed(&pkts[0], 0x2000), Landing::InPlace(_)));
+        let after_first = under(&w);
+        assert_eq!(
+            after_first.map(|u| (u.offset, u.len)),
+            Some((0x2000 + MTU, 2 * MTU))
+        );
+        // (the third packet, where the backend expected the second: refused)
+        assert_eq!(w.feed(&pkts[2], 0x2000 + MTU), Landing::Refused);
+        match t {
+            QpType::Uc => assert_eq!(under(&w), None, "UC drops the message"),
+            _ => assert_eq!(under(&w), after_first, "RC waits for the lost packet"),
+        }
+        // a QP that does not exist has nothing under way
+        assert_eq!(w.copy.write_under_way(w.qb ^ 0x55), None);
+    }
+}

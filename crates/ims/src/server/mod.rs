@@ -189,6 +189,23 @@ impl Server {
         self.table.len()
     }
 
+    /// The data channel QPs whose WRITE under way may land straight in their ring (see
+    /// [`rocelink_runtime::Plan::expect_write`]): those whose message's remaining range
+    /// holds no frame delivered and not yet consumed. A worker that did not hear an ACK
+    /// sends a delivered frame again, and while that copy is under way a lost packet lets
+    /// the next land in its place: in a delivered frame that would be corruption, where
+    /// the copying receive writes nothing that is refused.
+    pub fn landing_qpns<'a>(&'a self, ep: &'a Endpoint) -> impl Iterator<Item = u32> + 'a {
+        self.table
+            .values()
+            .filter_map(|w| w.channel.as_ref())
+            .filter(|c| {
+                ep.write_under_way(c.qpn)
+                    .is_some_and(|u| !c.book.overlaps_delivered(u.va, u.len as u64))
+            })
+            .map(|c| c.qpn)
+    }
+
     /// Open data channels.
     pub fn channels(&self) -> usize {
         self.table.values().filter(|w| w.channel.is_some()).count()

@@ -8,7 +8,7 @@
 
 use super::{BwRow, Kind, Outcome, Perf, PerfError, Progress, Verb, bw_row};
 use rocelink_io::perftest::Oob;
-use rocelink_runtime::Driver;
+use rocelink_runtime::{Driver, Plan};
 use rocelink_transport::*;
 use rocelink_wire::perftest::{BwReport, KeyMsg};
 use std::cell::{Cell, RefCell};
@@ -538,6 +538,20 @@ impl Perf {
     /// waiting for ACKs or READ responses, e.g. a WRITE/READ server all through the test).
     fn shake(&mut self, oob: &mut Oob, stop: &AtomicBool) -> Result<KeyMsg, PerfError> {
         let me = self.key(0);
+        // a WRITE bandwidth server waits here all through the test: the rest of each
+        // message lands where its first packet says (the first is taken alone, copied)
+        let t = self.cfg.test;
+        let writes: Vec<u32> = if (t.verb, t.kind) == (Verb::Write, Kind::Bw) {
+            self.qps.iter().map(|q| q.qpn).collect()
+        } else {
+            Vec::new()
+        };
+        let mut predict = |ep: &Endpoint, plan: &mut Plan| {
+            if !writes.iter().any(|&q| plan.expect_write(ep, q)) {
+                plan.next_alone();
+            }
+            true
+        };
         let Perf { ep, drv, .. } = self;
         // after Ctrl-C the peer still gets two seconds to come to the exchange (a run
         // stopped early reports what it measured)
@@ -548,8 +562,13 @@ impl Perf {
             {
                 return Err(io::ErrorKind::Interrupted.into());
             }
-            drv.run(ep, Instant::now() + Duration::from_millis(20), |_| false)
-                .map(|_| ())
+            let until = Instant::now() + Duration::from_millis(20);
+            if writes.is_empty() {
+                drv.run(ep, until, |_| false)
+            } else {
+                drv.run_landing(ep, until, &mut predict, |_| false)
+            }
+            .map(|_| ())
         });
         r.map_err(|e| match stopped_at {
             Some(_) if e.kind() == io::ErrorKind::Interrupted => PerfError::Stopped,

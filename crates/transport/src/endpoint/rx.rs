@@ -84,6 +84,25 @@ impl Datagram<'_> {
     }
 }
 
+/// The rest of an RDMA WRITE a QP is in the middle of, where a backend may land it
+/// ([`Endpoint::write_under_way`]): bytes `offset..offset + len` of region `lkey`, in
+/// packets of `mtu` bytes (the last may be shorter), the first with PSN `psn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteUnderWay {
+    /// The region (its local key).
+    pub lkey: u32,
+    /// Where in it the next packet's payload goes …
+    pub offset: usize,
+    /// … which is this VA of the message.
+    pub va: u64,
+    /// Bytes of the message from there on, as far as they lie in one piece of the region.
+    pub len: usize,
+    /// Payload bytes of every packet but the last.
+    pub mtu: usize,
+    /// The PSN the next packet must carry.
+    pub psn: u32,
+}
+
 /// What became of a [`Landed`] payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[must_use]
@@ -158,6 +177,39 @@ impl Endpoint {
             return;
         };
         self.dispatch(now, &d, &ib, Payload::Bytes(pkt.payload()), pcrc);
+    }
+
+    /// Where the rest of the RDMA WRITE that QP `qpn` is in the middle of goes, for a
+    /// backend that lands payloads ([`Endpoint::landing_zone`]): `None` when it is in none,
+    /// or its bytes may not be written now (access — a landing zone also needs
+    /// LOCAL_WRITE —, bounds, window, held pages). These are bytes the message claimed
+    /// when its first packet was accepted, and that it overwrites if it completes; but if
+    /// it does not (a lost packet on UC), what landed there in its stead stays, where the
+    /// copying receive would have written nothing. So a backend may land only where the
+    /// old bytes matter to no one: the application says where (a buffer nobody reads, a
+    /// ring outside the frames it has not consumed). A ring's range that wraps is given up
+    /// to the ring's end.
+    pub fn write_under_way(&self, qpn: u32) -> Option<WriteUnderWay> {
+        let q = self.qps.get(&qpn)?;
+        let (rkey, va, left, psn) = q.write_under_way()?;
+        let r = self.mrs.get(rkey).ok()?;
+        // (a landing zone needs LOCAL_WRITE)
+        if !r.access().contains(crate::Access::LOCAL_WRITE) {
+            return None;
+        }
+        r.check_remote_write(va, left).ok()?;
+        let [a, _] = r.ring_ranges(va, left).ok()?;
+        if self.mrs.held(rkey, a.start, a.len()) {
+            return None;
+        }
+        Some(WriteUnderWay {
+            lkey: rkey,
+            offset: a.start,
+            va,
+            len: a.len(),
+            mtu: q.mtu_bytes,
+            psn,
+        })
     }
 
     /// Process a received RDMA WRITE (RC or UC, any of FIRST/MIDDLE/LAST/ONLY, with or

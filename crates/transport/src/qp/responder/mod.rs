@@ -103,6 +103,20 @@ enum Refuse {
 }
 
 impl Qp {
+    /// The RDMA WRITE this QP is in the middle of: its region's key, where its next
+    /// packet's payload goes (VA), how many bytes are left and the PSN expected next.
+    pub(crate) fn write_under_way(&self) -> Option<(u32, u64, u64, u32)> {
+        match self.resp.msg {
+            Some(m) if m.write && m.offset < m.dma_len => Some((
+                m.rkey,
+                m.va.wrapping_add(m.offset),
+                m.dma_len - m.offset,
+                self.resp.epsn,
+            )),
+            _ => None,
+        }
+    }
+
     fn queue_ack(&mut self, p: u32) {
         self.resp.out.push_back(Resp::Ack {
             psn: p,

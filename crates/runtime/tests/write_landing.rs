@@ -1,0 +1,293 @@
+//! RDMA WRITEs received straight into their region — the rest of each message where its
+//! first packet said (`Plan::expect_write`), the first packet taken alone — against the
+//! copying receive: the same faulty stream over loopback (UC: losses, duplicates, swaps,
+//! corrupted payloads; RC: duplicates and corrupted copies between the real packets, as a
+//! go-back-N sender's resends would follow them) must give the same message reports, the
+//! sent bytes for every delivered message and no byte written outside the messages' own
+//! ranges; and the landing path must have been taken, and left, on the way.
+#![allow(clippy::unwrap_used)]
+
+use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_runtime::{Driver, LandingStats, Plan};
+use rocelink_testkit::faults::{Fault, faulty, send_runs};
+use rocelink_transport::sim::{Rng, connect};
+use rocelink_transport::*;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const MTU: usize = 1024;
+/// FIRST, three MIDDLEs and a short LAST.
+const MSG: usize = 4 * MTU + 300;
+const MSGS: usize = 40;
+/// Messages go to every other 8 KiB: a stray write shows between them.
+const STRIDE: usize = 8192;
+const REGION: usize = MSGS * STRIDE;
+const KEY: u32 = 0x0042_4200;
+const QB: u32 = 0x77;
+const QA: u32 = 0x55;
+const PSN_A: u32 = 0xFF_FFF0;
+
+fn source() -> Vec<u8> {
+    (0..MSGS * MSG).map(|i| (i * 13 + i / 509) as u8).collect()
+}
+
+/// The sender's packets for `MSGS` WRITEs to a peer at `to`, sent from `from`: recorded
+/// from a run against an in-memory twin of the receiver that answers every packet.
+fn packets(t: QpType, from: SocketAddr, to: SocketAddr) -> Vec<Vec<u8>> {
+    let mut a = Endpoint::new(EndpointConfig::new(from));
+    let src = a.register_mr(source().into_boxed_slice(), 0, Access::LOCAL_WRITE);
+    let qa = a.create_qp_numbered(QA, QpInit::new(t)).unwrap();
+    let mut twin = Endpoint::new(EndpointConfig::new(to));
+    twin.register_mr_keyed(
+        vec![0u8; REGION].into_boxed_slice(),
+        0,
+        Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+        KEY,
+    )
+    .unwrap();
+    let qb = twin.create_qp_numbered(QB, QpInit::new(t)).unwrap();
+    connect(&mut a, qa, &mut twin, qb, Mtu::M1024, PSN_A, 0, 0).unwrap();
+    for i in 0..MSGS {
+        let wr = SendWr {
+            wr_id: i as u64,
+            op: SendOp::Write {
+                va: (i * STRIDE) as u64,
+                rkey: KEY,
+            },
+            sge: Sge {
+                lkey: src.lkey,
+                va: (i * MSG) as u64,
+                len: MSG as u32,
+            },
+            signaled: false,
+            solicited: false,
+            marks: 0,
+        };
+        a.post_send(qa, wr).unwrap();
+    }
+    let now = Instant::now();
+    let (mut out, mut buf) = (Vec::new(), Vec::new());
+    for _ in 0..10_000 {
+        let mut moved = false;
+        while let Some(tx) = a.poll_transmit(now, &mut buf) {
+            out.push(buf[..tx.len].to_vec());
+            let d = Datagram {
+                src: from,
+                dst: to,
+                ip_header: None,
+                payload: &buf[..tx.len],
+            };
+            twin.handle_datagram(now, d);
+            moved = true;
+        }
+        while let Some(tx) = twin.poll_transmit(now, &mut buf) {
+            let d = Datagram {
+                src: to,
+                dst: from,
+                ip_header: None,
+                payload: &buf[..tx.len],
+            };
+            a.handle_datagram(now, d);
+            moved = true;
+        }
+        if !moved {
+            break;
+        }
+    }
+    assert_eq!(out.len(), MSGS * 5, "every packet went out once");
+    out
+}
+
+/// A fault for every packet, the same for a seed: UC takes every kind; RC only what leaves
+/// the real packets in order (a duplicate, or a corrupted copy before the real one).
+fn wire(t: QpType, pkts: &[Vec<u8>], seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = Rng::new(seed);
+    if t == QpType::Uc {
+        let faults: Vec<Fault> = (0..pkts.len())
+            .map(|_| match rng.below(100) {
+                0..=2 => Fault::Drop,
+                3..=5 => Fault::Duplicate,
+                6..=8 => Fault::SwapWithNext,
+                9..=11 => Fault::Corrupt,
+                _ => Fault::None,
+            })
+            .collect();
+        return faulty(pkts, &faults);
+    }
+    let mut out = Vec::new();
+    for p in pkts {
+        match rng.below(100) {
+            0..=5 => {
+                let mut bad = p.clone();
+                let k = bad.len() / 2;
+                bad[k] ^= 0x5A;
+                out.push(bad);
+                out.push(p.clone());
+            }
+            6..=11 => {
+                out.push(p.clone());
+                out.push(p.clone());
+            }
+            _ => out.push(p.clone()),
+        }
+    }
+    out
+}
+
+/// What a receiver reported, and its region.
+struct Seen {
+    events: Vec<Event>,
+    region: Vec<u8>,
+    stats: LandingStats,
+}
+
+fn receive(t: QpType, land: bool, gro: bool, seed: u64) -> Seen {
+    let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let cfg = UdpConfig {
+        gro,
+        ..UdpConfig::default()
+    };
+    let bsock = UdpSocket::bind(SocketAddr::new(lo, 0), &cfg).unwrap();
+    let asock = UdpSocket::bind(SocketAddr::new(lo, 0), &UdpConfig::default()).unwrap();
+    let (ba, aa) = (bsock.local_addr(), asock.local_addr());
+    let mut b = Endpoint::new(EndpointConfig::new(ba));
+    b.register_mr_keyed(
+        vec![0u8; REGION].into_boxed_slice(),
+        0,
+        Access::REMOTE_WRITE | Access::LOCAL_WRITE,
+        KEY,
+    )
+    .unwrap();
+    let init = QpInit {
+        report_messages: true,
+        ..QpInit::new(t)
+    };
+    let qb = b.create_qp_numbered(QB, init).unwrap();
+    // the sender's side of the connection, for the receiver's QP to know its peer
+    let mut a = Endpoint::new(EndpointConfig::new(aa));
+    let qa = a.create_qp_numbered(QA, QpInit::new(t)).unwrap();
+    connect(&mut a, qa, &mut b, qb, Mtu::M1024, PSN_A, 0, 0).unwrap();
+    let w = wire(t, &packets(t, aa, ba), seed);
+    let mut drv = Driver::new(bsock);
+    let sent = AtomicBool::new(false);
+    let mut predict = |ep: &Endpoint, plan: &mut Plan| {
+        if !plan.expect_write(ep, qb) {
+            plan.next_alone();
+        }
+        true
+    };
+    std::thread::scope(|s| {
+        let (w, sent) = (&w, &sent);
+        s.spawn(move || {
+            send_runs(&asock, ba, w, Duration::from_micros(200));
+            sent.store(true, Ordering::Relaxed);
+        });
+        let end = Instant::now() + Duration::from_secs(20);
+        let done = |_: &mut Endpoint| sent.load(Ordering::Relaxed);
+        if land {
+            drv.run_landing(&mut b, end, &mut predict, done).unwrap();
+        } else {
+            drv.run(&mut b, end, done).unwrap();
+        }
+    });
+    // what is still queued after the sender finished
+    let rest = Instant::now() + Duration::from_millis(300);
+    if land {
+        drv.run_landing(&mut b, rest, &mut predict, |_| false)
+            .unwrap();
+    } else {
+        drv.run(&mut b, rest, |_| false).unwrap();
+    }
+    Seen {
+        events: std::iter::from_fn(|| b.poll_event()).collect(),
+        region: b.mr(KEY).unwrap().bytes().to_vec(),
+        stats: drv.landing_stats(),
+    }
+}
+
+/// Every delivered message holds the bytes sent; nothing was written outside the
+/// messages' ranges. Returns how many were delivered.
+fn check_bytes(seen: &Seen, what: &str) -> usize {
+    let src = source();
+    let mut delivered = 0;
+    for e in &seen.events {
+        if let Event::WriteMessage {
+            va, len, outcome, ..
+        } = *e
+            && outcome == MessageOutcome::Delivered
+        {
+            let (va, len) = (va as usize, len as usize);
+            let i = va / STRIDE;
+            assert_eq!((va % STRIDE, len), (0, MSG), "{what}");
+            assert!(
+                seen.region[va..va + len] == src[i * MSG..(i + 1) * MSG],
+                "{what}: message {i} delivered with other bytes"
+            );
+            delivered += 1;
+        }
+    }
+    for i in 0..MSGS {
+        let gap = i * STRIDE + MSG..(i + 1) * STRIDE;
+        assert!(
+            seen.region[gap.clone()].iter().all(|&x| x == 0),
+            "{what}: bytes written in {gap:?}, outside every message"
+        );
+    }
+    delivered
+}
+
+fn same_as_copying(t: QpType, gro: bool) {
+    let mut took = LandingStats::default();
+    for seed in [3, 4, 5] {
+        let what = format!("{t:?}, GRO {gro}, seed {seed}");
+        let copied = receive(t, false, gro, seed);
+        let landed = receive(t, true, gro, seed);
+        assert_eq!(
+            copied.stats,
+            LandingStats::default(),
+            "{what}: copying landed"
+        );
+        assert_eq!(landed.events, copied.events, "{what}: the reports differ");
+        let n = check_bytes(&copied, &what);
+        assert_eq!(check_bytes(&landed, &what), n);
+        assert!(n > 0, "{what}: nothing delivered");
+        if t == QpType::Rc {
+            assert_eq!(n, MSGS, "{what}: RC delivers every message");
+        } else {
+            assert!(n < MSGS, "{what}: no fault showed");
+        }
+        took.in_place += landed.stats.in_place;
+        took.moved += landed.stats.moved;
+        took.gathered += landed.stats.gathered;
+        took.refused += landed.stats.refused;
+    }
+    // taken (most MIDDLEs and LASTs in place) and left (a corrupted payload refused where
+    // it landed, a packet that did not fit its slot gathered or one in another's moved)
+    assert!(
+        took.in_place as usize > MSGS * 3,
+        "{t:?} GRO {gro}: {took:?}"
+    );
+    assert!(took.refused > 0, "{t:?} GRO {gro}: {took:?}");
+    assert!(took.gathered + took.moved > 0, "{t:?} GRO {gro}: {took:?}");
+}
+
+#[test]
+fn uc_writes_land_as_they_are_copied_with_gro() {
+    same_as_copying(QpType::Uc, true);
+}
+
+#[test]
+fn uc_writes_land_as_they_are_copied_without_gro() {
+    same_as_copying(QpType::Uc, false);
+}
+
+#[test]
+fn rc_writes_land_as_they_are_copied_with_gro() {
+    same_as_copying(QpType::Rc, true);
+}
+
+#[test]
+fn rc_writes_land_as_they_are_copied_without_gro() {
+    same_as_copying(QpType::Rc, false);
+}
