@@ -36,7 +36,11 @@ fn every_sink_sees_every_frame_and_the_recording_holds_them() {
     rx.configure(&mut ctl).unwrap();
     let dir = std::env::temp_dir().join(format!("rocelink-hsb-host-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut rec = RecordSink::start(RecordSink::config(dir.clone(), None, FRAME)).unwrap();
+    // room for all 20 frames: the recorder drops what its writer cannot take (by design,
+    // tested in rocelink-record), and a loaded machine's disk once fell 11 frames behind
+    let mut cfg = RecordSink::config(dir.clone(), None, FRAME);
+    cfg.queue = 32;
+    let mut rec = RecordSink::start(cfg).unwrap();
     let mut json = JsonLines::new(Vec::new());
     let mut seen = Vec::new();
     let mut mine = |d: &Delivered<'_>| -> Result<(), SessionError> {

@@ -160,6 +160,16 @@ pub const LINK: &[Desc] = &[
     ),
     d("tx_stalls", "TX stalls", "times the backend was full"),
     d(
+        "landed",
+        "Landed in place",
+        "payloads the kernel received straight to where they belong, verified there",
+    ),
+    d(
+        "landed_elsewhere",
+        "Landed elsewhere",
+        "payloads received into a place predicted for another: copied to their own",
+    ),
+    d(
         "stx_bytes",
         "Sensor TX bytes",
         "bytes the host sent to an emulated device's sensors",

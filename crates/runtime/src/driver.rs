@@ -182,6 +182,10 @@ impl<B: Backend> Driver<B> {
     pub fn link(&self, name: &str, ep: &Endpoint) -> Link {
         let mut l = Link::of(name, ep, self.stats.rx_segments, self.stats.tx_datagrams);
         l.set("tx_stalls", self.stats.tx_stalls);
+        if let Some(lr) = &self.landing {
+            l.set("landed", lr.stats.in_place);
+            l.set("landed_elsewhere", lr.stats.moved + lr.stats.gathered);
+        }
         l
     }
 

@@ -583,6 +583,8 @@ impl Receiver {
             let s = f.stats;
             let rx = l.get("rx_packets") + s.in_place + s.moved + s.slow + s.refused;
             l.set("rx_packets", rx);
+            l.set("landed", s.in_place);
+            l.set("landed_elsewhere", s.moved);
         }
         l
     }
