@@ -77,7 +77,7 @@ impl Plan {
         else {
             return false;
         };
-        if !self.slots.is_empty() && self.lkey != lkey || mtu == 0 {
+        if (!self.slots.is_empty() && self.lkey != lkey) || mtu == 0 {
             return false;
         }
         self.lkey = lkey;
@@ -283,8 +283,7 @@ impl LandingRx {
     }
 
     /// The plan asked for the next datagram alone ([`Plan::next_alone`]) and named no
-    /// place.
-    /// (Once: the flag is cleared.)
+    /// place (the flag is cleared: it holds for one receive).
     pub(crate) fn take_alone(&mut self) -> bool {
         std::mem::take(&mut self.plan.alone) && self.plan.slots.is_empty()
     }

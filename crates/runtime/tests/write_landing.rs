@@ -32,20 +32,26 @@ fn source() -> Vec<u8> {
     (0..MSGS * MSG).map(|i| (i * 13 + i / 509) as u8).collect()
 }
 
-/// The sender's packets for `MSGS` WRITEs to a peer at `to`, sent from `from`: recorded
-/// from a run against an in-memory twin of the receiver that answers every packet.
-fn packets(t: QpType, from: SocketAddr, to: SocketAddr) -> Vec<Vec<u8>> {
-    let mut a = Endpoint::new(EndpointConfig::new(from));
-    let src = a.register_mr(source().into_boxed_slice(), 0, Access::LOCAL_WRITE);
-    let qa = a.create_qp_numbered(QA, QpInit::new(t)).unwrap();
-    let mut twin = Endpoint::new(EndpointConfig::new(to));
-    twin.register_mr_keyed(
+/// An endpoint at `at` with the zeroed target region (key `KEY`, VA 0).
+fn receiver(at: SocketAddr) -> Endpoint {
+    let mut ep = Endpoint::new(EndpointConfig::new(at));
+    ep.register_mr_keyed(
         vec![0u8; REGION].into_boxed_slice(),
         0,
         Access::REMOTE_WRITE | Access::LOCAL_WRITE,
         KEY,
     )
     .unwrap();
+    ep
+}
+
+/// The sender's packets for `MSGS` WRITEs to a peer at `to`, sent from `from`: recorded
+/// from a run against an in-memory twin of the receiver that answers every packet.
+fn packets(t: QpType, from: SocketAddr, to: SocketAddr) -> Vec<Vec<u8>> {
+    let mut a = Endpoint::new(EndpointConfig::new(from));
+    let src = a.register_mr(source().into_boxed_slice(), 0, Access::LOCAL_WRITE);
+    let qa = a.create_qp_numbered(QA, QpInit::new(t)).unwrap();
+    let mut twin = receiver(to);
     let qb = twin.create_qp_numbered(QB, QpInit::new(t)).unwrap();
     connect(&mut a, qa, &mut twin, qb, Mtu::M1024, PSN_A, 0, 0).unwrap();
     for i in 0..MSGS {
@@ -151,14 +157,7 @@ fn receive(t: QpType, land: bool, gro: bool, seed: u64) -> Seen {
     let bsock = UdpSocket::bind(SocketAddr::new(lo, 0), &cfg).unwrap();
     let asock = UdpSocket::bind(SocketAddr::new(lo, 0), &UdpConfig::default()).unwrap();
     let (ba, aa) = (bsock.local_addr(), asock.local_addr());
-    let mut b = Endpoint::new(EndpointConfig::new(ba));
-    b.register_mr_keyed(
-        vec![0u8; REGION].into_boxed_slice(),
-        0,
-        Access::REMOTE_WRITE | Access::LOCAL_WRITE,
-        KEY,
-    )
-    .unwrap();
+    let mut b = receiver(ba);
     let init = QpInit {
         report_messages: true,
         ..QpInit::new(t)
