@@ -484,26 +484,26 @@ fn sensor_tx_delivers_files_byte_exact() {
 /// address the host does not have, a port chosen by the kernel.
 #[test]
 fn first_try_errors_say_what_to_do() {
-    let dev = "127.0.175.2";
+    let dev = "127.0.177.2";
     let emu = board(dev, "0", &["--control-port", "0"]);
     let port: u16 = emu
         .banner
-        .split("ECB on 127.0.175.2:")
+        .split("ECB on 127.0.177.2:")
         .nth(1)
         .and_then(|r| r.split(',').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or(0);
     assert_ne!(port, 0, "the port chosen is named: {}", emu.banner);
     drop(emu);
-    let _emu = board("127.0.176.2", "0", &[]);
+    let _emu = board("127.0.178.2", "0", &[]);
     // an address of its own: with 127.0.0.1:4791 held by another program, the receiver
     // would otherwise move to the next 127.0.0.x, which another test may hold
     let (code, _, err) = common::rocelink(&[
         "receive",
         "--device",
-        "127.0.176.2",
+        "127.0.178.2",
         "--bind",
-        "127.0.176.1",
+        "127.0.178.1",
         "--camera",
         "imx274",
         "--frames",

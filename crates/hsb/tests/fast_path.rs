@@ -313,8 +313,8 @@ fn hostile_packets_in_predicted_slots_are_refused_and_their_frames_damaged() {
 #[test]
 fn a_lent_frame_is_never_overwritten_on_either_path() {
     for (k, fast) in [true, false].into_iter().enumerate() {
-        let dev = Ipv4Addr::new(127, 0, 81 + k as u8, 2);
-        let host = Ipv4Addr::new(127, 0, 81 + k as u8, 1);
+        let dev = Ipv4Addr::new(127, 0, 87 + k as u8, 2);
+        let host = Ipv4Addr::new(127, 0, 87 + k as u8, 1);
         let mut rx = receiver(dev, host, fast, true);
         let pk = packets(dev, host, rx.local_addr().port(), rx.page_size() as u64);
         let sock = UdpSocket::bind(
