@@ -173,6 +173,16 @@ impl Backend for UdpSocket {
     }
 
     fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        if let [one] = out {
+            // the common case of a request-response exchange: no allocation at all
+            let mut a = [IoSlice::new(&[]); 3];
+            let mut n = 0;
+            for s in one.slices() {
+                a[n] = s;
+                n += 1;
+            }
+            return self.send_parts(one.dst, &a[..n]);
+        }
         // up to three slices each, in place: no allocation per datagram
         let parts: Vec<([IoSlice<'_>; 3], usize)> = out
             .iter()
@@ -199,6 +209,17 @@ impl Backend for UdpSocket {
             return Ok(0);
         };
         let seg = u16::try_from(first.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
+        // a short run (an answer and an acknowledgement) gathers from the stack
+        const SHORT: usize = 4;
+        if out.len() <= SHORT {
+            let mut a = [IoSlice::new(&[]); 3 * SHORT];
+            let mut n = 0;
+            for s in out.iter().flat_map(|o| o.slices()) {
+                a[n] = s;
+                n += 1;
+            }
+            return self.send_gso(first.dst, &a[..n], seg);
+        }
         let parts: Vec<IoSlice<'_>> = out.iter().flat_map(|o| o.slices()).collect();
         self.send_gso(first.dst, &parts, seg)
     }

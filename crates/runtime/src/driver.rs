@@ -262,9 +262,19 @@ impl<B: Backend> Driver<B> {
     /// Send `pending` in order through the transmitter. Returns how many went out (fewer
     /// when the backend is full).
     fn send_pending(&mut self, ep: &Endpoint) -> io::Result<usize> {
-        let out: Vec<Outgoing<'_>> = self.pending.iter().map(|p| p.outgoing(ep)).collect();
         let before = self.tx.segmented_sends + self.tx.batched_sends;
-        let sent = self.tx.send(&self.sock, &out)?;
+        // one or two datagrams (an answer, and the acknowledgement of what it answers)
+        // are a request-response exchange's every send: nothing to allocate
+        let sent = match &self.pending[..] {
+            [one] => self.tx.send(&self.sock, &[one.outgoing(ep)])?,
+            [a, b] => self
+                .tx
+                .send(&self.sock, &[a.outgoing(ep), b.outgoing(ep)])?,
+            many => {
+                let out: Vec<Outgoing<'_>> = many.iter().map(|p| p.outgoing(ep)).collect();
+                self.tx.send(&self.sock, &out)?
+            }
+        };
         self.stats.tx_batches += self.tx.segmented_sends + self.tx.batched_sends - before;
         Ok(sent)
     }
