@@ -152,7 +152,11 @@ fn coe_frames_end_to_end_dissected_by_tshark_and_losses_counted_exactly() {
         err.contains("20 CoE frames: 20 good, 0 damaged; 0 packets dropped"),
         "{err}"
     );
-    assert!(err.contains("recorded 20 frames"), "{err}");
+    // the recorder drops rather than stalls when the disk falls behind (a loaded CI disk
+    // may): every frame is recorded or counted as dropped
+    let (recorded, dropped) = recorder_counts(&err);
+    assert_eq!(recorded + dropped, 20, "{err}");
+    assert!(recorded > 0, "{err}");
     cap.wait().unwrap();
     let fields = Command::new("tshark")
         .arg("-r")
@@ -189,7 +193,9 @@ fn coe_frames_end_to_end_dissected_by_tshark_and_losses_counted_exactly() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("imx274-1080p-raw10")
-            && text.contains("20 frames (20 good, 0 damaged, 0 CRC failures)"),
+            && text.contains(&format!(
+                "{recorded} frames ({recorded} good, 0 damaged, 0 CRC failures)"
+            )),
         "{text}"
     );
 
@@ -385,4 +391,20 @@ fn coe_flags_are_checked_before_anything_starts() {
         let (ok, err) = run(&["receive", "--coe", "nosuchif0", "--device", "127.0.0.1"]);
         assert!(!ok && err.contains("nosuchif0"), "{err}");
     }
+}
+
+/// From `receive`'s "recorded N frames (…); D dropped by the recorder": (N, D).
+fn recorder_counts(err: &str) -> (u64, u64) {
+    let line = err
+        .lines()
+        .find(|l| l.contains("recorded ") && l.contains("dropped by the recorder"))
+        .unwrap_or_else(|| panic!("no recording line: {err}"));
+    let n = |after: &str| -> u64 {
+        line.split(after)
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"))
+    };
+    (n("recorded "), n("; "))
 }
