@@ -241,13 +241,9 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
         cfg.server.ring_bytes,
     );
     let counters = Counters::start("ims serve", &a.common.counters)?;
-    let render = Some(rocelink_view::picture::ims_any());
-    let view = a.view.start(
-        "ims serve",
-        rocelink_view::Kind::Ims,
-        render,
-        &counters.board,
-    )?;
+    let view = a.view.start("ims serve", |addr| {
+        rocelink_ims::session::view::serve(addr, "ims serve", Some(counters.board.clone()))
+    })?;
     cfg.with_data = view.is_some();
     cfg.data_every = rocelink_view::PICTURE_EVERY;
     let record = cfg.consume.clone();
@@ -264,12 +260,12 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
     let stop = StopFlag::install()?;
     let pb = progress_bar(a.common.json || a.common.quiet);
     let t0 = Instant::now();
-    let live = view.as_ref().map(crate::view::Viewing::live);
+    let live = view.as_ref().map(rocelink_view::Served::live);
     let mut seen = 0;
     let mut drain = || {
         while let (Some(l), Some(ev)) = (live, live.and_then(|_| unit.next_event(Duration::ZERO))) {
             seen += 1;
-            publish(l, seen, &ev);
+            rocelink_ims::session::view::publish(l, seen, &ev);
         }
     };
     crate::stop::watch(&stop, &unit.stopper(), &|| unit.is_finished(), &mut || {
@@ -283,10 +279,7 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
         rocelink_ims::Error::Record { .. } => anyhow::Error::new(e).context("--record"),
         e => e.into(),
     })?;
-    crate::view::end(view, || {
-        json!({"frames": sum.stats.frames_consumed, "image_crc_failures": sum.stats.image_crc_failures,
-            "unconsumed": sum.unconsumed})
-    });
+    crate::view::end(view, || rocelink_ims::session::view::summary(&sum));
     let snap = counters.finish(
         "ims serve",
         sum.link.clone(),
@@ -294,22 +287,6 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
     );
     serve_summary(a, &sum, snap);
     Ok(serve_exit(&sum, matches!(record, Consume::Record(_))))
-}
-
-/// One consumed frame (the `n`th) to the live view.
-fn publish(live: &rocelink_view::Live, n: u64, ev: &rocelink_ims::session::unit::FrameEvent) {
-    let seen = rocelink_view::Seen {
-        source: ev.worker.1,
-        number: n,
-        good: ev.intact,
-        bytes: ev.len as u64,
-        packets_lost: 0,
-        icrc_errors: 0,
-        data: ev.data.as_deref(),
-    };
-    live.frame(&seen, &|| {
-        json!({"frame": n, "worker_qpn": ev.worker.1, "va": ev.va, "bytes": ev.len, "intact": ev.intact})
-    });
 }
 
 /// The unit's settings, checked, with the memory error in the flags' words.

@@ -185,7 +185,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         frame_size,
         &counters.board,
     )?;
-    let live = view.as_ref().map(crate::view::Viewing::live);
+    let live = view.as_ref().map(rocelink_view::Served::live);
     let sinks = outs
         .iter()
         .map(|o| o.open(sensor.as_ref(), frame_size, live))
@@ -289,7 +289,7 @@ fn report(
     counters: &crate::stats::Counters,
     mut sum: HostSummary<Sinks>,
     several: bool,
-    view: Option<crate::view::Viewing>,
+    view: Option<rocelink_view::Served>,
 ) -> Result<ExitCode> {
     for w in &sum.warnings {
         eprintln!("rocelink receive: warning: {w}");
@@ -435,7 +435,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
         frame_size,
         &counters.board,
     )?;
-    let live = view.as_ref().map(crate::view::Viewing::live);
+    let live = view.as_ref().map(rocelink_view::Served::live);
     let host = demo_host(a, &ecfg, frame_size, &counters, &stop, live);
     let es = emu.stop().context("emulated device")?;
     demo_report(a, &counters, host?, es.packets, view)
@@ -497,7 +497,7 @@ fn demo_report(
     counters: &crate::stats::Counters,
     sum: HostSummary<Sinks>,
     sent: u64,
-    view: Option<crate::view::Viewing>,
+    view: Option<rocelink_view::Served>,
 ) -> Result<ExitCode> {
     for w in &sum.warnings {
         eprintln!("rocelink demo: warning: {w}");

@@ -41,7 +41,7 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     let mut out = a.out.open(
         sensor.as_ref(),
         frame_size,
-        view.as_ref().map(crate::view::Viewing::live),
+        view.as_ref().map(rocelink_view::Served::live),
     )?;
     // 3. the device
     let mut c = Control::new(SocketAddr::new(IpAddr::V4(device), a.control_port))?;
@@ -66,7 +66,7 @@ pub(crate) fn receive_coe(a: &ReceiveArgs, ifname: &str) -> Result<ExitCode> {
     let rec_ok = finish_recording(&mut out, "receive")?;
     let (n, ended) = r?;
     crate::view::end(view, || {
-        crate::view::camera_summary(std::iter::once((
+        rocelink_hsb_host::view::counts(std::iter::once((
             n,
             &rocelink_hsb::host::FrameReceiver::stats(&rx),
         )))

@@ -282,11 +282,9 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
         args::record_dir(d, false)?;
     }
     let counters = Counters::start("shots", &a.links.counters)?;
-    let header = rocelink_ultrasound::sink::record_config(PathBuf::new(), &g).header;
-    let render = rocelink_view::picture::for_header(&header);
-    let view = a
-        .view
-        .start("shots", rocelink_view::Kind::Shots, render, &counters.board)?;
+    let view = a.view.start("shots", |addr| {
+        rocelink_ultrasound::session::view::serve(addr, "shots", &g, Some(counters.board.clone()))
+    })?;
     let cfg = ShotsConfig {
         with_data: view.is_some(),
         data_every: rocelink_view::PICTURE_EVERY,
@@ -319,13 +317,10 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
             );
         }
     }
-    let live = view.as_ref().map(crate::view::Viewing::live);
+    let live = view.as_ref().map(rocelink_view::Served::live);
     follow(&session, a.json || a.quiet, a.json, g, live)?;
     let sum = session.wait()?;
-    crate::view::end(view, || {
-        json!({"shots": sum.sink(|k| k.shots), "complete": sum.sink(|k| k.complete),
-            "corrupt": sum.sink(|k| k.corrupt), "missing_messages": sum.host(|h| h.missing)})
-    });
+    crate::view::end(view, || rocelink_ultrasound::session::view::summary(&sum));
     let snap = counters.summary("shots", a.json || a.quiet);
     summarize(a, &sum, g, &snap)
 }
@@ -342,11 +337,11 @@ fn follow(
     let stop = StopFlag::install()?;
     let pb = progress_bar(hidden);
     let (t0, stopper) = (session.started(), session.stopper());
-    let mut lost = Vec::new();
+    let mut view = rocelink_ultrasound::session::view::Publisher::default();
     let mut each = |ev: &ShotEvent| {
         print_shot(json, t0, ev);
         if let Some(l) = live {
-            publish(l, &mut lost, ev);
+            view.shot(l, ev);
         }
     };
     let mut shown = Instant::now();
@@ -377,30 +372,6 @@ fn follow(
     }
     pb.finish_and_clear();
     Ok(())
-}
-
-/// One shot to the live view: its verdict, the link's messages missing so far (`lost`
-/// keeps each link's running total), its samples when the event carries them.
-fn publish(live: &rocelink_view::Live, lost: &mut Vec<u64>, ev: &ShotEvent) {
-    let (r, o) = (&ev.report, &ev.outcome);
-    if lost.len() <= ev.link {
-        lost.resize(ev.link + 1, 0);
-    }
-    lost[ev.link] += u64::from(r.missing);
-    let seen = rocelink_view::Seen {
-        source: ev.link as u32,
-        number: r.shot,
-        good: r.complete && o.verified != Some(false),
-        bytes: r.bytes as u64,
-        packets_lost: lost[ev.link],
-        icrc_errors: 0,
-        data: ev.data.as_deref(),
-    };
-    live.frame(&seen, &|| {
-        json!({"link": ev.link, "shot": r.shot, "bytes": r.bytes, "messages": r.messages,
-            "missing": r.missing, "complete": r.complete, "verified": o.verified,
-            "recorded": o.recorded, "dropped": o.dropped})
-    });
 }
 
 /// One shot as a JSON line (`--json`); nothing otherwise.

@@ -4,8 +4,7 @@
 use crate::stats::{allowed, metrics_addr};
 use anyhow::{Context, Result};
 use rocelink_runtime::counters::Board;
-use rocelink_view::picture::Render;
-use rocelink_view::{Kind, Live};
+use rocelink_view::Served;
 use rocelink_web::{Limits, Server};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,37 +25,21 @@ pub(crate) struct ViewArgs {
     pub(crate) view_public: bool,
 }
 
-/// A live view being served; [`Viewing::end`] tells the pages the run is over.
-#[derive(Debug)]
-pub(crate) struct Viewing {
-    live: Live,
-    server: Server,
-}
-
 impl ViewArgs {
-    /// Serve the view of `command` if asked (the address is checked and bound now: a taken
-    /// port is an error before anything starts).
+    /// Serve the view `serve` makes at the address asked for, if one was (checked against
+    /// --view-public, and bound now: a taken port is an error before anything starts).
     pub(crate) fn start(
         &self,
         command: &str,
-        kind: Kind,
-        render: Option<Render>,
-        board: &Board,
-    ) -> Result<Option<Viewing>> {
+        serve: impl FnOnce(SocketAddr) -> std::io::Result<Served>,
+    ) -> Result<Option<Served>> {
         let Some(addr) = self.view else {
             return Ok(None);
         };
         allowed(addr, self.view_public, "--view")?;
-        let live = Live::new(command, kind, render, Some(board.clone())).context("--view")?;
-        let server = Server::start(
-            addr,
-            rocelink_view::live(live.clone()),
-            Limits::default(),
-            "view",
-        )
-        .context("--view")?;
-        eprintln!("rocelink {command}: live view at http://{}/", server.addr());
-        Ok(Some(Viewing { live, server }))
+        let served = serve(addr).context("--view")?;
+        eprintln!("rocelink {command}: live view at http://{}/", served.addr());
+        Ok(Some(served))
     }
 }
 
@@ -67,62 +50,21 @@ pub(crate) fn camera(
     sensor: Option<&rocelink_hsb::catalogue::SensorSpec>,
     frame_size: usize,
     board: &Board,
-) -> Result<Option<Viewing>> {
-    let header = rocelink_hsb_host::record_header(sensor, frame_size);
-    a.start(
-        command,
-        Kind::Camera,
-        rocelink_view::picture::for_header(&header),
-        board,
-    )
-}
-
-/// What the view's `end` event carries for a camera stream: the receiver's counts.
-pub(crate) fn camera_summary<'a>(
-    ports: impl Iterator<Item = (u64, &'a rocelink_hsb::host::receiver::ReceiverStats)>,
-) -> serde_json::Value {
-    let (mut frames, mut good, mut damaged, mut dropped, mut icrc) = (0, 0, 0, 0, 0);
-    for (n, s) in ports {
-        frames += n;
-        good += s.good;
-        damaged += s.damaged;
-        dropped += s.dropped_packets;
-        icrc += s.icrc_errors;
-    }
-    serde_json::json!({"frames": frames, "good": good, "damaged": damaged,
-        "packets_dropped": dropped, "icrc_errors": icrc})
+) -> Result<Option<Served>> {
+    a.start(command, |addr| {
+        rocelink_hsb_host::view::serve(addr, command, sensor, frame_size, Some(board.clone()))
+    })
 }
 
 /// End the view of an HSB host session, if there is one, with its ports' counts.
-pub(crate) fn end_session<S>(v: Option<Viewing>, sum: &rocelink_hsb_host::session::HostSummary<S>) {
-    end(v, || {
-        let done = sum
-            .ports
-            .iter()
-            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats)));
-        camera_summary(done)
-    });
+pub(crate) fn end_session<S>(v: Option<Served>, sum: &rocelink_hsb_host::session::HostSummary<S>) {
+    end(v, || rocelink_hsb_host::view::summary(sum));
 }
 
-/// End the view if there is one (see [`Viewing::end`]).
-pub(crate) fn end(v: Option<Viewing>, summary: impl FnOnce() -> serde_json::Value) {
+/// End the view if there is one (see [`Served::end`]).
+pub(crate) fn end(v: Option<Served>, summary: impl FnOnce() -> serde_json::Value) {
     if let Some(v) = v {
         v.end(summary());
-    }
-}
-
-impl Viewing {
-    /// Where frames are published.
-    pub(crate) fn live(&self) -> &Live {
-        &self.live
-    }
-
-    /// The run is over: pages following it are sent `summary` (waiting up to two seconds
-    /// for them), then the server stops.
-    pub(crate) fn end(self, summary: serde_json::Value) {
-        self.live.end(summary);
-        self.live.flush(Duration::from_secs(2));
-        drop(self.server);
     }
 }
 

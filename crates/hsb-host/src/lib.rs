@@ -32,7 +32,7 @@ mod meta;
 mod pipeline;
 pub mod session;
 mod sink;
-mod view;
+pub mod view;
 
 pub use handoff::{Handed, HandedData, Handoff, TakeError, Taker};
 pub use meta::{frame_json, frame_line, frame_meta, record_header};

@@ -1,8 +1,53 @@
-//! [`ViewSink`]: a virtual port's frames published to a live view.
+//! A camera stream's live view: [`serve`] it, publish each virtual port's frames to it
+//! ([`ViewSink`]), and end it with the ports' counts ([`summary`]).
 
+use crate::session::HostSummary;
 use crate::sink::Delivered;
-use crate::{FrameSink, SessionError, frame_json};
-use rocelink_view::{Live, Seen};
+use crate::{FrameSink, SessionError, frame_json, record_header};
+use rocelink_hsb::catalogue::SensorSpec;
+use rocelink_hsb::host::receiver::ReceiverStats;
+use rocelink_runtime::counters::Board;
+use rocelink_view::{Kind, Live, Seen, Served};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+
+/// Serve the view of `command`, a camera stream from `sensor` (pictures when it is an
+/// image sensor) of `frame_size`-byte frames, at `addr`, the counters on `board` shown.
+pub fn serve(
+    addr: SocketAddr,
+    command: &str,
+    sensor: Option<&SensorSpec>,
+    frame_size: usize,
+    board: Option<Board>,
+) -> std::io::Result<Served> {
+    let header = record_header(sensor, frame_size);
+    let render = rocelink_view::picture::for_header(&header);
+    Served::start(addr, command, Kind::Camera, render, board)
+}
+
+/// What the view's `end` event carries for a camera stream: the counts of the ports that
+/// ended without an error.
+pub fn summary<S>(sum: &HostSummary<S>) -> Value {
+    counts(
+        sum.ports
+            .iter()
+            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats))),
+    )
+}
+
+/// The sum of ports' (frames, stats).
+pub fn counts<'a>(ports: impl Iterator<Item = (u64, &'a ReceiverStats)>) -> Value {
+    let (mut frames, mut good, mut damaged, mut dropped, mut icrc) = (0, 0, 0, 0, 0);
+    for (n, s) in ports {
+        frames += n;
+        good += s.good;
+        damaged += s.damaged;
+        dropped += s.dropped_packets;
+        icrc += s.icrc_errors;
+    }
+    json!({"frames": frames, "good": good, "damaged": damaged,
+        "packets_dropped": dropped, "icrc_errors": icrc})
+}
 
 /// Publishes each frame of virtual port `vp` to a [`Live`] view: its verdict always, its
 /// bytes for a picture when the view wants one (the view copies them at most a few times a

@@ -22,9 +22,11 @@ pub mod picture;
 mod pictures;
 mod recording;
 mod routes;
+mod served;
 
 pub use live::{Kind, Live, Seen};
 pub use pictures::Png;
+pub use served::Served;
 
 /// How often a live view makes a picture at most: sessions that copy bytes out for it
 /// need hand on no more.

@@ -1,0 +1,61 @@
+//! A shots session's live view: [`serve`] it, publish each shot to it
+//! ([`Publisher::shot`]), and end it with the session's counts ([`summary`]).
+
+use super::shots::{ShotEvent, ShotsSummary};
+use crate::shot::Geometry;
+use rocelink_runtime::counters::Board;
+use rocelink_view::{Kind, Live, Seen, Served};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Serve the view of `command`, shots of geometry `g` (each a picture, samples by
+/// channels, when it has at least two of each), at `addr`, the counters on `board` shown.
+pub fn serve(
+    addr: SocketAddr,
+    command: &str,
+    g: &Geometry,
+    board: Option<Board>,
+) -> std::io::Result<Served> {
+    let header = crate::sink::record_config(PathBuf::new(), g).header;
+    let render = rocelink_view::picture::for_header(&header);
+    Served::start(addr, command, Kind::Shots, render, board)
+}
+
+/// Publishes shots to a view, keeping each link's running count of missing messages.
+#[derive(Debug, Default)]
+pub struct Publisher {
+    lost: Vec<u64>,
+}
+
+impl Publisher {
+    /// One shot to `live`: its verdict, its link's messages missing so far, its samples
+    /// when the event carries them.
+    pub fn shot(&mut self, live: &Live, ev: &ShotEvent) {
+        let (r, o) = (&ev.report, &ev.outcome);
+        if self.lost.len() <= ev.link {
+            self.lost.resize(ev.link + 1, 0);
+        }
+        self.lost[ev.link] += u64::from(r.missing);
+        let seen = Seen {
+            source: ev.link as u32,
+            number: r.shot,
+            good: r.complete && o.verified != Some(false),
+            bytes: r.bytes as u64,
+            packets_lost: self.lost[ev.link],
+            icrc_errors: 0,
+            data: ev.data.as_deref(),
+        };
+        live.frame(&seen, &|| {
+            json!({"link": ev.link, "shot": r.shot, "bytes": r.bytes, "messages": r.messages,
+                "missing": r.missing, "complete": r.complete, "verified": o.verified,
+                "recorded": o.recorded, "dropped": o.dropped})
+        });
+    }
+}
+
+/// What the view's `end` event carries: the session's shot counts.
+pub fn summary(sum: &ShotsSummary) -> Value {
+    json!({"shots": sum.sink(|k| k.shots), "complete": sum.sink(|k| k.complete),
+        "corrupt": sum.sink(|k| k.corrupt), "missing_messages": sum.host(|h| h.missing)})
+}
