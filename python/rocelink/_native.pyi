@@ -50,7 +50,8 @@ class Receiver:
     ``camera="imx274"``), receives every virtual port on a thread of its own, verifies each
     frame and hands them to ``frames()``; frames Python does not take in time are dropped
     (``dropped``), never waited for. ``frame_size=None``: the sensor's (``sensor=`` or the
-    camera mode; IMX274 1080p RAW10 when neither is given)."""
+    camera mode; IMX274 1080p RAW10 when neither is given). ``view=8080`` (or
+    ``"IP:PORT"``) serves the live view the CLI's ``--view`` serves, at ``view_url``."""
     def __init__(
         self,
         device: str,
@@ -66,9 +67,13 @@ class Receiver:
         xdp: Optional[str] = None,
         record: Optional[str] = None,
         depth: Optional[int] = None,
+        view: Optional[Union[int, str]] = None,
+        view_public: bool = False,
     ) -> None: ...
     def frames(self, count: Optional[int] = None, timeout: float = 5.0) -> FrameIter: ...
     def counters(self) -> dict: ...
+    @property
+    def view_url(self) -> Optional[str]: ...
     @property
     def notes(self) -> list[str]: ...
     @property

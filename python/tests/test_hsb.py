@@ -1,9 +1,11 @@
 """rocelink.hsb against the emulator over loopback."""
+import json
 import os
 import signal
 import socket
 import threading
 import time
+import urllib.request
 import zlib
 
 import numpy as np
@@ -95,6 +97,48 @@ def test_a_recording_reads_back_with_rocelink_recording(net, tmp_path):
     assert rec.image(0).shape == (1080, 1920)
 
 
+def test_a_live_view_shows_the_frames_python_takes(net):
+    dev, host = net
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=60):
+        with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR, view="127.0.0.1:0") as rx:
+            url = rx.view_url
+            assert url.startswith("http://127.0.0.1:") and not url.endswith(":0/"), url
+            numbers = [f.number for f in rx.frames(count=5, timeout=5.0)]
+            status = json.load(urllib.request.urlopen(url + "status.json", timeout=5))
+            assert status["command"] == "python receive" and status["ended"] is False
+            # the view counts each frame before Python is handed it
+            assert status["frames_good"] >= 5 and status["frames_damaged"] == 0, status
+            assert status["last_frame_number"] >= numbers[-1], (status, numbers)
+            # the picture: made while a page asks, so ask until it comes
+            t0 = time.monotonic()
+            while True:
+                try:
+                    with urllib.request.urlopen(url + "frame.png", timeout=5) as r:
+                        png = r.read()
+                        break
+                except urllib.error.HTTPError:
+                    assert time.monotonic() - t0 < 10, "no picture"
+                    time.sleep(0.1)
+            assert png.startswith(b"\x89PNG")
+            s = rx.stop()
+            assert rx.view_url == url
+        # stopped: the view was told the run ended, and no longer serves
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url + "status.json", timeout=2)
+    assert s["ports"][0]["good"] >= 5
+
+
+def test_a_busy_view_port_is_a_network_error_before_the_device_is_touched(net):
+    dev, host = net
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        # no emulator: had the device been asked, this would be a DeviceError
+        with pytest.raises(rocelink.NetworkError, match=str(port)):
+            rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR, view=port)
+
+
 def _port_free(ip, port):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -117,6 +161,8 @@ def _port_free(ip, port):
         (dict(device="127.0.0.2", pages=1), "pages"),
         (dict(device="127.0.0.2", vps=[0, 0]), "virtual port"),
         (dict(device="127.0.0.2", bind="localhost"), "bind"),
+        (dict(device="127.0.0.2", view="0.0.0.0:8080"), "view_public"),
+        (dict(device="127.0.0.2", view="nowhere"), "view"),
     ],
 )
 def test_bad_arguments_raise_config_error_before_anything_binds(net, kwargs, words):

@@ -13,8 +13,10 @@ use rocelink_hsb::host::bring_up::BringUp;
 use rocelink_hsb_host::session::{Device, HostConfig, HostError, HostSession};
 use rocelink_hsb_host::{
     Delivered, FrameSink, Handed, Handoff, Limits, RecordSink, SessionError, TakeError, Taker,
+    ViewSink,
 };
 use rocelink_runtime::counters::Board;
+use rocelink_view::Served;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -112,16 +114,21 @@ impl Emulator {
     }
 }
 
-/// A port's sink: the recording (if any), then the hand-off to Python.
+/// A port's sink: the recording (if any), the live view (if any), then the hand-off to
+/// Python.
 struct PySink {
     handoff: Handoff,
     record: Option<RecordSink>,
+    view: Option<ViewSink>,
 }
 
 impl FrameSink for PySink {
     fn frame(&mut self, d: &Delivered<'_>) -> Result<(), SessionError> {
         if let Some(r) = self.record.as_mut() {
             r.frame(d)?;
+        }
+        if let Some(v) = self.view.as_mut() {
+            v.frame(d)?;
         }
         self.handoff.frame(d)
     }
@@ -146,6 +153,10 @@ pub(crate) struct Receiver {
     notes: Vec<String>,
     board: Board,
     summary: Mutex<Option<Py<PyDict>>>,
+    /// The live view, while it is served.
+    view: Mutex<Option<Served>>,
+    /// Its page.
+    view_url: Option<String>,
 }
 
 fn host_error(e: &HostError) -> PyErr {
@@ -271,7 +282,7 @@ fn receiver_args(
 #[pymethods]
 impl Receiver {
     #[new]
-    #[pyo3(signature = (device, frame_size=None, pages=4, sensor=None, camera=None, mode=None, vps=vec![0], bind=None, port=0, mtu=None, xdp=None, record=None, depth=None))]
+    #[pyo3(signature = (device, frame_size=None, pages=4, sensor=None, camera=None, mode=None, vps=vec![0], bind=None, port=0, mtu=None, xdp=None, record=None, depth=None, view=None, view_public=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -288,6 +299,8 @@ impl Receiver {
         xdp: Option<String>,
         record: Option<String>,
         depth: Option<usize>,
+        view: Option<Bound<'_, PyAny>>,
+        view_public: bool,
     ) -> PyResult<Receiver> {
         // a mode by HSB's number (1) or name ("1080p-raw10")
         let mode = mode.map(|m| m.str().map(|s| s.to_string())).transpose()?;
@@ -305,6 +318,24 @@ impl Receiver {
             .clamp(1, pages as usize - 1);
         let (handoff, taker) = Handoff::new(depth);
         let frame = a.cfg.frame_size;
+        let mut notes = Vec::new();
+        let board = Board::new("python receive");
+        // the view first: a taken port is an error before the device is touched
+        let served = match &view {
+            Some(v) => {
+                let at = crate::view::addr(v, view_public, &mut notes)?;
+                let s = rocelink_hsb_host::view::serve(
+                    at,
+                    "python receive",
+                    a.sensor.as_ref(),
+                    frame,
+                    Some(board.clone()),
+                )
+                .map_err(|e| crate::errors::net(&e))?;
+                Some(s)
+            }
+            None => None,
+        };
         let mut sinks = Vec::new();
         for &vp in &a.cfg.vps {
             let record = match &a.record {
@@ -321,12 +352,11 @@ impl Receiver {
             sinks.push(PySink {
                 handoff: handoff.for_vp(vp),
                 record,
+                view: served.as_ref().map(|s| ViewSink::new(s.live().clone(), vp)),
             });
         }
         drop(handoff);
         let dev = a.cfg.device.ip();
-        let mut notes = Vec::new();
-        let board = Board::new("python receive");
         let b = board.clone();
         let session = py
             .detach(|| {
@@ -341,7 +371,16 @@ impl Receiver {
             notes,
             board,
             summary: Mutex::new(None),
+            view_url: served.as_ref().map(|s| format!("http://{}/", s.addr())),
+            view: Mutex::new(served),
         })
+    }
+
+    /// The live view's page (`view=`), while the receiver runs: the latest picture, the
+    /// rates, losses and counters, as the CLI's `--view` shows them; None without a view.
+    #[getter]
+    fn view_url(&self) -> Option<String> {
+        self.view_url.clone()
     }
 
     /// The network counters, as `rocelink stats` shows them: a dict with the command,
@@ -386,7 +425,15 @@ impl Receiver {
     fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let session = self.session.lock().ok().and_then(|mut g| g.take());
         if let Some(s) = session {
-            let sum = py.detach(|| s.stop());
+            let served = self.view.lock().ok().and_then(|mut g| g.take());
+            let sum = py.detach(|| {
+                let sum = s.stop();
+                // the pages following the view are told the run is over, with its counts
+                if let Some(v) = served {
+                    v.end(rocelink_hsb_host::view::summary(&sum));
+                }
+                sum
+            });
             let d = PyDict::new(py);
             let ports = pyo3::types::PyList::empty(py);
             let mut first_err = None;

@@ -10,6 +10,7 @@ mod errors;
 mod hsb;
 mod ims;
 mod ultrasound;
+mod view;
 mod wait;
 
 /// The module `rocelink._native`.
