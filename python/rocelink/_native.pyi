@@ -117,7 +117,8 @@ class ShotIter(Iterator[Shot]):
 class Host:
     """The ultrasound host: ``shots()`` triggers the probe at ``probe`` ("IP:port" of its
     trigger port) and hands each reassembled shot on; ``seed`` checks the samples against
-    the probe's echoes (None: unchecked)."""
+    the probe's echoes (None: unchecked). ``view=8080`` (or ``"IP:PORT"``) serves the live
+    view of the shots ``shots()`` hands on, at ``view_url``, until ``stop()``."""
     def __init__(
         self,
         probe: str = "127.0.0.1:4792",
@@ -126,7 +127,13 @@ class Host:
         samples: int = 2000,
         port: int = 4791,
         seed: Optional[int] = 1,
+        view: Optional[Union[int, str]] = None,
+        view_public: bool = False,
     ) -> None: ...
+    @property
+    def view_url(self) -> Optional[str]: ...
+    @property
+    def notes(self) -> list[str]: ...
     def shots(self, count: Optional[int] = None, trigger_hz: Optional[float] = None, timeout: float = 5.0) -> ShotIter: ...
     def stop(self) -> Optional[dict]: ...
     def __enter__(self) -> "Host": ...
@@ -148,10 +155,23 @@ class UnitFrameIter(Iterator[UnitFrame]):
 class BufferUnit:
     """An IMS buffer unit: workers stream frames into a ring of ``ring`` bytes each, every
     frame ACKed or NACKed; ``frames()`` hands on each consumed frame. ``verify="header"``
-    checks each frame's §4 header (``crc_ok``); ``"none"`` takes raw bytes."""
-    def __init__(self, bind: str = "127.0.0.1", port: int = 4791, ring: int = 64 << 20, verify: str = "header") -> None: ...
+    checks each frame's §4 header (``crc_ok``); ``"none"`` takes raw bytes. ``view=8080`` (or
+    ``"IP:PORT"``) serves the live view of the frames ``frames()`` hands on, at ``view_url``."""
+    def __init__(
+        self,
+        bind: str = "127.0.0.1",
+        port: int = 4791,
+        ring: int = 64 << 20,
+        verify: str = "header",
+        view: Optional[Union[int, str]] = None,
+        view_public: bool = False,
+    ) -> None: ...
     @property
     def address(self) -> str: ...
+    @property
+    def view_url(self) -> Optional[str]: ...
+    @property
+    def notes(self) -> list[str]: ...
     def frames(self, count: Optional[int] = None, timeout: float = 5.0) -> UnitFrameIter: ...
     def stop(self) -> Optional[dict]: ...
     def __enter__(self) -> "BufferUnit": ...

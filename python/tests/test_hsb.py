@@ -1,11 +1,9 @@
 """rocelink.hsb against the emulator over loopback."""
-import json
 import os
 import signal
 import socket
 import threading
 import time
-import urllib.request
 import zlib
 
 import numpy as np
@@ -97,34 +95,23 @@ def test_a_recording_reads_back_with_rocelink_recording(net, tmp_path):
     assert rec.image(0).shape == (1080, 1920)
 
 
-def test_a_live_view_shows_the_frames_python_takes(net):
+def test_a_live_view_shows_the_frames_python_takes(net, view_page):
     dev, host = net
     with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=60):
         with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR, view="127.0.0.1:0") as rx:
             url = rx.view_url
             assert url.startswith("http://127.0.0.1:") and not url.endswith(":0/"), url
             numbers = [f.number for f in rx.frames(count=5, timeout=5.0)]
-            status = json.load(urllib.request.urlopen(url + "status.json", timeout=5))
+            status = view_page.status(url)
             assert status["command"] == "python receive" and status["ended"] is False
             # the view counts each frame before Python is handed it
             assert status["frames_good"] >= 5 and status["frames_damaged"] == 0, status
             assert status["last_frame_number"] >= numbers[-1], (status, numbers)
-            # the picture: made while a page asks, so ask until it comes
-            t0 = time.monotonic()
-            while True:
-                try:
-                    with urllib.request.urlopen(url + "frame.png", timeout=5) as r:
-                        png = r.read()
-                        break
-                except urllib.error.HTTPError:
-                    assert time.monotonic() - t0 < 10, "no picture"
-                    time.sleep(0.1)
-            assert png.startswith(b"\x89PNG")
+            assert view_page.picture(url).startswith(b"\x89PNG")
             s = rx.stop()
             assert rx.view_url == url
         # stopped: the view was told the run ended, and no longer serves
-        with pytest.raises(OSError):
-            urllib.request.urlopen(url + "status.json", timeout=2)
+        assert view_page.gone(url)
     assert s["ports"][0]["good"] >= 5
 
 

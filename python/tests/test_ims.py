@@ -39,6 +39,34 @@ def test_frames_and_images_sent_from_numpy_arrive_as_sent(net):
     assert a.base is not None and not a.flags.writeable
 
 
+def test_a_live_view_shows_the_frames_python_takes_as_pictures(net, view_page):
+    unit_ip, worker_ip = net
+    img = (np.arange(30 * 40).reshape(30, 40) % 64).astype(np.uint8)
+    with rocelink.ims.BufferUnit(bind=unit_ip, port=47931, ring=8 << 20, view=0) as unit:
+        url = unit.view_url
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0/"), url
+        # a page looks before the frames come: pictures are made only while one does
+        assert view_page.status(url)["frames_good"] == 0
+        with rocelink.ims.Worker(server=unit.address, bind=worker_ip, port=47931) as w:
+            for _ in range(3):
+                w.send_image6(img)
+            w.stop()
+        got = list(unit.frames(count=3, timeout=5.0))
+        assert all(f.crc_ok for f in got)
+        status = view_page.status(url)
+        assert status["command"] == "python ims serve", status
+        assert (status["frames_good"], status["frames_damaged"], status["last_frame_number"]) == (3, 0, 3)
+        assert view_page.picture(url).startswith(b"\x89PNG")
+        unit.stop()
+        assert view_page.gone(url)
+
+
+def test_a_wildcard_view_needs_view_public(net):
+    unit_ip, _ = net
+    with pytest.raises(rocelink.ConfigError, match="view_public"):
+        rocelink.ims.BufferUnit(bind=unit_ip, view="0.0.0.0:0")
+
+
 @pytest.mark.parametrize(
     "make, words",
     [

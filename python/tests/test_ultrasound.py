@@ -33,6 +33,24 @@ def test_shots_arrive_as_unpacked_sample_arrays_that_match_the_probes_echoes(net
     assert s is None or s["corrupt"] == 0
 
 
+def test_a_live_view_shows_the_shots_python_takes_until_stop(net, view_page):
+    dev, host = net
+    with rocelink.ultrasound.Probe(bind=dev, channels=32, samples=500, port=47921, trigger_port=47922) as probe:
+        with rocelink.ultrasound.Host(probe=probe.trigger_addr, bind=host, channels=32, samples=500, port=47921, view=0) as h:
+            url = h.view_url
+            assert url.startswith("http://127.0.0.1:") and not url.endswith(":0/"), url
+            assert view_page.status(url)["frames_good"] == 0
+            first = list(h.shots(count=10, trigger_hz=2000, timeout=5.0))
+            # a second run: the same view goes on counting
+            second = list(h.shots(count=10, trigger_hz=2000, timeout=5.0))
+            status = view_page.status(url)
+            good = sum(1 for x in first + second if x.complete and x.verified)
+            assert status["command"] == "python shots" and status["frames_good"] == good >= 18, status
+            assert view_page.picture(url).startswith(b"\x89PNG")
+            h.stop()
+            assert view_page.gone(url)
+
+
 def test_keyboard_interrupt_in_shots_stops_cleanly(net):
     dev, host = net
     main = threading.main_thread().ident

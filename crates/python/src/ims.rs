@@ -9,6 +9,8 @@ use pyo3::types::PyDict;
 use rocelink_ims::session::unit::{FrameEvent, UnitConfig, UnitSession};
 use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
 use rocelink_ims::{Error, FrameQueue, Queued, Verify, WorkerConfig, WorkerState};
+use rocelink_runtime::counters::Board;
+use rocelink_view::Served;
 use rocelink_wire::ims::{ImageGeometry, PixelDepth};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
@@ -56,18 +58,24 @@ pub(crate) struct BufferUnit {
     session: Mutex<Option<UnitSession>>,
     local: SocketAddr,
     verify: Verify,
+    /// The live view (`view=`) while it is served, and the frames published to it.
+    view: Mutex<Option<(Served, u64)>>,
+    view_url: Option<String>,
+    notes: Vec<String>,
 }
 
 #[pymethods]
 impl BufferUnit {
     #[new]
-    #[pyo3(signature = (bind="127.0.0.1", port=4791, ring=64 << 20, verify="header"))]
+    #[pyo3(signature = (bind="127.0.0.1", port=4791, ring=64 << 20, verify="header", view=None, view_public=false))]
     fn new(
         py: Python<'_>,
         bind: &str,
         port: u16,
         ring: usize,
         verify: &str,
+        view: Option<Bound<'_, PyAny>>,
+        view_public: bool,
     ) -> PyResult<BufferUnit> {
         let mut cfg = UnitConfig::new(ip("bind", bind)?);
         cfg.port = port;
@@ -79,14 +87,44 @@ impl BufferUnit {
         };
         cfg.with_data = true;
         let verify = cfg.server.verify;
+        // the view first: a bad or taken address is an error before the unit binds
+        let mut notes = Vec::new();
+        let board = Board::new("python ims serve");
+        let served = match &view {
+            Some(v) => {
+                let at = crate::view::addr(v, view_public, &mut notes)?;
+                let s =
+                    rocelink_ims::session::view::serve(at, "python ims serve", Some(board.clone()))
+                        .map_err(|e| crate::errors::net(&e))?;
+                Some(s)
+            }
+            None => None,
+        };
         let s = py
-            .detach(|| UnitSession::start(cfg, None))
+            .detach(|| UnitSession::start(cfg, Some(board)))
             .map_err(|e| ims_error(&e))?;
         Ok(BufferUnit {
             local: s.local(),
             session: Mutex::new(Some(s)),
             verify,
+            view_url: served.as_ref().map(|s| format!("http://{}/", s.addr())),
+            view: Mutex::new(served.map(|s| (s, 0))),
+            notes,
         })
+    }
+
+    /// The live view's page (`view=`): the frames Python takes, as pictures when they are
+    /// §4 images, the rates and counters, as `rocelink ims serve --view` shows them; None
+    /// without a view.
+    #[getter]
+    fn view_url(&self) -> Option<String> {
+        self.view_url.clone()
+    }
+
+    /// What was noticed while setting up (a view served on one interface's address).
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 
     /// Its address, `"IP:port"` (a `Worker`'s `server=`).
@@ -115,7 +153,16 @@ impl BufferUnit {
     fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let s = self.session.lock().ok().and_then(|mut g| g.take());
         let Some(s) = s else { return Ok(None) };
-        let sum = py.detach(|| s.stop()).map_err(|e| ims_error(&e))?;
+        let served = self.view.lock().ok().and_then(|mut g| g.take());
+        let sum = py.detach(|| {
+            let sum = s.stop();
+            // the pages following the view are told the run is over, with its counts
+            if let (Some((v, _)), Ok(sum)) = (served, &sum) {
+                v.end(rocelink_ims::session::view::summary(sum));
+            }
+            sum
+        });
+        let sum = sum.map_err(|e| ims_error(&e))?;
         let d = PyDict::new(py);
         d.set_item("frames_delivered", sum.stats.frames_delivered)?;
         d.set_item("frames_consumed", sum.stats.frames_consumed)?;
@@ -186,6 +233,12 @@ impl UnitFrameIter {
         let Some(e) = got else { return Ok(None) };
         if let Some(n) = self.left.as_mut() {
             *n -= 1;
+        }
+        if let Ok(mut g) = unit.view.lock()
+            && let Some((v, seen)) = g.as_mut()
+        {
+            *seen += 1;
+            rocelink_ims::session::view::publish(v.live(), *seen, &e);
         }
         Ok(Some(UnitFrame {
             event: e,

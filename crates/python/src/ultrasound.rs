@@ -9,7 +9,10 @@ use pyo3::types::PyDict;
 use rocelink_ultrasound::session::LinkAddrs;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig};
 use rocelink_ultrasound::session::shots::{ShotEvent, ShotsConfig, ShotsSession};
+use rocelink_ultrasound::session::view::Publisher;
 use rocelink_ultrasound::{Error, Geometry};
+use rocelink_view::Served;
+use serde_json::Value;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -126,12 +129,25 @@ impl Probe {
 pub(crate) struct Host {
     cfg: ShotsConfig,
     running: Arc<Mutex<Option<ShotsSession>>>,
+    /// The live view (`view=`), across every `shots()` run until `stop()`.
+    view: Arc<Mutex<Option<ShotsView>>>,
+    view_url: Option<String>,
+    notes: Vec<String>,
+}
+
+/// A host's live view: what serves it, what publishes shots to it, and the last run's
+/// counts (what it ends with).
+struct ShotsView {
+    served: Served,
+    publisher: Publisher,
+    last: Value,
 }
 
 #[pymethods]
 impl Host {
     #[new]
-    #[pyo3(signature = (probe="127.0.0.1:4792", bind="127.0.0.2", channels=96, samples=2000, port=4791, seed=Some(1)))]
+    #[pyo3(signature = (probe="127.0.0.1:4792", bind="127.0.0.2", channels=96, samples=2000, port=4791, seed=Some(1), view=None, view_public=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         probe: &str,
         bind: &str,
@@ -139,6 +155,8 @@ impl Host {
         samples: u32,
         port: u16,
         seed: Option<u64>,
+        view: Option<Bound<'_, PyAny>>,
+        view_public: bool,
     ) -> PyResult<Host> {
         let g = geometry(channels, samples)?;
         let probe: SocketAddr = probe
@@ -155,10 +173,41 @@ impl Host {
             with_data: true,
             ..ShotsConfig::new(g)
         };
+        let mut notes = Vec::new();
+        let served = match &view {
+            Some(v) => {
+                let at = crate::view::addr(v, view_public, &mut notes)?;
+                let s = rocelink_ultrasound::session::view::serve(at, "python shots", &g, None)
+                    .map_err(|e| errors::net(&e))?;
+                Some(s)
+            }
+            None => None,
+        };
         Ok(Host {
             cfg,
             running: Arc::new(Mutex::new(None)),
+            view_url: served.as_ref().map(|s| format!("http://{}/", s.addr())),
+            view: Arc::new(Mutex::new(served.map(|served| ShotsView {
+                served,
+                publisher: Publisher::default(),
+                last: Value::Null,
+            }))),
+            notes,
         })
+    }
+
+    /// The live view's page (`view=`): each shot Python takes as a picture (samples by
+    /// channels), the rates and losses, as `rocelink shots --view` shows them; None without
+    /// a view. It serves until `stop()`.
+    #[getter]
+    fn view_url(&self) -> Option<String> {
+        self.view_url.clone()
+    }
+
+    /// What was noticed while setting up (a view served on one interface's address).
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 
     /// Trigger the probe (at `trigger_hz`, None: its own rate) and iterate over `count`
@@ -180,7 +229,7 @@ impl Host {
         if trigger_hz.is_some_and(|h| !(h > 0.0 && h.is_finite())) {
             return Err(config("trigger_hz must be a positive rate"));
         }
-        self.stop(py)?;
+        stop_running(py, &self.running, &self.view)?;
         let cfg = ShotsConfig {
             trigger_hz,
             shots: count,
@@ -194,15 +243,22 @@ impl Host {
         }
         Ok(ShotIter {
             running: self.running.clone(),
+            view: self.view.clone(),
             left: count,
             timeout: Duration::from_secs_f64(timeout),
             geometry: self.cfg.geometry,
         })
     }
 
-    /// Stop the shots running now (if any); their summary as a dict.
+    /// Stop the shots running now (if any) and the live view; their summary as a dict.
     fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        stop_running(py, &self.running)
+        let d = stop_running(py, &self.running, &self.view);
+        let view = self.view.lock().ok().and_then(|mut g| g.take());
+        if let Some(v) = view {
+            // the pages following it are told the run is over, with the last run's counts
+            py.detach(|| v.served.end(v.last));
+        }
+        d
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -224,13 +280,20 @@ impl Host {
     }
 }
 
+/// Stop the run (if any), keeping its counts for the view's end; its summary as a dict.
 fn stop_running<'py>(
     py: Python<'py>,
     running: &Mutex<Option<ShotsSession>>,
+    view: &Mutex<Option<ShotsView>>,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let s = running.lock().ok().and_then(|mut g| g.take());
     let Some(s) = s else { return Ok(None) };
     let sum = py.detach(|| s.stop()).map_err(|e| us_error(&e))?;
+    if let Ok(mut g) = view.lock()
+        && let Some(v) = g.as_mut()
+    {
+        v.last = rocelink_ultrasound::session::view::summary(&sum);
+    }
     let d = PyDict::new(py);
     d.set_item("shots", sum.sink(|s| s.shots))?;
     d.set_item("complete", sum.sink(|s| s.complete))?;
@@ -245,6 +308,7 @@ fn stop_running<'py>(
 #[pyclass(module = "rocelink.ultrasound")]
 pub(crate) struct ShotIter {
     running: Arc<Mutex<Option<ShotsSession>>>,
+    view: Arc<Mutex<Option<ShotsView>>>,
     left: Option<u64>,
     timeout: Duration,
     geometry: Geometry,
@@ -255,9 +319,9 @@ impl ShotIter {
         let w = Waiting {
             timeout: self.timeout,
             interrupted: &|py| {
-                let _ = stop_running(py, &self.running);
+                let _ = stop_running(py, &self.running, &self.view);
             },
-            ended: &|py| stop_running(py, &self.running).map(|_| ()),
+            ended: &|py| stop_running(py, &self.running, &self.view).map(|_| ()),
             late: &|| format!("no shot within {:.1} s", self.timeout.as_secs_f64()),
         };
         next_item(py, &w, |slice| match self.running.lock() {
@@ -278,7 +342,7 @@ impl ShotIter {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Shot>> {
         if self.left == Some(0) {
-            stop_running(py, &self.running)?;
+            stop_running(py, &self.running, &self.view)?;
             return Ok(None);
         }
         let Some(e) = self.next_event(py)? else {
@@ -286,6 +350,11 @@ impl ShotIter {
         };
         if let Some(n) = self.left.as_mut() {
             *n -= 1;
+        }
+        if let Ok(mut g) = self.view.lock()
+            && let Some(v) = g.as_mut()
+        {
+            v.publisher.shot(v.served.live(), &e);
         }
         Ok(Some(Shot {
             event: e,
