@@ -321,21 +321,10 @@ impl Receiver {
         let mut notes = Vec::new();
         let board = Board::new("python receive");
         // the view first: a taken port is an error before the device is touched
-        let served = match &view {
-            Some(v) => {
-                let at = crate::view::addr(v, view_public, &mut notes)?;
-                let s = rocelink_hsb_host::view::serve(
-                    at,
-                    "python receive",
-                    a.sensor.as_ref(),
-                    frame,
-                    Some(board.clone()),
-                )
-                .map_err(|e| crate::errors::net(&e))?;
-                Some(s)
-            }
-            None => None,
-        };
+        let served = crate::view::serve(view.as_ref(), view_public, &mut notes, |at| {
+            let sensor = a.sensor.as_ref();
+            rocelink_hsb_host::view::serve(at, "python receive", sensor, frame, Some(board.clone()))
+        })?;
         let mut sinks = Vec::new();
         for &vp in &a.cfg.vps {
             let record = match &a.record {
@@ -371,7 +360,7 @@ impl Receiver {
             notes,
             board,
             summary: Mutex::new(None),
-            view_url: served.as_ref().map(|s| format!("http://{}/", s.addr())),
+            view_url: served.as_ref().map(crate::view::url),
             view: Mutex::new(served),
         })
     }

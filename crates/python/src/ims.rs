@@ -90,16 +90,9 @@ impl BufferUnit {
         // the view first: a bad or taken address is an error before the unit binds
         let mut notes = Vec::new();
         let board = Board::new("python ims serve");
-        let served = match &view {
-            Some(v) => {
-                let at = crate::view::addr(v, view_public, &mut notes)?;
-                let s =
-                    rocelink_ims::session::view::serve(at, "python ims serve", Some(board.clone()))
-                        .map_err(|e| crate::errors::net(&e))?;
-                Some(s)
-            }
-            None => None,
-        };
+        let served = crate::view::serve(view.as_ref(), view_public, &mut notes, |at| {
+            rocelink_ims::session::view::serve(at, "python ims serve", Some(board.clone()))
+        })?;
         let s = py
             .detach(|| UnitSession::start(cfg, Some(board)))
             .map_err(|e| ims_error(&e))?;
@@ -107,7 +100,7 @@ impl BufferUnit {
             local: s.local(),
             session: Mutex::new(Some(s)),
             verify,
-            view_url: served.as_ref().map(|s| format!("http://{}/", s.addr())),
+            view_url: served.as_ref().map(crate::view::url),
             view: Mutex::new(served.map(|s| (s, 0))),
             notes,
         })

@@ -174,19 +174,13 @@ impl Host {
             ..ShotsConfig::new(g)
         };
         let mut notes = Vec::new();
-        let served = match &view {
-            Some(v) => {
-                let at = crate::view::addr(v, view_public, &mut notes)?;
-                let s = rocelink_ultrasound::session::view::serve(at, "python shots", &g, None)
-                    .map_err(|e| errors::net(&e))?;
-                Some(s)
-            }
-            None => None,
-        };
+        let served = crate::view::serve(view.as_ref(), view_public, &mut notes, |at| {
+            rocelink_ultrasound::session::view::serve(at, "python shots", &g, None)
+        })?;
         Ok(Host {
             cfg,
             running: Arc::new(Mutex::new(None)),
-            view_url: served.as_ref().map(|s| format!("http://{}/", s.addr())),
+            view_url: served.as_ref().map(crate::view::url),
             view: Arc::new(Mutex::new(served.map(|served| ShotsView {
                 served,
                 publisher: Publisher::default(),

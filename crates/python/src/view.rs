@@ -3,8 +3,29 @@
 
 use crate::errors::config;
 use pyo3::prelude::*;
+use rocelink_view::Served;
 use rocelink_web::{Exposure, check_addr};
 use std::net::SocketAddr;
+
+/// Serve the view `start` makes at the address `view` names (see [`addr`]), if one was
+/// given: a bad address is a `ConfigError`, one that cannot be bound a `NetworkError`.
+pub(crate) fn serve(
+    view: Option<&Bound<'_, PyAny>>,
+    public: bool,
+    notes: &mut Vec<String>,
+    start: impl FnOnce(SocketAddr) -> std::io::Result<Served>,
+) -> PyResult<Option<Served>> {
+    let Some(v) = view else {
+        return Ok(None);
+    };
+    let at = addr(v, public, notes)?;
+    start(at).map(Some).map_err(|e| crate::errors::net(&e))
+}
+
+/// The page of a served view.
+pub(crate) fn url(s: &Served) -> String {
+    format!("http://{}/", s.addr())
+}
 
 /// Where to serve a view: `view` is a port (on 127.0.0.1), or "IP:PORT" ("PORT" too); a
 /// wildcard address only with `public`. A warning for one interface's address goes to
