@@ -71,7 +71,8 @@ pub(crate) struct ServeArgs {
     /// What to check of each frame: `header` (the §4 CRC-32C and VA) or `none`.
     #[arg(long, default_value = "header", value_parser = ["header", "none"])]
     verify: String,
-    /// Stop once this many frames were consumed.
+    /// Stop once this many frames were consumed; --record records exactly these (a faster
+    /// worker's frames past them are still ACKed and consumed, not recorded).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     frames: Option<u64>,
     /// Most data channels (workers streaming) at once; each has its own ring.
@@ -286,7 +287,16 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
         a.common.json || a.common.quiet,
     );
     serve_summary(a, &sum, snap);
-    Ok(serve_exit(&sum, matches!(record, Consume::Record(_))))
+    // what the recording holds, and whether it is all that was asked for
+    let whole = match (&record, &sum.recorded) {
+        (Consume::Record(dir), Some(r)) => crate::receive::report_recording("ims serve", r, dir),
+        _ => true,
+    };
+    Ok(serve_exit(
+        &sum,
+        matches!(record, Consume::Record(_)),
+        whole,
+    ))
 }
 
 /// The unit's settings, checked, with the memory error in the flags' words.
@@ -303,8 +313,9 @@ fn checked_unit_config(a: &ServeArgs) -> Result<UnitConfig> {
     Ok(cfg)
 }
 
-/// 1 when ACKed frames were left unconsumed (said why) or a frame failed its check.
-fn serve_exit(sum: &UnitSummary, recorded: bool) -> ExitCode {
+/// 1 when ACKed frames were left unconsumed (said why), a frame failed its check, or the
+/// recording stopped before holding what was asked for (`whole` false, said why).
+fn serve_exit(sum: &UnitSummary, recorded: bool, whole: bool) -> ExitCode {
     if sum.unconsumed > 0 {
         eprintln!(
             "rocelink: error: {} frame(s) were ACKed to their worker but not consumed{} within {} s of stopping",
@@ -314,7 +325,7 @@ fn serve_exit(sum: &UnitSummary, recorded: bool) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    if sum.stats.image_crc_failures > 0 {
+    if sum.stats.image_crc_failures > 0 || !whole {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

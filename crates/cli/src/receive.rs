@@ -42,20 +42,30 @@ pub(crate) fn finish_recording(out: &mut Sinks, cmd: &str) -> Result<bool> {
     let Some(s) = rec.summary() else {
         return Ok(true);
     };
+    Ok(report_recording(cmd, s, rec.dir()))
+}
+
+/// Say what a recording holds (on stderr): frames, bytes, I/O, where, the recorder's
+/// drops and why it stopped early. Whether it holds what was asked for: a frame limit is
+/// what the user asked for; a recording stopped for anything else lost frames.
+pub(crate) fn report_recording(
+    cmd: &str,
+    s: &rocelink_record::Summary,
+    dir: &std::path::Path,
+) -> bool {
     eprintln!(
         "rocelink {cmd}: recorded {} frames ({} bytes, {}) to {}; {} dropped by the recorder{}",
         s.frames,
         s.bytes,
         if s.direct { "direct I/O" } else { "page cache" },
-        rec.dir().display(),
+        dir.display(),
         s.dropped,
         s.stopped
             .as_ref()
             .map(|w| format!("; stopped early: {w}"))
             .unwrap_or_default()
     );
-    // a frame limit is what the user asked for; anything else lost frames
-    Ok(s.stopped.as_deref().is_none_or(|w| w.contains("limit")))
+    s.stopped.as_deref().is_none_or(|w| w.contains("limit"))
 }
 
 #[derive(clap::Args, Debug)]

@@ -411,11 +411,27 @@ fn bad_input_is_refused_before_anything_starts() {
 
 #[test]
 fn serve_records_every_frame_it_consumes() {
-    let dir = common::tmpdir("ims_record");
+    let (s, consumed) = serve_with_frames_recorded("127.0.0.65", 50, 50);
+    assert_eq!(consumed, 50, "{s}");
+}
+
+/// A worker faster than the count asked for: every frame it sends is ACKed and consumed,
+/// the recording holds exactly the count, and nothing is called a recorder drop.
+#[test]
+fn serve_records_exactly_the_frames_asked_for_when_a_worker_sends_more() {
+    let (s, consumed) = serve_with_frames_recorded("127.0.0.58", 300, 10);
+    assert!(consumed >= 10, "{s}");
+}
+
+/// `ims serve --frames COUNT --record` while `ims send` sends `sent` §4 images: the
+/// recording holds the first `count`, each verified by `inspect --verify`. The unit's JSON
+/// summary and the frames it consumed.
+fn serve_with_frames_recorded(ip: &str, sent: u64, count: u64) -> (Value, u64) {
+    let dir = common::tmpdir(&format!("ims_record_{count}"));
     let rec = dir.join("rec");
     let rec_s = rec.to_str().unwrap();
-    let port = free_port("127.0.0.65").to_string();
-    let unit = format!("127.0.0.65:{port}");
+    let port = free_port(ip).to_string();
+    let unit = format!("{ip}:{port}");
     let serve = spawn(
         &[],
         &[
@@ -424,13 +440,13 @@ fn serve_records_every_frame_it_consumes() {
             "--port",
             &port,
             "--bind",
-            "127.0.0.65",
+            ip,
             "--ring",
             "8M",
             "--record",
             rec_s,
             "--frames",
-            "50",
+            &count.to_string(),
             "--seconds",
             "60",
             "--json",
@@ -444,7 +460,7 @@ fn serve_records_every_frame_it_consumes() {
             &unit,
             "--image4",
             "--frames",
-            "50",
+            &sent.to_string(),
             "--timeout",
             "0.05",
             "--json",
@@ -453,7 +469,9 @@ fn serve_records_every_frame_it_consumes() {
     let (wc, w, we) = json_of(send);
     let (sc, s, se) = json_of(serve);
     assert_eq!((wc, sc), (Some(0), Some(0)), "{w} {we} {s} {se}");
-    assert_eq!(s["recorded"]["frames"], 50, "{s}");
+    assert_eq!(w["frames"], sent, "every frame ACKed: {w}");
+    assert_eq!(s["recorded"]["frames"], count, "{s}");
+    assert_eq!(s["recorded"]["dropped"], 0, "{s}");
     let out = rocelink()
         .args(["inspect", rec_s, "--json", "--verify"])
         .output()
@@ -464,9 +482,91 @@ fn serve_records_every_frame_it_consumes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["frames"], 50, "{v}");
-    assert_eq!(v["good"], 50, "{v}");
+    assert_eq!(v["frames"], count, "{v}");
+    assert_eq!(v["good"], count, "{v}");
+    assert_eq!(v["recorder_drops"], 0, "{v}");
     assert_eq!(v["frame_size"], 64 + 256 * 128, "{v}");
+    let consumed = s["frames_consumed"].as_u64().unwrap_or(0);
+    (s, consumed)
+}
+
+/// A full disk under the unit's recording: the unit goes on consuming (every frame was
+/// ACKed, and holding the worker back for ever would lose them all the same), the recording
+/// says how many it holds and drops and why it stopped, and the exit code says frames were
+/// lost to it.
+#[test]
+fn a_full_disk_under_the_units_recording_stops_the_recording_not_the_unit() {
+    if !common::root_or_ci() {
+        return;
+    }
+    let dir = common::tmpdir("ims_record_full");
+    let mnt = dir.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    assert!(
+        common::sh(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=8m",
+            "tmpfs",
+            mnt.to_str().unwrap()
+        ]),
+        "mount tmpfs"
+    );
+    let rec = mnt.join("rec");
+    let ip = "127.0.0.57";
+    let port = free_port(ip).to_string();
+    let unit = format!("{ip}:{port}");
+    let serve = spawn(
+        &[],
+        &[
+            "ims",
+            "serve",
+            "--port",
+            &port,
+            "--bind",
+            ip,
+            "--ring",
+            "8M",
+            "--record",
+            rec.to_str().unwrap(),
+            "--frames",
+            "600",
+            "--seconds",
+            "60",
+            "--json",
+        ],
+    );
+    // 600 frames of 32 KiB: twice what 8 MiB holds
+    let send = spawn(
+        &[],
+        &[
+            "ims",
+            "send",
+            &unit,
+            "--image4",
+            "--frames",
+            "600",
+            "--timeout",
+            "0.05",
+            "--json",
+        ],
+    );
+    let (wc, w, we) = json_of(send);
+    let (sc, s, se) = json_of(serve);
+    let read = rocelink_record::read::Recording::open(&rec)
+        .map(|r| (r.len() as u64, r.inspect().recorder_drops));
+    let _ = Command::new("umount").arg(&mnt).status();
+    assert_eq!(wc, Some(0), "every frame ACKed: {w} {we}");
+    assert_eq!(w["frames"], 600, "{w}");
+    assert_eq!(sc, Some(1), "frames lost to the recording: {s} {se}");
+    assert!(se.contains("stopped early: disk full"), "{se}");
+    assert_eq!(s["frames_consumed"], 600, "{s}");
+    let (n, drops) = read.unwrap();
+    assert!(n > 0 && n < 600, "{n} recorded");
+    assert_eq!(n + drops, 600, "{n} recorded + {drops} recorded as dropped");
+    assert_eq!(s["recorded"]["frames"], n, "{s}");
 }
 
 /// The QPNs of a running rocelink process (from its control socket), busiest sender first.

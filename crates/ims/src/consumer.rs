@@ -82,6 +82,8 @@ impl Consumer for RateConsumer {
 pub struct RecordConsumer {
     dir: PathBuf,
     max_bytes: Option<u64>,
+    /// Record only the first this many frames consumed.
+    max_frames: Option<u64>,
     rec: Option<Recorder>,
     frames: u64,
     error: Option<io::Error>,
@@ -95,11 +97,25 @@ impl RecordConsumer {
         RecordConsumer {
             dir,
             max_bytes,
+            max_frames: None,
             rec: None,
             frames: 0,
             error: None,
             room: true,
         }
+    }
+
+    /// Record only the first `n` frames consumed (`None`: all). The frames consumed after
+    /// them are consumed all the same (each was ACKed to its worker), not recorded, and not
+    /// counted as the recorder's drops.
+    pub fn with_max_frames(mut self, n: Option<u64>) -> RecordConsumer {
+        self.max_frames = n;
+        self
+    }
+
+    /// Whether the frame count is recorded.
+    fn full(&self) -> bool {
+        self.max_frames.is_some_and(|m| self.frames >= m)
     }
 
     /// Why recording stopped early, if it did.
@@ -125,11 +141,15 @@ impl RecordConsumer {
 
 impl Consumer for RecordConsumer {
     /// Waits while the recorder has no free buffer: the frame stays in the ring and the
-    /// worker is held back (nothing is dropped, unlike a receiver that cannot wait).
+    /// worker is held back (nothing is dropped, unlike a receiver that cannot wait). Once
+    /// the recording has stopped (a full disk, an I/O error) waiting would hold the worker
+    /// back for ever: frames are consumed, counted as the recorder's drops, and the
+    /// recording's end says why.
     fn ready(&mut self, _now: Instant) -> bool {
+        let full = self.full();
         self.room = match self.rec.as_mut() {
-            Some(r) => r.has_room(),
-            None => true,
+            Some(r) if !full && !r.stopped() => r.has_room(),
+            _ => true,
         };
         self.room
     }
@@ -137,6 +157,10 @@ impl Consumer for RecordConsumer {
         (!self.room).then(|| Instant::now() + Duration::from_millis(1))
     }
     fn consume(&mut self, _now: Instant, f: &Frame<'_>) {
+        if self.full() {
+            self.frames += 1;
+            return;
+        }
         if self.rec.is_none() && self.error.is_none() {
             let header = Header {
                 sensor: "ims".into(),

@@ -42,7 +42,9 @@ pub struct UnitConfig {
     pub server: ServerConfig,
     /// Where delivered frames go.
     pub consume: Consume,
-    /// End once this many frames were consumed (and their worker left, or 2 s on).
+    /// End once this many frames were consumed (and their worker left, or 2 s on); a
+    /// recording holds the first this many (a fast worker's frames past the count are
+    /// consumed, as each was ACKed, but not recorded).
     pub frames: Option<u64>,
     /// End after this long.
     pub duration: Option<Duration>,
@@ -320,7 +322,11 @@ const LINGER: Duration = Duration::from_millis(750);
 
 fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<UnitSummary, Error> {
     let mut rec = match &cfg.consume {
-        Consume::Record(d) => Some(RecordConsumer::new(d.clone(), None)),
+        // a frame count is the recording's too: frames a fast worker sends past it are
+        // consumed (each was ACKed) but not recorded
+        Consume::Record(d) => {
+            Some(RecordConsumer::new(d.clone(), None).with_max_frames(cfg.frames))
+        }
         _ => None,
     };
     let mut rate = match cfg.consume {
