@@ -788,7 +788,15 @@ fn stopping_a_recording_unit_keeps_every_frame_it_acked() {
             "--json",
         ],
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    // stopped mid-stream, once 32 MiB are recorded (not after a fixed time: an unpaced
+    // worker fills a CI disk at gigabytes a second)
+    let data = rec.join("data.bin");
+    let t0 = std::time::Instant::now();
+    while std::fs::metadata(&data).map_or(0, |m| m.len()) < 32 << 20
+        && t0.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert!(common::sh(&["kill", "-TERM", &serve.id().to_string()]));
     let (sc, s, se) = json_of(serve);
     let (_, w, _) = json_of(send);
