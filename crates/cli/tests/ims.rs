@@ -430,44 +430,7 @@ fn serve_with_frames_recorded(ip: &str, sent: u64, count: u64) -> (Value, u64) {
     let dir = common::tmpdir(&format!("ims_record_{count}"));
     let rec = dir.join("rec");
     let rec_s = rec.to_str().unwrap();
-    let port = free_port(ip).to_string();
-    let unit = format!("{ip}:{port}");
-    let serve = spawn(
-        &[],
-        &[
-            "ims",
-            "serve",
-            "--port",
-            &port,
-            "--bind",
-            ip,
-            "--ring",
-            "8M",
-            "--record",
-            rec_s,
-            "--frames",
-            &count.to_string(),
-            "--seconds",
-            "60",
-            "--json",
-        ],
-    );
-    let send = spawn(
-        &[],
-        &[
-            "ims",
-            "send",
-            &unit,
-            "--image4",
-            "--frames",
-            &sent.to_string(),
-            "--timeout",
-            "0.05",
-            "--json",
-        ],
-    );
-    let (wc, w, we) = json_of(send);
-    let (sc, s, se) = json_of(serve);
+    let ((wc, w, we), (sc, s, se)) = record_while_sending(ip, &rec, sent, count);
     assert_eq!((wc, sc), (Some(0), Some(0)), "{w} {we} {s} {se}");
     assert_eq!(w["frames"], sent, "every frame ACKed: {w}");
     assert_eq!(s["recorded"]["frames"], count, "{s}");
@@ -500,22 +463,31 @@ fn a_full_disk_under_the_units_recording_stops_the_recording_not_the_unit() {
         return;
     }
     let dir = common::tmpdir("ims_record_full");
-    let mnt = dir.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    assert!(
-        common::sh(&[
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            "size=8m",
-            "tmpfs",
-            mnt.to_str().unwrap()
-        ]),
-        "mount tmpfs"
-    );
+    let mnt = common::small_disk(&dir, "8m");
     let rec = mnt.join("rec");
-    let ip = "127.0.0.57";
+    // 600 frames of 32 KiB: twice what 8 MiB holds
+    let ((wc, w, we), (sc, s, se)) = record_while_sending("127.0.0.57", &rec, 600, 600);
+    let read = rocelink_record::read::Recording::open(&rec)
+        .map(|r| (r.len() as u64, r.inspect().recorder_drops));
+    drop(mnt);
+    assert_eq!(wc, Some(0), "every frame ACKed: {w} {we}");
+    assert_eq!(w["frames"], 600, "{w}");
+    assert_eq!(sc, Some(1), "frames lost to the recording: {s} {se}");
+    assert!(se.contains("stopped early: disk full"), "{se}");
+    assert_eq!(s["frames_consumed"], 600, "{s}");
+    let (n, drops) = read.unwrap();
+    assert!(n > 0 && n < 600, "{n} recorded");
+    assert_eq!(n + drops, 600, "{n} recorded + {drops} recorded as dropped");
+    assert_eq!(s["recorded"]["frames"], n, "{s}");
+}
+
+/// How a spawned command ended: exit code, JSON summary, stderr.
+type Ended = (Option<i32>, Value, String);
+
+/// `ims serve --frames COUNT --record REC` (an 8 MiB ring) on `ip` while `ims send` sends
+/// `sent` §4 images of 32 KiB to it: each one's (exit code, JSON summary, stderr), worker
+/// first.
+fn record_while_sending(ip: &str, rec: &std::path::Path, sent: u64, count: u64) -> (Ended, Ended) {
     let port = free_port(ip).to_string();
     let unit = format!("{ip}:{port}");
     let serve = spawn(
@@ -532,13 +504,12 @@ fn a_full_disk_under_the_units_recording_stops_the_recording_not_the_unit() {
             "--record",
             rec.to_str().unwrap(),
             "--frames",
-            "600",
+            &count.to_string(),
             "--seconds",
             "60",
             "--json",
         ],
     );
-    // 600 frames of 32 KiB: twice what 8 MiB holds
     let send = spawn(
         &[],
         &[
@@ -547,26 +518,13 @@ fn a_full_disk_under_the_units_recording_stops_the_recording_not_the_unit() {
             &unit,
             "--image4",
             "--frames",
-            "600",
+            &sent.to_string(),
             "--timeout",
             "0.05",
             "--json",
         ],
     );
-    let (wc, w, we) = json_of(send);
-    let (sc, s, se) = json_of(serve);
-    let read = rocelink_record::read::Recording::open(&rec)
-        .map(|r| (r.len() as u64, r.inspect().recorder_drops));
-    let _ = Command::new("umount").arg(&mnt).status();
-    assert_eq!(wc, Some(0), "every frame ACKed: {w} {we}");
-    assert_eq!(w["frames"], 600, "{w}");
-    assert_eq!(sc, Some(1), "frames lost to the recording: {s} {se}");
-    assert!(se.contains("stopped early: disk full"), "{se}");
-    assert_eq!(s["frames_consumed"], 600, "{s}");
-    let (n, drops) = read.unwrap();
-    assert!(n > 0 && n < 600, "{n} recorded");
-    assert_eq!(n + drops, 600, "{n} recorded + {drops} recorded as dropped");
-    assert_eq!(s["recorded"]["frames"], n, "{s}");
+    (json_of(send), json_of(serve))
 }
 
 /// The QPNs of a running rocelink process (from its control socket), busiest sender first.

@@ -200,20 +200,7 @@ fn full_disk_ends_the_recording_with_a_valid_directory() {
         return;
     }
     let dir = common::tmpdir("record_full");
-    let mnt = dir.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    assert!(
-        common::sh(&[
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            "size=8m",
-            "tmpfs",
-            mnt.to_str().unwrap()
-        ]),
-        "mount tmpfs"
-    );
+    let mnt = common::small_disk(&dir, "8m");
     let rec = mnt.join("rec");
     let (code, _, err) = common::rocelink(&[
         "demo",
@@ -233,7 +220,7 @@ fn full_disk_ends_the_recording_with_a_valid_directory() {
         });
         (r.len(), ok, r.inspect().recorder_drops)
     });
-    let _ = Command::new("umount").arg(&mnt).status();
+    drop(mnt);
     // the frames were received fine, but the recording lost some: say so in the exit code
     assert_eq!(code, 1, "frames lost to a full disk: {err}");
     assert!(err.contains("disk full"), "a clear error: {err}");
@@ -255,17 +242,7 @@ fn a_full_disk_under_a_capture_names_the_file() {
         return;
     }
     let dir = common::tmpdir("pcap_full");
-    let mnt = dir.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    assert!(common::sh(&[
-        "mount",
-        "-t",
-        "tmpfs",
-        "-o",
-        "size=1m",
-        "tmpfs",
-        mnt.to_str().unwrap()
-    ]));
+    let mnt = common::small_disk(&dir, "1m");
     let pcap = mnt.join("cap.pcap");
     let (code, _, err) = common::rocelink(&[
         "demo",
@@ -276,7 +253,7 @@ fn a_full_disk_under_a_capture_names_the_file() {
         "--pcap",
         pcap.to_str().unwrap(),
     ]);
-    let _ = Command::new("umount").arg(&mnt).status();
+    drop(mnt);
     assert_ne!(code, 0, "{err}");
     assert!(
         err.contains(pcap.to_str().unwrap()) && err.contains("No space left"),

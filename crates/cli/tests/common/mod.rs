@@ -85,6 +85,45 @@ impl Drop for TmpDir {
     }
 }
 
+/// A `size` tmpfs (e.g. "8m") mounted at `dir`/small, for a disk that fills; unmounted
+/// when dropped (drop it before `dir`). Root only.
+#[allow(dead_code)]
+pub(crate) fn small_disk(dir: &Path, size: &str) -> SmallDisk {
+    let mnt = dir.join("small");
+    std::fs::create_dir_all(&mnt).expect("create the mount point");
+    let opt = format!("size={size}");
+    assert!(
+        sh(&[
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            &opt,
+            "tmpfs",
+            mnt.to_str().unwrap()
+        ]),
+        "mount tmpfs"
+    );
+    SmallDisk(mnt)
+}
+
+/// See [`small_disk`].
+#[derive(Debug)]
+pub(crate) struct SmallDisk(PathBuf);
+
+impl std::ops::Deref for SmallDisk {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
 /// Run the rocelink binary; returns (exit code, stdout, stderr).
 pub(crate) fn rocelink(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rocelink"))
