@@ -65,6 +65,18 @@ impl<'a> Outgoing<'a> {
             .filter(|p| !p.is_empty())
             .map(|p| IoSlice::new(p))
     }
+
+    /// Its non-empty parts as I/O vectors, in place (no allocation): the array and how
+    /// many of it are used.
+    fn iovecs(&self) -> ([IoSlice<'a>; 3], usize) {
+        let mut a = [IoSlice::new(&[]); 3];
+        let mut n = 0;
+        for s in self.slices() {
+            a[n] = s;
+            n += 1;
+        }
+        (a, n)
+    }
 }
 
 /// What [`Backend::recv_lent`] calls on each datagram: (sender, IPv4 header as received if
@@ -175,27 +187,11 @@ impl Backend for UdpSocket {
     fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
         if let [one] = out {
             // the common case of a request-response exchange: no allocation at all
-            let mut a = [IoSlice::new(&[]); 3];
-            let mut n = 0;
-            for s in one.slices() {
-                a[n] = s;
-                n += 1;
-            }
+            let (a, n) = one.iovecs();
             return self.send_parts(one.dst, &a[..n]);
         }
         // up to three slices each, in place: no allocation per datagram
-        let parts: Vec<([IoSlice<'_>; 3], usize)> = out
-            .iter()
-            .map(|o| {
-                let mut a = [IoSlice::new(&[]); 3];
-                let mut n = 0;
-                for s in o.slices() {
-                    a[n] = s;
-                    n += 1;
-                }
-                (a, n)
-            })
-            .collect();
+        let parts: Vec<([IoSlice<'_>; 3], usize)> = out.iter().map(Outgoing::iovecs).collect();
         let refs: Vec<(SocketAddr, &[IoSlice<'_>])> = out
             .iter()
             .zip(&parts)
