@@ -4,8 +4,9 @@
 //! the driver, the emulator and the benchmarks run over it unchanged.
 //!
 //! [`Transmitter`] is the one send loop: it sends datagrams in order, runs of equal-sized
-//! ones to one peer as one segmented send, the rest batched, and falls back for good to one
-//! datagram each if the backend refuses segmentation.
+//! ones to one peer as one segmented send, the rest batched — mixed in one call where the
+//! backend can (a WRITE's first packet, the segmented rest, the next WRITE's…) — and falls
+//! back for good to one datagram each if the backend refuses segmentation.
 //!
 //! ```no_run
 //! use rocelink_io::backend::{Outgoing, Transmitter};
@@ -23,7 +24,7 @@
 //! # Ok(()) }
 //! ```
 
-use crate::udp::{RecvBatch, UdpSocket};
+use crate::udp::{Mixed, RecvBatch, UdpSocket};
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -120,6 +121,16 @@ pub trait Backend: std::fmt::Debug {
         Err(io::ErrorKind::Unsupported.into())
     }
 
+    /// Send `out` in order, grouped as `runs` says (counts of datagrams adding up to
+    /// `out.len()`): a group of one is one datagram, a longer one a segmented
+    /// super-datagram (one peer, equal lengths but the last, which may be shorter) — all in
+    /// one call. Returns how many datagrams went out: whole groups, fewer when the backend
+    /// is full. Backends that cannot return `Unsupported`, the default.
+    fn send_runs(&self, out: &[Outgoing<'_>], runs: &[usize]) -> io::Result<usize> {
+        let _ = (out, runs);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// Wait until something can be received, or `timeout` passes. Returns whether it can.
     fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool>;
 
@@ -157,6 +168,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn send_segmented(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
         (**self).send_segmented(out)
+    }
+    fn send_runs(&self, out: &[Outgoing<'_>], runs: &[usize]) -> io::Result<usize> {
+        (**self).send_runs(out, runs)
     }
     fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
         (**self).wait_readable(timeout)
@@ -220,6 +234,32 @@ impl Backend for UdpSocket {
         self.send_gso(first.dst, &parts, seg)
     }
 
+    fn send_runs(&self, out: &[Outgoing<'_>], runs: &[usize]) -> io::Result<usize> {
+        let slices: Vec<IoSlice<'_>> = out.iter().flat_map(|o| o.slices()).collect();
+        let mut msgs = Vec::with_capacity(runs.len());
+        let (mut d, mut s) = (0, 0);
+        for &n in runs {
+            let group = out
+                .get(d..d + n)
+                .filter(|g| !g.is_empty())
+                .ok_or(io::ErrorKind::InvalidInput)?;
+            let k: usize = group.iter().map(|o| o.slices().count()).sum();
+            let segment = if n >= 2 {
+                Some(u16::try_from(group[0].len()).map_err(|_| io::ErrorKind::InvalidInput)?)
+            } else {
+                None
+            };
+            msgs.push(Mixed {
+                dst: group[0].dst,
+                parts: &slices[s..s + k],
+                segment,
+            });
+            (d, s) = (d + n, s + k);
+        }
+        let sent = self.send_mixed(&msgs)?;
+        Ok(runs[..sent].iter().sum())
+    }
+
     fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
         UdpSocket::wait_readable(self, timeout)
     }
@@ -237,10 +277,15 @@ impl Backend for UdpSocket {
     }
 }
 
+/// The most groups (segmented runs, datagrams alone) [`Transmitter`] sends in one call.
+pub const MAX_GROUPS: usize = 64;
+
 /// Sends datagrams over a [`Backend`] in order (see the module documentation).
 #[derive(Debug, Clone, Copy)]
 pub struct Transmitter {
     segment: bool,
+    /// Whether the backend sends mixed groups in one call (until it says it cannot).
+    grouped: bool,
     /// Segment only towards this host's own addresses (see [`Transmitter::set_any_path`]).
     local_only: bool,
     /// The last destination looked at, and whether a run to it may be segmented.
@@ -258,6 +303,7 @@ impl Transmitter {
     pub fn new(segment: bool) -> Transmitter {
         Transmitter {
             segment,
+            grouped: true,
             local_only: true,
             path: None,
             max_run: 64,
@@ -342,6 +388,64 @@ impl Transmitter {
     /// Send `out` in order. Returns how many went out: all, or fewer when the backend is
     /// full (send the rest later).
     pub fn send<B: Backend + ?Sized>(&mut self, b: &B, out: &[Outgoing<'_>]) -> io::Result<usize> {
+        // one or two datagrams (a request-response exchange) take one call either way
+        if self.segment && self.grouped && out.len() > 2 {
+            match self.send_grouped(b, out) {
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => self.grouped = false,
+                Err(_) if !self.segment => {} // the backend refused segmentation: go on without
+                r => return r,
+            }
+        }
+        self.send_each(b, out)
+    }
+
+    /// Send `out` as groups — each segmented run, each datagram between runs — up to
+    /// [`MAX_GROUPS`] in one call of [`Backend::send_runs`].
+    fn send_grouped<B: Backend + ?Sized>(
+        &mut self,
+        b: &B,
+        out: &[Outgoing<'_>],
+    ) -> io::Result<usize> {
+        let mut runs = Vec::new();
+        let mut done = 0;
+        while done < out.len() {
+            runs.clear();
+            let mut end = done;
+            while end < out.len() && runs.len() < MAX_GROUPS {
+                let run = if self.path_allows(out[end].dst.ip()) {
+                    self.run_len(&out[end..])
+                } else {
+                    1
+                };
+                runs.push(run);
+                end += run;
+            }
+            let want = end - done;
+            let sent = match b.send_runs(&out[done..end], &runs) {
+                Ok(n) => n,
+                // an error comes only from the first group: if it was a segmented run,
+                // the backend refused segmentation; one datagram each from now on
+                Err(e) if runs[0] >= 2 && e.kind() != io::ErrorKind::Unsupported => {
+                    self.segment = false;
+                    return if done > 0 { Ok(done) } else { Err(e) };
+                }
+                Err(e) => return if done > 0 { Ok(done) } else { Err(e) },
+            };
+            if runs.iter().any(|&n| n >= 2) {
+                self.segmented_sends += 1;
+            } else {
+                self.batched_sends += 1;
+            }
+            done += sent;
+            if sent < want {
+                return Ok(done);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Send `out` a call per segmented run and a call per stretch of datagrams between.
+    fn send_each<B: Backend + ?Sized>(&mut self, b: &B, out: &[Outgoing<'_>]) -> io::Result<usize> {
         let mut done = 0;
         while done < out.len() {
             let run = if self.segment && self.path_allows(out[done].dst.ip()) {
@@ -391,6 +495,8 @@ mod tests {
     #[derive(Default, Debug)]
     struct Fake {
         segments: bool,
+        /// Sends mixed groups in one call.
+        grouped: bool,
         room: RefCell<usize>,
         log: RefCell<Vec<String>>,
     }
@@ -425,6 +531,29 @@ mod tests {
                 .borrow_mut()
                 .push(format!("run {}", lens.join(",")));
             Ok(out.iter().map(Outgoing::len).sum())
+        }
+        fn send_runs(&self, out: &[Outgoing<'_>], runs: &[usize]) -> io::Result<usize> {
+            if !self.grouped {
+                return Err(io::ErrorKind::Unsupported.into());
+            }
+            if !self.segments && runs[0] >= 2 {
+                return Err(io::Error::other("segmentation refused"));
+            }
+            let mut room = self.room.borrow_mut();
+            let (mut d, mut groups) = (0, Vec::new());
+            for &n in runs {
+                if *room < n {
+                    break;
+                }
+                *room -= n;
+                let lens: Vec<String> = out[d..d + n].iter().map(|o| o.len().to_string()).collect();
+                groups.push(lens.join(","));
+                d += n;
+            }
+            self.log
+                .borrow_mut()
+                .push(format!("call {}", groups.join(" | ")));
+            Ok(d)
         }
         fn wait_readable(&self, _: Option<Duration>) -> io::Result<bool> {
             Ok(false)
@@ -484,11 +613,48 @@ mod tests {
     }
 
     #[test]
+    fn groups_go_in_one_call_where_the_backend_can_and_a_full_one_stops_at_a_group() {
+        let big = [1u8; 1000];
+        let small = [2u8; 10];
+        let out = [
+            Outgoing::whole(addr(1), &small),
+            Outgoing::new(addr(2), [&big[..100], &big[..900], &[]]),
+            Outgoing::whole(addr(2), &big),
+            Outgoing::whole(addr(2), &big[..400]),
+            Outgoing::whole(addr(2), &big),
+            Outgoing::whole(addr(3), &big),
+        ];
+        let fake = Fake {
+            segments: true,
+            grouped: true,
+            room: RefCell::new(100),
+            ..Fake::default()
+        };
+        let mut tx = Transmitter::new(true);
+        assert_eq!(tx.send(&fake, &out).unwrap(), 6);
+        assert_eq!(
+            *fake.log.borrow(),
+            ["call 10 | 1000,1000,400 | 1000 | 1000"]
+        );
+        // room for three datagrams: the first group and not the run, which goes whole later
+        fake.log.borrow_mut().clear();
+        *fake.room.borrow_mut() = 3;
+        assert_eq!(tx.send(&fake, &out).unwrap(), 1);
+        *fake.room.borrow_mut() = 100;
+        assert_eq!(tx.send(&fake, &out[1..]).unwrap(), 5);
+        assert_eq!(
+            *fake.log.borrow(),
+            ["call 10", "call 1000,1000,400 | 1000 | 1000"]
+        );
+    }
+
+    #[test]
     fn a_refused_segmentation_falls_back_for_good_and_a_full_backend_stops_early() {
         let b = [0u8; 500];
         let out: Vec<Outgoing<'_>> = (0..5).map(|_| Outgoing::whole(addr(9), &b)).collect();
         let fake = Fake {
             segments: false,
+            grouped: true,
             room: RefCell::new(3),
             ..Fake::default()
         };

@@ -430,20 +430,93 @@ impl UdpSocket {
         segment: u16,
     ) -> io::Result<usize> {
         let (mut addr, alen) = raw_addr(dst);
-        let mut cmsg = [0u64; 4];
+        let mut cmsg = SegmentCmsg::default();
         // SAFETY: msghdr is plain C data.
         let mut h: libc::msghdr = unsafe { zeroed() };
         h.msg_name = (&mut addr as *mut RawAddr).cast();
         h.msg_namelen = alen;
         h.msg_iov = parts.as_ptr() as *mut libc::iovec; // IoSlice is ABI-compatible with iovec
         h.msg_iovlen = parts.len();
-        let space = cmsg_space(size_of::<u16>());
-        h.msg_control = cmsg.as_mut_ptr().cast();
-        h.msg_controllen = space;
-        // SAFETY: `h.msg_control` points at `cmsg` (32 bytes ≥ CMSG_SPACE(2)); CMSG_FIRSTHDR
-        // returns a pointer into it, and we write a u16 into its data area, which fits.
+        cmsg.attach(&mut h, segment)?;
+        // SAFETY: `h` points at the address, the caller's iovecs and our control buffer,
+        // all alive for the call; the kernel only reads them.
+        let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &h, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            return self.send_error(parts.iter().map(|p| p.len()).sum());
+        }
+        Ok(r as usize)
+    }
+
+    /// Send each of `msgs` — a datagram, or with a segment size a GSO super-datagram cut
+    /// into segments of that size — with one `sendmmsg`: a WRITE's first packet and the
+    /// segmented run of the rest, and the next WRITE's, in one system call. Returns how
+    /// many of `msgs` went out (fewer when the socket buffer is full; one that a local
+    /// firewall rule refused counts as sent and in `host_drops`, like a loss).
+    pub fn send_mixed(&self, msgs: &[Mixed<'_>]) -> io::Result<usize> {
+        if msgs.is_empty() {
+            return Ok(0);
+        }
+        let mut addrs: Vec<(RawAddr, libc::socklen_t)> =
+            msgs.iter().map(|m| raw_addr(m.dst)).collect();
+        let mut cmsgs: Vec<SegmentCmsg> = vec![SegmentCmsg::default(); msgs.len()];
+        // SAFETY: mmsghdr is plain C data; zero is a valid initial value.
+        let mut hdrs: Vec<libc::mmsghdr> = vec![unsafe { zeroed() }; msgs.len()];
+        for (i, h) in hdrs.iter_mut().enumerate() {
+            let h = &mut h.msg_hdr;
+            h.msg_name = (&mut addrs[i].0 as *mut RawAddr).cast();
+            h.msg_namelen = addrs[i].1;
+            h.msg_iov = msgs[i].parts.as_ptr() as *mut libc::iovec; // ABI-compatible
+            h.msg_iovlen = msgs[i].parts.len();
+            if let Some(seg) = msgs[i].segment {
+                cmsgs[i].attach(h, seg)?;
+            }
+        }
+        // SAFETY: every header points at a live address, the caller's live iovecs over
+        // live slices and, for a segmented one, its own control buffer in `cmsgs` (not
+        // moved since); the kernel only reads them (the *mut casts are for the C type).
+        let r = unsafe {
+            libc::sendmmsg(
+                self.sock.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                hdrs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if r < 0 {
+            // EPERM: a local firewall rule dropped the first one; it is gone, like a loss
+            return self.send_error(1);
+        }
+        Ok(r as usize)
+    }
+}
+
+/// One entry of [`UdpSocket::send_mixed`]: a datagram gathered from `parts`, or with
+/// `segment` a GSO super-datagram of segments of that many bytes (the last may be shorter).
+#[derive(Debug, Clone, Copy)]
+pub struct Mixed<'a> {
+    /// Where to.
+    pub dst: SocketAddr,
+    /// Its bytes, gathered in order.
+    pub parts: &'a [IoSlice<'a>],
+    /// The segment size of a super-datagram; `None` for one datagram.
+    pub segment: Option<u16>,
+}
+
+/// The control buffer of one `UDP_SEGMENT` message (32 bytes ≥ CMSG_SPACE(2), aligned as
+/// `cmsghdr`).
+#[derive(Debug, Clone, Copy, Default)]
+struct SegmentCmsg([u64; 4]);
+
+impl SegmentCmsg {
+    /// Point `h`'s control data at this buffer, holding `UDP_SEGMENT = segment`. The buffer
+    /// must stay where it is until `h` has been used.
+    fn attach(&mut self, h: &mut libc::msghdr, segment: u16) -> io::Result<()> {
+        h.msg_control = self.0.as_mut_ptr().cast();
+        h.msg_controllen = cmsg_space(size_of::<u16>());
+        // SAFETY: `h.msg_control` points at our 32 bytes ≥ CMSG_SPACE(2); CMSG_FIRSTHDR
+        // returns a pointer into them, and we write a u16 into its data area, which fits.
         unsafe {
-            let c = libc::CMSG_FIRSTHDR(&h);
+            let c = libc::CMSG_FIRSTHDR(h);
             if c.is_null() {
                 return Err(io::Error::other(
                     "no room for the UDP_SEGMENT control message",
@@ -454,13 +527,7 @@ impl UdpSocket {
             (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
             std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment);
         }
-        // SAFETY: `h` points at the address, the caller's iovecs and our control buffer,
-        // all alive for the call; the kernel only reads them.
-        let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &h, libc::MSG_DONTWAIT) };
-        if r < 0 {
-            return self.send_error(parts.iter().map(|p| p.len()).sum());
-        }
-        Ok(r as usize)
+        Ok(())
     }
 }
 
@@ -654,6 +721,50 @@ mod tests {
         assert!(got.iter().all(|(src, _)| *src == a.local_addr()));
         assert_eq!(got[0].1, [&head[..], &body, &tail].concat());
         assert_eq!(got[1].1, [&tail[..], &head].concat());
+    }
+
+    #[test]
+    fn mixed_datagrams_and_runs_arrive_whole_and_in_order() {
+        use crate::backend::{Outgoing, Transmitter};
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        let to = b.local_addr();
+        // a WRITE's shape twice: a longer first packet alone, then a run of middles and a
+        // shorter last; each datagram's bytes say which it is
+        let data: Vec<Vec<u8>> = (0..10u8)
+            .map(|i| {
+                let len = match i % 5 {
+                    0 => 316,
+                    4 => 120,
+                    _ => 300,
+                };
+                vec![i; len]
+            })
+            .collect();
+        let head = [0xEEu8; 4];
+        let out: Vec<Outgoing<'_>> = data
+            .iter()
+            .map(|d| Outgoing::new(to, [&head[..], &d[4..], &[]]))
+            .collect();
+        let mut tx = Transmitter::new(true);
+        assert_eq!(tx.send(&a, &out).unwrap(), 10);
+        assert_eq!(
+            (tx.segmented_sends, tx.batched_sends),
+            (1, 0),
+            "one call for all four groups"
+        );
+        let mut batch = RecvBatch::new(16, 2048);
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            if got.len() == 10 {
+                break;
+            }
+            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
+            b.recv_batch(&mut batch).unwrap();
+            got.extend(batch.segments().map(|(_, d)| d.to_vec()));
+        }
+        let want: Vec<Vec<u8>> = data.iter().map(|d| [&head[..], &d[4..]].concat()).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -59,6 +59,7 @@ mod events;
 mod holds;
 mod keymap;
 mod mr;
+mod prefix;
 mod qp;
 pub mod sim;
 mod stats;

@@ -159,7 +159,7 @@ pub struct Endpoint {
     stats: EndpointStats,
     last_icrc: Option<IcrcStatus>,
     comb: icrc::Combiner,
-    prefixes: rx::PrefixCache,
+    prefixes: crate::prefix::PrefixCache,
 }
 
 impl Endpoint {
@@ -182,7 +182,7 @@ impl Endpoint {
             stats: EndpointStats::default(),
             last_icrc: None,
             comb: icrc::Combiner::default(),
-            prefixes: Vec::new(),
+            prefixes: Default::default(),
         }
     }
 
@@ -573,8 +573,8 @@ impl Endpoint {
             let Some(q) = qps.get_mut(&qpn) else { continue };
             let response_ready = q.has_response();
             let out = if q.response_turn && response_ready {
-                q.poll_response(mrs, buf)
-                    .map(|(d, l)| ((d, l, None), false))
+                q.poll_response(mrs, buf, gather)
+                    .map(|o| (o, false))
                     .or_else(|| {
                         q.poll_request(now, mrs, buf, sinks, gather)
                             .map(|o| (o, true))
@@ -582,10 +582,7 @@ impl Endpoint {
             } else {
                 q.poll_request(now, mrs, buf, sinks, gather)
                     .map(|o| (o, true))
-                    .or_else(|| {
-                        q.poll_response(mrs, buf)
-                            .map(|(d, l)| ((d, l, None), false))
-                    })
+                    .or_else(|| q.poll_response(mrs, buf, gather).map(|o| (o, false)))
             };
             if let Some(((dst, len, gather), request)) = out {
                 // a response passed over by a request goes next; otherwise requests first

@@ -6,7 +6,7 @@ use crate::qp::{Payload, QpState, QpType};
 use rocelink_wire::ib::{ICRC_LEN, IbPacket, IbRepr, Opcode, Transport};
 use rocelink_wire::icrc::{self, Pieces};
 use rocelink_wire::udp;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Instant;
 
 /// A received RDMA WRITE whose payload a backend already put into a registered region —
@@ -341,7 +341,8 @@ impl Endpoint {
             let mut synth = [0u8; 40];
             let net = if q.qp_type == QpType::Ud {
                 let n = ib.header_len() + ib.payload_len + usize::from(ib.bth.pad_count & 3) + 4;
-                net_header(d.ip_header, src, d.dst, udp::HEADER_LEN + n, &mut synth).unwrap_or(&[])
+                crate::prefix::net_header(d.ip_header, src, d.dst, udp::HEADER_LEN + n, &mut synth)
+                    .unwrap_or(&[])
             } else {
                 &[]
             };
@@ -379,19 +380,12 @@ impl Endpoint {
     }
 }
 
-/// Flows whose IP+UDP ICRC prefix is kept (most recently used first).
-const PREFIXES: usize = 4;
-
-/// The kept ICRC prefixes: (source, destination, IB length) → hash of the IP and UDP
-/// headers as a UDP socket's kernel builds them.
-pub(super) type PrefixCache = Vec<(SocketAddr, SocketAddr, usize, icrc::IcrcHasher)>;
-
 /// Check the ICRC of a packet in `pieces` received from `d.src` at `d.dst`; also the CRC-32
 /// of the payload, computed in the same single pass, for receivers that keep a running CRC
 /// of placed data. Without a received IP header the IP+UDP part is hashed once per flow and
 /// packet length.
 pub(super) fn check_icrc(
-    prefixes: &mut PrefixCache,
+    prefixes: &mut crate::prefix::PrefixCache,
     comb: &mut icrc::Combiner,
     policy: IcrcPolicy,
     f: Flow<'_>,
@@ -405,7 +399,7 @@ pub(super) fn check_icrc(
         Some(h) => icrc::socket_udp_header(*f.src, *f.dst, ib_len)
             .and_then(|u| icrc::IcrcHasher::prefix(h, &u))
             .ok(),
-        None => cached_prefix(prefixes, f.src, f.dst, ib_len),
+        None => prefixes.get(f.src, f.dst, ib_len),
     };
     let Some(prefix) = prefix else {
         return (IcrcStatus::Failed, 0);
@@ -423,61 +417,6 @@ pub(super) fn check_icrc(
                 None => (IcrcStatus::Failed, pcrc),
             }
         }
-    }
-}
-
-/// The IP+UDP ICRC prefix of a socket-received flow, from the cache or computed and kept.
-fn cached_prefix(
-    cache: &mut PrefixCache,
-    src: &SocketAddr,
-    dst: &SocketAddr,
-    ib_len: usize,
-) -> Option<icrc::IcrcHasher> {
-    // compared where they are (by reference): copying the addresses out first stalled on
-    // store forwarding in the per-packet profile
-    if let Some(i) = cache
-        .iter()
-        .position(|(s, t, n, _)| *n == ib_len && s == src && t == dst)
-    {
-        if i > 0 {
-            cache[..=i].rotate_right(1);
-        }
-        return Some(cache[0].3.clone());
-    }
-    let mut synth = [0u8; 40];
-    let udp_len = udp::HEADER_LEN + ib_len;
-    let ip = net_header(None, *src, *dst, udp_len, &mut synth)?;
-    let u = icrc::socket_udp_header(*src, *dst, ib_len).ok()?;
-    let h = icrc::IcrcHasher::prefix(ip, &u).ok()?;
-    if cache.len() == PREFIXES {
-        cache.pop();
-    }
-    cache.insert(0, (*src, *dst, ib_len, h.clone()));
-    Some(h)
-}
-
-/// The IP header the ICRC covers: as received, or rebuilt as a UDP socket's kernel built it
-/// (IPv4: ID 0, DF) into `synth`. `None` for mixed address families.
-fn net_header<'a>(
-    received: Option<&'a [u8]>,
-    src: SocketAddr,
-    dst: SocketAddr,
-    udp_len: usize,
-    synth: &'a mut [u8; 40],
-) -> Option<&'a [u8]> {
-    if let Some(h) = received {
-        return Some(h);
-    }
-    match (src.ip(), dst.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(t)) => {
-            synth[..20].copy_from_slice(&icrc::socket_ipv4_header(s, t, udp_len));
-            Some(&synth[..20])
-        }
-        (IpAddr::V6(s), IpAddr::V6(t)) => {
-            *synth = icrc::socket_ipv6_header(s, t, udp_len);
-            Some(&synth[..])
-        }
-        _ => None,
     }
 }
 

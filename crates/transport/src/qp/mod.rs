@@ -5,11 +5,11 @@ mod responder;
 
 pub use responder::{Faults, MessageOutcome};
 
+use crate::prefix::PrefixCache;
 use crate::stats::QpStats;
 use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
 use crate::{Event, QpError};
 use rocelink_wire::ib::{IbRepr, psn};
-use rocelink_wire::icrc;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -307,6 +307,8 @@ pub(crate) struct Qp {
     pub(crate) stats: QpStats,
     pub(crate) send_cq: crate::CqId,
     pub(crate) recv_cq: crate::CqId,
+    /// The ICRC prefixes of what this QP sends (its flow, per datagram length).
+    pub(crate) tx_prefixes: PrefixCache,
 }
 
 /// Shared output sinks of a QP operation.
@@ -350,6 +352,7 @@ impl Qp {
             stats: QpStats::default(),
             send_cq: init.send_cq,
             recv_cq: init.recv_cq,
+            tx_prefixes: PrefixCache::default(),
         }
     }
 
@@ -506,6 +509,15 @@ impl Qp {
         }
     }
 
+    /// Where a datagram to `dst` goes, with this QP's kept ICRC prefixes.
+    pub(crate) fn route(&mut self, dst: SocketAddr) -> Route<'_> {
+        Route {
+            src: self.local,
+            dst,
+            prefixes: &mut self.tx_prefixes,
+        }
+    }
+
     /// A response (ACK, NAK, READ response) is waiting to be sent.
     pub(crate) fn has_response(&self) -> bool {
         self.resp.has_output()
@@ -517,49 +529,141 @@ impl Qp {
     }
 }
 
+/// Payloads from this size on are left in their region by `poll_transmit_gather` (a
+/// request's, a READ response's).
+pub(crate) const GATHER_MIN: usize = 512;
+
+/// Where a datagram of this QP goes and how its ICRC starts: our address, the peer's, and
+/// the QP's kept ICRC prefixes.
+pub(crate) struct Route<'a> {
+    pub(crate) src: SocketAddr,
+    pub(crate) dst: SocketAddr,
+    pub(crate) prefixes: &'a mut PrefixCache,
+}
+
+impl Route<'_> {
+    /// The ICRC of a datagram of `ib_len` bytes (BTH … ICRC) whose headers are `headers`
+    /// and whose other covered bytes are `rest`, in order. `None` for mixed families or
+    /// headers shorter than a BTH (a bug: the caller leaves the ICRC zero, not panics).
+    fn icrc(&mut self, ib_len: usize, headers: &[u8], rest: [&[u8]; 2]) -> Option<u32> {
+        let (bth, ext) = headers.split_first_chunk::<{ rocelink_wire::ib::BTH_LEN }>()?;
+        let mut hs = self.prefixes.get(&self.src, &self.dst, ib_len)?;
+        hs.update_headers(bth, ext);
+        for r in rest {
+            hs.update(r);
+        }
+        Some(hs.finalize())
+    }
+}
+
 /// Write only the headers of `ib` into `buf`, and return their length with the tail (zero
-/// pad, then the ICRC computed over headers + `payload` + pad for a datagram from `src` to
-/// `dst`) — for a gather send that takes `payload` from where it is.
+/// pad, then the ICRC computed over headers + `payload` + pad for a datagram along `route`)
+/// — for a gather send that takes `payload` from where it is.
 pub(crate) fn build_headers(
     buf: &mut Vec<u8>,
     ib: &IbRepr,
     payload: &[u8],
-    src: SocketAddr,
-    dst: SocketAddr,
+    route: Route<'_>,
 ) -> (usize, [u8; 8], usize) {
+    let mut route = route;
     let h = ib.header_len();
     buf.resize(h, 0);
     ib.emit_headers(buf);
     let pad = ib.buffer_len() - h - payload.len() - rocelink_wire::ib::ICRC_LEN;
     let mut tail = [0u8; 8];
     // as in build_packet, a failure would be a bug: leave the ICRC zero rather than panic
-    if let Some(bth) = buf.get(..rocelink_wire::ib::BTH_LEN)
-        && let Ok(mut hs) = icrc::socket_hasher(src, dst, ib.buffer_len(), bth)
-    {
-        hs.update(&buf[rocelink_wire::ib::BTH_LEN..h]);
-        hs.update(payload);
-        hs.update(&tail[..pad]);
-        tail[pad..pad + 4].copy_from_slice(&hs.finalize().to_le_bytes());
+    if let Some(c) = route.icrc(ib.buffer_len(), &buf[..h], [payload, &tail[..pad]]) {
+        tail[pad..pad + 4].copy_from_slice(&c.to_le_bytes());
     }
     (h, tail, pad + 4)
 }
 
-/// Write `ib` (headers from the repr, `payload`, zero pad) and its ICRC for a datagram from
-/// `src` to `dst` into `buf`. Returns the datagram length.
+/// Write `ib` (headers from the repr, `payload`, zero pad) and its ICRC for a datagram
+/// along `route` into `buf`. Returns the datagram length.
 pub(crate) fn build_packet(
     buf: &mut Vec<u8>,
     ib: &IbRepr,
     payload: &[u8],
-    src: SocketAddr,
-    dst: SocketAddr,
+    route: Route<'_>,
 ) -> usize {
+    let mut route = route;
     let n = ib.buffer_len();
+    let h = ib.header_len();
     // emit writes every byte (headers, payload, zero pad, ICRC placeholder): a reused
     // buffer only needs the right length, not zeroing
     buf.resize(n, 0);
     ib.emit(buf, payload);
     // Addresses of one family and a length that fits UDP are guaranteed by the QP setup
     // and the MTU; a failure here would be a bug, so leave the ICRC zero rather than panic.
-    let _ = icrc::fill_socket(src, dst, buf);
+    let body = n - rocelink_wire::ib::ICRC_LEN;
+    if let Some(c) = route.icrc(n, &buf[..h], [&buf[h..body], &[]]) {
+        buf[body..].copy_from_slice(&c.to_le_bytes());
+    }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocelink_wire::ib::{BthRepr, Opcode, RethRepr};
+
+    /// Datagrams built with kept prefixes (a miss, then hits, across lengths, flows and
+    /// both address families) carry the ICRC that the wire crate computes from scratch.
+    #[test]
+    fn kept_prefixes_give_the_icrc_computed_from_scratch() {
+        let mut cache = PrefixCache::default();
+        let flows = [
+            ("10.0.0.1:4791", "10.0.0.2:4791"),
+            ("10.0.0.1:4791", "10.0.0.3:50000"),
+            ("[fd00::1]:4791", "[fd00::2]:4791"),
+        ];
+        let payload: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 253) as u8).collect();
+        let mut buf = Vec::new();
+        for round in 0..3 {
+            for (f, (a, b)) in flows.iter().enumerate() {
+                let (src, dst) = (a.parse().unwrap(), b.parse().unwrap());
+                for (k, len) in [4096usize, 1, 4095, 0, 4096].into_iter().enumerate() {
+                    let mut ib = IbRepr {
+                        bth: BthRepr {
+                            opcode: Opcode::RC_RDMA_WRITE_MIDDLE,
+                            dest_qp: 0x11,
+                            psn: (round * 100 + k) as u32,
+                            pkey: 0xFFFF,
+                            pad_count: rocelink_wire::ib::pad_for(len),
+                            ..Default::default()
+                        },
+                        payload_len: len,
+                        ..Default::default()
+                    };
+                    if k == 1 {
+                        ib.bth.opcode = Opcode::RC_RDMA_WRITE_FIRST;
+                        ib.reth = Some(RethRepr {
+                            va: 0x1000,
+                            rkey: 7,
+                            dma_len: 9000,
+                        });
+                    }
+                    let prefixes = &mut cache;
+                    let n =
+                        build_packet(&mut buf, &ib, &payload[..len], Route { src, dst, prefixes });
+                    let c = rocelink_wire::icrc::check_socket(src, dst, &buf[..n]).unwrap();
+                    assert!(c.ok(), "round {round}, flow {f}, packet {k}: {c:?}");
+                    assert_ne!(c.received, 0);
+                    // the gathered form: headers, then the tail after the payload
+                    let prefixes = &mut cache;
+                    let (h, tail, tl) =
+                        build_headers(&mut buf, &ib, &payload[..len], Route { src, dst, prefixes });
+                    let mut whole = buf[..h].to_vec();
+                    whole.extend_from_slice(&payload[..len]);
+                    whole.extend_from_slice(&tail[..tl]);
+                    assert_eq!(whole.len(), n);
+                    assert!(
+                        rocelink_wire::icrc::check_socket(src, dst, &whole)
+                            .unwrap()
+                            .ok()
+                    );
+                }
+            }
+        }
+    }
 }

@@ -209,7 +209,9 @@ impl Qp {
             }
         }
         self.stats.rx_bytes += payload.len() as u64;
-        let w = &mut self.req.sq[idx];
+        let Some(w) = self.req.sq.get_mut(idx) else {
+            return;
+        };
         w.read_pkts += 1;
         if op.is_last() || op.is_only() {
             w.done = true;

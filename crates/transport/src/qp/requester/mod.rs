@@ -1,19 +1,18 @@
 //! The send side of a QP: segmentation, PSNs, AckReq, ACK/NAK handling, go-back-N
 //! retransmission, RNR back-off, READ responses (RC); fire-and-forget (UC, UD).
 
-use super::{Qp, QpState, QpType, Sinks, build_headers, build_packet};
+use super::{GATHER_MIN, Qp, QpState, QpType, Sinks, build_headers, build_packet};
 use crate::mr::{Access, MrTable};
 use crate::wr::{SendOp, SendWr, WcStatus};
 use rocelink_wire::ib::ext::{AethKind, NakCode, RNR_TIMER_USEC};
 use rocelink_wire::ib::{AethRepr, BthRepr, DethRepr, IbRepr, Opcode, RethRepr, Transport, psn};
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+mod queue;
 mod window;
 
-/// Payloads from this size on are left in their region by `poll_transmit_gather`.
-const GATHER_MIN: usize = 512;
+use queue::SendQueue;
 
 /// A send WR in flight.
 #[derive(Debug, Clone)]
@@ -53,7 +52,7 @@ impl SendWqe {
 /// Requester state.
 #[derive(Debug)]
 pub(crate) struct Requester {
-    sq: VecDeque<SendWqe>,
+    sq: SendQueue,
     /// PSN of the next new WQE's first packet.
     next_psn: u32,
     /// Oldest PSN not yet acknowledged.
@@ -87,7 +86,7 @@ pub(crate) struct Requester {
 impl Default for Requester {
     fn default() -> Self {
         Requester {
-            sq: VecDeque::new(),
+            sq: SendQueue::default(),
             next_psn: 0,
             una: 0,
             timeout: Duration::from_millis(67),
@@ -181,7 +180,7 @@ impl Requester {
     pub(crate) fn drain(&mut self) -> Vec<SendWr> {
         self.retry_deadline = None;
         self.rnr_deadline = None;
-        self.sq.drain(..).map(|w| w.wr).collect()
+        self.sq.drain().map(|w| w.wr).collect()
     }
 
     pub(crate) fn outstanding(&self) -> usize {
@@ -197,11 +196,11 @@ impl Requester {
 
     /// PSN the next packet to send carries, and its WQE index.
     fn cursor(&self) -> Option<(usize, u32)> {
-        self.sq.iter().enumerate().find_map(|(i, w)| {
+        self.sq.first_sendable(|w| {
             if w.is_read() {
-                (w.next_pkt == 0 && !w.done).then(|| (i, psn::add(w.first_psn, w.read_pkts)))
+                (w.next_pkt == 0 && !w.done).then(|| psn::add(w.first_psn, w.read_pkts))
             } else {
-                (w.next_pkt < w.npkts).then(|| (i, psn::add(w.first_psn, w.next_pkt)))
+                (w.next_pkt < w.npkts).then(|| psn::add(w.first_psn, w.next_pkt))
             }
         })
     }
@@ -264,18 +263,16 @@ impl Requester {
             return;
         }
         let mut una = psn::add(p, 1);
-        for w in self.sq.iter_mut() {
-            if psn::diff(w.first_psn, p) > 0 {
-                break;
-            }
-            if w.is_read() && !w.done {
-                // responses for this READ were lost (the peer already answered later
-                // requests): ask again from where they stopped
-                let resume = psn::add(w.first_psn, w.read_pkts);
-                una = resume;
-                w.next_pkt = 0;
-                break;
-            }
+        // an unfinished READ at or before `p`: responses for it were lost (the peer
+        // already answered later requests): ask again from where they stopped
+        let lost = self
+            .sq
+            .iter()
+            .take_while(|w| psn::diff(w.first_psn, p) <= 0)
+            .position(|w| w.is_read() && !w.done);
+        if let Some(w) = lost.and_then(|i| self.sq.get_mut(i)) {
+            una = psn::add(w.first_psn, w.read_pkts);
+            w.next_pkt = 0;
         }
         self.advance_una(una);
     }
@@ -305,7 +302,7 @@ impl Requester {
     /// One past the last PSN sent so far.
     fn sent_end(&self) -> u32 {
         let mut end = self.una;
-        for w in &self.sq {
+        for w in self.sq.iter() {
             let sent = if w.is_read() {
                 if w.max_sent > 0 { w.npkts } else { 0 }
             } else {

@@ -152,7 +152,7 @@ impl Qp {
         {
             // small payloads are cheaper copied than sent as separate iovecs
             Ok(offset) if gather && plen >= GATHER_MIN => {
-                let (n, tail, tail_len) = build_headers(buf, &ib, payload, self.local, dst);
+                let (n, tail, tail_len) = build_headers(buf, &ib, payload, self.route(dst));
                 let g = crate::Gather {
                     lkey: w.wr.sge.lkey,
                     offset,
@@ -162,11 +162,11 @@ impl Qp {
                 };
                 (n, Some(g))
             }
-            _ => (build_packet(buf, &ib, payload, self.local, dst), None),
+            _ => (build_packet(buf, &ib, payload, self.route(dst)), None),
         };
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += plen as u64;
-        let wq = &mut self.req.sq[idx];
+        let wq = self.req.sq.get_mut(idx)?;
         wq.sent_at.get_or_insert(now);
         if wq.is_read() {
             if wq.max_sent > 0 {

@@ -2,7 +2,7 @@
 //! and bounds checks before any byte moves, placement, ACK/NAK generation, READ responses
 //! and their replay, MSN; UC drop-to-next-message; UD Q_Key and GRH slot.
 
-use super::{Qp, QpState, QpType, Sinks, build_packet};
+use super::{GATHER_MIN, Qp, QpState, QpType, Sinks, build_headers, build_packet};
 use crate::Event;
 use crate::mr::{Access, MrTable};
 use crate::wr::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
@@ -199,12 +199,15 @@ mod uc;
 mod ud;
 
 impl Qp {
-    /// Write the next ACK/NAK or READ response into `buf`.
+    /// Write the next ACK/NAK or READ response into `buf`; with `gather`, a READ
+    /// response's payload is left in the region (the headers in `buf`, where the payload
+    /// lies and the tail returned), as a request's is.
     pub(crate) fn poll_response(
         &mut self,
         mrs: &MrTable,
         buf: &mut Vec<u8>,
-    ) -> Option<(SocketAddr, usize)> {
+        gather: bool,
+    ) -> Option<(SocketAddr, usize, Option<crate::Gather>)> {
         let dst = self.remote?;
         loop {
             let front = *self.resp.out.front()?;
@@ -223,7 +226,7 @@ impl Qp {
                         ..Default::default()
                     };
                     self.stats.tx_packets += 1;
-                    return Some((dst, build_packet(buf, &ib, &[], self.local, dst)));
+                    return Some((dst, build_packet(buf, &ib, &[], self.route(dst)), None));
                 }
                 Resp::Read(mut r) => {
                     if self.state == QpState::Error {
@@ -241,13 +244,14 @@ impl Qp {
                         (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
                         (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
                     };
-                    let payload = if plen == 0 {
-                        &[][..]
+                    let (payload, at) = if plen == 0 {
+                        (&[][..], None)
                     } else {
-                        match mrs
-                            .get(r.rkey)
-                            .and_then(|m| m.slice(r.va + off, plen, Access::REMOTE_READ))
-                        {
+                        let m = mrs.get(r.rkey);
+                        match m.and_then(|m| {
+                            let s = m.slice(r.va + off, plen, Access::REMOTE_READ)?;
+                            Ok((s, m.offset_of(r.va + off, plen).ok()))
+                        }) {
                             Ok(s) => s,
                             Err(_) => {
                                 // deregistered since the request was accepted
@@ -269,7 +273,22 @@ impl Qp {
                         payload_len: plen as usize,
                         ..Default::default()
                     };
-                    let n = build_packet(buf, &ib, payload, self.local, dst);
+                    let (n, g) = match at {
+                        // small payloads are cheaper copied than sent as separate iovecs
+                        Some(offset) if gather && payload.len() >= GATHER_MIN => {
+                            let (n, tail, tail_len) =
+                                build_headers(buf, &ib, payload, self.route(dst));
+                            let g = crate::Gather {
+                                lkey: r.rkey,
+                                offset,
+                                len: payload.len(),
+                                tail,
+                                tail_len,
+                            };
+                            (n, Some(g))
+                        }
+                        _ => (build_packet(buf, &ib, payload, self.route(dst)), None),
+                    };
                     self.stats.tx_packets += 1;
                     self.stats.tx_bytes += plen;
                     r.next += 1;
@@ -278,7 +297,7 @@ impl Qp {
                     } else if let Some(Resp::Read(x)) = self.resp.out.front_mut() {
                         *x = r;
                     }
-                    return Some((dst, n));
+                    return Some((dst, n, g));
                 }
             }
         }
