@@ -531,7 +531,36 @@ impl Qp {
 
 /// Payloads from this size on are left in their region by `poll_transmit_gather` (a
 /// request's, a READ response's).
-pub(crate) const GATHER_MIN: usize = 512;
+const GATHER_MIN: usize = 512;
+
+/// Build a datagram of `ib` carrying `payload` along `route`. With `at` — the region key
+/// and offset where the payload lies, for a sender that gathers — and a payload worth it,
+/// only the headers go into `buf` and the payload stays where it is (the returned gather
+/// says where, with the tail); otherwise the whole packet is written. Returns the bytes
+/// written to `buf`.
+pub(crate) fn build_datagram(
+    buf: &mut Vec<u8>,
+    ib: &IbRepr,
+    payload: &[u8],
+    at: Option<(u32, usize)>,
+    route: Route<'_>,
+) -> (usize, Option<crate::Gather>) {
+    match at {
+        // small payloads are cheaper copied than sent as separate iovecs
+        Some((lkey, offset)) if payload.len() >= GATHER_MIN => {
+            let (n, tail, tail_len) = build_headers(buf, ib, payload, route);
+            let g = crate::Gather {
+                lkey,
+                offset,
+                len: payload.len(),
+                tail,
+                tail_len,
+            };
+            (n, Some(g))
+        }
+        _ => (build_packet(buf, ib, payload, route), None),
+    }
+}
 
 /// Where a datagram of this QP goes and how its ICRC starts: our address, the peer's, and
 /// the QP's kept ICRC prefixes.

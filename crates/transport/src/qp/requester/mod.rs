@@ -1,7 +1,7 @@
 //! The send side of a QP: segmentation, PSNs, AckReq, ACK/NAK handling, go-back-N
 //! retransmission, RNR back-off, READ responses (RC); fire-and-forget (UC, UD).
 
-use super::{GATHER_MIN, Qp, QpState, QpType, Sinks, build_headers, build_packet};
+use super::{Qp, QpState, QpType, Sinks, build_datagram};
 use crate::mr::{Access, MrTable};
 use crate::wr::{SendOp, SendWr, WcStatus};
 use rocelink_wire::ib::ext::{AethKind, NakCode, RNR_TIMER_USEC};

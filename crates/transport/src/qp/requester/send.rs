@@ -126,13 +126,15 @@ impl Qp {
             }
         }
         let dst = dst?;
-        let payload = if plen == 0 {
-            &[][..]
+        let lkey = w.wr.sge.lkey;
+        let va = w.wr.sge.va + off as u64;
+        let (payload, at) = if plen == 0 {
+            (&[][..], None)
         } else {
-            match mrs
-                .get(w.wr.sge.lkey)
-                .and_then(|m| m.slice(w.wr.sge.va + off as u64, plen as u64, Access::NONE))
-            {
+            match mrs.get(lkey).and_then(|m| {
+                let s = m.slice(va, plen as u64, Access::NONE)?;
+                Ok((s, m.offset_of(va, plen as u64).ok().map(|o| (lkey, o))))
+            }) {
                 Ok(s) => s,
                 Err(_) => {
                     // the region went away after posting
@@ -146,24 +148,7 @@ impl Qp {
         };
         ib.payload_len = plen;
         ib.bth.pad_count = rocelink_wire::ib::pad_for(plen);
-        let (n, g) = match mrs
-            .get(w.wr.sge.lkey)
-            .and_then(|m| m.offset_of(w.wr.sge.va + off as u64, plen as u64))
-        {
-            // small payloads are cheaper copied than sent as separate iovecs
-            Ok(offset) if gather && plen >= GATHER_MIN => {
-                let (n, tail, tail_len) = build_headers(buf, &ib, payload, self.route(dst));
-                let g = crate::Gather {
-                    lkey: w.wr.sge.lkey,
-                    offset,
-                    len: plen,
-                    tail,
-                    tail_len,
-                };
-                (n, Some(g))
-            }
-            _ => (build_packet(buf, &ib, payload, self.route(dst)), None),
-        };
+        let (n, g) = build_datagram(buf, &ib, payload, at.filter(|_| gather), self.route(dst));
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += plen as u64;
         let wq = self.req.sq.get_mut(idx)?;

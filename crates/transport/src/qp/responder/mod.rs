@@ -2,7 +2,7 @@
 //! and bounds checks before any byte moves, placement, ACK/NAK generation, READ responses
 //! and their replay, MSN; UC drop-to-next-message; UD Q_Key and GRH slot.
 
-use super::{GATHER_MIN, Qp, QpState, QpType, Sinks, build_headers, build_packet};
+use super::{Qp, QpState, QpType, Sinks, build_datagram, build_packet};
 use crate::Event;
 use crate::mr::{Access, MrTable};
 use crate::wr::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
@@ -250,7 +250,7 @@ impl Qp {
                         let m = mrs.get(r.rkey);
                         match m.and_then(|m| {
                             let s = m.slice(r.va + off, plen, Access::REMOTE_READ)?;
-                            Ok((s, m.offset_of(r.va + off, plen).ok()))
+                            Ok((s, m.offset_of(r.va + off, plen).ok().map(|o| (r.rkey, o))))
                         }) {
                             Ok(s) => s,
                             Err(_) => {
@@ -273,22 +273,8 @@ impl Qp {
                         payload_len: plen as usize,
                         ..Default::default()
                     };
-                    let (n, g) = match at {
-                        // small payloads are cheaper copied than sent as separate iovecs
-                        Some(offset) if gather && payload.len() >= GATHER_MIN => {
-                            let (n, tail, tail_len) =
-                                build_headers(buf, &ib, payload, self.route(dst));
-                            let g = crate::Gather {
-                                lkey: r.rkey,
-                                offset,
-                                len: payload.len(),
-                                tail,
-                                tail_len,
-                            };
-                            (n, Some(g))
-                        }
-                        _ => (build_packet(buf, &ib, payload, self.route(dst)), None),
-                    };
+                    let (n, g) =
+                        build_datagram(buf, &ib, payload, at.filter(|_| gather), self.route(dst));
                     self.stats.tx_packets += 1;
                     self.stats.tx_bytes += plen;
                     r.next += 1;
