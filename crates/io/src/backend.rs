@@ -587,18 +587,23 @@ mod tests {
         assert_eq!(*fake.log.borrow(), ["run 1000,1000,1000"]);
     }
 
+    /// A datagram alone, a run of three (one gathered from two parts, a shorter last), one
+    /// more to the same peer, one to another.
+    fn mixed<'a>(big: &'a [u8; 1000], small: &'a [u8; 10]) -> [Outgoing<'a>; 6] {
+        [
+            Outgoing::whole(addr(1), small),
+            Outgoing::new(addr(2), [&big[..100], &big[..900], &[]]),
+            Outgoing::whole(addr(2), big),
+            Outgoing::whole(addr(2), &big[..400]), // shorter: ends the run
+            Outgoing::whole(addr(2), big),
+            Outgoing::whole(addr(3), big),
+        ]
+    }
+
     #[test]
     fn runs_go_segmented_in_order_and_the_rest_batched() {
-        let big = [1u8; 1000];
-        let small = [2u8; 10];
-        let out = [
-            Outgoing::whole(addr(1), &small),
-            Outgoing::new(addr(2), [&big[..100], &big[..900], &[]]),
-            Outgoing::whole(addr(2), &big),
-            Outgoing::whole(addr(2), &big[..400]), // shorter: ends the run
-            Outgoing::whole(addr(2), &big),
-            Outgoing::whole(addr(3), &big),
-        ];
+        let (big, small) = ([1u8; 1000], [2u8; 10]);
+        let out = mixed(&big, &small);
         let fake = Fake {
             segments: true,
             room: RefCell::new(100),
@@ -614,16 +619,8 @@ mod tests {
 
     #[test]
     fn groups_go_in_one_call_where_the_backend_can_and_a_full_one_stops_at_a_group() {
-        let big = [1u8; 1000];
-        let small = [2u8; 10];
-        let out = [
-            Outgoing::whole(addr(1), &small),
-            Outgoing::new(addr(2), [&big[..100], &big[..900], &[]]),
-            Outgoing::whole(addr(2), &big),
-            Outgoing::whole(addr(2), &big[..400]),
-            Outgoing::whole(addr(2), &big),
-            Outgoing::whole(addr(3), &big),
-        ];
+        let (big, small) = ([1u8; 1000], [2u8; 10]);
+        let out = mixed(&big, &small);
         let fake = Fake {
             segments: true,
             grouped: true,

@@ -368,35 +368,15 @@ impl UdpSocket {
     /// Send each `(dst, parts)` as one datagram gathered from its parts, with `sendmmsg`.
     /// Returns how many went out (fewer when the socket buffer is full).
     pub fn send_batch_parts(&self, pkts: &[(SocketAddr, &[IoSlice<'_>])]) -> io::Result<usize> {
-        if pkts.is_empty() {
-            return Ok(0);
-        }
-        let mut addrs: Vec<(RawAddr, libc::socklen_t)> =
-            pkts.iter().map(|(a, _)| raw_addr(*a)).collect();
-        // SAFETY: mmsghdr is plain C data; zero is a valid initial value.
-        let mut msgs: Vec<libc::mmsghdr> = vec![unsafe { zeroed() }; pkts.len()];
-        for (i, m) in msgs.iter_mut().enumerate() {
-            m.msg_hdr.msg_name = (&mut addrs[i].0 as *mut RawAddr).cast();
-            m.msg_hdr.msg_namelen = addrs[i].1;
-            // IoSlice is ABI-compatible with iovec; the kernel only reads the iovecs
-            m.msg_hdr.msg_iov = pkts[i].1.as_ptr() as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = pkts[i].1.len();
-        }
-        // SAFETY: every header points at a live address and at the caller's live iovecs
-        // over live slices; the kernel only reads them (the *mut casts are for the C type).
-        let r = unsafe {
-            libc::sendmmsg(
-                self.sock.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                msgs.len() as libc::c_uint,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if r < 0 {
-            // EPERM: a local firewall rule dropped the first datagram; it is gone, like a loss
-            return self.send_error(1);
-        }
-        Ok(r as usize)
+        let msgs: Vec<Mixed<'_>> = pkts
+            .iter()
+            .map(|&(dst, parts)| Mixed {
+                dst,
+                parts,
+                segment: None,
+            })
+            .collect();
+        self.send_mixed(&msgs)
     }
 
     /// Send one datagram, the concatenation of `parts`, to `dst` with one `sendmsg` and no
@@ -587,6 +567,22 @@ pub fn local_ip_for(peer: IpAddr) -> io::Result<IpAddr> {
 mod tests {
     use super::*;
 
+    /// Up to `n` datagrams (GRO super-datagrams split) received on `b`, with their
+    /// senders, waiting at most about 5 s in all.
+    fn recv_n(b: &UdpSocket, n: usize) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut batch = RecvBatch::new(16, 2048);
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            if got.len() >= n {
+                break;
+            }
+            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
+            b.recv_batch(&mut batch).unwrap();
+            got.extend(batch.segments().map(|(s, d)| (s, d.to_vec())));
+        }
+        got
+    }
+
     #[test]
     fn a_busy_port_is_refused_naming_the_address() {
         let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
@@ -604,16 +600,7 @@ mod tests {
         let pkts: Vec<(SocketAddr, &[u8])> =
             data.iter().map(|d| (b.local_addr(), &d[..])).collect();
         assert_eq!(a.send_batch(&pkts).unwrap(), 10);
-        let mut batch = RecvBatch::new(16, 2048);
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            if got.len() == 10 {
-                break;
-            }
-            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
-            b.recv_batch(&mut batch).unwrap();
-            got.extend(batch.segments().map(|(s, d)| (s, d.to_vec())));
-        }
+        let got = recv_n(&b, 10);
         assert_eq!(got.len(), 10);
         for (i, (src, d)) in got.iter().enumerate() {
             assert_eq!(*src, a.local_addr());
@@ -674,16 +661,7 @@ mod tests {
             Ok(n) => assert_eq!(n, 900),
             Err(e) => panic!("GSO send failed: {e}"),
         }
-        let mut batch = RecvBatch::new(8, 2048);
-        let mut segs = Vec::new();
-        for _ in 0..100 {
-            if segs.len() == 3 {
-                break;
-            }
-            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
-            b.recv_batch(&mut batch).unwrap();
-            segs.extend(batch.segments().map(|(_, d)| d.to_vec()));
-        }
+        let segs: Vec<Vec<u8>> = recv_n(&b, 3).into_iter().map(|(_, d)| d).collect();
         assert_eq!(segs.len(), 3);
         let all: Vec<u8> = segs.concat();
         assert_eq!(all, [p1, p2, p3].concat());
@@ -707,16 +685,7 @@ mod tests {
             [&tail[..], &[][..], &head[..]],
         )];
         assert_eq!(crate::backend::Backend::send(&a, &out).unwrap(), 1);
-        let mut batch = RecvBatch::new(8, 2048);
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            if got.len() == 2 {
-                break;
-            }
-            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
-            b.recv_batch(&mut batch).unwrap();
-            got.extend(batch.segments().map(|(src, d)| (src, d.to_vec())));
-        }
+        let got = recv_n(&b, 2);
         assert_eq!(got.len(), 2);
         assert!(got.iter().all(|(src, _)| *src == a.local_addr()));
         assert_eq!(got[0].1, [&head[..], &body, &tail].concat());
@@ -753,16 +722,7 @@ mod tests {
             (1, 0),
             "one call for all four groups"
         );
-        let mut batch = RecvBatch::new(16, 2048);
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            if got.len() == 10 {
-                break;
-            }
-            b.wait_readable(Some(Duration::from_millis(50))).unwrap();
-            b.recv_batch(&mut batch).unwrap();
-            got.extend(batch.segments().map(|(_, d)| d.to_vec()));
-        }
+        let got: Vec<Vec<u8>> = recv_n(&b, 10).into_iter().map(|(_, d)| d).collect();
         let want: Vec<Vec<u8>> = data.iter().map(|d| [&head[..], &d[4..]].concat()).collect();
         assert_eq!(got, want);
     }
