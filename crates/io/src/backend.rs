@@ -420,7 +420,6 @@ impl Transmitter {
                 runs.push(run);
                 end += run;
             }
-            let want = end - done;
             let sent = match b.send_runs(&out[done..end], &runs) {
                 Ok(n) => n,
                 // an error comes only from the first group: if it was a segmented run,
@@ -437,7 +436,11 @@ impl Transmitter {
                 self.batched_sends += 1;
             }
             done += sent;
-            if sent < want {
+            // fewer than asked: a full backend (the next call says 0), or a datagram a
+            // local firewall refused after the first (the kernel stops there without a
+            // word; the next call meets the refusal first and counts it): go on until a
+            // call sends nothing
+            if sent == 0 {
                 return Ok(done);
             }
         }
@@ -497,6 +500,11 @@ mod tests {
         segments: bool,
         /// Sends mixed groups in one call.
         grouped: bool,
+        /// The group (counted over all calls) a local firewall refuses, as the kernel
+        /// does: a call stops before it, and the next, meeting it first, drops it.
+        refuse: RefCell<Option<usize>>,
+        /// Groups sent or dropped so far.
+        groups_seen: RefCell<usize>,
         room: RefCell<usize>,
         log: RefCell<Vec<String>>,
     }
@@ -541,18 +549,31 @@ mod tests {
             }
             let mut room = self.room.borrow_mut();
             let (mut d, mut groups) = (0, Vec::new());
-            for &n in runs {
+            for (j, &n) in runs.iter().enumerate() {
+                let mut refuse = self.refuse.borrow_mut();
+                if *refuse == Some(*self.groups_seen.borrow()) {
+                    if j > 0 {
+                        break;
+                    }
+                    // refused first: gone, like a loss, and counted as sent
+                    *refuse = None;
+                    *self.groups_seen.borrow_mut() += 1;
+                    self.log.borrow_mut().push(format!("drop {}", out[0].len()));
+                    return Ok(n);
+                }
                 if *room < n {
                     break;
                 }
                 *room -= n;
+                *self.groups_seen.borrow_mut() += 1;
                 let lens: Vec<String> = out[d..d + n].iter().map(|o| o.len().to_string()).collect();
                 groups.push(lens.join(","));
                 d += n;
             }
-            self.log
-                .borrow_mut()
-                .push(format!("call {}", groups.join(" | ")));
+            if !groups.is_empty() {
+                let line = format!("call {}", groups.join(" | "));
+                self.log.borrow_mut().push(line);
+            }
             Ok(d)
         }
         fn wait_readable(&self, _: Option<Duration>) -> io::Result<bool> {
@@ -642,6 +663,25 @@ mod tests {
         assert_eq!(
             *fake.log.borrow(),
             ["call 10", "call 1000,1000,400 | 1000 | 1000"]
+        );
+    }
+
+    #[test]
+    fn a_datagram_a_firewall_refuses_is_dropped_without_stalling_the_rest() {
+        let (big, small) = ([1u8; 1000], [2u8; 10]);
+        let out = mixed(&big, &small);
+        let fake = Fake {
+            segments: true,
+            grouped: true,
+            room: RefCell::new(100),
+            refuse: RefCell::new(Some(2)),
+            ..Fake::default()
+        };
+        let mut tx = Transmitter::new(true);
+        assert_eq!(tx.send(&fake, &out).unwrap(), 6, "all of it, in one send");
+        assert_eq!(
+            *fake.log.borrow(),
+            ["call 10 | 1000,1000,400", "drop 1000", "call 1000"]
         );
     }
 
