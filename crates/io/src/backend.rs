@@ -412,23 +412,20 @@ impl Transmitter {
             runs.clear();
             let mut end = done;
             while end < out.len() && runs.len() < MAX_GROUPS {
-                let run = if self.path_allows(out[end].dst.ip()) {
-                    self.run_len(&out[end..])
-                } else {
-                    1
-                };
+                let run = self.next_run(&out[end..]);
                 runs.push(run);
                 end += run;
             }
             let sent = match b.send_runs(&out[done..end], &runs) {
                 Ok(n) => n,
-                // an error comes only from the first group: if it was a segmented run,
-                // the backend refused segmentation; one datagram each from now on
-                Err(e) if runs[0] >= 2 && e.kind() != io::ErrorKind::Unsupported => {
-                    self.segment = false;
+                Err(e) => {
+                    // an error comes only from the first group: if it was a segmented run,
+                    // the backend refused segmentation; one datagram each from now on
+                    if runs[0] >= 2 && e.kind() != io::ErrorKind::Unsupported {
+                        self.segment = false;
+                    }
                     return if done > 0 { Ok(done) } else { Err(e) };
                 }
-                Err(e) => return if done > 0 { Ok(done) } else { Err(e) },
             };
             if runs.iter().any(|&n| n >= 2) {
                 self.segmented_sends += 1;
@@ -447,15 +444,20 @@ impl Transmitter {
         Ok(done)
     }
 
+    /// How many datagrams at the head of `out` go as one send: a segmented run where
+    /// segmenting is on and the path allows it, else one.
+    fn next_run(&mut self, out: &[Outgoing<'_>]) -> usize {
+        match out.first() {
+            Some(o) if self.segment && self.path_allows(o.dst.ip()) => self.run_len(out),
+            _ => 1,
+        }
+    }
+
     /// Send `out` a call per segmented run and a call per stretch of datagrams between.
     fn send_each<B: Backend + ?Sized>(&mut self, b: &B, out: &[Outgoing<'_>]) -> io::Result<usize> {
         let mut done = 0;
         while done < out.len() {
-            let run = if self.segment && self.path_allows(out[done].dst.ip()) {
-                self.run_len(&out[done..])
-            } else {
-                1
-            };
+            let run = self.next_run(&out[done..]);
             if run >= 2 {
                 match b.send_segmented(&out[done..done + run]) {
                     Ok(0) => return Ok(done),
@@ -470,11 +472,7 @@ impl Transmitter {
             }
             // the datagrams up to the next segmentable run, batched
             let mut end = done + 1;
-            while end < out.len()
-                && (!self.segment
-                    || !self.path_allows(out[end].dst.ip())
-                    || self.run_len(&out[end..]) < 2)
-            {
+            while end < out.len() && self.next_run(&out[end..]) < 2 {
                 end += 1;
             }
             let want = end - done;

@@ -282,6 +282,12 @@ impl MemoryRegion {
 
     /// Checked slice for a remote or local access needing `need`.
     pub fn slice(&self, va: u64, len: u64, need: Access) -> Result<&[u8], AccessError> {
+        self.slice_at(va, len, need).map(|(s, _)| s)
+    }
+
+    /// As [`MemoryRegion::slice`], with the slice's byte offset in the region (where a
+    /// gather send takes it from).
+    pub fn slice_at(&self, va: u64, len: u64, need: Access) -> Result<(&[u8], usize), AccessError> {
         if !self.access.contains(need) {
             return Err(AccessError::Denied);
         }
@@ -291,6 +297,7 @@ impl MemoryRegion {
         self.mem
             .bytes()
             .get(off..off + len as usize)
+            .map(|s| (s, off))
             .ok_or(AccessError::OutOfBounds { va, len })
     }
 

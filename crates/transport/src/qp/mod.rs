@@ -592,9 +592,8 @@ pub(crate) fn build_headers(
     buf: &mut Vec<u8>,
     ib: &IbRepr,
     payload: &[u8],
-    route: Route<'_>,
+    mut route: Route<'_>,
 ) -> (usize, [u8; 8], usize) {
-    let mut route = route;
     let h = ib.header_len();
     buf.resize(h, 0);
     ib.emit_headers(buf);
@@ -613,9 +612,8 @@ pub(crate) fn build_packet(
     buf: &mut Vec<u8>,
     ib: &IbRepr,
     payload: &[u8],
-    route: Route<'_>,
+    mut route: Route<'_>,
 ) -> usize {
-    let mut route = route;
     let n = ib.buffer_len();
     let h = ib.header_len();
     // emit writes every byte (headers, payload, zero pad, ICRC placeholder): a reused

@@ -131,10 +131,11 @@ impl Qp {
         let (payload, at) = if plen == 0 {
             (&[][..], None)
         } else {
-            match mrs.get(lkey).and_then(|m| {
-                let s = m.slice(va, plen as u64, Access::NONE)?;
-                Ok((s, m.offset_of(va, plen as u64).ok().map(|o| (lkey, o))))
-            }) {
+            match mrs
+                .get(lkey)
+                .and_then(|m| m.slice_at(va, plen as u64, Access::NONE))
+                .map(|(s, o)| (s, Some((lkey, o))))
+            {
                 Ok(s) => s,
                 Err(_) => {
                     // the region went away after posting

@@ -247,11 +247,11 @@ impl Qp {
                     let (payload, at) = if plen == 0 {
                         (&[][..], None)
                     } else {
-                        let m = mrs.get(r.rkey);
-                        match m.and_then(|m| {
-                            let s = m.slice(r.va + off, plen, Access::REMOTE_READ)?;
-                            Ok((s, m.offset_of(r.va + off, plen).ok().map(|o| (r.rkey, o))))
-                        }) {
+                        match mrs
+                            .get(r.rkey)
+                            .and_then(|m| m.slice_at(r.va + off, plen, Access::REMOTE_READ))
+                            .map(|(s, o)| (s, Some((r.rkey, o))))
+                        {
                             Ok(s) => s,
                             Err(_) => {
                                 // deregistered since the request was accepted
