@@ -20,6 +20,8 @@ const TX_BATCH: usize = 64;
 #[derive(Debug)]
 struct Pending {
     dst: SocketAddr,
+    /// An acknowledgement or READ response (see [`Driver::send_pending`]).
+    response: bool,
     buf: Vec<u8>,
     gather: Option<Gather>,
 }
@@ -224,6 +226,7 @@ impl<B: Backend> Driver<B> {
                         buf.truncate(t.len);
                         let p = Pending {
                             dst: t.dst,
+                            response: t.response,
                             buf,
                             gather: t.gather,
                         };
@@ -267,6 +270,12 @@ impl<B: Backend> Driver<B> {
         // are a request-response exchange's every send: nothing to allocate
         let sent = match &self.pending[..] {
             [one] => self.tx.send(&self.sock, &[one.outgoing(ep)])?,
+            // never one segmented run (where the acknowledgement is short enough to end
+            // it): the peer then receives the request alone, and answers it before it
+            // handles the acknowledgement; the kernel delivers the request first
+            [request, ack] if !request.response && ack.response => {
+                Backend::send(&self.sock, &[request.outgoing(ep), ack.outgoing(ep)])?
+            }
             [a, b] => self
                 .tx
                 .send(&self.sock, &[a.outgoing(ep), b.outgoing(ep)])?,

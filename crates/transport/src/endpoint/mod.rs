@@ -120,6 +120,8 @@ pub struct Transmit {
     /// From [`Endpoint::poll_transmit_gather`]: the buffer holds the headers only, and the
     /// datagram continues with this region slice and tail.
     pub gather: Option<Gather>,
+    /// An acknowledgement or READ response (what a responder sends), not a request.
+    pub response: bool,
 }
 
 /// The rest of a datagram whose payload stays in a memory region: send the headers, then
@@ -595,6 +597,7 @@ impl Endpoint {
                     len,
                     qpn,
                     gather,
+                    response: !request,
                 });
             }
         }
