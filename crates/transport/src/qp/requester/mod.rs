@@ -301,18 +301,7 @@ impl Requester {
 
     /// One past the last PSN sent so far.
     fn sent_end(&self) -> u32 {
-        let mut end = self.una;
-        for w in self.sq.iter() {
-            let sent = if w.is_read() {
-                if w.max_sent > 0 { w.npkts } else { 0 }
-            } else {
-                w.max_sent
-            };
-            if sent > 0 {
-                end = psn::add(w.first_psn, sent);
-            }
-        }
-        end
+        self.sq.sent_end().unwrap_or(self.una)
     }
 }
 

@@ -1,8 +1,10 @@
 //! The send queue: the WQEs in flight, in order, and how many at its front have nothing
 //! left to send — so finding the next packet to send does not walk past every message in
-//! flight (128 of them in perftest's bandwidth tests) for each packet.
+//! flight (128 of them in perftest's bandwidth tests) for each packet, nor does finding
+//! where the sent PSNs end for each ACK.
 
 use super::SendWqe;
+use rocelink_wire::ib::psn;
 use std::cell::Cell;
 use std::collections::VecDeque;
 
@@ -40,6 +42,20 @@ impl SendQueue {
             self.settled.set(self.settled.get().saturating_sub(1));
         }
         w
+    }
+
+    /// One past the last PSN sent: the end of the last WQE with anything sent, looked for
+    /// from the back (past only WQEs not begun, not through the whole window on every
+    /// ACK). `None` when nothing is.
+    pub(crate) fn sent_end(&self) -> Option<u32> {
+        self.q.iter().rev().find_map(|w| {
+            let sent = if w.is_read() {
+                if w.max_sent > 0 { w.npkts } else { 0 }
+            } else {
+                w.max_sent
+            };
+            (sent > 0).then(|| psn::add(w.first_psn, sent))
+        })
     }
 
     pub(crate) fn push_back(&mut self, w: SendWqe) {
@@ -99,11 +115,15 @@ mod tests {
     use crate::wr::{SendOp, SendWr, Sge};
     use proptest::prelude::*;
 
-    fn wqe(npkts: u32) -> SendWqe {
+    fn wqe(npkts: u32, first_psn: u32, read: bool) -> SendWqe {
         SendWqe {
             wr: SendWr {
                 wr_id: 0,
-                op: SendOp::Send,
+                op: if read {
+                    SendOp::Read { va: 0, rkey: 0 }
+                } else {
+                    SendOp::Send
+                },
                 sge: Sge {
                     lkey: 0,
                     va: 0,
@@ -113,7 +133,7 @@ mod tests {
                 solicited: false,
                 marks: 0,
             },
-            first_psn: 0,
+            first_psn,
             npkts,
             next_pkt: 0,
             max_sent: 0,
@@ -126,7 +146,7 @@ mod tests {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Push(u32),
+        Push(u32, bool),
         SendNext,
         Rewind(usize),
         RewindAll,
@@ -136,7 +156,7 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            (1u32..4).prop_map(Op::Push),
+            (1u32..4, proptest::bool::weighted(0.2)).prop_map(|(n, r)| Op::Push(n, r)),
             Just(Op::SendNext),
             Just(Op::SendNext),
             Just(Op::SendNext),
@@ -153,18 +173,25 @@ mod tests {
 
     proptest! {
         /// Whatever the order of posts, sends, rewinds and removals, the next WQE to send
-        /// is the one a walk from the front finds.
+        /// is the one a walk from the front finds, and the sent PSNs end where such a
+        /// walk says (PSNs wrapping at 2²⁴ on the way).
         #[test]
         fn the_next_to_send_is_what_a_walk_from_the_front_finds(
             ops in proptest::collection::vec(op(), 1..200)
         ) {
             let mut q = SendQueue::default();
+            let mut next_psn = psn::MASK - 20;
             for op in ops {
                 match op {
-                    Op::Push(n) => q.push_back(wqe(n)),
+                    Op::Push(n, read) => {
+                        q.push_back(wqe(n, next_psn, read));
+                        next_psn = psn::add(next_psn, n);
+                    }
                     Op::SendNext => {
                         if let Some((i, _)) = q.first_sendable(sendable) {
-                            q.get_mut(i).unwrap().next_pkt += 1;
+                            let w = q.get_mut(i).unwrap();
+                            w.next_pkt += 1;
+                            w.max_sent = w.max_sent.max(w.next_pkt);
                         }
                     }
                     Op::Rewind(i) => {
@@ -182,6 +209,18 @@ mod tests {
                 }
                 let walk = q.iter().enumerate().find_map(|(i, w)| sendable(w).map(|t| (i, t)));
                 prop_assert_eq!(q.first_sendable(sendable), walk);
+                let mut end = None;
+                for w in q.iter() {
+                    let sent = match (w.is_read(), w.max_sent) {
+                        (true, 0) => 0,
+                        (true, _) => w.npkts,
+                        (false, m) => m,
+                    };
+                    if sent > 0 {
+                        end = Some(psn::add(w.first_psn, sent));
+                    }
+                }
+                prop_assert_eq!(q.sent_end(), end);
             }
         }
     }
