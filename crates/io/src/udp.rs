@@ -334,9 +334,17 @@ impl UdpSocket {
                 flags,
             )?
         };
-        if r > 0 {
-            batch.want = if r >= want { want * 2 } else { r };
-        }
+        // a call that finds nothing has drained the queue: the next datagram most likely
+        // comes alone (a ping-pong's answer), so the next call asks for one. A second
+        // entry that comes back empty costs the call a good part of a datagram's work, and
+        // a second datagram found with it is handled before the first is answered. A call
+        // that fills its ask met a queue that is likely longer: the ask grows eightfold
+        // (one, eight, the whole batch), so a stream is back to full batches at once.
+        batch.want = match r {
+            0 => 1,
+            r if r >= want => want.saturating_mul(8),
+            r => r,
+        };
         for i in 0..r {
             let Some(m) = batch.mmsg.received(i) else {
                 continue;
@@ -619,13 +627,17 @@ mod tests {
             b.recv_batch(batch).unwrap();
             batch.segments().map(|(_, d)| d[0]).collect()
         };
-        // a ping-pong: one at a time, so the next receive asks for one
+        // a polled ping-pong: each answer is found by the call after one that found
+        // nothing, and that call asks for one datagram only
         for i in 0..3u8 {
+            assert_eq!(b.recv_batch(&mut batch).unwrap(), 0);
+            assert_eq!(batch.want, 1);
             a.send_batch(&[(to, &[i][..])]).unwrap();
             assert_eq!(recv_now(&mut batch), [i]);
         }
-        assert_eq!(batch.want, 1);
-        // then a burst of 20: asked for 1, 2, 4, 8, 8, … with every datagram in order
+        // then a burst of 20 after an empty call: asked for 1, then eightfold up to the
+        // capacity, with every datagram in order
+        assert_eq!(b.recv_batch(&mut batch).unwrap(), 0);
         let burst: Vec<[u8; 1]> = (10..30u8).map(|i| [i]).collect();
         let pkts: Vec<(SocketAddr, &[u8])> = burst.iter().map(|d| (to, &d[..])).collect();
         assert_eq!(a.send_batch(&pkts).unwrap(), 20);
@@ -637,8 +649,10 @@ mod tests {
             got.extend(n);
         }
         assert_eq!(got, (10..30u8).collect::<Vec<_>>());
-        assert_eq!(sizes, [1, 2, 4, 8, 5], "never more than the capacity");
-        assert_eq!(batch.want, 5, "the last receive emptied the queue");
+        assert_eq!(sizes, [1, 8, 8, 3], "never more than the capacity");
+        assert_eq!(batch.want, 3, "as many as the last receive found");
+        assert_eq!(b.recv_batch(&mut batch).unwrap(), 0);
+        assert_eq!(batch.want, 1, "the queue is drained");
     }
 
     #[test]
