@@ -339,7 +339,7 @@ impl UdpSocket {
         // entry that comes back empty costs the call a good part of a datagram's work, and
         // a second datagram found with it is handled before the first is answered. A call
         // that fills its ask met a queue that is likely longer: the ask grows eightfold
-        // (one, eight, the whole batch), so a stream is back to full batches at once.
+        // (one, eight, the whole batch), so a stream is back to full batches in two calls.
         batch.want = match r {
             0 => 1,
             r if r >= want => want.saturating_mul(8),
