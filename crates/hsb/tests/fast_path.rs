@@ -147,7 +147,7 @@ fn compare(seed: u64, gro: bool, net: u8) -> FastStats {
         fs.in_place > 16,
         "more than a frame landed in place: {fs:?}"
     );
-    assert!(fs.slow > 0, "{fs:?}");
+    assert!(fs.gathered > 0, "{fs:?}");
     assert_eq!(fast.stats.in_place, fs.in_place + fs.moved);
     assert!(generic.fast_stats().is_none());
     assert_eq!(generic.stats.in_place, 0);
@@ -215,8 +215,8 @@ fn a_clean_stream_lands_entirely_in_place() {
     let fs = rx.fast_stats().unwrap();
     // the first message (one GSO run) teaches the stream's packet size; the rest is
     // predicted
-    assert!(fs.slow <= 8, "{fs:?}");
-    assert_eq!(fs.in_place + fs.slow, pk.len() as u64);
+    assert!(fs.gathered <= 8, "{fs:?}");
+    assert_eq!(fs.in_place + fs.gathered, pk.len() as u64);
 }
 
 #[test]

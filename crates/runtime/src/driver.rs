@@ -396,7 +396,7 @@ impl<B: Backend> Driver<B> {
         let local = sock.local_addr();
         let lr = self
             .landing
-            .get_or_insert_with(|| LandingRx::new(sock.gro()));
+            .get_or_insert_with(|| LandingRx::new(sock.gro(), rocelink_io::scatter::MAX_MSGS));
         let mut handled = 0;
         if !lr.pending() {
             let Some(predict) = predict else {
@@ -410,28 +410,16 @@ impl<B: Backend> Driver<B> {
                 Some(0) => return Ok(Some((0, false))),
                 Some(_) => self.stats.rx_batches += 1,
             }
-            // the role does not run while payloads of the batch wait in its buffers (it may
-            // write there); at the first that was not accepted in place — a fault: what
-            // follows may have landed anywhere — the rest are copied out and handled as the
-            // copying receive handles them, the role polled after each
-            while let Some(in_place) = lr.handle_next(ep, now, local) {
-                handled += 1;
-                self.stats.rx_segments += 1;
-                each(ep);
-                if !in_place {
-                    lr.settle(ep);
-                }
-            }
-            if done(ep) {
-                // (what `settle` copied out waits for the next call)
-                return Ok(Some((handled, true)));
-            }
         }
-        while lr.handle_settled(ep, now, local) {
+        // the role does not run while payloads of the batch wait in its buffers (it may
+        // write there): it is asked whether it is done only once none does; what was
+        // copied out (a segment that did not fit, and all after it) is handled as the
+        // copying receive handles it, the role polled after each
+        while lr.handle_next(ep, now, local).is_some() {
             handled += 1;
             self.stats.rx_segments += 1;
             each(ep);
-            if done(ep) {
+            if !lr.landed_waiting() && done(ep) {
                 return Ok(Some((handled, true)));
             }
         }

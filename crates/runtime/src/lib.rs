@@ -18,6 +18,6 @@ pub mod xdp;
 
 pub use bind::{BackendChoice, RoceBackend, bind_roce, roce_config};
 pub use driver::{Driver, DriverStats, Predictor};
-pub use landing::{LandingStats, Plan};
+pub use landing::{Handled, LandingRx, LandingStats, Plan};
 pub use run::{Role, RunOpts, drive};
 pub use stop::{SessionThread, Stopper};

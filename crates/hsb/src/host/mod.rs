@@ -19,17 +19,18 @@ pub mod coe;
 pub mod coe_receiver;
 pub mod control;
 pub mod enumerate;
-mod fast;
 mod frame_receiver;
 pub mod i2c;
 pub mod imx274;
 mod lent;
+mod predict;
 mod program;
 pub mod receiver;
 pub mod sensor_tx;
 mod tracker;
 
-pub use fast::FastStats;
+/// What the landing receive did with the stream's segments.
+pub use rocelink_runtime::LandingStats as FastStats;
 
 pub use frame_receiver::FrameReceiver;
 pub use lent::LentFrame;

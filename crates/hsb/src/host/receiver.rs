@@ -8,23 +8,22 @@
 //! packets wait in the socket buffer and, if that overflows, are lost — counted as dropped
 //! packets of a damaged frame, never passed off as good.
 
-use super::fast::{FastPath, Geometry, Item};
 use super::lent::LentFrame;
+use super::predict::{Geometry, Prediction};
 pub use super::tracker::{FrameReport, ReceiverStats, page_layout};
 use super::tracker::{Tracker, TrackerConfig};
 use rocelink_io::backend::Backend;
 use rocelink_io::shared::{Lender, SharedBuf};
 use rocelink_io::tap::Tap;
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
-use rocelink_runtime::Driver;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::driver::PUBLISH_EVERY;
+use rocelink_runtime::{Driver, Handled, LandingRx};
 use rocelink_transport::{
-    Access, Endpoint, EndpointConfig, Holds, IcrcPolicy, Landed, Modify, MrKeys, Mtu, QpInit,
-    QpType, RecvWr, RegionMemory, Sge,
+    Access, Endpoint, EndpointConfig, Holds, IcrcPolicy, Modify, MrKeys, Mtu, QpInit, QpType,
+    RecvWr, RegionMemory, Sge,
 };
 use rocelink_wire::hsb::metadata::StreamLayout;
-use rocelink_wire::ib::Opcode;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -60,8 +59,8 @@ pub struct ReceiverConfig {
     pub gro: bool,
     /// Record every datagram.
     pub pcap: Option<std::path::PathBuf>,
-    /// Let the kernel copy predicted payloads straight into the ring (the fast path:
-    /// `host::fast`); off, or with `pcap`, every datagram goes through the generic
+    /// Let the kernel copy predicted payloads straight into the ring (the fast path: the
+    /// runtime's landing receive, told where by `host::predict`); off, or with `pcap`, every datagram goes through the generic
     /// endpoint.
     pub fast_path: bool,
     /// Messages per `recvmmsg` on the fast path (with GRO each holds up to 64 KiB).
@@ -131,7 +130,8 @@ pub struct Receiver {
     mr: MrKeys,
     cfg: ReceiverConfig,
     t: Tracker,
-    fast: Option<FastPath>,
+    /// The landing receive and where it is told the stream goes (the fast path).
+    fast: Option<(LandingRx, Prediction)>,
     /// Pages lent out, and views of the ring for lending (when the receiver owns it).
     holds: Arc<Holds>,
     lender: Option<Lender>,
@@ -306,18 +306,15 @@ impl Receiver {
                 0 => 64,
                 b => b,
             };
-            FastPath::new(
-                Geometry {
-                    lkey: mr.lkey,
-                    page_size: page_size as u64,
-                    md_offset: md_offset as u64,
-                    frame_size: cfg.frame_size as u64,
-                    pages: cfg.pages,
-                    md_disable: cfg.md_disable,
-                },
-                gro,
-                batch,
-            )
+            let g = Geometry {
+                lkey: mr.lkey,
+                page_size: page_size as u64,
+                md_offset: md_offset as u64,
+                frame_size: cfg.frame_size as u64,
+                pages: cfg.pages,
+                md_disable: cfg.md_disable,
+            };
+            (LandingRx::new(gro, batch).adapting(), Prediction::new(g))
         });
         let holds = Arc::new(
             Holds::new(page_size as u64, cfg.pages as usize)
@@ -325,7 +322,7 @@ impl Receiver {
         );
         ep.set_holds(mr.lkey, holds.clone())
             .map_err(io::Error::other)?;
-        let fast = fast.map(|f| f.with_holds(holds.clone()));
+        let fast = fast.map(|(rx, p)| (rx, p.with_holds(holds.clone())));
         let t = Tracker::new(cfg.tracker(), qpn, cq, mr.lkey);
         let mut r = Receiver {
             ep,
@@ -406,7 +403,7 @@ impl Receiver {
         self.t.stats.in_place = self
             .fast
             .as_ref()
-            .map_or(0, |f| f.stats.in_place + f.stats.moved);
+            .map_or(0, |(f, _)| f.stats.in_place + f.stats.moved);
         self.t.stats.datagrams = es.rx_datagrams;
         self.stats = self.t.stats;
         self.replenish()?;
@@ -441,7 +438,7 @@ impl Receiver {
         Ok(())
     }
 
-    /// Predicted payloads land in place (see [`super::fast`]) and are handed to the
+    /// Predicted payloads land in place (see [`super::predict`]) and are handed to the
     /// transport as landed; the rest goes through the endpoint as datagrams. Returns once a
     /// frame ended or at `deadline`.
     fn run_fast(&mut self, deadline: Instant) -> io::Result<()> {
@@ -453,10 +450,10 @@ impl Receiver {
             cfg,
             ..
         } = self;
-        let Some(fast) = fast.as_mut() else {
+        let Some((landing, predict)) = fast.as_mut() else {
             return Ok(());
         };
-        let (local, lkey) = (drv.socket().local_addr(), t.lkey);
+        let local = drv.socket().local_addr();
         let busy = cfg.busy_poll;
         let coalesce = cfg.rx_coalesce;
         let mut now = Instant::now();
@@ -469,51 +466,29 @@ impl Receiver {
             if !t.ready.is_empty() {
                 return Ok(());
             }
-            match fast.next_item() {
-                Some(Item::Landed(a)) => {
-                    let (headers, tail) = fast.head_tail(&a);
-                    let completes = headers.first().is_some_and(|&o| Opcode(o).has_immediate());
-                    let landed = Landed {
-                        src: fast.src(&a),
-                        dst: local,
-                        headers,
-                        lkey,
-                        offset: a.va as usize,
-                        len: a.len as usize,
-                        tail,
-                    };
-                    let l = ep.handle_landed(now, landed);
-                    fast.landed(&a, l);
+            match landing.handle_next(ep, now, local) {
+                Some(Handled::Landed(l, opcode)) => {
                     // accounted as handed over (the transport returns the placement rather
                     // than queueing it), so before any completion a later drain takes
                     if let Some(p) = l.placement() {
                         t.placed(p.psn, p.va, p.len, p.crc);
-                        fast.note_placed(p.va, p.len);
+                        predict.note_placed(p.va, p.len);
                     }
-                    if completes {
-                        t.drain(ep, Some(fast));
+                    if opcode.has_immediate() {
+                        t.drain(ep, Some(predict));
                         undrained = false;
                     } else {
                         undrained = true;
                     }
                     continue;
                 }
-                Some(Item::Slow(r, m)) => {
-                    ep.handle_datagram(
-                        now,
-                        rocelink_transport::Datagram {
-                            src: fast.src_of(m),
-                            dst: local,
-                            ip_header: None,
-                            payload: &fast.scratch[r],
-                        },
-                    );
-                    t.drain(ep, Some(fast));
+                Some(Handled::Datagram) => {
+                    t.drain(ep, Some(predict));
                     undrained = false;
                     continue;
                 }
                 None if undrained => {
-                    t.drain(ep, Some(fast));
+                    t.drain(ep, Some(predict));
                     undrained = false;
                     continue;
                 }
@@ -531,7 +506,8 @@ impl Receiver {
             let Some(sock) = drv.socket().as_udp() else {
                 return Ok(());
             };
-            if fast.recv(sock, ep, t.page(), wait)? == 0 {
+            predict.fill(landing.plan_mut(), t.page());
+            if landing.recv_any(sock, ep, wait)? == 0 {
                 if busy {
                     std::hint::spin_loop();
                 }
@@ -543,7 +519,6 @@ impl Receiver {
             }
             flowing = true;
             now = Instant::now();
-            fast.sort_batch(ep)?;
         }
     }
 
@@ -579,9 +554,9 @@ impl Receiver {
     /// the scatter receive), the endpoint's and the QP's.
     pub fn link(&self, name: &str) -> Link {
         let mut l = self.drv.link(name, &self.ep);
-        if let Some(f) = &self.fast {
+        if let Some((f, _)) = &self.fast {
             let s = f.stats;
-            let rx = l.get("rx_packets") + s.in_place + s.moved + s.slow + s.refused;
+            let rx = l.get("rx_packets") + s.in_place + s.moved + s.gathered + s.refused;
             l.set("rx_packets", rx);
             l.set("landed", s.in_place);
             l.set("landed_elsewhere", s.moved);
@@ -603,7 +578,7 @@ impl Receiver {
 
     /// Fast-path counters (`None` when every datagram goes through the endpoint).
     pub fn fast_stats(&self) -> Option<super::FastStats> {
-        self.fast.as_ref().map(|f| f.stats)
+        self.fast.as_ref().map(|(f, _)| f.stats)
     }
 
     /// Lend a reported frame to the application without a copy ([`LentFrame`]): its page

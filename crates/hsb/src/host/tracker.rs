@@ -3,7 +3,7 @@
 //! frame end the verdict — PSN span and missing packets, byte count, immediate, metadata,
 //! frame CRC, stale (replayed) and late frames, the 16-bit frame number extended.
 
-use super::fast::FastPath;
+use super::predict::Prediction;
 use rocelink_transport::{CqId, Endpoint, Event, WcOpcode, WcStatus};
 use rocelink_wire::hsb::PAGE_SIZE;
 use rocelink_wire::hsb::metadata::StreamLayout;
@@ -232,7 +232,7 @@ impl Tracker {
 
     /// Account for what the endpoint placed and completed since the last call (telling the
     /// fast path, if any, so its prediction follows). True when a frame was reported.
-    pub(super) fn drain(&mut self, ep: &mut Endpoint, mut fast: Option<&mut FastPath>) -> bool {
+    pub(super) fn drain(&mut self, ep: &mut Endpoint, mut fast: Option<&mut Prediction>) -> bool {
         // only this receiver's QP's events and CQ: other roles may share the endpoint
         while let Some(e) = ep.poll_qp_event(self.qpn) {
             if let Event::Placed {
