@@ -53,21 +53,16 @@ fn packets(from: SocketAddr, to: SocketAddr) -> Vec<Vec<u8>> {
         .unwrap();
     connect(&mut a, qa, &mut twin, qb, Mtu::M1024, 100, 0, 0).unwrap();
     for i in 0..PKTS {
-        let wr = SendWr {
-            wr_id: i as u64,
-            op: SendOp::Write {
-                va: (i * PKT) as u64,
-                rkey: KEY,
-            },
-            sge: Sge {
-                lkey: src.lkey,
-                va: (i * PKT) as u64,
-                len: PKT as u32,
-            },
-            signaled: false,
-            solicited: false,
-            marks: 0,
+        let op = SendOp::Write {
+            va: (i * PKT) as u64,
+            rkey: KEY,
         };
+        let sge = Sge {
+            lkey: src.lkey,
+            va: (i * PKT) as u64,
+            len: PKT as u32,
+        };
+        let wr = SendWr::new(i as u64, op, sge);
         a.post_send(qa, wr).unwrap();
     }
     let mut buf = Vec::new();

@@ -55,21 +55,16 @@ fn packets(t: QpType, from: SocketAddr, to: SocketAddr) -> Vec<Vec<u8>> {
     let qb = twin.create_qp_numbered(QB, QpInit::new(t)).unwrap();
     connect(&mut a, qa, &mut twin, qb, Mtu::M1024, PSN_A, 0, 0).unwrap();
     for i in 0..MSGS {
-        let wr = SendWr {
-            wr_id: i as u64,
-            op: SendOp::Write {
-                va: (i * STRIDE) as u64,
-                rkey: KEY,
-            },
-            sge: Sge {
-                lkey: src.lkey,
-                va: (i * MSG) as u64,
-                len: MSG as u32,
-            },
-            signaled: false,
-            solicited: false,
-            marks: 0,
+        let op = SendOp::Write {
+            va: (i * STRIDE) as u64,
+            rkey: KEY,
         };
+        let sge = Sge {
+            lkey: src.lkey,
+            va: (i * MSG) as u64,
+            len: MSG as u32,
+        };
+        let wr = SendWr::new(i as u64, op, sge);
         a.post_send(qa, wr).unwrap();
     }
     let now = Instant::now();

@@ -92,6 +92,20 @@ pub const MAX_RECV_SGE: usize = 4;
 /// ever has key 0.
 pub const DISCARD_LKEY: u32 = 0;
 
+impl SendWr {
+    /// `op` on `sge`: unsignaled, not solicited, no marks.
+    pub const fn new(wr_id: u64, op: SendOp, sge: Sge) -> SendWr {
+        SendWr {
+            wr_id,
+            op,
+            sge,
+            signaled: false,
+            solicited: false,
+            marks: 0,
+        }
+    }
+}
+
 impl Sge {
     /// A segment of `len` bytes that are received and dropped.
     pub const fn discard(len: u32) -> Sge {
