@@ -82,6 +82,8 @@ pub struct ScatterRx {
     meta: Vec<ScatterMeta>,
     iovs: Vec<libc::iovec>,
     groups: Vec<Range<usize>>,
+    /// The bodies of a plan that is not in ascending order, sorted to check them.
+    sorted: Vec<Range<usize>>,
     mmsg: MmsgRecv,
 }
 
@@ -112,14 +114,16 @@ impl ScatterRx {
             meta: Vec::with_capacity(MAX_MSGS),
             iovs: Vec::new(),
             groups: Vec::with_capacity(MAX_MSGS),
+            sorted: Vec::new(),
             mmsg: MmsgRecv::new(MAX_MSGS),
         }
     }
 
     /// Receive up to `msgs` messages without blocking; message `m` is given the slots
     /// `plan[m·per_msg ..][.. per_msg]` (those that exist) and then its spill area. Slots'
-    /// bodies must lie in `region` and follow each other without overlap. Returns how many
-    /// messages arrived ([`ScatterRx::meta`]).
+    /// bodies must lie in `region` and not overlap (in any order: a plan may wrap to a
+    /// lower place, e.g. receives that reuse one buffer). Returns how many messages
+    /// arrived ([`ScatterRx::meta`]).
     pub fn recv(
         &mut self,
         sock: &UdpSocket,
@@ -151,20 +155,11 @@ impl ScatterRx {
         };
         let msgs = msgs.clamp(1, MAX_MSGS);
         let plan = &plan[..plan.len().min(per_msg * msgs)];
-        let mut end = 0;
-        for s in plan {
-            if s.head > MAX_HEAD
-                || s.tail > MAX_TAIL
-                || s.body.start < end
-                || s.body.end < s.body.start
-                || s.body.end > region.len()
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "scatter plan: a slot is oversized, out of the region, or overlaps another",
-                ));
-            }
-            end = s.body.end;
+        if !self.disjoint(plan, region.len()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "scatter plan: a slot is oversized, out of the region, or overlaps another",
+            ));
         }
         self.plan.clear();
         self.plan.extend_from_slice(plan);
@@ -247,6 +242,35 @@ impl ScatterRx {
             });
         }
         Ok(self.meta.len())
+    }
+
+    /// Whether every slot of `plan` fits the joints and lies in a region of `len` bytes, and
+    /// no two bodies overlap: checked in one pass when they ascend (the usual plan), by
+    /// sorting them otherwise.
+    fn disjoint(&mut self, plan: &[Slot], len: usize) -> bool {
+        let (mut end, mut ascending) = (0, true);
+        for s in plan {
+            if s.head > MAX_HEAD
+                || s.tail > MAX_TAIL
+                || s.body.end < s.body.start
+                || s.body.end > len
+            {
+                return false;
+            }
+            ascending &= s.body.start >= end;
+            end = end.max(s.body.end);
+        }
+        if ascending {
+            return true;
+        }
+        self.sorted.clear();
+        self.sorted.extend(
+            plan.iter()
+                .map(|s| s.body.clone())
+                .filter(|b| !b.is_empty()),
+        );
+        self.sorted.sort_unstable_by_key(|b| b.start);
+        self.sorted.windows(2).all(|w| w[0].end <= w[1].start)
     }
 
     /// The messages of the last [`ScatterRx::recv`].
@@ -491,6 +515,40 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_may_wrap_to_lower_places() {
+        // two receives into one buffer, as a bandwidth server posts them: the second
+        // message's first packets go below the first message's last ones
+        let (a, b) = pair(false);
+        let pkts = [seg(1, 10), seg(2, 10), seg(3, 10)];
+        let refs: Vec<(SocketAddr, &[u8])> =
+            pkts.iter().map(|p| (b.local_addr(), &p[..])).collect();
+        assert_eq!(a.send_batch(&refs).unwrap(), 3);
+        let mut region = vec![0u8; 40];
+        let plan: Vec<Slot> = [20, 0, 10]
+            .iter()
+            .map(|&at| Slot {
+                head: 4,
+                body: at..at + 10,
+                tail: 2,
+            })
+            .collect();
+        let mut rx = ScatterRx::new(2048);
+        let mut got = 0;
+        for _ in 0..10 {
+            if got == 3 {
+                break;
+            }
+            recv_some(&b, &mut rx, &mut region, &plan[got..], 1);
+            got += rx.meta().len();
+        }
+        assert_eq!(got, 3);
+        assert_eq!(
+            &region[..30],
+            &[[2u8; 10], [3u8; 10], [1u8; 10]].concat()[..]
+        );
+    }
+
+    #[test]
     fn refuses_overlapping_or_outside_plans() {
         let (_a, b) = pair(false);
         let mut rx = ScatterRx::new(2048);
@@ -508,6 +566,25 @@ mod tests {
             },
         ];
         assert!(rx.recv(&b, &mut region, &overlap, 1, 2).is_err());
+        // out of order, and one overlapping a body two slots back
+        let wrapped_overlap = [
+            Slot {
+                head: 0,
+                body: 10..20,
+                tail: 0,
+            },
+            Slot {
+                head: 0,
+                body: 0..5,
+                tail: 0,
+            },
+            Slot {
+                head: 0,
+                body: 19..25,
+                tail: 0,
+            },
+        ];
+        assert!(rx.recv(&b, &mut region, &wrapped_overlap, 1, 3).is_err());
         let outside = [Slot {
             head: 0,
             body: 30..40,

@@ -54,22 +54,36 @@ pub struct Plan {
     room: (usize, usize),
     /// Nothing placed: take the next datagram alone, the copying way, and plan again.
     alone: bool,
+    /// A slot lies below one before it (receives that reuse a buffer): no run shifted by
+    /// lost packets is moved then.
+    wrapped: bool,
 }
 
-/// What the packet of a slot must say of its own place: nothing (the transport places
-/// it), or the VA its RETH names — and up to where a later VA may move it.
+/// What the packet of a slot must say of its own place: the VA its RETH names — and up
+/// to where a later VA may move it —, or the QP it is for and which of a message's
+/// packets it is (the transport places it, where the plan expects exactly that packet).
 #[derive(Debug, Clone, Copy, Default)]
 struct Place {
     va: Option<u64>,
     movable_to: usize,
+    /// The destination QP and the opcodes (their low five bits, as a mask) it may carry.
+    packet: Option<(u32, u32)>,
 }
+
+/// Opcode masks (the low five bits, so RC and UC alike) of a message's packets.
+const SEND_FIRST: u32 = 1 << 0x00;
+const SEND_MIDDLE: u32 = 1 << 0x01;
+const SEND_LAST: u32 = 1 << 0x02;
+const SEND_ONLY: u32 = 1 << 0x04;
+/// A WRITE's packets after its first (a range cut at a ring's end ends on a MIDDLE).
+const WRITE_REST: u32 = 1 << 0x07 | 1 << 0x08;
 
 impl Plan {
     /// Expect a datagram with `headers` bytes of BTH and extension headers whose `len`-byte
     /// payload goes to bytes `at..at + len` of the region. Returns whether the plan takes
     /// more (one receive fills only so many).
     pub fn expect(&mut self, headers: usize, at: usize, len: usize) -> bool {
-        self.push(headers, at, len, Place::default())
+        self.push(headers, at, len, Place::default(), false)
     }
 
     /// Expect an RDMA WRITE ONLY (or FIRST) packet — BTH, RETH and, with `imm`, immediate
@@ -91,21 +105,28 @@ impl Plan {
         let place = Place {
             va: Some(va),
             movable_to,
+            packet: None,
         };
-        self.push(headers, at, len, place)
+        self.push(headers, at, len, place, false)
     }
 
-    fn push(&mut self, headers: usize, at: usize, len: usize, place: Place) -> bool {
+    /// Add a slot; returns whether the plan takes more. A slot below the one before it
+    /// ends the plan (a ring's wrap, a bounce buffer), unless `wrap` allows one that
+    /// overlaps no other (receives posted again into one buffer).
+    fn push(&mut self, headers: usize, at: usize, len: usize, place: Place, wrap: bool) -> bool {
         let s = Slot {
             head: headers,
             body: at..at + len,
             tail: (4 - len % 4) % 4 + ICRC_LEN,
         };
-        // in ascending order of their place only (the scatter receive walks the region
-        // forwards): a ring's wrap or a bounce buffer ends the plan
-        if self.slots.last().is_some_and(|l| l.body.end > s.body.start) {
-            self.room = (0, 0);
-            return false;
+        // (once a plan has wrapped, a slot above the one before may still meet an earlier one)
+        if self.wrapped || self.slots.last().is_some_and(|l| l.body.end > s.body.start) {
+            let apart = |l: &Slot| l.body.end <= s.body.start || s.body.end <= l.body.start;
+            if !wrap || !self.slots.iter().all(apart) {
+                self.room = (0, 0);
+                return false;
+            }
+            self.wrapped = true;
         }
         let n = s.len();
         self.slots.push(s);
@@ -136,12 +157,59 @@ impl Plan {
         self.lkey = lkey;
         let mut at = offset;
         let mut more = true;
+        let place = Place {
+            packet: Some((qpn, WRITE_REST)),
+            ..Place::default()
+        };
         while more && at < offset + len {
             let n = mtu.min(offset + len - at);
-            more = self.expect(BTH_LEN, at, n);
+            more = self.push(BTH_LEN, at, n, place, false);
             at += n;
         }
         true
+    }
+
+    /// Expect the SEND messages QP `qpn` receives next, into its posted receives (see
+    /// [`Endpoint::recv_under_way`]): the rest of the one under way, then one message per
+    /// receive, each filling its receive's first scatter entry in packets of the path MTU
+    /// (a shorter message's LAST comes where a MIDDLE was expected: it and the rest of its
+    /// batch are handled the copying way). Receives that reuse a buffer are expected too,
+    /// as long as no two slots of the plan overlap. Returns whether it expected any.
+    pub fn expect_sends(&mut self, ep: &Endpoint, qpn: u32) -> bool {
+        let before = self.slots.len();
+        let mut more = true;
+        let mut k = 0;
+        while more {
+            let Some(u) = ep.recv_under_way(qpn, k) else {
+                break;
+            };
+            if (!self.slots.is_empty() && self.lkey != u.lkey) || u.mtu == 0 {
+                break;
+            }
+            self.lkey = u.lkey;
+            let n = u.len.div_ceil(u.mtu);
+            for i in 0..n {
+                let at = u.offset + i * u.mtu;
+                let len = u.mtu.min(u.offset + u.len - at);
+                let op = match (i == 0 && !u.under_way, i + 1 == n) {
+                    (true, true) => SEND_ONLY,
+                    (true, false) => SEND_FIRST,
+                    (false, false) => SEND_MIDDLE,
+                    (false, true) => SEND_LAST,
+                };
+                let place = Place {
+                    packet: Some((qpn, op)),
+                    ..Place::default()
+                };
+                let len_before = self.slots.len();
+                more = self.push(BTH_LEN, at, len, place, true);
+                if !more || self.slots.len() == len_before {
+                    break;
+                }
+            }
+            k += 1;
+        }
+        self.slots.len() > before
     }
 
     /// Expect nothing yet: the next datagram is received alone, the copying way, and the
@@ -274,6 +342,7 @@ impl LandingRx {
         self.plan.slots.clear();
         self.plan.places.clear();
         self.plan.alone = false;
+        self.plan.wrapped = false;
         self.plan.room = if self.gro {
             (self.want, GRO_BYTES)
         } else {
@@ -414,6 +483,14 @@ impl LandingRx {
             return None;
         }
         let place = self.plan.places[j];
+        if let Some((qpn, ops)) = place.packet {
+            // for that QP, and the packet of the message the slot expects (else the
+            // transport would place it elsewhere, maybe over a payload not yet handled)
+            let dest = u32::from_be_bytes([0, *h.get(5)?, *h.get(6)?, *h.get(7)?]);
+            if dest != qpn || ops & (1 << (h[0] & 0x1F)) == 0 {
+                return None;
+            }
+        }
         let landed = |d: usize| Item::Landed {
             slot: j,
             msg: m,
@@ -436,7 +513,7 @@ impl LandingRx {
             Some(sd) if sd != d => return None,
             _ => {}
         }
-        if s.body.end.checked_add(d)? > place.movable_to {
+        if self.plan.wrapped || s.body.end.checked_add(d)? > place.movable_to {
             return None;
         }
         *shift = Some(d);

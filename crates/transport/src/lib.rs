@@ -68,7 +68,7 @@ mod wr;
 pub use cq::CqId;
 pub use endpoint::{
     Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, Landing, Placement,
-    SrcPort, Transmit, WriteUnderWay,
+    RecvUnderWay, SrcPort, Transmit, WriteUnderWay,
 };
 pub use holds::Holds;
 pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};

@@ -6,7 +6,7 @@
 
 use rocelink_transport::sim::connect;
 use rocelink_transport::*;
-use rocelink_wire::ib::IbPacket;
+use rocelink_wire::ib::{IbPacket, Opcode};
 use rocelink_wire::icrc;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -353,26 +353,15 @@ fn landed_payloads_are_never_read_outside_their_region() {
         assert_eq!(w.land.handle_landed(now, l), Landing::Refused);
     }
     assert_eq!(w.land.stats().malformed, before + 5);
-    // not a WRITE: a SEND's payload has no place of its own
-    let wr = SendWr {
-        wr_id: 2,
-        op: SendOp::Send,
-        sge: Sge {
-            lkey: w.src.lkey,
-            va: 0x10_0000,
-            len: 64,
-        },
-        signaled: false,
-        solicited: false,
-        marks: 0,
+    // neither a WRITE nor a SEND: the WRITE's headers relabelled as a READ request (BTH and
+    // RETH too)
+    let mut read = d[..h].to_vec();
+    read[0] = Opcode::RC_RDMA_READ_REQUEST.0;
+    let l = Landed {
+        headers: &read,
+        ..mk(0, n, w.dst.lkey, h)
     };
-    w.a.post_send(w.qa, wr).unwrap();
-    let mut buf = Vec::new();
-    let t = w.a.poll_transmit(w.now, &mut buf).unwrap();
-    assert_eq!(
-        land(&mut w.land, &buf[..t.len], w.recv.lkey, 0),
-        Landing::Refused
-    );
+    assert_eq!(w.land.handle_landed(now, l), Landing::Refused);
     assert_eq!(w.land.stats().malformed, before + 6);
     assert!(w.land.poll_completion().is_none());
 }
@@ -563,5 +552,80 @@ fn a_write_under_way_names_exactly_its_own_remaining_bytes() {
         }
         // a QP that does not exist has nothing under way
         assert_eq!(w.copy.write_under_way(w.qb ^ 0x55), None);
+    }
+}
+
+impl Twins {
+    /// Post a SEND of `len` bytes from source offset `from`; its datagrams.
+    fn send(&mut self, from: u64, len: u32) -> Vec<Vec<u8>> {
+        let sge = Sge {
+            lkey: self.src.lkey,
+            va: 0x10_0000 + from,
+            len,
+        };
+        self.a
+            .post_send(self.qa, SendWr::new(2, SendOp::Send, sge))
+            .unwrap();
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
+            out.push(buf[..t.len].to_vec());
+        }
+        out
+    }
+
+    /// Give a SEND's datagram to the copying twin, and to the landing twin landed at
+    /// `dest` of the receive region.
+    fn feed_send(&mut self, d: &[u8], dest: usize) -> Landing {
+        let (src, dst) = (addr("10.0.0.1:4791"), addr("10.0.0.2:4791"));
+        let payload = d;
+        self.copy.handle_datagram(
+            self.now,
+            Datagram {
+                src,
+                dst,
+                ip_header: None,
+                payload,
+            },
+        );
+        land(&mut self.land, d, self.recv.lkey, dest)
+    }
+}
+
+#[test]
+fn landed_sends_go_to_their_receive_in_place_or_copied() {
+    for t in [QpType::Uc, QpType::Rc] {
+        let mut w = Twins::new(t);
+        let under = |w: &Twins, k| w.land.recv_under_way(w.qb, k).map(|u| (u.offset, u.len));
+        // the posted receives: 1024 bytes each at offsets 0, 1024, …
+        assert_eq!(under(&w, 0), Some((0, 1024)), "{t:?}");
+        assert_eq!(under(&w, 3), Some((3 * 1024, 1024)), "{t:?}");
+        assert_eq!(under(&w, 8), None, "{t:?}: only eight are posted");
+        // where its receive puts it: left there
+        let one = w.send(0, 700);
+        assert_eq!(one.len(), 1);
+        let l = w.feed_send(&one[0], 0);
+        assert_eq!(l, Landing::Received { in_place: true }, "{t:?}");
+        assert_eq!(under(&w, 0), Some((1024, 1024)), "{t:?}: the next receive");
+        // landed in another place: copied to its receive
+        let two = w.send(3000, 900);
+        let l = w.feed_send(&two[0], 5 * 1024);
+        assert_eq!(l, Landing::Received { in_place: false }, "{t:?}");
+        let (c, l) = (
+            w.copy.mr(w.recv.lkey).unwrap().bytes()[..2048].to_vec(),
+            w.land.mr(w.recv.lkey).unwrap().bytes()[..2048].to_vec(),
+        );
+        assert!(c == l, "{t:?}: the receives' bytes");
+        assert_eq!(
+            &l[1024..1924],
+            &(3000..3900)
+                .map(|i| (i * 7 + i / 251) as u8)
+                .collect::<Vec<_>>()[..]
+        );
+        // a corrupted one is refused, and completes nothing
+        let mut bad = w.send(0, 100);
+        bad[0][20] ^= 1;
+        assert_eq!(w.feed_send(&bad[0], 2 * 1024), Landing::Refused, "{t:?}");
+        w.assert_same(0..REGION);
     }
 }

@@ -103,6 +103,22 @@ pub struct WriteUnderWay {
     pub psn: u32,
 }
 
+/// Where the payloads of a SEND message a QP receives go ([`Endpoint::recv_under_way`]):
+/// bytes `offset..offset + len` of region `lkey`, in packets of `mtu` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvUnderWay {
+    /// The region (its local key).
+    pub lkey: u32,
+    /// Where in it the message's next payload goes …
+    pub offset: usize,
+    /// … and how many bytes of the receive's first scatter entry are left from there.
+    pub len: usize,
+    /// Payload bytes of every packet but a message's last.
+    pub mtu: usize,
+    /// The message is under way (its next packet is a MIDDLE or LAST, not a FIRST or ONLY).
+    pub under_way: bool,
+}
+
 /// What became of a [`Landed`] payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[must_use]
@@ -212,10 +228,49 @@ impl Endpoint {
         })
     }
 
-    /// Process a received RDMA WRITE (RC or UC, any of FIRST/MIDDLE/LAST/ONLY, with or
-    /// without immediate) or UD SEND whose payload already sits in a region (see
-    /// [`Landed`]); a SEND completes the next posted receive as it would as a datagram,
-    /// its payload left in place when that is where the receive puts it. It is
+    /// Where the next payloads of SEND messages to QP `qpn` go, for a backend that lands
+    /// payloads ([`Endpoint::landing_zone`]): `k` = 0 is the receive of the message under
+    /// way (from where its next payload goes) or else the next posted one, `k` = 1 the
+    /// receive after it, and so on. `None` past the posted receives, while a WRITE is under
+    /// way, for a QP that is not an RC or UC one receiving, or where the receive's first
+    /// scatter entry is no piece of a region that may be written now (access, bounds, held
+    /// pages). Only that first entry is named. These are the buffers of receives posted and
+    /// not completed, which the application gave up to the QP.
+    pub fn recv_under_way(&self, qpn: u32, k: usize) -> Option<RecvUnderWay> {
+        let q = self.qps.get(&qpn)?;
+        if !matches!(q.qp_type, QpType::Rc | QpType::Uc)
+            || !matches!(q.state, QpState::Rtr | QpState::Rts)
+        {
+            return None;
+        }
+        let (recv, at, under_way) = q.recv_under_way(k)?;
+        let sge = *recv.sg_list.as_slice().first()?;
+        let left = u64::from(sge.len).checked_sub(at).filter(|&n| n > 0)?;
+        if sge.is_discard() {
+            return None;
+        }
+        let r = self.mrs.get(sge.lkey).ok()?;
+        if !r.access().contains(crate::Access::LOCAL_WRITE) {
+            return None;
+        }
+        let offset = r.offset_of(sge.va + at, left).ok()?;
+        let len = usize::try_from(left).ok()?;
+        if self.mrs.held(sge.lkey, offset, len) {
+            return None;
+        }
+        Some(RecvUnderWay {
+            lkey: sge.lkey,
+            offset,
+            len,
+            mtu: q.mtu_bytes,
+            under_way,
+        })
+    }
+
+    /// Process a received RDMA WRITE or SEND (RC or UC, any of FIRST/MIDDLE/LAST/ONLY, with
+    /// or without immediate; UD SEND) whose payload already sits in a region (see
+    /// [`Landed`]); a SEND goes to the posted receive it would go to as a datagram, its
+    /// payload left in place when that is where the receive puts it. It is
     /// checked and accounted exactly as by [`Endpoint::handle_datagram`] — ICRC over the
     /// headers, the payload where it landed and the tail; QP, peer, P_Key, state and PSN;
     /// R_Key, access and bounds of the destination — and advances the QP's state and
@@ -241,9 +296,7 @@ impl Endpoint {
         let pad = usize::from(ib.bth.pad_count & 3);
         let (Some(payload), true) = (
             payload,
-            (ib.bth.opcode.is_write()
-                || ib.bth.opcode == Opcode::UD_SEND_ONLY
-                || ib.bth.opcode == Opcode::UD_SEND_ONLY_WITH_IMMEDIATE)
+            (ib.bth.opcode.is_write() || ib.bth.opcode.is_send())
                 && ib.bth.tver == 0
                 && d.tail.len() == pad + ICRC_LEN
                 && d.tail[..pad].iter().all(|&b| b == 0),

@@ -9,7 +9,7 @@ impl Qp {
         &mut self,
         src: SocketAddr,
         ib: &IbRepr,
-        payload: &[u8],
+        payload: Payload<'_>,
         mrs: &mut MrTable,
         sinks: &mut Sinks,
     ) -> Result<(), Refuse> {
@@ -59,9 +59,13 @@ impl Qp {
             sinks.cqs.push(self.recv_cq, wc);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
-        if !payload.is_empty() {
-            match mrs.scatter(&recv.sg_list, m.offset, payload) {
-                Ok(()) => {}
+        if payload.len() > 0 {
+            match place_send(mrs, &recv.sg_list, m.offset, payload) {
+                Ok(in_place) => {
+                    if let Payload::Landed { .. } = payload {
+                        sinks.landing = Some(crate::Landing::Received { in_place });
+                    }
+                }
                 Err(_) => {
                     self.resp.msg = None;
                     let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, 0, src);
@@ -69,6 +73,9 @@ impl Qp {
                     return Err(Refuse::Nak(NakCode::RemoteOperationalError));
                 }
             }
+        }
+        if payload.len() == 0 && matches!(payload, Payload::Landed { .. }) {
+            sinks.landing = Some(crate::Landing::Received { in_place: true });
         }
         m.offset += payload.len() as u64;
         if end {
@@ -351,5 +358,41 @@ impl Qp {
             });
         }
         faults
+    }
+}
+
+/// Put a SEND's payload at `offset` of the message scattered into `sg`: copied from a
+/// datagram, or — landed in a region — left where it is when that is where the receive
+/// puts it (true), else copied there. Checked before anything is written.
+fn place_send(
+    mrs: &mut MrTable,
+    sg: &crate::wr::SgList,
+    offset: u64,
+    payload: Payload<'_>,
+) -> Result<bool, AccessError> {
+    match payload {
+        Payload::Bytes(b) => mrs.scatter(sg, offset, b).map(|()| false),
+        Payload::Landed {
+            lkey,
+            offset: at,
+            len,
+        } => {
+            mrs.check_scatter(sg, offset, len as u64)?;
+            if mrs.scatters_to(sg, offset, len as u64, lkey, at) {
+                return Ok(true);
+            }
+            // landed elsewhere: copied to its receive (the landing bounds were checked)
+            let oob = AccessError::OutOfBounds {
+                va: at as u64,
+                len: len as u64,
+            };
+            let bytes = mrs
+                .get(lkey)?
+                .bytes()
+                .get(at..at + len)
+                .ok_or(oob)?
+                .to_vec();
+            mrs.scatter(sg, offset, &bytes).map(|()| false)
+        }
     }
 }

@@ -76,7 +76,7 @@ impl Responder {
 }
 
 /// A request's payload: bytes of a datagram, or bytes a backend already put into a region
-/// (`Endpoint::handle_landed`; only RDMA WRITEs arrive that way).
+/// (`Endpoint::handle_landed`: RDMA WRITEs and SENDs).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Payload<'a> {
     Bytes(&'a [u8]),
@@ -114,6 +114,18 @@ impl Qp {
                 self.resp.epsn,
             )),
             _ => None,
+        }
+    }
+
+    /// The receive the `k`-th SEND message from now completes (0: the one under way, else
+    /// the next posted), where in it the message's next payload goes, and whether that
+    /// message is under way; `None` past the posted receives or while a WRITE is.
+    pub(crate) fn recv_under_way(&self, k: usize) -> Option<(RecvWr, u64, bool)> {
+        match self.resp.msg {
+            Some(m) if m.write => None,
+            Some(m) if k == 0 => m.recv.map(|r| (r, m.offset, true)),
+            Some(_) => self.rq.get(k - 1).map(|r| (*r, 0, false)),
+            None => self.rq.get(k).map(|r| (*r, 0, false)),
         }
     }
 

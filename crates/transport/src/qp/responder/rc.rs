@@ -37,10 +37,7 @@ impl Qp {
         self.resp.nak_sent = false;
         let op = ib.bth.opcode;
         let result = if op.is_send() {
-            match payload {
-                Payload::Bytes(b) => self.rc_uc_send(src, ib, b, mrs, sinks),
-                Payload::Landed { .. } => Err(Refuse::Nak(NakCode::InvalidRequest)),
-            }
+            self.rc_uc_send(src, ib, payload, mrs, sinks)
         } else if op.is_write() {
             self.rc_uc_write(src, ib, payload, mrs, sinks)
         } else if op == Opcode::RC_RDMA_READ_REQUEST {
