@@ -245,6 +245,15 @@ pub struct LandingStats {
     pub refused: u64,
 }
 
+impl std::ops::AddAssign for LandingStats {
+    fn add_assign(&mut self, o: LandingStats) {
+        self.in_place += o.in_place;
+        self.moved += o.moved;
+        self.gathered += o.gathered;
+        self.refused += o.refused;
+    }
+}
+
 /// What [`LandingRx::handle_next`] did with a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handled {

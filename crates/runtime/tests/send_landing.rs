@@ -7,14 +7,15 @@
 //! as a bandwidth server posts them. The landing path must be taken, and left, on the way.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use rocelink_io::udp::{UdpConfig, UdpSocket};
-use rocelink_runtime::{Driver, LandingStats, Plan};
-use rocelink_testkit::faults::{Fault, faulty, send_runs};
-use rocelink_transport::sim::{Rng, connect};
+use rocelink_runtime::{Driver, LandingStats, Plan, Predictor};
+use rocelink_testkit::faults::{record_run, seeded};
+use rocelink_transport::sim::connect;
 use rocelink_transport::*;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MTU: usize = 1024;
 /// FIRST, three MIDDLEs and a short LAST: a sender's runs end at each message's LAST.
@@ -76,35 +77,7 @@ fn packets(t: QpType, from: SocketAddr, to: SocketAddr, msg: usize) -> Vec<Vec<u
         a.post_send(qa, SendWr::new(i as u64, SendOp::Send, sge))
             .unwrap();
     }
-    let now = Instant::now();
-    let (mut out, mut buf) = (Vec::new(), Vec::new());
-    for _ in 0..10_000 {
-        let mut moved = false;
-        while let Some(tx) = a.poll_transmit(now, &mut buf) {
-            out.push(buf[..tx.len].to_vec());
-            let d = Datagram {
-                src: from,
-                dst: to,
-                ip_header: None,
-                payload: &buf[..tx.len],
-            };
-            twin.handle_datagram(now, d);
-            moved = true;
-        }
-        while let Some(tx) = twin.poll_transmit(now, &mut buf) {
-            let d = Datagram {
-                src: to,
-                dst: from,
-                ip_header: None,
-                payload: &buf[..tx.len],
-            };
-            a.handle_datagram(now, d);
-            moved = true;
-        }
-        if !moved {
-            break;
-        }
-    }
+    let out = record_run(&mut a, from, &mut twin, to);
     assert_eq!(
         out.len(),
         MSGS * msg.div_ceil(MTU),
@@ -113,43 +86,12 @@ fn packets(t: QpType, from: SocketAddr, to: SocketAddr, msg: usize) -> Vec<Vec<u
     out
 }
 
-/// A fault for every packet, the same for a seed (as for WRITEs): UC every kind; RC only
-/// a duplicate or a corrupted copy before the real packet.
+/// The seeded faults of the WRITE test; seed 0: a clean stream.
 fn wire(t: QpType, pkts: &[Vec<u8>], seed: u64) -> Vec<Vec<u8>> {
-    if seed == 0 {
-        return pkts.to_vec(); // a clean stream
+    match seed {
+        0 => pkts.to_vec(),
+        _ => seeded(pkts, seed, t == QpType::Rc),
     }
-    let mut rng = Rng::new(seed);
-    if t == QpType::Uc {
-        let faults: Vec<Fault> = (0..pkts.len())
-            .map(|_| match rng.below(100) {
-                0..=2 => Fault::Drop,
-                3..=5 => Fault::Duplicate,
-                6..=8 => Fault::SwapWithNext,
-                9..=11 => Fault::Corrupt,
-                _ => Fault::None,
-            })
-            .collect();
-        return faulty(pkts, &faults);
-    }
-    let mut out = Vec::new();
-    for p in pkts {
-        match rng.below(100) {
-            0..=5 => {
-                let mut bad = p.clone();
-                let k = bad.len() / 2;
-                bad[k] ^= 0x5A;
-                out.push(bad);
-                out.push(p.clone());
-            }
-            6..=11 => {
-                out.push(p.clone());
-                out.push(p.clone());
-            }
-            _ => out.push(p.clone()),
-        }
-    }
-    out
 }
 
 /// What a receiver completed, its region and what the landing receive did.
@@ -185,28 +127,8 @@ fn receive(t: QpType, land: bool, gro: bool, shared: bool, seed: u64, shape: Sha
     let mut drv = Driver::new(bsock);
     let mut completions = Vec::new();
     let mut predict = |ep: &Endpoint, plan: &mut Plan| plan.expect_sends(ep, QB);
-    let sent = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let (w, sent) = (&w, &sent);
-        s.spawn(move || {
-            send_runs(&asock, ba, w, shape.pause);
-            sent.store(true, Ordering::Relaxed);
-        });
-        let end = Instant::now() + Duration::from_secs(20);
-        let done = |_: &mut Endpoint| sent.load(Ordering::Relaxed);
-        if land {
-            drv.run_landing(&mut b, end, &mut predict, done).unwrap();
-        } else {
-            drv.run(&mut b, end, done).unwrap();
-        }
-    });
-    let rest = Instant::now() + Duration::from_millis(300);
-    if land {
-        drv.run_landing(&mut b, rest, &mut predict, |_| false)
-            .unwrap();
-    } else {
-        drv.run(&mut b, rest, |_| false).unwrap();
-    }
+    let predict: Option<&mut Predictor<'_>> = land.then_some(&mut predict);
+    common::receive_wire(&mut drv, &mut b, predict, (asock, ba), &w, shape.pause);
     // (the sender's port differs between runs)
     completions.extend(
         std::iter::from_fn(|| b.poll_completion()).map(|wc| WorkCompletion { src: None, ..wc }),
@@ -306,18 +228,10 @@ fn same_as_copying(t: QpType, gro: bool) {
                 "{what}: {:?}",
                 landed.stats
             );
-            took.in_place += landed.stats.in_place;
-            took.moved += landed.stats.moved;
-            took.gathered += landed.stats.gathered;
-            took.refused += landed.stats.refused;
+            took += landed.stats;
         }
     }
-    assert!(
-        took.in_place as usize > MSGS * 3,
-        "{t:?} GRO {gro}: {took:?}"
-    );
-    assert!(took.refused > 0, "{t:?} GRO {gro}: {took:?}");
-    assert!(took.gathered + took.moved > 0, "{t:?} GRO {gro}: {took:?}");
+    common::assert_taken_and_left(took, MSGS * 3, &format!("{t:?} GRO {gro}"));
 }
 
 #[test]

@@ -7,14 +7,15 @@
 //! ranges; and the landing path must have been taken, and left, on the way.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use rocelink_io::udp::{UdpConfig, UdpSocket};
-use rocelink_runtime::{Driver, LandingStats, Plan};
-use rocelink_testkit::faults::{Fault, faulty, send_runs};
-use rocelink_transport::sim::{Rng, connect};
+use rocelink_runtime::{Driver, LandingStats, Plan, Predictor};
+use rocelink_testkit::faults::{record_run, seeded};
+use rocelink_transport::sim::connect;
 use rocelink_transport::*;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MTU: usize = 1024;
 /// FIRST, three MIDDLEs and a short LAST.
@@ -67,72 +68,8 @@ fn packets(t: QpType, from: SocketAddr, to: SocketAddr) -> Vec<Vec<u8>> {
         let wr = SendWr::new(i as u64, op, sge);
         a.post_send(qa, wr).unwrap();
     }
-    let now = Instant::now();
-    let (mut out, mut buf) = (Vec::new(), Vec::new());
-    for _ in 0..10_000 {
-        let mut moved = false;
-        while let Some(tx) = a.poll_transmit(now, &mut buf) {
-            out.push(buf[..tx.len].to_vec());
-            let d = Datagram {
-                src: from,
-                dst: to,
-                ip_header: None,
-                payload: &buf[..tx.len],
-            };
-            twin.handle_datagram(now, d);
-            moved = true;
-        }
-        while let Some(tx) = twin.poll_transmit(now, &mut buf) {
-            let d = Datagram {
-                src: to,
-                dst: from,
-                ip_header: None,
-                payload: &buf[..tx.len],
-            };
-            a.handle_datagram(now, d);
-            moved = true;
-        }
-        if !moved {
-            break;
-        }
-    }
+    let out = record_run(&mut a, from, &mut twin, to);
     assert_eq!(out.len(), MSGS * 5, "every packet went out once");
-    out
-}
-
-/// A fault for every packet, the same for a seed: UC takes every kind; RC only what leaves
-/// the real packets in order (a duplicate, or a corrupted copy before the real one).
-fn wire(t: QpType, pkts: &[Vec<u8>], seed: u64) -> Vec<Vec<u8>> {
-    let mut rng = Rng::new(seed);
-    if t == QpType::Uc {
-        let faults: Vec<Fault> = (0..pkts.len())
-            .map(|_| match rng.below(100) {
-                0..=2 => Fault::Drop,
-                3..=5 => Fault::Duplicate,
-                6..=8 => Fault::SwapWithNext,
-                9..=11 => Fault::Corrupt,
-                _ => Fault::None,
-            })
-            .collect();
-        return faulty(pkts, &faults);
-    }
-    let mut out = Vec::new();
-    for p in pkts {
-        match rng.below(100) {
-            0..=5 => {
-                let mut bad = p.clone();
-                let k = bad.len() / 2;
-                bad[k] ^= 0x5A;
-                out.push(bad);
-                out.push(p.clone());
-            }
-            6..=11 => {
-                out.push(p.clone());
-                out.push(p.clone());
-            }
-            _ => out.push(p.clone()),
-        }
-    }
     out
 }
 
@@ -162,37 +99,17 @@ fn receive(t: QpType, land: bool, gro: bool, seed: u64) -> Seen {
     let mut a = Endpoint::new(EndpointConfig::new(aa));
     let qa = a.create_qp_numbered(QA, QpInit::new(t)).unwrap();
     connect(&mut a, qa, &mut b, qb, Mtu::M1024, PSN_A, 0, 0).unwrap();
-    let w = wire(t, &packets(t, aa, ba), seed);
+    let w = seeded(&packets(t, aa, ba), seed, t == QpType::Rc);
     let mut drv = Driver::new(bsock);
-    let sent = AtomicBool::new(false);
     let mut predict = |ep: &Endpoint, plan: &mut Plan| {
         if !plan.expect_write(ep, qb) {
             plan.next_alone();
         }
         true
     };
-    std::thread::scope(|s| {
-        let (w, sent) = (&w, &sent);
-        s.spawn(move || {
-            send_runs(&asock, ba, w, Duration::from_micros(200));
-            sent.store(true, Ordering::Relaxed);
-        });
-        let end = Instant::now() + Duration::from_secs(20);
-        let done = |_: &mut Endpoint| sent.load(Ordering::Relaxed);
-        if land {
-            drv.run_landing(&mut b, end, &mut predict, done).unwrap();
-        } else {
-            drv.run(&mut b, end, done).unwrap();
-        }
-    });
-    // what is still queued after the sender finished
-    let rest = Instant::now() + Duration::from_millis(300);
-    if land {
-        drv.run_landing(&mut b, rest, &mut predict, |_| false)
-            .unwrap();
-    } else {
-        drv.run(&mut b, rest, |_| false).unwrap();
-    }
+    let predict: Option<&mut Predictor<'_>> = land.then_some(&mut predict);
+    let pause = Duration::from_micros(200);
+    common::receive_wire(&mut drv, &mut b, predict, (asock, ba), &w, pause);
     Seen {
         events: std::iter::from_fn(|| b.poll_event()).collect(),
         region: b.mr(KEY).unwrap().bytes().to_vec(),
@@ -251,19 +168,9 @@ fn same_as_copying(t: QpType, gro: bool) {
         } else {
             assert!(n < MSGS, "{what}: no fault showed");
         }
-        took.in_place += landed.stats.in_place;
-        took.moved += landed.stats.moved;
-        took.gathered += landed.stats.gathered;
-        took.refused += landed.stats.refused;
+        took += landed.stats;
     }
-    // taken (most MIDDLEs and LASTs in place) and left (a corrupted payload refused where
-    // it landed, a packet that did not fit its slot gathered or one in another's moved)
-    assert!(
-        took.in_place as usize > MSGS * 3,
-        "{t:?} GRO {gro}: {took:?}"
-    );
-    assert!(took.refused > 0, "{t:?} GRO {gro}: {took:?}");
-    assert!(took.gathered + took.moved > 0, "{t:?} GRO {gro}: {took:?}");
+    common::assert_taken_and_left(took, MSGS * 3, &format!("{t:?} GRO {gro}"));
 }
 
 #[test]

@@ -127,12 +127,7 @@ impl Twins {
             marks: 0,
         };
         self.a.post_send(self.qa, wr).unwrap();
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
-        while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
-            out.push(buf[..t.len].to_vec());
-        }
-        out
+        self.sent()
     }
 
     /// Give one datagram to the copying twin, and to the landing twin as a landed payload at
@@ -556,6 +551,16 @@ fn a_write_under_way_names_exactly_its_own_remaining_bytes() {
 }
 
 impl Twins {
+    /// What the sender sends now.
+    fn sent(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
+            out.push(buf[..t.len].to_vec());
+        }
+        out
+    }
+
     /// Post a SEND of `len` bytes from source offset `from`; its datagrams.
     fn send(&mut self, from: u64, len: u32) -> Vec<Vec<u8>> {
         let sge = Sge {
@@ -566,12 +571,7 @@ impl Twins {
         self.a
             .post_send(self.qa, SendWr::new(2, SendOp::Send, sge))
             .unwrap();
-        let mut out = Vec::new();
-        let mut buf = Vec::new();
-        while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
-            out.push(buf[..t.len].to_vec());
-        }
-        out
+        self.sent()
     }
 
     /// Give a SEND's datagram to the copying twin, and to the landing twin landed at

@@ -166,10 +166,7 @@ fn same_as_copying(gro: bool) {
             landed.iter().any(|s| !s.0.3),
             "seed {seed}: no fault showed"
         );
-        took.in_place += stats.in_place;
-        took.moved += stats.moved;
-        took.gathered += stats.gathered;
-        took.refused += stats.refused;
+        took += stats;
     }
     // the landing path was taken, and left (a corrupted payload refused where it landed,
     // a message that did not fit its slot gathered or one in another's place moved)

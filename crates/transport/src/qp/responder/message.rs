@@ -60,7 +60,7 @@ impl Qp {
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
         if payload.len() > 0 {
-            match place_send(mrs, &recv.sg_list, m.offset, payload) {
+            match place_payload(mrs, &recv.sg_list, m.offset, payload) {
                 Ok(in_place) => {
                     if let Payload::Landed { .. } = payload {
                         sinks.landing = Some(crate::Landing::Received { in_place });
@@ -358,41 +358,5 @@ impl Qp {
             });
         }
         faults
-    }
-}
-
-/// Put a SEND's payload at `offset` of the message scattered into `sg`: copied from a
-/// datagram, or — landed in a region — left where it is when that is where the receive
-/// puts it (true), else copied there. Checked before anything is written.
-fn place_send(
-    mrs: &mut MrTable,
-    sg: &crate::wr::SgList,
-    offset: u64,
-    payload: Payload<'_>,
-) -> Result<bool, AccessError> {
-    match payload {
-        Payload::Bytes(b) => mrs.scatter(sg, offset, b).map(|()| false),
-        Payload::Landed {
-            lkey,
-            offset: at,
-            len,
-        } => {
-            mrs.check_scatter(sg, offset, len as u64)?;
-            if mrs.scatters_to(sg, offset, len as u64, lkey, at) {
-                return Ok(true);
-            }
-            // landed elsewhere: copied to its receive (the landing bounds were checked)
-            let oob = AccessError::OutOfBounds {
-                va: at as u64,
-                len: len as u64,
-            };
-            let bytes = mrs
-                .get(lkey)?
-                .bytes()
-                .get(at..at + len)
-                .ok_or(oob)?
-                .to_vec();
-            mrs.scatter(sg, offset, &bytes).map(|()| false)
-        }
     }
 }

@@ -3,9 +3,9 @@
 //! and their replay, MSN; UC drop-to-next-message; UD Q_Key and GRH slot.
 
 use super::{Qp, QpState, QpType, Sinks, build_datagram, build_packet};
-use crate::Event;
 use crate::mr::{Access, MrTable};
 use crate::wr::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use crate::{AccessError, Event};
 use rocelink_wire::ib::ext::NakCode;
 use rocelink_wire::ib::{AethRepr, BthRepr, GSI_QKEY, IbRepr, Opcode, grh, psn};
 use std::collections::VecDeque;
@@ -92,6 +92,42 @@ impl Payload<'_> {
         match self {
             Payload::Bytes(b) => b.len(),
             Payload::Landed { len, .. } => *len,
+        }
+    }
+}
+
+/// Put a received payload at `offset` of the message scattered into `sg`: copied from a
+/// datagram, or — landed in a region — left where it is when that is where the receive
+/// puts it (true), else copied there. Checked before anything is written.
+pub(super) fn place_payload(
+    mrs: &mut MrTable,
+    sg: &crate::wr::SgList,
+    offset: u64,
+    payload: Payload<'_>,
+) -> Result<bool, AccessError> {
+    match payload {
+        Payload::Bytes(b) => mrs.scatter(sg, offset, b).map(|()| false),
+        Payload::Landed {
+            lkey,
+            offset: at,
+            len,
+        } => {
+            mrs.check_scatter(sg, offset, len as u64)?;
+            if mrs.scatters_to(sg, offset, len as u64, lkey, at) {
+                return Ok(true);
+            }
+            // landed elsewhere: copied to its receive (the landing bounds were checked)
+            let oob = AccessError::OutOfBounds {
+                va: at as u64,
+                len: len as u64,
+            };
+            let bytes = mrs
+                .get(lkey)?
+                .bytes()
+                .get(at..at + len)
+                .ok_or(oob)?
+                .to_vec();
+            mrs.scatter(sg, offset, &bytes).map(|()| false)
         }
     }
 }

@@ -46,29 +46,8 @@ impl Qp {
         let mut in_place = false;
         let placed = checked.and_then(|()| {
             mrs.scatter(&recv.sg_list, 0, &slot)?;
-            let at = grh::SLOT_LEN as u64;
-            match payload {
-                Payload::Bytes(b) => mrs.scatter(&recv.sg_list, at, b),
-                Payload::Landed { lkey, offset, len } => {
-                    in_place = mrs.scatters_to(&recv.sg_list, at, len as u64, lkey, offset);
-                    if in_place {
-                        return Ok(());
-                    }
-                    // landed elsewhere (a datagram before it was refused or went the
-                    // other way): copied to its receive (bounds were checked on landing)
-                    let oob = crate::AccessError::OutOfBounds {
-                        va: offset as u64,
-                        len: len as u64,
-                    };
-                    let bytes = mrs
-                        .get(lkey)?
-                        .bytes()
-                        .get(offset..offset + len)
-                        .ok_or(oob)?
-                        .to_vec();
-                    mrs.scatter(&recv.sg_list, at, &bytes)
-                }
-            }
+            in_place = place_payload(mrs, &recv.sg_list, grh::SLOT_LEN as u64, payload)?;
+            Ok(())
         });
         match placed {
             Ok(()) => {
