@@ -5,6 +5,9 @@
 //! with `sendmmsg` or gather-GSO, unpaced or at a target rate. Receivers:
 //!
 //! * **sink** — the baseline: `recvmmsg` (optionally `UDP_GRO`) and count bytes, nothing else.
+//! * **sink-ring** — the sink, but the kernel copies each datagram to the next place of a
+//!   ring as large as rocelink's (in huge pages, as rocelink's): what landing payloads in
+//!   memory that is not in the cache costs by itself, with nothing checked.
 //! * **recv1** — today's HSB Linux receiver path: one `recv()` per packet, a clock read per
 //!   packet, BTH/RETH parse, range check, `memcpy` into the frame buffer, PSN drop counting,
 //!   frame publish on the metadata packet (no ICRC, no QP/R_Key check).
@@ -37,6 +40,7 @@ use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
 use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::net::{CpuTime, pin_current_thread, thread_cpu};
+use rocelink_io::scatter::{ScatterRx, Slot};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_wire::bytes::Mac;
 use std::io;
@@ -178,18 +182,27 @@ fn build_frames(cfg: &StreamConfig, port: u16) -> Vec<Vec<Vec<u8>>> {
         .collect()
 }
 
-/// Send frames until `stop`; returns datagrams sent.
-fn sender(cfg: &StreamConfig, port: u16, stop: &AtomicBool) -> io::Result<u64> {
+/// Send frames until `stop` from `sock` (or a socket bound here, in the device's
+/// namespace); returns datagrams sent.
+fn sender(
+    cfg: &StreamConfig,
+    port: u16,
+    stop: &AtomicBool,
+    sock: Option<UdpSocket>,
+) -> io::Result<u64> {
     if cfg.pin {
         let _ = pin_current_thread(cfg.cpus.0);
     }
     if let Some(v) = &cfg.veth {
         rocelink_io::net::enter_netns(&v.ns_a)?;
     }
-    let sock = UdpSocket::bind(
-        SocketAddr::new(IpAddr::V4(cfg.device), rocelink_wire::hsb::DATA_SOURCE_PORT),
-        &UdpConfig::default(),
-    )?;
+    let sock = match sock {
+        Some(s) => s,
+        None => UdpSocket::bind(
+            SocketAddr::new(IpAddr::V4(cfg.device), rocelink_wire::hsb::DATA_SOURCE_PORT),
+            &UdpConfig::default(),
+        )?,
+    };
     let frames = build_frames(cfg, port);
     let dst = SocketAddr::new(IpAddr::V4(cfg.host), port);
     let start = Instant::now();
@@ -253,6 +266,82 @@ fn sink(sock: &UdpSocket, stop: &AtomicBool) -> io::Result<RxOut> {
             received += 1;
             bytes += seg.len().saturating_sub(32) as u64; // payload of a data packet
         }
+    }
+    Ok(RxOut {
+        received,
+        bytes,
+        cpu: thread_cpu() - cpu0,
+        frames: (0, 0),
+    })
+}
+
+/// The sink into a ring: each receive lands at the ring's next bytes (with GRO one
+/// message of up to 64 KiB; without, up to 64 datagrams, each in a 9 216-byte slot of its
+/// own), and the next receive lands after it on a cache line, wrapping to the start where
+/// a receive would not fit.
+struct RingSink {
+    ring: rocelink_io::aligned::AlignedBuf,
+    rx: ScatterRx,
+    plan: Vec<Slot>,
+    at: usize,
+    /// Bytes per message, messages per receive.
+    per: usize,
+    msgs: usize,
+}
+
+impl RingSink {
+    /// A ring of at least `len` bytes, in huge pages where the kernel gives them.
+    fn new(len: usize, gro: bool) -> RingSink {
+        let (per, msgs) = if gro { (65_536, 1) } else { (9_216, 64) };
+        RingSink {
+            ring: rocelink_io::aligned::AlignedBuf::huge_zeroed(len.max(per * msgs)),
+            rx: ScatterRx::new(64),
+            plan: Vec::with_capacity(msgs),
+            at: 0,
+            per,
+            msgs,
+        }
+    }
+
+    /// One receive without waiting: (segments, payload bytes as the sink counts them).
+    fn recv(&mut self, sock: &UdpSocket) -> io::Result<(u64, u64)> {
+        let region = self.ring.as_mut();
+        if self.at + self.per * self.msgs > region.len() {
+            self.at = 0;
+        }
+        let (at, per) = (self.at, self.per);
+        self.plan.clear();
+        self.plan.extend((0..self.msgs).map(|m| Slot {
+            head: 0,
+            body: at + m * per..at + (m + 1) * per,
+            tail: 0,
+        }));
+        let n = self.rx.recv(sock, region, &self.plan, 1, self.msgs)?;
+        let (mut segs, mut bytes, mut end) = (0, 0, at);
+        for (m, meta) in self.rx.meta().iter().enumerate().take(n) {
+            end = at + m * per + meta.len.min(per);
+            let k = meta.len.div_ceil(meta.segment.max(1)) as u64;
+            segs += k;
+            bytes += (meta.len as u64).saturating_sub(32 * k);
+        }
+        self.at = end.next_multiple_of(64);
+        Ok((segs, bytes))
+    }
+}
+
+/// [`sink`] into a [`RingSink`] of `len` bytes.
+fn sink_ring(sock: &UdpSocket, len: usize, stop: &AtomicBool) -> io::Result<RxOut> {
+    let mut ring = RingSink::new(len, sock.gro());
+    let cpu0 = thread_cpu();
+    let (mut received, mut bytes) = (0u64, 0u64);
+    while !stop.load(Ordering::Relaxed) {
+        let (n, b) = ring.recv(sock)?;
+        if n == 0 {
+            sock.wait_readable(Some(Duration::from_millis(5)))?;
+            continue;
+        }
+        received += n;
+        bytes += b;
     }
     Ok(RxOut {
         received,
@@ -326,6 +415,17 @@ fn recv1(sock: &std::net::UdpSocket, cfg: &StreamConfig, stop: &AtomicBool) -> i
     })
 }
 
+/// Bytes of the ring rocelink's receiver lands the stream in.
+fn ring_len(cfg: &StreamConfig) -> usize {
+    let mut rc = ReceiverConfig::new(
+        SocketAddr::new(IpAddr::V4(cfg.host), 0),
+        cfg.device,
+        cfg.frame,
+    );
+    rc.pages = PAGES;
+    Receiver::ring_len(&rc)
+}
+
 fn rocelink_rx(
     cfg: &StreamConfig,
     fast_path: bool,
@@ -390,7 +490,49 @@ fn rocelink_rx(
     })
 }
 
+/// The device's socket over loopback: port 12288 (HSB's data source port) on the
+/// configured device address, or on the next free one of its /24 when another run holds
+/// it. Returns the socket and the address it took.
+fn bind_device(cfg: &StreamConfig) -> io::Result<(UdpSocket, Ipv4Addr)> {
+    let [a, b, c, first] = cfg.device.octets();
+    for last in first..=254 {
+        let ip = Ipv4Addr::new(a, b, c, last);
+        if ip == cfg.host {
+            continue;
+        }
+        let at = SocketAddr::new(IpAddr::V4(ip), rocelink_wire::hsb::DATA_SOURCE_PORT);
+        match UdpSocket::bind(at, &UdpConfig::default()) {
+            Ok(sock) => return Ok((sock, ip)),
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("bind {at}: {e}"))),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!(
+            "port {} is taken on every address from {} to {a}.{b}.{c}.254",
+            rocelink_wire::hsb::DATA_SOURCE_PORT,
+            cfg.device
+        ),
+    ))
+}
+
 fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
+    // over loopback the device's socket is bound first, so the receiver expects the
+    // address it got (a veth run binds it in the device's namespace)
+    let (dev_sock, cfg) = match cfg.veth {
+        None => {
+            let (sock, device) = bind_device(cfg)?;
+            (
+                Some(sock),
+                &StreamConfig {
+                    device,
+                    ..cfg.clone()
+                },
+            )
+        }
+        Some(_) => (None, cfg),
+    };
     let stop_rx = Arc::new(AtomicBool::new(false));
     let stop_tx = Arc::new(AtomicBool::new(false));
     let (port_tx, port_rx) = std::sync::mpsc::channel();
@@ -415,6 +557,18 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
                 )?;
                 let _ = port_tx.send(sock.local_addr().port());
                 sink(&sock, &s)
+            }
+            "sink-ring" => {
+                let sock = UdpSocket::bind(
+                    SocketAddr::new(IpAddr::V4(c.host), 0),
+                    &UdpConfig {
+                        recv_buffer: c.rcvbuf,
+                        gro: c.gro,
+                        ..UdpConfig::default()
+                    },
+                )?;
+                let _ = port_tx.send(sock.local_addr().port());
+                sink_ring(&sock, ring_len(&c), &s)
             }
             "recv1" => {
                 // as HSB's linux_receiver: SO_RCVBUF = frame size rounded up to 64 KiB
@@ -448,7 +602,7 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
     let sent = Arc::new(AtomicU64::new(0));
     let (c, st, sn) = (cfg.clone(), stop_tx.clone(), sent.clone());
     let tx = std::thread::spawn(move || -> io::Result<()> {
-        sn.store(sender(&c, port, &st)?, Ordering::Relaxed);
+        sn.store(sender(&c, port, &st, dev_sock)?, Ordering::Relaxed);
         Ok(())
     });
     let t0 = Instant::now();
@@ -486,7 +640,7 @@ pub const RECEIVERS: [&str; 3] = ["sink", "recv1", "rocelink"];
 /// Every receiver: the default three, `generic` (rocelink's receiver with the fast path
 /// off: every datagram through the generic transport endpoint) and `xdp` (over AF_XDP, on
 /// a veth link).
-pub const ALL_RECEIVERS: [&str; 5] = ["sink", "recv1", "rocelink", "generic", "xdp"];
+pub const ALL_RECEIVERS: [&str; 6] = ["sink", "sink-ring", "recv1", "rocelink", "generic", "xdp"];
 
 fn check(cfg: &StreamConfig) -> io::Result<()> {
     if cfg.payload == 0 || !cfg.payload.is_multiple_of(128) || cfg.payload > 8064 {
@@ -592,4 +746,54 @@ pub fn no_loss(cfg: &StreamConfig, unpaced: &[StreamResult], steps: usize) -> io
         steps,
         found,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Receive until `want` segments came (at most 2 s).
+    fn recv_n(ring: &mut RingSink, sock: &UdpSocket, want: u64) -> (u64, u64) {
+        let give_up = Instant::now() + Duration::from_secs(2);
+        let (mut n, mut b) = (0, 0);
+        while n < want && Instant::now() < give_up {
+            let (k, x) = ring.recv(sock).unwrap();
+            if k == 0 {
+                sock.wait_readable(Some(Duration::from_millis(10))).unwrap();
+            }
+            n += k;
+            b += x;
+        }
+        (n, b)
+    }
+
+    #[test]
+    fn the_ring_sink_lands_each_datagram_in_its_slot_and_wraps() {
+        let sock = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut ring = RingSink::new(0, false);
+        let dgrams: Vec<Vec<u8>> = [100usize, 200, 50]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| (0..len).map(|b| (b * 7 + i * 31) as u8).collect())
+            .collect();
+        for d in &dgrams {
+            tx.send_to(d, sock.local_addr()).unwrap();
+        }
+        let (n, bytes) = recv_n(&mut ring, &sock, 3);
+        assert_eq!((n, bytes), (3, (100 - 32) + (200 - 32) + (50 - 32)));
+        for (m, d) in dgrams.iter().enumerate() {
+            assert_eq!(
+                &ring.ring.as_ref()[m * 9_216..][..d.len()],
+                &d[..],
+                "datagram {m}"
+            );
+        }
+        // the ring holds one receive's slots: the next receive starts over at 0
+        let last = vec![0xEE; 64];
+        tx.send_to(&last, sock.local_addr()).unwrap();
+        assert_eq!(recv_n(&mut ring, &sock, 1), (1, 32));
+        assert_eq!(&ring.ring.as_ref()[..64], &last[..]);
+        assert_eq!(&ring.ring.as_ref()[9_216..][..200], &dgrams[1][..]);
+    }
 }

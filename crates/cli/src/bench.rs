@@ -172,8 +172,9 @@ pub(crate) struct StreamArgs {
     /// Bisection probes per receiver for --no-loss.
     #[arg(long, default_value = "6", value_parser = crate::args::usize_in(1, 30))]
     steps: usize,
-    /// Receivers to run, comma-separated: sink, recv1, rocelink, generic (rocelink's
-    /// receiver with the fast path off) and xdp (over AF_XDP; --backend xdp). Default:
+    /// Receivers to run, comma-separated: sink, sink-ring (the sink landing datagrams in a
+    /// ring as large as rocelink's), recv1, rocelink, generic (rocelink's receiver with the
+    /// fast path off) and xdp (over AF_XDP; --backend xdp). Default:
     /// sink,recv1,rocelink over loopback, sink,rocelink,xdp with --backend xdp.
     #[arg(long, value_delimiter = ',')]
     receivers: Vec<String>,
@@ -381,6 +382,29 @@ impl StreamView<'_> {
         self.r.iter().any(|x| x.name == n)
     }
 
+    fn cpu(&self, n: &str) -> f64 {
+        self.r.iter().find(|x| x.name == n).map_or(0.0, |x| {
+            x.cpu_percent + if self.xdp { x.irq_percent } else { 0.0 }
+        })
+    }
+
+    /// rocelink's CPU against each socket baseline that ran beside it: CPU % at a paced
+    /// rate (the same goodput), verified Gbit/s per CPU-second unpaced.
+    fn cpu_ratios(&self) -> Vec<(&'static str, f64)> {
+        ["sink", "sink-ring", "recv1"]
+            .into_iter()
+            .filter(|n| self.ran("rocelink") && self.ran(n))
+            .map(|n| {
+                let r = if self.a.rate.is_some() {
+                    ratio(self.cpu("rocelink"), self.cpu(n))
+                } else {
+                    ratio(self.by_cpu("rocelink"), self.by_cpu(n))
+                };
+                (n, r)
+            })
+            .collect()
+    }
+
     fn json(&self) -> Value {
         let (a, ours) = (self.a, self.by("rocelink"));
         let row = |x: &StreamResult| {
@@ -392,7 +416,9 @@ impl StreamView<'_> {
                "backend": a.backend,
                "results": self.r.iter().map(row).collect::<Vec<_>>(),
                "ratio_xdp_to_rocelink_per_cpu": ratio(self.by_cpu("xdp"), self.by_cpu("rocelink")),
-               "ratio_rocelink_to_sink": ratio(ours, self.by("sink")), "ratio_rocelink_to_recv1": ratio(ours, self.by("recv1"))})
+               "ratio_rocelink_to_sink": ratio(ours, self.by("sink")), "ratio_rocelink_to_recv1": ratio(ours, self.by("recv1")),
+               (if a.rate.is_some() { "cpu_ratio_rocelink_to" } else { "per_cpu_ratio_rocelink_to" }):
+                   self.cpu_ratios().into_iter().map(|(n, r)| (n.to_string(), json!(r))).collect::<serde_json::Map<_, _>>()})
     }
 
     fn print(&self) {
@@ -440,7 +466,7 @@ impl StreamView<'_> {
                 x.cpu_user_percent,
                 x.irq_percent,
                 self.per_cpu(x),
-                if x.name == "sink" {
+                if x.name.starts_with("sink") {
                     "-".to_string()
                 } else {
                     format!("{}/{}", x.frames.0, x.frames.1)
@@ -459,6 +485,19 @@ impl StreamView<'_> {
             .collect();
         if !ratios.is_empty() {
             println!("{}", ratios.join(", "));
+        }
+        let cpu: Vec<String> = self
+            .cpu_ratios()
+            .into_iter()
+            .map(|(n, r)| format!("rocelink / {n} = {r:.2}x"))
+            .collect();
+        if !cpu.is_empty() {
+            let what = if self.a.rate.is_some() {
+                "CPU %"
+            } else {
+                "verified Gbit/s per CPU-second"
+            };
+            println!("{what}: {}", cpu.join(", "));
         }
         if self.ran("xdp") && self.ran("rocelink") {
             println!(

@@ -60,6 +60,38 @@ fn bench_stream_reports_three_receivers() {
 }
 
 #[test]
+fn bench_stream_sink_ring_runs_beside_rocelink_and_cpu_is_compared() {
+    let (code, out, err) = common::rocelink(&[
+        "bench",
+        "stream",
+        "--seconds",
+        "0.3",
+        "--json",
+        "--no-pin",
+        "--frame",
+        "65536",
+        "--rate",
+        "0.5",
+        "--receivers",
+        "sink,sink-ring,rocelink",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let r = v["results"].as_array().unwrap();
+    let names: Vec<&str> = r.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["sink", "sink-ring", "rocelink"]);
+    // the ring sink counted what it received as the sink counts it
+    let ring = &r[1];
+    assert!(ring["received"].as_u64().unwrap() > 0, "{ring}");
+    assert!(ring["gbps"].as_f64().unwrap() > 0.0, "{ring}");
+    // paced: rocelink's CPU against both sinks
+    let cpu = v["cpu_ratio_rocelink_to"].as_object().unwrap();
+    let keys: Vec<&str> = cpu.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["sink", "sink-ring"]);
+    assert!(cpu.values().all(|x| x.as_f64().unwrap() > 0.0), "{v}");
+}
+
+#[test]
 fn bench_record_measures_dd_and_the_recorder_and_cleans_up() {
     let dir = common::tmpdir("bench_record");
     let (code, out, err) = common::rocelink(&[
