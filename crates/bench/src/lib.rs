@@ -664,6 +664,49 @@ pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
     cfg.receivers.iter().map(|n| run_one(cfg, n)).collect()
 }
 
+/// [`stream`] `runs` times, the receivers alternating in each round (so the ratios of a
+/// round compare runs minutes apart at most).
+pub fn stream_rounds(cfg: &StreamConfig, runs: usize) -> io::Result<Vec<Vec<StreamResult>>> {
+    (0..runs.max(1)).map(|_| stream(cfg)).collect()
+}
+
+/// Each receiver's medians over `rounds` (every figure the median of its own).
+pub fn medians(rounds: &[Vec<StreamResult>]) -> Vec<StreamResult> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .map(|f| {
+            let all: Vec<&StreamResult> = rounds
+                .iter()
+                .filter_map(|r| r.iter().find(|x| x.name == f.name))
+                .collect();
+            let m = |g: fn(&StreamResult) -> f64| median(all.iter().map(|x| g(x)));
+            let mu = |g: fn(&StreamResult) -> u64| median(all.iter().map(|x| g(x) as f64)) as u64;
+            StreamResult {
+                name: f.name,
+                gbps: m(|x| x.gbps),
+                pps: m(|x| x.pps),
+                loss: m(|x| x.loss),
+                cpu_percent: m(|x| x.cpu_percent),
+                cpu_user_percent: m(|x| x.cpu_user_percent),
+                irq_percent: m(|x| x.irq_percent),
+                sent: mu(|x| x.sent),
+                received: mu(|x| x.received),
+                frames: (mu(|x| x.frames.0), mu(|x| x.frames.1)),
+            }
+        })
+        .collect()
+}
+
+/// The median of `v` (of an even count the upper middle one; 0 when empty).
+pub fn median(v: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = v.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// The highest paced rate at which receiver `name` loses nothing (no datagram lost, no
 /// frame damaged): a bisection of `steps` probes between 0 and `hi_gbps`, each probe
 /// `cfg.seconds` long. Returns the rate and that probe's result (`None` if even the lowest
@@ -765,6 +808,59 @@ mod tests {
             b += x;
         }
         (n, b)
+    }
+
+    fn result(name: &'static str, gbps: f64, cpu: f64, frames: u64) -> StreamResult {
+        StreamResult {
+            name,
+            gbps,
+            pps: 0.0,
+            loss: 0.0,
+            cpu_percent: cpu,
+            cpu_user_percent: 0.0,
+            irq_percent: 0.0,
+            sent: 10,
+            received: frames * 2,
+            frames: (frames, 0),
+        }
+    }
+
+    #[test]
+    fn medians_are_per_receiver_and_per_figure() {
+        let rounds = vec![
+            vec![
+                result("sink", 5.0, 30.0, 0),
+                result("rocelink", 6.0, 40.0, 7),
+            ],
+            // a round may list them in another order
+            vec![
+                result("rocelink", 4.0, 50.0, 9),
+                result("sink", 7.0, 20.0, 0),
+            ],
+            vec![
+                result("sink", 6.0, 25.0, 0),
+                result("rocelink", 5.0, 45.0, 8),
+            ],
+        ];
+        let m = medians(&rounds);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            (m[0].name, m[0].gbps, m[0].cpu_percent),
+            ("sink", 6.0, 25.0)
+        );
+        assert_eq!(
+            (
+                m[1].name,
+                m[1].gbps,
+                m[1].cpu_percent,
+                m[1].frames,
+                m[1].received
+            ),
+            ("rocelink", 5.0, 45.0, (8, 0), 16)
+        );
+        assert_eq!(median([]), 0.0);
+        assert_eq!(median([3.0, 1.0]), 3.0);
+        assert!(medians(&[]).is_empty());
     }
 
     #[test]

@@ -149,11 +149,5 @@ pub fn record(cfg: &RecordBenchConfig) -> io::Result<Vec<RecordRun>> {
 
 /// Median of the named runs' MB/s.
 pub fn median_mbps(runs: &[RecordRun], name: &str) -> f64 {
-    let mut v: Vec<f64> = runs
-        .iter()
-        .filter(|r| r.name == name)
-        .map(RecordRun::mbps)
-        .collect();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+    crate::median(runs.iter().filter(|r| r.name == name).map(RecordRun::mbps))
 }

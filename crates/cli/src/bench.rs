@@ -148,6 +148,10 @@ pub(crate) struct StreamArgs {
     /// Seconds per receiver.
     #[arg(long, default_value = "3", value_parser = crate::args::secs_f64)]
     seconds: f64,
+    /// Rounds of every receiver, alternating (each receiver's medians reported, and each
+    /// ratio's median and range over the rounds).
+    #[arg(long, default_value = "1", value_parser = crate::args::usize_in(1, 50))]
+    runs: usize,
     /// Paced rate in Gbit/s (default: unpaced).
     #[arg(long, value_parser = crate::args::rate)]
     rate: Option<f64>,
@@ -276,8 +280,14 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
         None
     };
     let cfg = stream_config(a, link.as_ref(), receivers);
-    let r = rocelink_bench::stream(&cfg)?;
-    let view = StreamView { a, r: &r, xdp };
+    let rounds = rocelink_bench::stream_rounds(&cfg, a.runs)?;
+    let r = rocelink_bench::medians(&rounds);
+    let view = StreamView {
+        a,
+        r: &r,
+        rounds: &rounds,
+        xdp,
+    };
     if a.json {
         println!("{}", view.json());
     } else {
@@ -349,21 +359,53 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
 }
 
-/// A stream run's results, to print.
+/// A stream run's results, to print: each receiver's medians, and every round.
 struct StreamView<'a> {
     a: &'a StreamArgs,
     r: &'a [StreamResult],
+    rounds: &'a [Vec<StreamResult>],
     xdp: bool,
 }
 
-impl StreamView<'_> {
-    fn by(&self, n: &str) -> f64 {
-        self.r.iter().find(|x| x.name == n).map_or(0.0, |x| x.gbps)
+/// A ratio over the rounds: its median and range.
+#[derive(Clone, Copy)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(v: Vec<f64>) -> Spread {
+        Spread {
+            median: rocelink_bench::median(v.iter().copied()),
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
     }
 
-    /// Verified Gbit/s per CPU-second: the receiver thread, plus softirq over veth.
+    fn show(&self, rounds: usize) -> String {
+        if rounds > 1 {
+            format!("{:.2}x ({:.2}–{:.2})", self.median, self.min, self.max)
+        } else {
+            format!("{:.2}x", self.median)
+        }
+    }
+}
+
+impl StreamView<'_> {
+    fn find<'r>(r: &'r [StreamResult], n: &str) -> Option<&'r StreamResult> {
+        r.iter().find(|x| x.name == n)
+    }
+
+    /// CPU % of a core: the receiver thread, plus softirq over veth.
+    fn cpu(&self, x: &StreamResult) -> f64 {
+        x.cpu_percent + if self.xdp { x.irq_percent } else { 0.0 }
+    }
+
+    /// Verified Gbit/s per CPU-second.
     fn per_cpu(&self, x: &StreamResult) -> f64 {
-        let cpu = x.cpu_percent + if self.xdp { x.irq_percent } else { 0.0 };
+        let cpu = self.cpu(x);
         if cpu > 0.0 {
             x.gbps / (cpu / 100.0)
         } else {
@@ -371,67 +413,106 @@ impl StreamView<'_> {
         }
     }
 
-    fn by_cpu(&self, n: &str) -> f64 {
-        self.r
-            .iter()
-            .find(|x| x.name == n)
-            .map_or(0.0, |x| self.per_cpu(x))
-    }
-
     fn ran(&self, n: &str) -> bool {
-        self.r.iter().any(|x| x.name == n)
+        Self::find(self.r, n).is_some()
     }
 
-    fn cpu(&self, n: &str) -> f64 {
-        self.r.iter().find(|x| x.name == n).map_or(0.0, |x| {
-            x.cpu_percent + if self.xdp { x.irq_percent } else { 0.0 }
-        })
+    /// `f(ours, theirs)` in each round, over the rounds.
+    fn spread(&self, n: &str, f: impl Fn(&StreamResult, &StreamResult) -> f64) -> Spread {
+        Spread::of(
+            self.rounds
+                .iter()
+                .filter_map(|r| Some(f(Self::find(r, "rocelink")?, Self::find(r, n)?)))
+                .collect(),
+        )
+    }
+
+    /// rocelink's goodput against each baseline that ran beside it.
+    fn goodput_ratios(&self) -> Vec<(&'static str, Spread)> {
+        self.against(&["sink", "recv1"], |o, t| ratio(o.gbps, t.gbps))
     }
 
     /// rocelink's CPU against each socket baseline that ran beside it: CPU % at a paced
     /// rate (the same goodput), verified Gbit/s per CPU-second unpaced.
-    fn cpu_ratios(&self) -> Vec<(&'static str, f64)> {
-        ["sink", "sink-ring", "recv1"]
-            .into_iter()
+    fn cpu_ratios(&self) -> Vec<(&'static str, Spread)> {
+        let paced = self.a.rate.is_some();
+        self.against(&["sink", "sink-ring", "recv1"], |o, t| {
+            if paced {
+                ratio(self.cpu(o), self.cpu(t))
+            } else {
+                ratio(self.per_cpu(o), self.per_cpu(t))
+            }
+        })
+    }
+
+    fn against(
+        &self,
+        names: &[&'static str],
+        f: impl Fn(&StreamResult, &StreamResult) -> f64,
+    ) -> Vec<(&'static str, Spread)> {
+        names
+            .iter()
             .filter(|n| self.ran("rocelink") && self.ran(n))
-            .map(|n| {
-                let r = if self.a.rate.is_some() {
-                    ratio(self.cpu("rocelink"), self.cpu(n))
-                } else {
-                    ratio(self.by_cpu("rocelink"), self.by_cpu(n))
-                };
-                (n, r)
-            })
+            .map(|&n| (n, self.spread(n, &f)))
             .collect()
     }
 
     fn json(&self) -> Value {
-        let (a, ours) = (self.a, self.by("rocelink"));
+        let a = self.a;
         let row = |x: &StreamResult| {
             json!({"name": x.name, "gbps": x.gbps, "pps": x.pps, "loss": x.loss, "cpu_percent": x.cpu_percent,
                    "cpu_user_percent": x.cpu_user_percent, "irq_percent": x.irq_percent,
                    "gbps_per_cpu": self.per_cpu(x), "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
         };
-        json!({"payload": a.payload, "frame": a.frame, "seconds": a.seconds, "rate_gbps": a.rate, "gso": !a.no_gso, "gro": !a.no_gro,
-               "backend": a.backend,
+        let to = |v: Vec<(&str, Spread)>| {
+            v.into_iter()
+                .map(|(n, s)| (n.to_string(), json!(s.median)))
+                .collect::<serde_json::Map<_, _>>()
+        };
+        let goodput = self.goodput_ratios();
+        let of = |n: &str| {
+            goodput
+                .iter()
+                .find(|g| g.0 == n)
+                .map_or(0.0, |g| g.1.median)
+        };
+        let xdp = self.spread("xdp", |o, t| ratio(self.per_cpu(t), self.per_cpu(o)));
+        let mut v = json!({"payload": a.payload, "frame": a.frame, "seconds": a.seconds, "rate_gbps": a.rate, "gso": !a.no_gso, "gro": !a.no_gro,
+               "backend": a.backend, "runs": self.rounds.len(),
                "results": self.r.iter().map(row).collect::<Vec<_>>(),
-               "ratio_xdp_to_rocelink_per_cpu": ratio(self.by_cpu("xdp"), self.by_cpu("rocelink")),
-               "ratio_rocelink_to_sink": ratio(ours, self.by("sink")), "ratio_rocelink_to_recv1": ratio(ours, self.by("recv1")),
-               (if a.rate.is_some() { "cpu_ratio_rocelink_to" } else { "per_cpu_ratio_rocelink_to" }):
-                   self.cpu_ratios().into_iter().map(|(n, r)| (n.to_string(), json!(r))).collect::<serde_json::Map<_, _>>()})
+               "ratio_xdp_to_rocelink_per_cpu": if self.ran("xdp") && self.ran("rocelink") { xdp.median } else { 0.0 },
+               "ratio_rocelink_to_sink": of("sink"), "ratio_rocelink_to_recv1": of("recv1"),
+               (if a.rate.is_some() { "cpu_ratio_rocelink_to" } else { "per_cpu_ratio_rocelink_to" }): to(self.cpu_ratios())});
+        if self.rounds.len() > 1 {
+            v["rounds"] = json!(
+                self.rounds
+                    .iter()
+                    .map(|r| r.iter().map(row).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            );
+        }
+        v
     }
 
     fn print(&self) {
         let a = self.a;
         println!(
-            "payload {} B, frame {} B, {} s each, {}, GSO {}, GRO {}",
+            "payload {} B, frame {} B, {} s each, {}, GSO {}, GRO {}{}",
             a.payload,
             a.frame,
             a.seconds,
             a.rate
                 .map_or("unpaced".to_string(), |r| format!("{r} Gbit/s")),
             if a.no_gso { "off" } else { "on" },
-            if a.no_gro { "off" } else { "on" }
+            if a.no_gro { "off" } else { "on" },
+            if self.rounds.len() > 1 {
+                format!(
+                    "; medians of {} rounds, ratios per round (median, range)",
+                    self.rounds.len()
+                )
+            } else {
+                String::new()
+            }
         );
         if self.xdp {
             println!(
@@ -477,33 +558,32 @@ impl StreamView<'_> {
 
     /// Ratios only against the baselines that ran alongside rocelink.
     fn print_ratios(&self) {
-        let ours = self.by("rocelink");
-        let ratios: Vec<String> = [("sink", self.by("sink")), ("recv1", self.by("recv1"))]
-            .into_iter()
-            .filter(|&(n, _)| self.ran("rocelink") && self.ran(n))
-            .map(|(n, g)| format!("rocelink / {n} = {:.2}x", ratio(ours, g)))
-            .collect();
-        if !ratios.is_empty() {
-            println!("{}", ratios.join(", "));
+        let n = self.rounds.len();
+        let line = |v: Vec<(&str, Spread)>| {
+            v.into_iter()
+                .map(|(b, s)| format!("rocelink / {b} = {}", s.show(n)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let goodput = line(self.goodput_ratios());
+        if !goodput.is_empty() {
+            println!("{goodput}");
         }
-        let cpu: Vec<String> = self
-            .cpu_ratios()
-            .into_iter()
-            .map(|(n, r)| format!("rocelink / {n} = {r:.2}x"))
-            .collect();
+        let cpu = line(self.cpu_ratios());
         if !cpu.is_empty() {
             let what = if self.a.rate.is_some() {
                 "CPU %"
             } else {
                 "verified Gbit/s per CPU-second"
             };
-            println!("{what}: {}", cpu.join(", "));
+            println!("{what}: {cpu}");
         }
         if self.ran("xdp") && self.ran("rocelink") {
             println!(
-                "xdp / rocelink: goodput {:.2}x, verified Gbit/s per CPU-second {:.2}x",
-                ratio(self.by("xdp"), ours),
-                ratio(self.by_cpu("xdp"), self.by_cpu("rocelink"))
+                "xdp / rocelink: goodput {}, verified Gbit/s per CPU-second {}",
+                self.spread("xdp", |o, t| ratio(t.gbps, o.gbps)).show(n),
+                self.spread("xdp", |o, t| ratio(self.per_cpu(t), self.per_cpu(o)))
+                    .show(n)
             );
         }
     }

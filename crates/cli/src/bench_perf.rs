@@ -87,11 +87,6 @@ impl PerfBenchArgs {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     let tests: Vec<Test> = if a.tests.is_empty() {
         Test::ALL.to_vec()
@@ -161,9 +156,9 @@ fn measure(
         }
     }
     Ok((
-        median(mine),
-        median(base),
-        (!offl.is_empty()).then(|| median(offl)),
+        rocelink_bench::median(mine),
+        rocelink_bench::median(base),
+        (!offl.is_empty()).then(|| rocelink_bench::median(offl)),
     ))
 }
 

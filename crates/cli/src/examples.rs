@@ -124,6 +124,7 @@ const EXAMPLES: &[(&str, &str)] = &[
     (
         "bench stream",
         "rocelink bench stream --seconds 4 --rate 6.5 --frame 10406576 --payload 1408\n\
+         rocelink bench stream --rate 6.5 --receivers sink,sink-ring,rocelink --runs 5\n\
          rocelink bench stream --no-loss --json",
     ),
     (

@@ -60,7 +60,7 @@ fn bench_stream_reports_three_receivers() {
 }
 
 #[test]
-fn bench_stream_sink_ring_runs_beside_rocelink_and_cpu_is_compared() {
+fn bench_stream_rounds_of_sink_ring_beside_rocelink_and_cpu_is_compared() {
     let (code, out, err) = common::rocelink(&[
         "bench",
         "stream",
@@ -74,12 +74,28 @@ fn bench_stream_sink_ring_runs_beside_rocelink_and_cpu_is_compared() {
         "0.5",
         "--receivers",
         "sink,sink-ring,rocelink",
+        "--runs",
+        "2",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(out.trim()).unwrap();
     let r = v["results"].as_array().unwrap();
     let names: Vec<&str> = r.iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["sink", "sink-ring", "rocelink"]);
+    // two rounds, each with every receiver; the results are their medians
+    assert_eq!(v["runs"], 2);
+    let rounds = v["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2);
+    assert!(rounds.iter().all(|x| x.as_array().unwrap().len() == 3));
+    let ring_cpu: Vec<f64> = rounds
+        .iter()
+        .map(|x| x[1]["cpu_percent"].as_f64().unwrap())
+        .collect();
+    // the median of two is the upper one
+    assert_eq!(
+        r[1]["cpu_percent"].as_f64().unwrap(),
+        ring_cpu[0].max(ring_cpu[1])
+    );
     // the ring sink counted what it received as the sink counts it
     let ring = &r[1];
     assert!(ring["received"].as_u64().unwrap() > 0, "{ring}");
