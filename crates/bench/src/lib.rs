@@ -86,6 +86,9 @@ pub struct StreamConfig {
     /// Run over this veth link instead of loopback (`device`/`host` are then its
     /// addresses): the sender in its namespace A, the receivers in B.
     pub veth: Option<veth::Veth>,
+    /// Set (by a Ctrl-C handler) to end the run early: the receiver running then stops
+    /// at once and nothing more starts; the call returns an `Interrupted` error.
+    pub stop: Arc<AtomicBool>,
 }
 
 impl Default for StreamConfig {
@@ -107,6 +110,7 @@ impl Default for StreamConfig {
             coalesce: Duration::ZERO,
             rcvbuf: 64 << 20,
             veth: None,
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -518,6 +522,9 @@ fn bind_device(cfg: &StreamConfig) -> io::Result<(UdpSocket, Ipv4Addr)> {
 }
 
 fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
+    if cfg.stop.load(Ordering::Relaxed) {
+        return Err(interrupted());
+    }
     // over loopback the device's socket is bound first, so the receiver expects the
     // address it got (a veth run binds it in the device's namespace)
     let (dev_sock, cfg) = match cfg.veth {
@@ -607,7 +614,14 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
     });
     let t0 = Instant::now();
     let irq0 = veth::irq_time();
-    std::thread::sleep(Duration::from_secs_f64(cfg.seconds));
+    let end = t0 + Duration::from_secs_f64(cfg.seconds);
+    while !cfg.stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+    }
     stop_tx.store(true, Ordering::Relaxed);
     tx.join()
         .map_err(|_| io::Error::other("sender panicked"))??;
@@ -618,6 +632,9 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
     let out = rx
         .join()
         .map_err(|_| io::Error::other("receiver panicked"))??;
+    if cfg.stop.load(Ordering::Relaxed) {
+        return Err(interrupted());
+    }
     let sent = sent.load(Ordering::Relaxed).max(1);
     let secs = wall.as_secs_f64();
     Ok(StreamResult {
@@ -665,9 +682,23 @@ pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
 }
 
 /// [`stream`] `runs` times, the receivers alternating in each round (so the ratios of a
-/// round compare runs minutes apart at most).
+/// round compare runs minutes apart at most). Stopped ([`StreamConfig::stop`]) after a
+/// round completed, it returns the rounds that did.
 pub fn stream_rounds(cfg: &StreamConfig, runs: usize) -> io::Result<Vec<Vec<StreamResult>>> {
-    (0..runs.max(1)).map(|_| stream(cfg)).collect()
+    let mut rounds = Vec::new();
+    for _ in 0..runs.max(1) {
+        match stream(cfg) {
+            Ok(r) => rounds.push(r),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && !rounds.is_empty() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(rounds)
+}
+
+/// The error of a run that [`StreamConfig::stop`] ended.
+fn interrupted() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "stopped")
 }
 
 /// Each receiver's medians over `rounds` (every figure the median of its own).

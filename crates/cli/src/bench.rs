@@ -279,8 +279,26 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let cfg = stream_config(a, link.as_ref(), receivers);
-    let rounds = rocelink_bench::stream_rounds(&cfg, a.runs)?;
+    let stop = crate::stop::StopFlag::install()?;
+    let cfg = StreamConfig {
+        stop: stop.arc(),
+        ..stream_config(a, link.as_ref(), receivers)
+    };
+    // Ctrl-C: the rounds that completed are reported; the veth link goes with `link`
+    let rounds = match rocelink_bench::stream_rounds(&cfg, a.runs) {
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+            eprintln!("rocelink: bench stream: stopped before a round completed");
+            return Ok(ExitCode::from(130));
+        }
+        r => r?,
+    };
+    if rounds.len() < a.runs {
+        eprintln!(
+            "rocelink: bench stream: stopped after {} of {} rounds",
+            rounds.len(),
+            a.runs
+        );
+    }
     let r = rocelink_bench::medians(&rounds);
     let view = StreamView {
         a,
@@ -293,13 +311,22 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
     } else {
         view.print();
     }
-    if a.no_loss {
-        no_loss(&cfg, &r, a)?;
+    let more = || -> Result<()> {
+        if a.no_loss && !stop.is_set() {
+            no_loss(&cfg, &r, a)?;
+        }
+        if let Some(p) = a.plot.as_ref().filter(|_| !stop.is_set()) {
+            plot_stream(p, &cfg)?;
+        }
+        Ok(())
+    };
+    match more() {
+        Err(e) if stop.is_set() => {
+            eprintln!("rocelink: bench stream: stopped ({e:#})");
+            Ok(ExitCode::from(130))
+        }
+        r => r.map(|()| ExitCode::SUCCESS),
     }
-    if let Some(p) = &a.plot {
-        plot_stream(p, &cfg)?;
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The receivers asked for (by default the two baselines and rocelink).

@@ -265,3 +265,112 @@ fn bench_scale_runs_n_streams_at_once_for_each_receiver() {
     }
     assert!(v["cpus"].as_u64().unwrap() >= 1);
 }
+
+/// `bench stream` with `args`, interrupted (SIGINT) after `after`: its exit status, stdout
+/// and stderr.
+fn interrupted_stream(args: &[&str], after: std::time::Duration) -> (Option<i32>, String, String) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_rocelink"))
+        .args(["bench", "stream"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ctrl_c_reports_the_rounds_that_completed() {
+    // rounds of about 0.7 s (0.5 s and the drain): a few complete before the signal
+    let (code, out, err) = interrupted_stream(
+        &[
+            "--seconds",
+            "0.5",
+            "--runs",
+            "40",
+            "--receivers",
+            "sink",
+            "--frame",
+            "65536",
+            "--rate",
+            "0.5",
+            "--no-pin",
+            "--json",
+        ],
+        std::time::Duration::from_millis(2500),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("stopped after"), "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    let runs = v["runs"].as_u64().unwrap();
+    assert!((1..40).contains(&runs), "{v}");
+    // and one stopped before any round completed says so, with 130
+    let (code, out, err) = interrupted_stream(
+        &[
+            "--seconds",
+            "5",
+            "--receivers",
+            "sink",
+            "--frame",
+            "65536",
+            "--no-pin",
+        ],
+        std::time::Duration::from_millis(1000),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("stopped before a round completed"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}
+
+#[test]
+fn ctrl_c_over_veth_removes_the_namespaces() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") {
+        return;
+    }
+    let before = netns();
+    let (code, _, err) = interrupted_stream(
+        &[
+            "--backend",
+            "xdp",
+            "--payload",
+            "1408",
+            "--seconds",
+            "5",
+            "--receivers",
+            "sink",
+            "--no-pin",
+        ],
+        std::time::Duration::from_millis(2000),
+    );
+    assert_eq!(code, Some(130), "{err}");
+    let left: Vec<String> = netns()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?} ({err})");
+}
+
+/// The network namespaces there are now.
+fn netns() -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect()
+}
