@@ -9,13 +9,18 @@
 //!   the producer never spins on the core the writer needs); the clock stops when
 //!   `finish()` returned, i.e. data and index are durable.
 //!
-//! Files are removed after every run.
+//! Both write into a directory of their own that the benchmark makes inside the one given
+//! (mode 0700, a fresh name: nothing planted there, a link in particular, is ever
+//! followed), removed after every run and on the way out.
 
 use rocelink_record::format::Header;
 use rocelink_record::{RecordConfig, Recorder};
 use std::io;
-use std::path::PathBuf;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Record benchmark settings.
@@ -33,6 +38,34 @@ pub struct RecordBenchConfig {
     pub in_flight: usize,
     /// Recorder queue (frames that may wait for the writer).
     pub queue: usize,
+    /// Set (by a Ctrl-C handler) to end the run early: the writing stops, the files go,
+    /// and the call returns the runs that completed (an `Interrupted` error if none did).
+    pub stop: Arc<AtomicBool>,
+}
+
+/// A directory the benchmark made for itself, removed with everything in it when dropped.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    /// A fresh directory in `parent`, only for this user; an existing entry of the name
+    /// (a link too) is never reused.
+    fn create(parent: &Path) -> io::Result<WorkDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = parent.join(format!("rocelink-bench-{}-{nanos:09}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", dir.display())))?;
+        Ok(WorkDir(dir))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// One measurement.
@@ -57,8 +90,8 @@ impl RecordRun {
     }
 }
 
-fn dd(cfg: &RecordBenchConfig, direct: bool) -> io::Result<Option<RecordRun>> {
-    let out = cfg.dir.join("dd.bin");
+fn dd(cfg: &RecordBenchConfig, work: &Path, direct: bool) -> io::Result<Option<RecordRun>> {
+    let out = work.join("dd.bin");
     let mut c = Command::new("dd");
     c.arg("if=/dev/zero")
         .arg(format!("of={}", out.display()))
@@ -75,6 +108,9 @@ fn dd(cfg: &RecordBenchConfig, direct: bool) -> io::Result<Option<RecordRun>> {
     let st = c.status();
     let seconds = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&out);
+    if cfg.stop.load(Ordering::Relaxed) {
+        return Err(interrupted());
+    }
     match st {
         Ok(s) if s.success() => Ok(Some(RecordRun {
             name: "dd",
@@ -88,8 +124,8 @@ fn dd(cfg: &RecordBenchConfig, direct: bool) -> io::Result<Option<RecordRun>> {
     }
 }
 
-fn recorder(cfg: &RecordBenchConfig, run: usize) -> io::Result<RecordRun> {
-    let dir = cfg.dir.join(format!("rocelink-bench-rec-{run}"));
+fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<RecordRun> {
+    let dir = work.join(format!("rec-{run}"));
     let header = Header {
         sensor: "bench".into(),
         frame_size: cfg.frame as u64,
@@ -107,7 +143,7 @@ fn recorder(cfg: &RecordBenchConfig, run: usize) -> io::Result<RecordRun> {
     let mut sent = 0usize;
     // bounded: every frame is either accepted or retried; a recorder that stopped (disk
     // full) ends the loop
-    while sent < cfg.frames && !rec.stopped() {
+    while sent < cfg.frames && !rec.stopped() && !cfg.stop.load(Ordering::Relaxed) {
         meta.frame_number = sent as u64;
         if rec.offer(&meta, &frame) {
             sent += 1;
@@ -119,6 +155,9 @@ fn recorder(cfg: &RecordBenchConfig, run: usize) -> io::Result<RecordRun> {
     let s = rec.finish()?;
     let seconds = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&dir);
+    if cfg.stop.load(Ordering::Relaxed) {
+        return Err(interrupted());
+    }
     if let Some(why) = s.stopped {
         return Err(io::Error::other(format!("recording stopped: {why}")));
     }
@@ -133,18 +172,33 @@ fn recorder(cfg: &RecordBenchConfig, run: usize) -> io::Result<RecordRun> {
 
 /// Run `runs` rounds of dd then recorder. dd falls back to buffered writes (with
 /// `direct: false` in its result) where the filesystem refuses `O_DIRECT`.
+/// Stopped ([`RecordBenchConfig::stop`]), it returns the rounds that completed.
 pub fn record(cfg: &RecordBenchConfig) -> io::Result<Vec<RecordRun>> {
     std::fs::create_dir_all(&cfg.dir)?;
+    let work = WorkDir::create(&cfg.dir)?;
     let mut out = Vec::new();
     for run in 0..cfg.runs.max(1) {
-        let d = match dd(cfg, true)? {
-            Some(r) => r,
-            None => dd(cfg, false)?.ok_or_else(|| io::Error::other("dd failed"))?,
-        };
-        out.push(d);
-        out.push(recorder(cfg, run)?);
+        match round(cfg, &work.0, run) {
+            Ok(r) => out.extend(r),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && !out.is_empty() => break,
+            Err(e) => return Err(e),
+        }
     }
     Ok(out)
+}
+
+/// One round: dd, then the recorder.
+fn round(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<[RecordRun; 2]> {
+    let d = match dd(cfg, work, true)? {
+        Some(r) => r,
+        None => dd(cfg, work, false)?.ok_or_else(|| io::Error::other("dd failed"))?,
+    };
+    Ok([d, recorder(cfg, work, run)?])
+}
+
+/// The error of a run that [`RecordBenchConfig::stop`] ended.
+fn interrupted() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "stopped")
 }
 
 /// Median of the named runs' MB/s.

@@ -91,14 +91,29 @@ pub(crate) struct RecordArgs {
 
 fn record(a: &RecordArgs) -> Result<ExitCode> {
     use rocelink_bench::record::{RecordBenchConfig, median_mbps};
-    let runs = rocelink_bench::record::record(&RecordBenchConfig {
+    let stop = crate::stop::StopFlag::install()?;
+    let runs = match rocelink_bench::record::record(&RecordBenchConfig {
         dir: a.dir.clone(),
         frame: a.frame,
         frames: a.frames,
         runs: a.runs,
         in_flight: a.in_flight,
         queue: a.queue,
-    })?;
+        stop: stop.arc(),
+    }) {
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+            eprintln!("rocelink: bench record: stopped before a round completed");
+            return Ok(ExitCode::from(130));
+        }
+        r => r?,
+    };
+    if runs.len() < 2 * a.runs {
+        eprintln!(
+            "rocelink: bench record: stopped after {} of {} rounds",
+            runs.len() / 2,
+            a.runs
+        );
+    }
     let (dd, rec) = (median_mbps(&runs, "dd"), median_mbps(&runs, "recorder"));
     let ratio = if dd > 0.0 { rec / dd } else { 0.0 };
     if a.json {

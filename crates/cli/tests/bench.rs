@@ -137,6 +137,71 @@ fn bench_record_measures_dd_and_the_recorder_and_cleans_up() {
     assert!(left.is_empty(), "bench files removed: {left:?}");
 }
 
+#[test]
+fn bench_record_never_follows_a_link_planted_in_its_directory() {
+    let dir = common::tmpdir("bench_record_link");
+    let elsewhere = common::tmpdir("bench_record_victim");
+    let victim = elsewhere.join("precious");
+    std::fs::write(&victim, b"precious").unwrap();
+    // where dd wrote before: a link there made it overwrite the target (as root: any file)
+    std::os::unix::fs::symlink(&victim, dir.join("dd.bin")).unwrap();
+    let (code, _, err) = common::rocelink(&[
+        "bench",
+        "record",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--frame",
+        "100000",
+        "--frames",
+        "3",
+        "--runs",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    // the link is left as it was, and nothing else
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["dd.bin"]);
+    assert!(
+        std::fs::symlink_metadata(dir.join("dd.bin"))
+            .unwrap()
+            .is_symlink()
+    );
+}
+
+#[test]
+fn ctrl_c_during_bench_record_removes_its_files() {
+    let dir = common::tmpdir("bench_record_stop");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_rocelink"))
+        .args(["bench", "record", "--dir", dir.to_str().unwrap()])
+        .args(["--frame", "1048576", "--frames", "64", "--runs", "50"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // a round may or may not have completed by then; either way it says so
+    match out.status.code() {
+        Some(0) => assert!(err.contains("stopped after"), "{err}"),
+        Some(130) => assert!(err.contains("stopped before a round completed"), "{err}"),
+        c => panic!("exit {c:?}: {err}"),
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+}
+
 /// `bench write-bw` and `bench write-lat` are `bench perf` of one test: two `rocelink perf`
 /// processes next to the UDP figures of the same run.
 #[test]
