@@ -553,7 +553,7 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
             rocelink_io::net::enter_netns(&v.ns_b)?;
         }
         match name {
-            "sink" => {
+            "sink" | "sink-ring" => {
                 let sock = UdpSocket::bind(
                     SocketAddr::new(IpAddr::V4(c.host), 0),
                     &UdpConfig {
@@ -563,19 +563,11 @@ fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
                     },
                 )?;
                 let _ = port_tx.send(sock.local_addr().port());
-                sink(&sock, &s)
-            }
-            "sink-ring" => {
-                let sock = UdpSocket::bind(
-                    SocketAddr::new(IpAddr::V4(c.host), 0),
-                    &UdpConfig {
-                        recv_buffer: c.rcvbuf,
-                        gro: c.gro,
-                        ..UdpConfig::default()
-                    },
-                )?;
-                let _ = port_tx.send(sock.local_addr().port());
-                sink_ring(&sock, ring_len(&c), &s)
+                if name == "sink" {
+                    sink(&sock, &s)
+                } else {
+                    sink_ring(&sock, ring_len(&c), &s)
+                }
             }
             "recv1" => {
                 // as HSB's linux_receiver: SO_RCVBUF = frame size rounded up to 64 KiB

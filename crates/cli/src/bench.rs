@@ -279,6 +279,8 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
 /// `bench stream`: the receivers side by side, then the no-loss search and the plot if
 /// asked.
 fn stream(a: &StreamArgs) -> Result<ExitCode> {
+    // before the veth link exists: a Ctrl-C from here on lets it be removed
+    let stop = crate::stop::StopFlag::install()?;
     let xdp = a.backend == "xdp";
     // HSB headers: Ethernet 14, IPv4 20, UDP 8, BTH+RETH 28, ICRC 4 — and AF_XDP frames
     // hold 4 KiB, native XDP on veth a little less
@@ -294,7 +296,6 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let stop = crate::stop::StopFlag::install()?;
     let cfg = StreamConfig {
         stop: stop.arc(),
         ..stream_config(a, link.as_ref(), receivers)
