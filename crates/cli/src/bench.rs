@@ -475,13 +475,14 @@ impl StreamView<'_> {
         self.against(&["sink", "recv1"], |o, t| ratio(o.gbps, t.gbps))
     }
 
-    /// rocelink's CPU against each socket baseline that ran beside it: CPU % at a paced
-    /// rate (the same goodput), verified Gbit/s per CPU-second unpaced.
+    /// rocelink's CPU against each socket baseline that ran beside it: at a paced rate its
+    /// CPU per Gbit/s of goodput against theirs (the CPU % ratio where both kept the rate),
+    /// unpaced its verified Gbit/s per CPU-second against theirs.
     fn cpu_ratios(&self) -> Vec<(&'static str, Spread)> {
         let paced = self.a.rate.is_some();
         self.against(&["sink", "sink-ring", "recv1"], |o, t| {
             if paced {
-                ratio(self.cpu(o), self.cpu(t))
+                ratio(self.per_cpu(t), self.per_cpu(o))
             } else {
                 ratio(self.per_cpu(o), self.per_cpu(t))
             }
@@ -615,7 +616,7 @@ impl StreamView<'_> {
         let cpu = line(self.cpu_ratios());
         if !cpu.is_empty() {
             let what = if self.a.rate.is_some() {
-                "CPU %"
+                "CPU per Gbit/s"
             } else {
                 "verified Gbit/s per CPU-second"
             };
