@@ -208,8 +208,17 @@ fn start_server(
     let mut text = String::new();
     while !text.contains("Waiting for client") {
         if out.read_line(&mut text)? == 0 {
-            let _ = srv.wait();
-            anyhow::bail!("the server ended before it listened: {text}");
+            let mut err = String::new();
+            if let Some(mut e) = srv.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            let st = srv.wait()?;
+            anyhow::bail!(
+                "server {st}: {}",
+                culprit(&err)
+                    .map(with_hint)
+                    .unwrap_or_else(|| text.trim().into())
+            );
         }
     }
     Ok((srv, out))
@@ -259,14 +268,43 @@ fn two_processes(a: &PerfBenchArgs, cfg: &PerfConfig, pin: bool) -> Result<f64> 
     // the server's rest, so it never blocks on a full pipe
     let mut rest = String::new();
     let _ = std::io::Read::read_to_string(&mut out, &mut rest);
-    let st = srv.wait()?;
-    if !cout.status.success() {
-        anyhow::bail!("client: {}", String::from_utf8_lossy(&cout.stderr).trim());
+    let mut err = String::new();
+    if let Some(mut e) = srv.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
     }
+    let st = srv.wait()?;
+    // a server that failed is the culprit (a port another program holds: the client then
+    // only sees its connection reset)
     if !st.success() {
-        anyhow::bail!("server {st}: {}", rest.trim());
+        anyhow::bail!(
+            "server {st}: {}",
+            culprit(&err).map_or_else(|| rest.trim().into(), with_hint)
+        );
+    }
+    if !cout.status.success() {
+        let e = String::from_utf8_lossy(&cout.stderr);
+        anyhow::bail!("client: {}", culprit(&e).unwrap_or(e.trim()));
     }
     figure_of(&cout.stdout, t.kind)
+}
+
+/// `why`, with what to do about a port in use.
+fn with_hint(why: &str) -> String {
+    if why.contains("in use") {
+        format!("{why} (--server-ip and --client-ip choose other loopback addresses)")
+    } else {
+        why.into()
+    }
+}
+
+/// The error line of a `rocelink` that failed, out of everything it wrote to stderr (its
+/// counters come first).
+fn culprit(stderr: &str) -> Option<&str> {
+    stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("rocelink: error") || l.starts_with("rocelink:"))
+        .map(|l| l.trim_start_matches("rocelink: error: ").trim())
 }
 
 /// The figure of the client's first JSON row: average bandwidth or typical latency.

@@ -439,3 +439,35 @@ fn netns() -> Vec<String> {
         .filter_map(|l| l.split_whitespace().next().map(String::from))
         .collect()
 }
+
+#[test]
+fn bench_perf_names_the_program_holding_the_servers_port() {
+    // another program on the server's RoCE port: the server fails, the client only sees
+    // its connection reset; the error is the server's
+    let held = std::net::UdpSocket::bind("127.0.0.231:4791").unwrap();
+    let (code, _, err) = common::rocelink(&[
+        "bench",
+        "perf",
+        "write_lat",
+        "--runs",
+        "1",
+        "--lat-iters",
+        "100",
+        "--server-ip",
+        "127.0.0.231",
+        "--client-ip",
+        "127.0.0.232",
+        "--port",
+        "19231",
+        "--no-pin",
+    ]);
+    drop(held);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("cannot bind RoCE UDP socket 127.0.0.231:4791"),
+        "{err}"
+    );
+    assert!(err.contains("--server-ip and --client-ip"), "{err}");
+    // one line, not the client's counters
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -594,3 +594,34 @@ fn mismatched_tests_are_refused_and_output_is_perftests() {
         assert_eq!(err.contains("NET STATS"), shown, "{flag:?}: {err}");
     }
 }
+
+#[test]
+fn a_server_told_its_address_refuses_a_held_port_before_any_client() {
+    // before, the port was bound only once a client had come: the server waited, and the
+    // client saw its connection reset
+    let held = std::net::UdpSocket::bind("127.0.0.233:4791").unwrap();
+    let mut srv = rocelink()
+        .args(["perf", "write_lat", "--bind", "127.0.0.233", "-p", "19233"])
+        .arg("--no-control")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // bounded: a server still waiting after 10 s has not refused the port
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while srv.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() >= give_up {
+            let _ = srv.kill();
+            panic!("the server waits for a client on a port it cannot bind");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(held);
+    let out = srv.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("cannot bind RoCE UDP socket 127.0.0.233:4791"),
+        "{err}"
+    );
+}

@@ -6,7 +6,7 @@ use super::{Addresses, BwRow, Outcome, Perf, PerfConfig, PerfError, Progress};
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::xdp::XdpPort;
-use rocelink_runtime::{BackendChoice, SessionThread, Stopper};
+use rocelink_runtime::{BackendChoice, RoceBackend, SessionThread, Stopper};
 use rocelink_transport::Mtu;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -108,9 +108,16 @@ impl PerfSession {
             }
             Peer::Server(s) => (None, s),
         };
+        // a server told its address takes its RoCE port now, so a port another program
+        // holds is an error before any client comes
+        let early = match (&listener, cfg.bind) {
+            (Some(_), Some(ip)) => Some(cfg.backend.open(ip, cfg.test.roce_port, true)?),
+            _ => None,
+        };
         let (tx, events) = std::sync::mpsc::sync_channel(1024);
-        let thread =
-            SessionThread::spawn("perf", move |stop| run(cfg, listener, board, stop, &tx))?;
+        let thread = SessionThread::spawn("perf", move |stop| {
+            run(cfg, listener, early, board, stop, &tx)
+        })?;
         Ok(PerfSession {
             exchange,
             events,
@@ -149,6 +156,7 @@ impl PerfSession {
 fn run(
     cfg: PerfSessionConfig,
     listener: Option<TcpListener>,
+    early: Option<RoceBackend>,
     board: Option<Board>,
     stop: &Stopper,
     tx: &SyncSender<PerfEvent>,
@@ -176,9 +184,11 @@ fn run(
         // as perftest takes the port's active MTU: rxe's rule over the interface's MTU
         test.mtu = Mtu::for_link(rocelink_io::net::mtu_for_ip(local).unwrap_or(1500));
     }
-    let opened = cfg
-        .backend
-        .open(local, test.roce_port, cfg.bind.is_some())
+    let opened = early
+        .map_or_else(
+            || cfg.backend.open(local, test.roce_port, cfg.bind.is_some()),
+            Ok,
+        )
         .map_err(PerfError::from)
         .and_then(|b| Ok((Perf::with_backend(test.clone(), b.backend)?, b.xdp)));
     let (mut p, xdp) = match opened {
