@@ -303,7 +303,7 @@ fn culprit(stderr: &str) -> Option<&str> {
     stderr
         .lines()
         .rev()
-        .find(|l| l.starts_with("rocelink: error") || l.starts_with("rocelink:"))
+        .find(|l| l.starts_with("rocelink:"))
         .map(|l| l.trim_start_matches("rocelink: error: ").trim())
 }
 
