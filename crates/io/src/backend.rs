@@ -146,6 +146,14 @@ pub trait Backend: std::fmt::Debug {
     fn as_udp(&self) -> Option<&UdpSocket> {
         None
     }
+
+    /// Take datagrams only from `peer` and send to it the cheaper way, where the backend
+    /// can ([`UdpSocket::connect_to`]). Returns whether it did. Only for a backend whose
+    /// every datagram comes from `peer`, from the address and port it is sent to.
+    fn connect_to(&self, peer: SocketAddr) -> io::Result<bool> {
+        let _ = peer;
+        Ok(false)
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Box<B> {
@@ -183,6 +191,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn as_udp(&self) -> Option<&UdpSocket> {
         (**self).as_udp()
+    }
+    fn connect_to(&self, peer: SocketAddr) -> io::Result<bool> {
+        (**self).connect_to(peer)
     }
 }
 
@@ -274,6 +285,10 @@ impl Backend for UdpSocket {
 
     fn as_udp(&self) -> Option<&UdpSocket> {
         Some(self)
+    }
+
+    fn connect_to(&self, peer: SocketAddr) -> io::Result<bool> {
+        UdpSocket::connect_to(self, peer).map(|()| true)
     }
 }
 

@@ -308,9 +308,12 @@ impl MmsgRecv {
         if r < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
+                // ECONNREFUSED: a connected socket reports an ICMP error an earlier send
+                // met (the peer's port closed); nothing was received
                 io::ErrorKind::WouldBlock
                 | io::ErrorKind::Interrupted
-                | io::ErrorKind::TimedOut => Ok(0),
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::ConnectionRefused => Ok(0),
                 _ => Err(e),
             };
         }

@@ -46,6 +46,8 @@ pub struct UdpSocket {
     host_drops: std::cell::Cell<u64>,
     /// The receive timeout last set (`SO_RCVTIMEO`).
     rcv_timeout: std::cell::Cell<Option<Duration>>,
+    /// The one peer the socket is connected to ([`UdpSocket::connect_to`]).
+    peer: std::cell::Cell<Option<SocketAddr>>,
     /// Things the operator should know (capped buffers, GRO unavailable).
     pub notes: Vec<String>,
 }
@@ -227,6 +229,7 @@ impl UdpSocket {
             gro,
             host_drops: std::cell::Cell::new(0),
             rcv_timeout: std::cell::Cell::new(None),
+            peer: std::cell::Cell::new(None),
             notes,
         })
     }
@@ -243,17 +246,50 @@ impl UdpSocket {
         Ok(s)
     }
 
+    /// Take datagrams only from `peer` and send to it by the route the kernel keeps for
+    /// the socket: the kernel drops every other sender's datagrams before they are
+    /// received, and a send to `peer` skips the route lookup (on loopback about half a
+    /// microsecond per datagram, each way). Only for a socket whose every datagram comes
+    /// from `peer` — the same address and port it is sent to; sends to other addresses
+    /// still work.
+    pub fn connect_to(&self, peer: SocketAddr) -> io::Result<()> {
+        self.sock
+            .connect(&peer.into())
+            .map_err(|e| io::Error::new(e.kind(), format!("connect to {peer}: {e}")))?;
+        self.peer.set(Some(peer));
+        Ok(())
+    }
+
+    /// The peer the socket is connected to, if any.
+    pub fn connected_to(&self) -> Option<SocketAddr> {
+        self.peer.get()
+    }
+
+    /// Leave the address out of a send to the connected peer (the kernel then uses the
+    /// route it keeps for the socket).
+    fn unname(&self, h: &mut libc::msghdr, dst: SocketAddr) {
+        if self.peer.get() == Some(dst) {
+            h.msg_name = std::ptr::null_mut();
+            h.msg_namelen = 0;
+        }
+    }
+
     /// Datagrams the local host refused to send (`EPERM`: a netfilter rule dropped them).
     pub fn host_drops(&self) -> u64 {
         self.host_drops.get()
     }
 
-    /// Map the error of a failed send: would-block → 0 sent; EPERM (netfilter drop) →
-    /// `dropped` units consumed and counted; anything else is an error.
+    /// Map the error of a failed send: would-block → 0 sent; a connected socket's report
+    /// of an ICMP error an earlier datagram met (ECONNREFUSED: the peer's port was closed,
+    /// or someone forged the ICMP message) → 0 sent, as the kernel sent nothing and the
+    /// next try goes out; EPERM (netfilter drop) → `dropped` units consumed and counted;
+    /// anything else is an error.
     fn send_error(&self, dropped: usize) -> io::Result<usize> {
         let e = io::Error::last_os_error();
         match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            io::ErrorKind::WouldBlock
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::ConnectionRefused => Ok(0),
             _ if e.raw_os_error() == Some(libc::EPERM) => {
                 self.host_drops.set(self.host_drops.get() + 1);
                 Ok(dropped)
@@ -397,6 +433,7 @@ impl UdpSocket {
         let mut h: libc::msghdr = unsafe { zeroed() };
         h.msg_name = (&mut addr as *mut RawAddr).cast();
         h.msg_namelen = alen;
+        self.unname(&mut h, dst);
         h.msg_iov = parts.as_ptr() as *mut libc::iovec; // IoSlice is ABI-compatible with iovec
         h.msg_iovlen = parts.len();
         // SAFETY: the header points at a live address and at the caller's live iovecs over
@@ -423,6 +460,7 @@ impl UdpSocket {
         let mut h: libc::msghdr = unsafe { zeroed() };
         h.msg_name = (&mut addr as *mut RawAddr).cast();
         h.msg_namelen = alen;
+        self.unname(&mut h, dst);
         h.msg_iov = parts.as_ptr() as *mut libc::iovec; // IoSlice is ABI-compatible with iovec
         h.msg_iovlen = parts.len();
         cmsg.attach(&mut h, segment)?;
@@ -453,6 +491,7 @@ impl UdpSocket {
             let h = &mut h.msg_hdr;
             h.msg_name = (&mut addrs[i].0 as *mut RawAddr).cast();
             h.msg_namelen = addrs[i].1;
+            self.unname(h, msgs[i].dst);
             h.msg_iov = msgs[i].parts.as_ptr() as *mut libc::iovec; // ABI-compatible
             h.msg_iovlen = msgs[i].parts.len();
             if let Some(seg) = msgs[i].segment {
@@ -574,6 +613,7 @@ pub fn local_ip_for(peer: IpAddr) -> io::Result<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::{Backend, Outgoing};
 
     /// Up to `n` datagrams (GRO super-datagrams split) received on `b`, with their
     /// senders, waiting at most about 5 s in all.
@@ -598,6 +638,96 @@ mod tests {
         let e = UdpSocket::bind(at, &UdpConfig::default()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
         assert!(e.to_string().starts_with(&format!("bind {at}: ")), "{e}");
+    }
+
+    #[test]
+    fn a_connected_socket_takes_its_peer_alone_and_sends_every_way() {
+        let cfg = UdpConfig::default();
+        let bind = || UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
+        let (a, peer, other) = (bind(), bind(), bind());
+        a.connect_to(peer.local_addr()).unwrap();
+        assert_eq!(a.connected_to(), Some(peer.local_addr()));
+        // another sender's datagram is dropped by the kernel; the peer's comes
+        other
+            .send_parts(a.local_addr(), &[IoSlice::new(b"forged")])
+            .unwrap();
+        peer.send_parts(a.local_addr(), &[IoSlice::new(b"real")])
+            .unwrap();
+        assert_eq!(recv_n(&a, 1), vec![(peer.local_addr(), b"real".to_vec())]);
+        assert!(!a.wait_readable(Some(Duration::from_millis(200))).unwrap());
+        // to the peer without a name (one datagram, a segmented run, a mixed batch), and
+        // to another address with one
+        let to = |d: SocketAddr, b: &'static [u8]| Outgoing::whole(d, b);
+        a.send_parts(peer.local_addr(), &[IoSlice::new(b"one")])
+            .unwrap();
+        assert_eq!(
+            Backend::send_segmented(
+                &a,
+                &[to(peer.local_addr(), b"ab"), to(peer.local_addr(), b"c")]
+            )
+            .unwrap(),
+            3
+        );
+        assert_eq!(
+            Backend::send(
+                &a,
+                &[to(peer.local_addr(), b"x"), to(other.local_addr(), b"y")]
+            )
+            .unwrap(),
+            2
+        );
+        let at_peer: Vec<Vec<u8>> = recv_n(&peer, 4)
+            .into_iter()
+            .map(|(s, d)| {
+                assert_eq!(s, a.local_addr());
+                d
+            })
+            .collect();
+        assert_eq!(at_peer, [&b"one"[..], b"ab", b"c", b"x"]);
+        assert_eq!(recv_n(&other, 1), vec![(a.local_addr(), b"y".to_vec())]);
+    }
+
+    #[test]
+    fn a_connected_socket_whose_peer_was_gone_loses_nothing_when_it_is_back() {
+        let cfg = UdpConfig::default();
+        let a = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
+        let gone = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
+        let at = gone.local_addr();
+        drop(gone);
+        a.connect_to(at).unwrap();
+        let mut batch = RecvBatch::new(4, 2048);
+        // each datagram meets an ICMP port unreachable, which the kernel reports on the next
+        // call: a receive finds nothing, a send sends nothing and says so (0), never an
+        // error
+        let mut refused = 0;
+        for i in 0..8 {
+            match a.send_parts(at, &[IoSlice::new(b"lost")]).unwrap() {
+                0 => refused += 1,
+                n => assert_eq!(n, 1),
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            if i % 2 == 1 {
+                assert_eq!(a.recv_batch(&mut batch).unwrap(), 0);
+            }
+        }
+        assert!(refused > 0, "no send met the ICMP error");
+        // the peer is back; the error its absence left is reported by the first try,
+        // which sent nothing: tried again, the datagram arrives once
+        a.send_parts(at, &[IoSlice::new(b"lost")]).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let back = UdpSocket::bind(at, &cfg).unwrap();
+        let mut tries = 0;
+        while a.send_parts(at, &[IoSlice::new(b"kept")]).unwrap() == 0 {
+            tries += 1;
+            assert!(tries < 10, "the send never went out");
+        }
+        assert_eq!(tries, 1, "the pending error was not reported");
+        assert_eq!(recv_n(&back, 1), vec![(a.local_addr(), b"kept".to_vec())]);
+        assert!(
+            !back
+                .wait_readable(Some(Duration::from_millis(200)))
+                .unwrap()
+        );
     }
 
     #[test]
