@@ -147,9 +147,10 @@ pub trait Backend: std::fmt::Debug {
         None
     }
 
-    /// Take datagrams only from `peer` and send to it the cheaper way, where the backend
-    /// can ([`UdpSocket::connect_to`]). Returns whether it did. Only for a backend whose
-    /// every datagram comes from `peer`, from the address and port it is sent to.
+    /// Make the backend a ping-pong's with `peer` where it can ([`UdpSocket::connect_to`]:
+    /// datagrams from `peer` alone, received one by one, sent the cheapest way). Returns
+    /// whether it did. Only for a backend whose every datagram comes from `peer`, from the
+    /// address and port it is sent to.
     fn connect_to(&self, peer: SocketAddr) -> io::Result<bool> {
         let _ = peer;
         Ok(false)
