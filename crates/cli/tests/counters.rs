@@ -294,8 +294,8 @@ fn refusals_are_counted_and_readable_while_running() {
 }
 
 /// Two namespaces, 10.202.1.1 and .2, `loss`% of UDP/4791 dropped at random both ways on B.
-fn lossy(loss: u32) -> common::VethPair {
-    let p = common::VethPair::new("ct", &["10.202.1.1/24"], &["10.202.1.2/24"]);
+fn lossy(tag: &str, loss: u32) -> common::VethPair {
+    let p = common::VethPair::new(tag, &["10.202.1.1/24"], &["10.202.1.2/24"]);
     let vb = &p.vb;
     p.nft(
         &p.b,
@@ -306,13 +306,11 @@ fn lossy(loss: u32) -> common::VethPair {
     p
 }
 
-#[test]
-fn loss_shows_as_psn_drops_and_retransmissions() {
-    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
-    {
-        return;
-    }
-    let ns = lossy(3);
+/// `rocelink perf TEST` between the namespaces of [`lossy`] (3% lost each way), the
+/// server's counters read back while it runs. Returns the server's and the client's
+/// counters and the client's first row.
+fn perf_over_lossy(tag: &str, test: &str, args: &[&str]) -> (Value, Value, Value) {
+    let ns = lossy(tag, 3);
     let run = |ns: &str, args: &[&str]| {
         Command::new("ip")
             .args(["netns", "exec", ns])
@@ -323,11 +321,11 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
             .spawn()
             .unwrap()
     };
-    let common_args = ["-n", "3000", "-s", "4096", "--timeout", "30", "--json"];
+    let common_args = [args, &["--timeout", "30", "--json"]].concat();
     let srv = run(
         &ns.b,
         &[
-            &["perf", "write_bw", "--bind", "10.202.1.2", "-p", "19131"][..],
+            &["perf", test, "--bind", "10.202.1.2", "-p", "19131"][..],
             &common_args,
         ]
         .concat(),
@@ -350,7 +348,7 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
         &[
             &[
                 "perf",
-                "write_bw",
+                test,
                 "10.202.1.2",
                 "--bind",
                 "10.202.1.1",
@@ -374,9 +372,9 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(mid["command"], "perf write_bw", "{mid}");
-    let (sout, serr) = finish(srv);
-    let (cout, cerr) = finish(cli);
+    assert_eq!(mid["command"], format!("perf {test}"), "{mid}");
+    let (sout, _) = finish(srv);
+    let (cout, _) = finish(cli);
     let counters = |out: &str| -> Value {
         out.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -384,8 +382,17 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
             .unwrap_or_else(|| panic!("no counters in {out}"))["counters"]["links"][0]["net"]
             .clone()
     };
-    let (s, c) = (counters(&sout), counters(&cout));
-    let _ = (serr, cerr);
+    let row: Value = serde_json::from_str(cout.lines().next().unwrap()).unwrap();
+    (counters(&sout), counters(&cout), row)
+}
+
+#[test]
+fn loss_shows_as_psn_drops_and_retransmissions() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
+        return;
+    }
+    let (s, c, row) = perf_over_lossy("ct", "write_bw", &["-n", "3000", "-s", "4096"]);
     // the responder saw packets out of sequence and said so; the requester resent
     assert!(s["psn_drops"].as_u64().unwrap() > 0, "server: {s}");
     assert!(s["naks_sent"].as_u64().unwrap() > 0, "server: {s}");
@@ -396,8 +403,29 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
         assert_eq!(v["access_violations"], 0, "{v}");
     }
     // every message arrived: the client's row reports all iterations
-    let row: Value = serde_json::from_str(cout.lines().next().unwrap()).unwrap();
     assert_eq!(row["iterations"], 3000, "{row}");
+}
+
+/// The latency tests' connected sockets (two rocelink ends) over a link that loses 3% each
+/// way: every lost WRITE or SEND, or its acknowledgement, is resent by its requester, and
+/// every iteration completes.
+#[test]
+fn latency_tests_on_connected_sockets_recover_every_loss() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
+        return;
+    }
+    for (tag, test) in [("cw", "write_lat"), ("cs", "send_lat")] {
+        let (s, c, row) = perf_over_lossy(tag, test, &["-n", "1000", "-s", "64"]);
+        let resent =
+            s["retransmissions"].as_u64().unwrap() + c["retransmissions"].as_u64().unwrap();
+        assert!(resent > 0, "{test}: nothing resent: {s} {c}");
+        for v in [&s, &c] {
+            assert_eq!(v["icrc_errors"], 0, "{test}: {v}");
+            assert_eq!(v["access_violations"], 0, "{test}: {v}");
+        }
+        assert_eq!(row["iterations"], 1000, "{test}: {row}");
+    }
 }
 
 /// `receive` publishes the counters of its data link while frames arrive (the scatter
