@@ -306,16 +306,7 @@ impl MmsgRecv {
             )
         };
         if r < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                // ECONNREFUSED: a connected socket reports an ICMP error an earlier send
-                // met (the peer's port closed); nothing was received
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::Interrupted
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::ConnectionRefused => Ok(0),
-                _ => Err(e),
-            };
+            return nothing_received();
         }
         self.got = r as usize;
         Ok(self.got)
@@ -560,4 +551,19 @@ pub(crate) fn recv_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, u8)> 
         return Err(io::Error::last_os_error());
     }
     Ok((r as usize, sll.sll_pkttype))
+}
+
+/// The outcome of a receive call that failed (`errno` set): `Ok(0)` when nothing was
+/// there, the call was interrupted or timed out, or a connected socket reported the ICMP
+/// error an earlier send met (ECONNREFUSED: the peer's port closed, or a forged message;
+/// nothing was received); else the error.
+pub(crate) fn nothing_received() -> io::Result<usize> {
+    let e = io::Error::last_os_error();
+    match e.kind() {
+        io::ErrorKind::WouldBlock
+        | io::ErrorKind::Interrupted
+        | io::ErrorKind::TimedOut
+        | io::ErrorKind::ConnectionRefused => Ok(0),
+        _ => Err(e),
+    }
 }

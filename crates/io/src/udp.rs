@@ -7,7 +7,8 @@
 //! blocks left here are the `sendmmsg` calls, each saying why it is sound.
 
 use crate::sys::{
-    MmsgRecv, RawAddr, cmsg_space, getsockopt_int, poll_fds, raw_addr, setsockopt_int,
+    MmsgRecv, RawAddr, cmsg_space, getsockopt_int, nothing_received, poll_fds, raw_addr,
+    setsockopt_int,
 };
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, IoSlice};
@@ -431,17 +432,8 @@ impl UdpSocket {
             )
         };
         if r < 0 {
-            let e = io::Error::last_os_error();
             batch.want = 1;
-            // as `recvmmsg`'s: nothing there, interrupted, timed out, or a connected
-            // socket's ICMP error (nothing received)
-            return match e.kind() {
-                io::ErrorKind::WouldBlock
-                | io::ErrorKind::Interrupted
-                | io::ErrorKind::TimedOut
-                | io::ErrorKind::ConnectionRefused => Ok(0),
-                _ => Err(e),
-            };
+            return nothing_received();
         }
         // one found: the queue may hold more (a stream), so ask for the batch's next rung
         batch.want = 8;
