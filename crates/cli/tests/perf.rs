@@ -625,3 +625,75 @@ fn a_server_told_its_address_refuses_a_held_port_before_any_client() {
         "{err}"
     );
 }
+
+/// An ICMPv4 "port unreachable" quoting a UDP datagram `from`:4791 → `to`:4791 (36 bytes of
+/// RoCE): what the kernel hands to the socket at `from` connected to `to`.
+fn port_unreachable(from: std::net::Ipv4Addr, to: std::net::Ipv4Addr) -> Vec<u8> {
+    fn checksum(b: &[u8]) -> [u8; 2] {
+        let mut s: u32 = b
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+            .sum();
+        while s > 0xFFFF {
+            s = (s & 0xFFFF) + (s >> 16);
+        }
+        (!(s as u16)).to_be_bytes()
+    }
+    let mut ip = vec![0x45, 0, 0, 64, 0, 0, 0x40, 0, 64, 17, 0, 0];
+    ip.extend_from_slice(&from.octets());
+    ip.extend_from_slice(&to.octets());
+    let c = checksum(&ip);
+    ip[10..12].copy_from_slice(&c);
+    let mut icmp = vec![3, 3, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&ip);
+    icmp.extend_from_slice(&[0x12, 0xB7, 0x12, 0xB7, 0, 44, 0, 0]);
+    let c = checksum(&icmp);
+    icmp[2..4].copy_from_slice(&c);
+    icmp
+}
+
+/// A latency test between two rocelink ends connects its sockets, and a connected socket
+/// reports ICMP errors: a flood of forged "port unreachable" messages naming each end's
+/// flow fails its receives and sends again and again. Over UC, where nothing is resent, the
+/// test still completes every iteration: such an error is read as "nothing yet", never as a
+/// loss or a failure (before, the first one ended the run with "Connection refused").
+#[test]
+fn forged_icmp_errors_lose_no_message_of_a_connected_latency_test() {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::net::{Ipv4Addr, SocketAddr};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    if !rocelink_testkit::netns::root_or_ci() {
+        return;
+    }
+    let raw = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::ICMPV4))
+        .expect("a raw ICMP socket (root)");
+    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 131), Ipv4Addr::new(127, 0, 0, 132));
+    let forged = [
+        (port_unreachable(cip, sip), cip),
+        (port_unreachable(sip, cip), sip),
+    ];
+    let stop = AtomicBool::new(false);
+    let (rows, sent) = std::thread::scope(|s| {
+        let flood = s.spawn(|| {
+            let (t0, mut n) = (Instant::now(), 0u64);
+            while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(30) {
+                for (p, at) in &forged {
+                    let to = SocketAddr::new((*at).into(), 0);
+                    n += u64::from(raw.send_to(p, &to.into()).is_ok());
+                }
+            }
+            n
+        });
+        let (rows, _) = pair(
+            "write_lat",
+            (131, 132),
+            19_151,
+            &["-c", "UC", "-n", "5000", "-s", "2"],
+        );
+        stop.store(true, Ordering::Relaxed);
+        (rows, flood.join().unwrap())
+    });
+    assert!(sent > 1000, "only {sent} ICMP messages went out");
+    assert_eq!(rows[0]["iterations"], 5000, "{:?}", rows[0]);
+}
