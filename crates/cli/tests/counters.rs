@@ -406,11 +406,11 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
     assert_eq!(row["iterations"], 3000, "{row}");
 }
 
-/// The latency tests' connected sockets (two rocelink ends) over a link that loses 3% each
-/// way: every lost WRITE or SEND, or its acknowledgement, is resent by its requester, and
-/// every iteration completes.
+/// The latency tests' ping-pong sockets (a datagram at a time, plain calls) over a link
+/// that loses 3% each way: every lost WRITE or SEND, or its acknowledgement, is resent by
+/// its requester, and every iteration completes.
 #[test]
-fn latency_tests_on_connected_sockets_recover_every_loss() {
+fn latency_tests_on_ping_pong_sockets_recover_every_loss() {
     if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
     {
         return;

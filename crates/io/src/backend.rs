@@ -147,12 +147,10 @@ pub trait Backend: std::fmt::Debug {
         None
     }
 
-    /// Make the backend a ping-pong's with `peer` where it can ([`UdpSocket::connect_to`]:
-    /// datagrams from `peer` alone, received one by one, sent the cheapest way). Returns
-    /// whether it did. Only for a backend whose every datagram comes from `peer`, from the
-    /// address and port it is sent to.
-    fn connect_to(&self, peer: SocketAddr) -> io::Result<bool> {
-        let _ = peer;
+    /// Make the backend a ping-pong's where it can ([`UdpSocket::set_ping_pong`]: one
+    /// datagram at a time each way, received and sent the cheapest way). Returns whether
+    /// it did.
+    fn set_ping_pong(&self) -> io::Result<bool> {
         Ok(false)
     }
 }
@@ -193,8 +191,8 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     fn as_udp(&self) -> Option<&UdpSocket> {
         (**self).as_udp()
     }
-    fn connect_to(&self, peer: SocketAddr) -> io::Result<bool> {
-        (**self).connect_to(peer)
+    fn set_ping_pong(&self) -> io::Result<bool> {
+        (**self).set_ping_pong()
     }
 }
 
@@ -288,8 +286,8 @@ impl Backend for UdpSocket {
         Some(self)
     }
 
-    fn connect_to(&self, peer: SocketAddr) -> io::Result<bool> {
-        UdpSocket::connect_to(self, peer).map(|()| true)
+    fn set_ping_pong(&self) -> io::Result<bool> {
+        UdpSocket::set_ping_pong(self).map(|()| true)
     }
 }
 

@@ -554,16 +554,11 @@ pub(crate) fn recv_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, u8)> 
 }
 
 /// The outcome of a receive call that failed (`errno` set): `Ok(0)` when nothing was
-/// there, the call was interrupted or timed out, or a connected socket reported the ICMP
-/// error an earlier send met (ECONNREFUSED: the peer's port closed, or a forged message;
-/// nothing was received); else the error.
+/// there or the call was interrupted or timed out; else the error.
 pub(crate) fn nothing_received() -> io::Result<usize> {
     let e = io::Error::last_os_error();
     match e.kind() {
-        io::ErrorKind::WouldBlock
-        | io::ErrorKind::Interrupted
-        | io::ErrorKind::TimedOut
-        | io::ErrorKind::ConnectionRefused => Ok(0),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted | io::ErrorKind::TimedOut => Ok(0),
         _ => Err(e),
     }
 }

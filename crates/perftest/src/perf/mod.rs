@@ -537,28 +537,6 @@ impl Perf {
         Ok(())
     }
 
-    /// A latency test with a rocelink peer, which sends from the port it is sent to,
-    /// connects its socket ([`rocelink_io::udp::UdpSocket::connect_to`]): sends skip the
-    /// route lookup, receives find their socket and route cached, and a hop's one datagram
-    /// each way is a plain `send` and `recv`, about 1 µs of a 7.5 µs hop on loopback. The
-    /// kernel then drops every other sender's datagrams before rocelink sees them, so they
-    /// are not in its refusal counters (the kernel's `UdpNoPorts` counts them). Bandwidth
-    /// tests, which want GRO and where a route lookup is shared by a segmented run, and
-    /// peers that send from a port of their own choosing (rxe, a NIC) keep the socket open
-    /// to any sender, the endpoint checking each datagram's sender as always.
-    fn connect_backend(&mut self, rem: &[KeyMsg]) -> Result<(), PerfError> {
-        let mut peers = rem.iter().filter_map(|r| r.gid.and_then(ip_of_gid));
-        let Some(ip) = peers.next() else {
-            return Ok(());
-        };
-        if peers.all(|p| p == ip) {
-            self.drv
-                .socket()
-                .connect_to(SocketAddr::new(ip, self.cfg.roce_port))?;
-        }
-        Ok(())
-    }
-
     /// Exchange with the peer over `oob` (connected, or accepted: that decides who is the
     /// client), connect, and run the test; `progress` gets the address lines once they are
     /// known (and, running infinitely, each period's row); `stop` (Ctrl-C) ends the test
@@ -597,8 +575,9 @@ impl Perf {
         for (i, r) in rem.iter().enumerate() {
             self.connect(i, r, mtu)?;
         }
-        if test.kind == Kind::Lat && oob.peer_tag.is_some() {
-            self.connect_backend(&rem)?;
+        if test.kind == Kind::Lat {
+            // one datagram at a time each way: received and sent the cheapest way
+            self.drv.socket().set_ping_pong()?;
         }
         // send tests hand-shake once after RTR, then print; the others print, then make
         // their "remote address" hand-shakes (one per QP) and one after RTR
