@@ -1,10 +1,12 @@
 //! UDP sockets for RoCE v2: batched receive (`recvmmsg`, optional `UDP_GRO`), batched send
 //! (`sendmmsg`), gather send with `UDP_SEGMENT` (GSO), and the socket options that make the
-//! kernel's IPv4 header predictable for the ICRC (unconnected, explicit source,
-//! `IP_PMTUDISC_DO` → DF and Identification 0; see `docs/reference/udp-socket.md`).
+//! kernel's IPv4 header predictable for the ICRC (unconnected — a connected socket numbers
+//! its datagrams —, explicit source, `IP_PMTUDISC_DO` → DF and Identification 0; see
+//! `docs/reference/udp-socket.md`); a ping-pong's plain `recvfrom` and `sendto`.
 //!
 //! The libc plumbing (addresses, options, the one `recvmmsg`) is in `sys`; the `unsafe`
-//! blocks left here are the `sendmmsg` calls, each saying why it is sound.
+//! blocks left here are the send calls and the ping-pong's `recvfrom`, each saying why it
+//! is sound.
 
 use crate::sys::{
     MmsgRecv, RawAddr, cmsg_space, from_raw, getsockopt_int, nothing_received, poll_fds, raw_addr,
