@@ -778,18 +778,24 @@ mod tests {
         assert_eq!(got, want);
     }
 
-    /// The IPv4 Identification of every UDP datagram from `from` seen on the loopback
-    /// device within `wait` (each appears twice there, leaving and arriving).
-    fn ipv4_ids_on_loopback(from: SocketAddr, wait: Duration, send: impl FnOnce()) -> Vec<u16> {
+    /// The IPv4 Identifications of at least `want` UDP datagrams from `from` seen on the
+    /// loopback device (each appears there leaving and arriving), calling `send` again every
+    /// 50 ms while fewer were seen (a capture of all loopback traffic may drop frames while
+    /// other tests stream), for at most 5 s.
+    fn ipv4_ids_on_loopback(from: SocketAddr, want: usize, send: impl Fn()) -> Vec<u16> {
         use socket2::{Domain, Protocol, Socket, Type};
         let all = Protocol::from(i32::from((libc::ETH_P_ALL as u16).to_be()));
         let cap = Socket::new(Domain::PACKET, Type::RAW, Some(all)).expect("AF_PACKET (root)");
         cap.set_read_timeout(Some(Duration::from_millis(20)))
             .unwrap();
-        send();
         let (mut ids, t0) = (Vec::new(), std::time::Instant::now());
+        let mut sent_at = None::<std::time::Instant>;
         let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 2048];
-        while t0.elapsed() < wait {
+        while ids.len() < want && t0.elapsed() < Duration::from_secs(5) {
+            if sent_at.is_none_or(|t| t.elapsed() >= Duration::from_millis(50)) {
+                send();
+                sent_at = Some(std::time::Instant::now());
+            }
             let Ok(n) = cap.recv(&mut buf) else { continue };
             // SAFETY: the kernel initialised the first `n` bytes
             let f: Vec<u8> = buf[..n]
@@ -823,15 +829,13 @@ mod tests {
         let b = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), &cfg).unwrap();
         a.set_ping_pong().unwrap();
         let long = vec![5u8; 1500];
-        let ids = ipv4_ids_on_loopback(a.local_addr(), Duration::from_millis(300), || {
-            for _ in 0..3 {
-                a.send_parts(b.local_addr(), &[IoSlice::new(b"short")])
-                    .unwrap();
-                a.send_parts(b.local_addr(), &[IoSlice::new(&long)])
-                    .unwrap();
-            }
+        let ids = ipv4_ids_on_loopback(a.local_addr(), 6, || {
+            a.send_parts(b.local_addr(), &[IoSlice::new(b"short")])
+                .unwrap();
+            a.send_parts(b.local_addr(), &[IoSlice::new(&long)])
+                .unwrap();
         });
-        assert!(ids.len() >= 6, "saw {} of the 6 datagrams", ids.len());
+        assert!(ids.len() >= 6, "saw {} datagrams in 5 s", ids.len());
         assert!(ids.iter().all(|&id| id == 0), "{ids:?}");
     }
 
