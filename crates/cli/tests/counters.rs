@@ -406,16 +406,18 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
     assert_eq!(row["iterations"], 3000, "{row}");
 }
 
-/// The latency tests' ping-pong sockets (a datagram at a time, plain calls) over a link
-/// that loses 3% each way: every lost WRITE or SEND, or its acknowledgement, is resent by
-/// its requester, and every iteration completes.
+/// A latency test's ping-pong sockets (a datagram at a time, plain calls) over a link
+/// that loses 3% each way: every lost SEND, or its acknowledgement, is resent by its
+/// requester, and every iteration completes. (`write_lat` is left out: as perftest's, it
+/// ends without a closing exchange, so an end whose last acknowledgement was lost can
+/// retry against a peer that has gone.)
 #[test]
-fn latency_tests_on_ping_pong_sockets_recover_every_loss() {
+fn a_latency_test_on_ping_pong_sockets_recovers_every_loss() {
     if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
     {
         return;
     }
-    for (tag, test) in [("cw", "write_lat"), ("cs", "send_lat")] {
+    for (tag, test) in [("cs", "send_lat")] {
         let (s, c, row) = perf_over_lossy(tag, test, &["-n", "1000", "-s", "64"]);
         let resent =
             s["retransmissions"].as_u64().unwrap() + c["retransmissions"].as_u64().unwrap();
