@@ -306,11 +306,16 @@ fn lossy(tag: &str, loss: u32) -> common::VethPair {
     p
 }
 
-/// `rocelink perf TEST` between the namespaces of [`lossy`] (3% lost each way), the
+/// `rocelink perf TEST` between the namespaces of [`lossy`] (3% lost each way); see
+/// [`perf_between`].
+fn perf_over_lossy(tag: &str, test: &str, args: &[&str]) -> (Value, Value, Value) {
+    perf_between(&lossy(tag, 3), test, args)
+}
+
+/// `rocelink perf TEST` from 10.202.1.1 in namespace A to a server at 10.202.1.2 in B, the
 /// server's counters read back while it runs. Returns the server's and the client's
 /// counters and the client's first row.
-fn perf_over_lossy(tag: &str, test: &str, args: &[&str]) -> (Value, Value, Value) {
-    let ns = lossy(tag, 3);
+fn perf_between(ns: &common::VethPair, test: &str, args: &[&str]) -> (Value, Value, Value) {
     let run = |ns: &str, args: &[&str]| {
         Command::new("ip")
             .args(["netns", "exec", ns])
@@ -408,16 +413,16 @@ fn loss_shows_as_psn_drops_and_retransmissions() {
 
 /// A latency test's ping-pong sockets (a datagram at a time, plain calls) over a link
 /// that loses 3% each way: every lost SEND, or its acknowledgement, is resent by its
-/// requester, and every iteration completes. (`write_lat` is left out: as perftest's, it
-/// ends without a closing exchange, so an end whose last acknowledgement was lost can
-/// retry against a peer that has gone.)
+/// requester, and every iteration completes — the last one too: two rocelink ends close
+/// `write_lat` with an exchange, so an end whose last acknowledgement was lost finds its
+/// peer still there to answer the retry.
 #[test]
 fn a_latency_test_on_ping_pong_sockets_recovers_every_loss() {
     if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
     {
         return;
     }
-    for (tag, test) in [("cs", "send_lat")] {
+    for (tag, test) in [("cw", "write_lat"), ("cs", "send_lat")] {
         let (s, c, row) = perf_over_lossy(tag, test, &["-n", "1000", "-s", "64"]);
         let resent =
             s["retransmissions"].as_u64().unwrap() + c["retransmissions"].as_u64().unwrap();
@@ -428,6 +433,34 @@ fn a_latency_test_on_ping_pong_sockets_recovers_every_loss() {
         }
         assert_eq!(row["iterations"], 1000, "{test}: {row}");
     }
+}
+
+/// `write_lat` between two rocelink ends with the server's last acknowledgement dropped
+/// (nftables counts the server's ACKs and drops the one that answers the client's last
+/// WRITE): the client resends that WRITE after its timeout, and the server, waiting in the
+/// closing exchange, answers it, so both ends finish every iteration.
+#[test]
+fn write_lat_survives_the_loss_of_its_last_acknowledgement() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
+        return;
+    }
+    const N: u32 = 200;
+    let ns = common::VethPair::new("cl", &["10.202.1.1/24"], &["10.202.1.2/24"]);
+    let vb = &ns.vb;
+    // the BTH's first byte (8 bytes into the UDP header) is the opcode; 17 is RC Acknowledge
+    ns.nft(
+        &ns.b,
+        &format!(
+            "table netdev rocelink_last {{\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 @th,64,8 17 numgen inc mod {N} {} drop; }}\n}}\n",
+            N - 1
+        ),
+    );
+    let n = N.to_string();
+    let (s, c, row) = perf_between(&ns, "write_lat", &["-n", &n, "-s", "64"]);
+    assert!(c["retransmissions"].as_u64().unwrap() > 0, "client: {c}");
+    assert_eq!(s["retransmissions"], 0, "server: {s}");
+    assert_eq!(row["iterations"], N, "{row}");
 }
 
 /// `receive` publishes the counters of its data link while frames arrive (the scatter

@@ -321,6 +321,9 @@ pub const MAX_QPS: usize = 1024;
 /// UD receives start with the 40-byte GRH slot.
 const GRH: usize = 40;
 
+/// perftest's ACK timeout, attribute 14: 4.096 µs × 2¹⁴.
+const ACK_TIMEOUT: Duration = Duration::from_micros(67_109);
+
 /// perftest's cycle buffer (a page) and cache line.
 const CYCLE_BUFFER: usize = 4096;
 const CACHE_LINE: usize = 64;
@@ -529,7 +532,7 @@ impl Perf {
             qpn,
             Modify::Rts {
                 sq_psn: psn,
-                timeout: Duration::from_micros(67_109),
+                timeout: ACK_TIMEOUT,
                 retry_cnt: 7,
                 rnr_retry: 7,
             },

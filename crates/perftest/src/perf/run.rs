@@ -2,7 +2,7 @@
 //! not duplex): WRITE/READ BW — the client runs, then a hand-shake, the bandwidth reports
 //! and the close (the server waits passively through all of it); SEND BW — receives
 //! posted, a hand-shake, both run, the close; WRITE LAT — both ping-pong (the server
-//! writes first), no close; READ LAT — the server closes at once and serves passively;
+//! writes first), no close with perftest (a close between two rocelink ends); READ LAT — the server closes at once and serves passively;
 //! SEND LAT — receives posted, a hand-shake, both ping-pong (the client sends first), the
 //! close.
 
@@ -129,8 +129,22 @@ pub(super) fn test(
             for &size in sizes {
                 rows.push(p.write_lat(size, &rem[0], client, stop)?);
             }
-            // no close in perftest's write_lat: answer the peer's last WRITE, then go
-            p.linger()?;
+            if oob.peer_tag.is_some() {
+                // two rocelink ends close as the other tests do: each came here only once
+                // its own WRITEs were acknowledged, and answers the peer's retries until
+                // the peer comes too, so a lost last acknowledgement cannot strand it
+                close(p, oob, stop)?;
+            } else {
+                // perftest's write_lat has no close: answer the peer's last WRITE, and
+                // over RC its retries should this end's acknowledgement be lost (a retry
+                // and two doublings of the timeout: 1 + 2 + 4 of them), then go
+                let quiet = if p.cfg.conn == QpType::Rc {
+                    super::ACK_TIMEOUT * 7
+                } else {
+                    Duration::from_millis(50)
+                };
+                p.linger(quiet)?;
+            }
             Ok(Outcome::Lat(rows))
         }
         (Verb::Read, Kind::Lat) => {
@@ -162,7 +176,7 @@ pub(super) fn test(
 fn close(p: &mut Perf, oob: &mut Oob, stop: &AtomicBool) -> Result<(), PerfError> {
     p.shake(oob, stop)?;
     oob.done()?;
-    p.linger()
+    p.linger(Duration::from_millis(50))
 }
 
 /// A `--run_infinitely` period's row: perftest measures no peak then.
@@ -577,14 +591,14 @@ impl Perf {
     }
 
     /// Keep answering while the peer still sends (its last ACK or WRITE may need an
-    /// answer after this side's test ended): until 50 ms pass with nothing received, at
-    /// most 1 s.
-    fn linger(&mut self) -> Result<(), PerfError> {
-        let end = Instant::now() + Duration::from_secs(1);
+    /// answer after this side's test ended): until `quiet` passes with nothing received,
+    /// at most 3 s.
+    fn linger(&mut self, quiet: Duration) -> Result<(), PerfError> {
+        let end = Instant::now() + Duration::from_secs(3);
         loop {
             let before = self.ep.stats().rx_datagrams;
             let Perf { ep, drv, .. } = self;
-            drv.run(ep, Instant::now() + Duration::from_millis(50), |_| false)?;
+            drv.run(ep, Instant::now() + quiet, |_| false)?;
             if self.ep.stats().rx_datagrams == before || Instant::now() >= end {
                 return Ok(());
             }
