@@ -20,6 +20,9 @@ pub struct Oob {
     pub peer_version_str: String,
     /// What a rocelink peer said it runs: (test, connection type); `None` for perftest.
     pub peer_tag: Option<(u8, u8)>,
+    /// The features a rocelink peer said it has (`rocelink_wire::perftest::FEATURES`); 0
+    /// for perftest.
+    pub peer_features: u8,
     /// What this side says it runs (sent with the version).
     pub my_tag: Option<(u8, u8)>,
 }
@@ -46,6 +49,7 @@ impl Oob {
             peer_version: 0.0,
             peer_version_str: String::new(),
             peer_tag: None,
+            peer_features: 0,
             my_tag: None,
         })
     }
@@ -94,6 +98,7 @@ impl Oob {
             peer_version: 0.0,
             peer_version_str: String::new(),
             peer_tag: None,
+            peer_features: 0,
             my_tag: None,
         })
     }
@@ -161,6 +166,7 @@ impl Oob {
         };
         let theirs = self.xchg(&mine, "version")?;
         self.peer_tag = pt::parse_tag(&theirs);
+        self.peer_features = pt::parse_features(&theirs);
         let end = theirs.iter().position(|&b| b == 0).unwrap_or(VERSION_LEN);
         self.peer_version_str = String::from_utf8_lossy(&theirs[..end]).into_owned();
         self.peer_version = pt::parse_version(&theirs);

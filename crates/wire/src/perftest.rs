@@ -59,6 +59,13 @@ pub fn encode_version(v: &str) -> [u8; VERSION_LEN] {
 pub const TAG: [u8; 2] = *b"RL";
 /// Offset of [`TAG`] in the version message.
 pub const TAG_AT: usize = 8;
+/// Offset of the features byte after the tag (0 from a rocelink before it).
+pub const FEATURES_AT: usize = TAG_AT + 4;
+/// Feature: write_lat ends with perftest's closing exchange (hand-shake and `"done"`)
+/// when both ends have it.
+pub const CLOSES_WRITE_LAT: u8 = 1;
+/// The features this build has.
+pub const FEATURES: u8 = CLOSES_WRITE_LAT;
 
 /// The version message of a rocelink side running test `test` (a code of its own choosing,
 /// the same on both sides for the same test) over connection type `conn`.
@@ -68,6 +75,7 @@ pub fn encode_version_tagged(v: &str, test: u8, conn: u8) -> [u8; VERSION_LEN] {
         m[TAG_AT..TAG_AT + 2].copy_from_slice(&TAG);
         m[TAG_AT + 2] = test;
         m[TAG_AT + 3] = conn;
+        m[FEATURES_AT] = FEATURES;
     }
     m
 }
@@ -76,6 +84,14 @@ pub fn encode_version_tagged(v: &str, test: u8, conn: u8) -> [u8; VERSION_LEN] {
 pub fn parse_tag(m: &[u8]) -> Option<(u8, u8)> {
     let t = m.get(TAG_AT..TAG_AT + 4)?;
     (t[..2] == TAG).then_some((t[2], t[3]))
+}
+
+/// The features a rocelink peer's version message says it has; 0 from perftest.
+pub fn parse_features(m: &[u8]) -> u8 {
+    match parse_tag(m) {
+        Some(_) => m.get(FEATURES_AT).copied().unwrap_or(0),
+        None => 0,
+    }
 }
 
 /// A peer's version as perftest reads it (C's `atof`: the longest leading decimal number,
@@ -367,6 +383,15 @@ mod tests {
         assert_eq!(parse_version(&t), 6.27, "perftest reads only the version");
         assert_eq!(parse_tag(&t), Some((0x11, 2)));
         assert_eq!(parse_tag(&encode_version(VERSION)), None);
+        assert_eq!(parse_features(&t), FEATURES);
+        assert_eq!(parse_features(&encode_version(VERSION)), 0);
+        // a rocelink from before the features byte
+        let mut old = t;
+        old[FEATURES_AT] = 0;
+        assert_eq!(
+            (parse_tag(&old), parse_features(&old)),
+            (Some((0x11, 2)), 0)
+        );
         assert_eq!(parse_version(&encode_version("6.06")), 6.06);
         assert_eq!(parse_version(b"5.70-beta\0\0"), 5.70);
         assert_eq!(parse_version(b"\0garbage"), 0.0);

@@ -129,7 +129,7 @@ pub(super) fn test(
             for &size in sizes {
                 rows.push(p.write_lat(size, &rem[0], client, stop)?);
             }
-            if oob.peer_tag.is_some() {
+            if oob.peer_features & rocelink_wire::perftest::CLOSES_WRITE_LAT != 0 {
                 // two rocelink ends close as the other tests do: each came here only once
                 // its own WRITEs were acknowledged, and answers the peer's retries until
                 // the peer comes too, so a lost last acknowledgement cannot strand it
