@@ -6,7 +6,7 @@ use crate::perf_report::Report;
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
 use rocelink_perftest::perf::session::{Peer, PerfEvent, PerfSession, PerfSessionConfig};
-use rocelink_perftest::perf::{Kind, MAX_QPS, PerfConfig, PerfError, Test};
+use rocelink_perftest::perf::{Kind, MAX_QPS, Outcome, PerfConfig, PerfError, Test};
 use rocelink_runtime::BackendChoice;
 use rocelink_transport::{Mtu, QpType};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
@@ -272,6 +272,15 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     report.rows(&sum.outcome);
     if stop.is_set() && !cfg.infinite {
         eprintln!("rocelink perf: stopped early (Ctrl-C): the rows cover what completed");
+    } else if let Outcome::Lat(rows) = &sum.outcome
+        && let Some(last) = rows.last()
+        && cfg.duration.is_none()
+        && last.iters < cfg.iters
+    {
+        eprintln!(
+            "rocelink perf: the peer left after {} of {} iterations: the row covers what completed",
+            last.iters, cfg.iters
+        );
     }
     if let (Some(x), Some(path)) = (&sum.addresses, &report.out_json)
         && let Some(text) = report.perftest_json(x, &sum.outcome)

@@ -529,6 +529,81 @@ fn ctrl_c_mid_run_reports_what_completed() {
     );
 }
 
+/// Ctrl-C in the middle of a latency run: the stopped end prints the row of what completed
+/// and exits 0; its peer sees the exchange's connection close, ends at once (not at its
+/// deadline), prints its own row of what completed, says the peer left, and exits 0. A READ
+/// latency server, passive, closes with its stopped client.
+#[test]
+fn ctrl_c_mid_latency_run_ends_both_sides_with_what_completed() {
+    for (i, test) in ["write_lat", "send_lat", "read_lat"]
+        .into_iter()
+        .enumerate()
+    {
+        let (sip, cip) = (
+            format!("127.0.0.{}", 146 + 2 * i),
+            format!("127.0.0.{}", 147 + 2 * i),
+        );
+        let port = (19141 + i).to_string();
+        let common = ["-p", &port, "--no-control", "-n", "100000000"];
+        let (mut srv, mut sout, mut text) =
+            server(&[&[test, "--bind", &sip][..], &common].concat());
+        let cli = rocelink()
+            .args(["perf", test, &sip, "--bind", &cip, "--json"])
+            .args(common)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // a passive READ server prints no column titles: its address lines, then
+        wait_for(&mut sout, &mut text, "remote address");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &cli.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let out = cli.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{test} client {}: {err}", out.status);
+        assert!(err.contains("stopped early (Ctrl-C)"), "{test}: {err}");
+        let row: Value =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
+                .unwrap();
+        let n = row["iterations"].as_u64().unwrap();
+        assert!((2..100_000_000).contains(&n), "{test}: {row}");
+        assert!(row["t_typical"].as_f64().unwrap() > 0.0, "{test}: {row}");
+        // the server ends long before its deadline (a minute)
+        let t0 = std::time::Instant::now();
+        let st = loop {
+            if let Some(st) = srv.try_wait().unwrap() {
+                break st;
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = srv.kill();
+                panic!("{test}: the server did not see its client go");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
+        let mut serr = String::new();
+        std::io::Read::read_to_string(&mut srv.stderr.take().unwrap(), &mut serr).unwrap();
+        assert!(st.success(), "{test} server {st}: {rest}\n{serr}");
+        if test != "read_lat" {
+            assert!(serr.contains("the peer left after"), "{test}: {serr}");
+            // a row of what completed: the size, then a count short of the iterations asked
+            let row = rest
+                .lines()
+                .find(|l| l.trim_start().starts_with("2 "))
+                .unwrap_or_else(|| panic!("{test}: no row in {rest}"));
+            let m: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+            assert!((2..100_000_000).contains(&m), "{test}: {row}");
+        }
+    }
+}
+
 /// Two rocelink sides say which test they run: a mismatch is refused on both, naming both
 /// tests. A READ latency server prints no columns (no row follows, as perftest); the
 /// counters table comes only with --counters; the header names a rocelink peer as such.

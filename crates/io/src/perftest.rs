@@ -239,6 +239,21 @@ impl Oob {
         self.s.write_all(b"done\0").map_err(|e| ctx(e, "done"))
     }
 
+    /// Has the peer closed the connection (or reset it)? Something it wrote and this side
+    /// has not read yet is no close. Never waits.
+    pub fn peer_closed(&self) -> bool {
+        let peeked = self.s.set_nonblocking(true).and_then(|()| {
+            let mut b = [0u8; 1];
+            let r = self.s.peek(&mut b);
+            self.s.set_nonblocking(false)?;
+            r
+        });
+        match peeked {
+            Ok(n) => n == 0,
+            Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+        }
+    }
+
     /// Has the peer written something (or closed)? Never waits.
     pub fn readable(&self) -> io::Result<bool> {
         self.s.set_nonblocking(true)?;
@@ -310,6 +325,31 @@ mod tests {
         o.hand_shake(&key(0x11)).unwrap();
         o.done().unwrap();
         srv.join().unwrap();
+    }
+
+    #[test]
+    fn a_peer_that_leaves_is_told_from_one_that_writes() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let o = Oob::connect(l.local_addr().unwrap(), None, Duration::from_secs(5)).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        assert!(!o.peer_closed(), "a quiet peer is there");
+        peer.write_all(b"x").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!o.peer_closed(), "a peer that wrote is there");
+        let mut b = [0u8; 1];
+        (&o.s).read_exact(&mut b).unwrap();
+        drop(peer);
+        let t0 = std::time::Instant::now();
+        while !o.peer_closed() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the close never showed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // and looking leaves the socket blocking, as the exchanges need it
+        let mut b = [0u8; 1];
+        assert_eq!((&o.s).read(&mut b).unwrap(), 0);
     }
 
     #[test]

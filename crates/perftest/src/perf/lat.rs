@@ -2,8 +2,9 @@
 //! for the exchanges around them).
 
 use super::PerfError;
-use super::run::{RECV_ID, ended, failed};
+use super::run::{LatEnd, RECV_ID, drive_lat, ended, failed};
 use super::{Perf, lat_row};
+use rocelink_io::perftest::Oob;
 use rocelink_transport::*;
 use rocelink_wire::perftest::KeyMsg;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,8 +18,9 @@ impl Perf {
         size: usize,
         rem: &KeyMsg,
         client: bool,
+        oob: &Oob,
         stop: &AtomicBool,
-    ) -> Result<super::LatRow, PerfError> {
+    ) -> Result<(super::LatRow, LatEnd), PerfError> {
         let iters = self.cfg.iters;
         let lkey = self.mr.lkey;
         let poll_at = self.half + size - 1;
@@ -38,7 +40,7 @@ impl Perf {
         let Perf { ep, drv, .. } = self;
         // the server writes first
         let mut waiting = client;
-        let done = drv.run(ep, deadline, |ep| {
+        let drove = drive_lat(drv, ep, oob, deadline, |ep| {
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
                     err = Some(failed("a WRITE", &wc));
@@ -71,10 +73,10 @@ impl Perf {
             waiting = rcnt < iters;
             scnt >= iters && rcnt >= iters && ccnt >= iters
         })?;
-        ended(err, stop, done, || {
+        let end = ended(err, stop, drove, posted.len(), || {
             format!("write_lat: {rcnt} of {iters} answers came")
         })?;
-        Ok(lat_row(size, &posted, 2.0))
+        Ok((lat_row(size, &posted, 2.0), end))
     }
 
     /// One READ at a time.
@@ -82,8 +84,9 @@ impl Perf {
         &mut self,
         size: usize,
         rem: &KeyMsg,
+        oob: &Oob,
         stop: &AtomicBool,
-    ) -> Result<super::LatRow, PerfError> {
+    ) -> Result<(super::LatRow, LatEnd), PerfError> {
         let iters = self.cfg.iters;
         let wr = self.signaled_wr(
             0,
@@ -99,7 +102,7 @@ impl Perf {
         let mut err = None;
         let deadline = self.lat_deadline();
         let Perf { ep, drv, .. } = self;
-        let done = drv.run(ep, deadline, |ep| {
+        let drove = drive_lat(drv, ep, oob, deadline, |ep| {
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
                     err = Some(failed("a READ", &wc));
@@ -119,8 +122,10 @@ impl Perf {
             }
             false
         })?;
-        ended(err, stop, done, || "read_lat did not finish".into())?;
-        Ok(lat_row(size, &posted, 1.0))
+        let end = ended(err, stop, drove, posted.len(), || {
+            format!("read_lat: {ccnt} of {iters} READs completed")
+        })?;
+        Ok((lat_row(size, &posted, 1.0), end))
     }
 
     /// perftest's SEND ping-pong: the client sends first, each side answers a receive with
@@ -129,8 +134,9 @@ impl Perf {
         &mut self,
         size: usize,
         client: bool,
+        oob: &Oob,
         stop: &AtomicBool,
-    ) -> Result<super::LatRow, PerfError> {
+    ) -> Result<(super::LatRow, LatEnd), PerfError> {
         let iters = self.cfg.iters;
         let wr = self.signaled_wr(0, self.send_op(0), size);
         let cq = self.cq;
@@ -142,7 +148,7 @@ impl Perf {
         let mut turn = client;
         let deadline = self.lat_deadline();
         let Perf { ep, drv, .. } = self;
-        let done = drv.run(ep, deadline, |ep| {
+        let drove = drive_lat(drv, ep, oob, deadline, |ep| {
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
                     err = Some(failed("a SEND or receive", &wc));
@@ -170,9 +176,9 @@ impl Perf {
             }
             scnt >= iters && rcnt >= iters
         })?;
-        ended(err, stop, done, || {
+        let end = ended(err, stop, drove, posted.len(), || {
             format!("send_lat: {rcnt} of {iters} messages came")
         })?;
-        Ok(lat_row(size, &posted, 2.0))
+        Ok((lat_row(size, &posted, 2.0), end))
     }
 }

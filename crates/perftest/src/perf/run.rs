@@ -7,6 +7,7 @@
 //! close.
 
 use super::{BwRow, Kind, Outcome, Perf, PerfError, Progress, Verb, bw_row};
+use rocelink_io::backend::Backend;
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::{Driver, Plan};
 use rocelink_transport::*;
@@ -28,24 +29,83 @@ pub(super) fn failed(what: &'static str, wc: &WorkCompletion) -> PerfError {
     }
 }
 
-/// How a latency loop ended: its error, Ctrl-C, or not done by its deadline (`unfinished`
-/// says how far it got) — or fine.
+/// How a latency loop ended, when it did not fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LatEnd {
+    /// Every iteration ran.
+    Done,
+    /// Ctrl-C: the row covers what completed.
+    Stopped,
+    /// The peer's exchange connection closed (the peer was stopped, or crashed): the row
+    /// covers what completed.
+    PeerLeft,
+}
+
+/// Where [`drive_lat`] left a latency loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Drove {
+    /// The loop's step said it was done (or stopped).
+    Held,
+    /// Its deadline passed first.
+    Deadline,
+    /// The peer left first.
+    PeerLeft,
+}
+
+/// Drive a latency loop's `step` (true once done or stopped) until it holds or `deadline`
+/// passes, in slices of 100 ms between which the peer's exchange connection is looked at:
+/// a peer that has gone (Ctrl-C, a crash) ends the loop then, not at the deadline.
+pub(super) fn drive_lat(
+    drv: &mut Driver<Box<dyn Backend + Send>>,
+    ep: &mut Endpoint,
+    oob: &Oob,
+    deadline: Instant,
+    mut step: impl FnMut(&mut Endpoint) -> bool,
+) -> io::Result<Drove> {
+    loop {
+        let until = deadline.min(Instant::now() + Duration::from_millis(100));
+        if drv.run(ep, until, &mut step)? {
+            return Ok(Drove::Held);
+        }
+        if Instant::now() >= deadline {
+            return Ok(Drove::Deadline);
+        }
+        if oob.peer_closed() {
+            return Ok(Drove::PeerLeft);
+        }
+    }
+}
+
+/// How a latency loop ended: its error, Ctrl-C or the peer's leaving (a row of what
+/// completed once two messages were posted, an error before), not done by its deadline
+/// (`unfinished` says how far it got) — or done.
 pub(super) fn ended(
     err: Option<PerfError>,
     stop: &AtomicBool,
-    done: bool,
+    drove: Drove,
+    posted: usize,
     unfinished: impl FnOnce() -> String,
-) -> Result<(), PerfError> {
+) -> Result<LatEnd, PerfError> {
     if let Some(e) = err {
         return Err(e);
     }
+    let measured = posted >= 2;
     if stop.load(Ordering::Relaxed) {
-        return Err(PerfError::Stopped);
+        return if measured {
+            Ok(LatEnd::Stopped)
+        } else {
+            Err(PerfError::Stopped)
+        };
     }
-    if !done {
-        return Err(PerfError::Unfinished(unfinished()));
+    match drove {
+        Drove::Held => Ok(LatEnd::Done),
+        Drove::PeerLeft if measured => Ok(LatEnd::PeerLeft),
+        Drove::PeerLeft => Err(PerfError::Unfinished(format!(
+            "{}: the peer left",
+            unfinished()
+        ))),
+        Drove::Deadline => Err(PerfError::Unfinished(unfinished())),
     }
-    Ok(())
 }
 
 pub(super) fn test(
@@ -127,7 +187,12 @@ pub(super) fn test(
         (Verb::Write, Kind::Lat) => {
             let mut rows = Vec::new();
             for &size in sizes {
-                rows.push(p.write_lat(size, &rem[0], client, stop)?);
+                let (row, end) = p.write_lat(size, &rem[0], client, oob, stop)?;
+                rows.push(row);
+                if end != LatEnd::Done {
+                    // the peer is gone, or finds this end gone when its connection closes
+                    return Ok(Outcome::Lat(rows));
+                }
             }
             if oob.peer_features & rocelink_wire::perftest::CLOSES_WRITE_LAT != 0 {
                 // two rocelink ends close as the other tests do: each came here only once
@@ -151,7 +216,14 @@ pub(super) fn test(
             let mut rows = Vec::new();
             if client {
                 for &size in sizes {
-                    rows.push(p.read_lat(size, &rem[0], stop)?);
+                    let (row, end) = p.read_lat(size, &rem[0], oob, stop)?;
+                    rows.push(row);
+                    match end {
+                        LatEnd::Done => {}
+                        // the passive server waits in the close: close with it
+                        LatEnd::Stopped => break,
+                        LatEnd::PeerLeft => return Ok(Outcome::Lat(rows)),
+                    }
                 }
             }
             // perftest's READ LAT server closes at once, serving until the client's close
@@ -163,7 +235,11 @@ pub(super) fn test(
             for &size in sizes {
                 p.post_recvs(0, size, p.cfg.rx_depth.min(p.cfg.iters.max(1) as usize))?;
                 p.shake(oob, stop)?;
-                rows.push(p.send_lat(size, client, stop)?);
+                let (row, end) = p.send_lat(size, client, oob, stop)?;
+                rows.push(row);
+                if end != LatEnd::Done {
+                    return Ok(Outcome::Lat(rows));
+                }
             }
             close(p, oob, stop)?;
             Ok(Outcome::Lat(rows))
