@@ -36,6 +36,37 @@ fn server(args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
     (srv, out, text)
 }
 
+/// A `rocelink perf ARGS --json --no-control` client, interrupted (Ctrl-C) half a second
+/// after its server printed `ready` (read from the server's output and what it printed so
+/// far): it must exit 0 saying it stopped early. Returns its first row.
+fn stopped_client(
+    args: &[&str],
+    (sout, text, ready): (&mut BufReader<ChildStdout>, &mut String, &str),
+) -> Value {
+    let cli = rocelink()
+        .arg("perf")
+        .args(args)
+        .args(["--json", "--no-control"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(sout, text, ready);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &cli.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = cli.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?} {}: {err}", out.status);
+    assert!(err.contains("stopped early (Ctrl-C)"), "{args:?}: {err}");
+    serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap()
+}
+
 /// Run `test` between a server on 127.0.0.`ips.0` and a client on 127.0.0.`ips.1` (TCP
 /// `port`); the client's JSON lines and the server's text.
 fn pair(test: &str, ips: (u8, u8), port: u16, extra: &[&str]) -> (Vec<Value>, String) {
@@ -485,37 +516,20 @@ fn ctrl_c_mid_run_reports_what_completed() {
         "-n",
         "100000000",
     ]);
-    let cli = rocelink()
-        .args([
-            "perf",
+    // the server prints its column titles once the exchange is over and the client posts
+    let row = stopped_client(
+        &[
             "write_bw",
             "127.0.0.108",
             "--bind",
             "127.0.0.109",
             "-p",
             port,
-        ])
-        .args(["-n", "100000000", "--json", "--no-control"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // the server prints its column titles once the exchange is over and the client posts
-    wait_for(&mut sout, &mut text, "#bytes");
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &cli.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
+            "-n",
+            "100000000",
+        ],
+        (&mut sout, &mut text, "#bytes"),
     );
-    let out = cli.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "client {}: {err}", out.status);
-    assert!(err.contains("stopped early (Ctrl-C)"), "{err}");
-    let row: Value =
-        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap()).unwrap();
     let n = row["iterations"].as_u64().unwrap();
     assert!(n > 0 && n < 100_000_000, "{row}");
     let st = srv.wait().unwrap();
@@ -544,33 +558,14 @@ fn ctrl_c_mid_latency_run_ends_both_sides_with_what_completed() {
             format!("127.0.0.{}", 147 + 2 * i),
         );
         let port = (19141 + i).to_string();
-        let common = ["-p", &port, "--no-control", "-n", "100000000"];
+        let common = ["-p", &port, "-n", "100000000"];
         let (mut srv, mut sout, mut text) =
-            server(&[&[test, "--bind", &sip][..], &common].concat());
-        let cli = rocelink()
-            .args(["perf", test, &sip, "--bind", &cip, "--json"])
-            .args(common)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            server(&[&[test, "--bind", &sip, "--no-control"][..], &common].concat());
         // a passive READ server prints no column titles: its address lines, then
-        wait_for(&mut sout, &mut text, "remote address");
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        assert!(
-            Command::new("kill")
-                .args(["-INT", &cli.id().to_string()])
-                .status()
-                .unwrap()
-                .success()
+        let row = stopped_client(
+            &[&[test, &sip, "--bind", &cip][..], &common].concat(),
+            (&mut sout, &mut text, "remote address"),
         );
-        let out = cli.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{test} client {}: {err}", out.status);
-        assert!(err.contains("stopped early (Ctrl-C)"), "{test}: {err}");
-        let row: Value =
-            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
-                .unwrap();
         let n = row["iterations"].as_u64().unwrap();
         assert!((2..100_000_000).contains(&n), "{test}: {row}");
         assert!(row["t_typical"].as_f64().unwrap() > 0.0, "{test}: {row}");
