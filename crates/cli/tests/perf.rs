@@ -36,6 +36,17 @@ fn server(args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
     (srv, out, text)
 }
 
+/// Send process `pid` SIGINT, as Ctrl-C does.
+fn ctrl_c(pid: u32) {
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 /// A `rocelink perf ARGS --json --no-control` client, interrupted (Ctrl-C) half a second
 /// after its server printed `ready` (read from the server's output and what it printed so
 /// far): it must exit 0 saying it stopped early. Returns its first row.
@@ -53,13 +64,7 @@ fn stopped_client(
         .unwrap();
     wait_for(sout, text, ready);
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &cli.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    ctrl_c(cli.id());
     let out = cli.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{args:?} {}: {err}", out.status);
@@ -274,13 +279,7 @@ fn ctrl_c_ends_a_waiting_server() {
         .find(|p| p.file_name().unwrap().to_str().unwrap() == format!("{}.sock", srv.id()))
         .expect("a control socket while it waits");
     let t = std::time::Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &srv.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    ctrl_c(srv.id());
     let st = srv.wait().unwrap();
     assert!(t.elapsed() < std::time::Duration::from_secs(5));
     let mut err = String::new();
@@ -482,13 +481,7 @@ fn run_infinitely(test: &str) {
         assert!(r["iterations"].as_u64().unwrap() > 0, "{r}");
         assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
     }
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &cli.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    ctrl_c(cli.id());
     let st = cli.wait().unwrap();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut cli.stderr.take().unwrap(), &mut err).unwrap();
