@@ -242,13 +242,7 @@ impl Oob {
     /// Has the peer closed the connection (or reset it)? Something it wrote and this side
     /// has not read yet is no close. Never waits.
     pub fn peer_closed(&self) -> bool {
-        let peeked = self.s.set_nonblocking(true).and_then(|()| {
-            let mut b = [0u8; 1];
-            let r = self.s.peek(&mut b);
-            self.s.set_nonblocking(false)?;
-            r
-        });
-        match peeked {
+        match self.peek() {
             Ok(n) => n == 0,
             Err(e) => e.kind() != io::ErrorKind::WouldBlock,
         }
@@ -256,15 +250,21 @@ impl Oob {
 
     /// Has the peer written something (or closed)? Never waits.
     pub fn readable(&self) -> io::Result<bool> {
-        self.s.set_nonblocking(true)?;
-        let mut b = [0u8; 1];
-        let r = self.s.peek(&mut b);
-        self.s.set_nonblocking(false)?;
-        match r {
+        match self.peek() {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// Peek at one byte without waiting (`WouldBlock` when there is none); the socket is
+    /// left blocking, as the exchanges need it.
+    fn peek(&self) -> io::Result<usize> {
+        self.s.set_nonblocking(true)?;
+        let mut b = [0u8; 1];
+        let r = self.s.peek(&mut b);
+        self.s.set_nonblocking(false)?;
+        r
     }
 }
 

@@ -2,13 +2,95 @@
 //! for the exchanges around them).
 
 use super::PerfError;
-use super::run::{LatEnd, RECV_ID, drive_lat, ended, failed};
+use super::run::{RECV_ID, failed};
 use super::{Perf, lat_row};
+use rocelink_io::backend::Backend;
 use rocelink_io::perftest::Oob;
+use rocelink_runtime::Driver;
 use rocelink_transport::*;
 use rocelink_wire::perftest::KeyMsg;
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How a latency loop ended, when it did not fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LatEnd {
+    /// Every iteration ran.
+    Done,
+    /// Ctrl-C: the row covers what completed.
+    Stopped,
+    /// The peer's exchange connection closed (the peer was stopped, or crashed): the row
+    /// covers what completed.
+    PeerLeft,
+}
+
+/// Where [`drive_lat`] left a latency loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Drove {
+    /// The loop's step said it was done (or stopped).
+    Held,
+    /// Its deadline passed first.
+    Deadline,
+    /// The peer left first.
+    PeerLeft,
+}
+
+/// Drive a latency loop's `step` (true once done or stopped) until it holds or `deadline`
+/// passes, in slices of 100 ms between which the peer's exchange connection is looked at:
+/// a peer that has gone (Ctrl-C, a crash) ends the loop then, not at the deadline.
+pub(super) fn drive_lat(
+    drv: &mut Driver<Box<dyn Backend + Send>>,
+    ep: &mut Endpoint,
+    oob: &Oob,
+    deadline: Instant,
+    mut step: impl FnMut(&mut Endpoint) -> bool,
+) -> io::Result<Drove> {
+    loop {
+        let until = deadline.min(Instant::now() + Duration::from_millis(100));
+        if drv.run(ep, until, &mut step)? {
+            return Ok(Drove::Held);
+        }
+        if Instant::now() >= deadline {
+            return Ok(Drove::Deadline);
+        }
+        if oob.peer_closed() {
+            return Ok(Drove::PeerLeft);
+        }
+    }
+}
+
+/// How a latency loop ended: its error, Ctrl-C or the peer's leaving (a row of what
+/// completed once two messages were posted, an error before), not done by its deadline
+/// (`unfinished` says how far it got) — or done.
+pub(super) fn ended(
+    err: Option<PerfError>,
+    stop: &AtomicBool,
+    drove: Drove,
+    posted: usize,
+    unfinished: impl FnOnce() -> String,
+) -> Result<LatEnd, PerfError> {
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let measured = posted >= 2;
+    if stop.load(Ordering::Relaxed) {
+        return if measured {
+            Ok(LatEnd::Stopped)
+        } else {
+            Err(PerfError::Stopped)
+        };
+    }
+    match drove {
+        Drove::Held => Ok(LatEnd::Done),
+        Drove::PeerLeft if measured => Ok(LatEnd::PeerLeft),
+        Drove::PeerLeft => Err(PerfError::Unfinished(format!(
+            "{}: the peer left",
+            unfinished()
+        ))),
+        Drove::Deadline => Err(PerfError::Unfinished(unfinished())),
+    }
+}
 
 impl Perf {
     /// perftest's WRITE ping-pong: each side writes `size` bytes whose last byte is its
