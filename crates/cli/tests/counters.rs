@@ -312,10 +312,9 @@ fn perf_over_lossy(tag: &str, test: &str, args: &[&str]) -> (Value, Value, Value
     perf_between(&lossy(tag, 3), test, args)
 }
 
-/// `rocelink perf TEST` from 10.202.1.1 in namespace A to a server at 10.202.1.2 in B, the
-/// server's counters read back while it runs. Returns the server's and the client's
-/// counters and the client's first row.
-fn perf_between(ns: &common::VethPair, test: &str, args: &[&str]) -> (Value, Value, Value) {
+/// `rocelink perf TEST ARGS --json` from 10.202.1.1 in namespace A to a server at
+/// 10.202.1.2 in B: the server and the client, started once the server listens.
+fn spawn_between(ns: &common::VethPair, test: &str, args: &[&str]) -> (Child, Child) {
     let run = |ns: &str, args: &[&str]| {
         Command::new("ip")
             .args(["netns", "exec", ns])
@@ -364,6 +363,14 @@ fn perf_between(ns: &common::VethPair, test: &str, args: &[&str]) -> (Value, Val
         ]
         .concat(),
     );
+    (srv, cli)
+}
+
+/// [`spawn_between`], the server's counters read back while it runs. Returns the server's
+/// and the client's counters and the client's first row.
+fn perf_between(ns: &common::VethPair, test: &str, args: &[&str]) -> (Value, Value, Value) {
+    let (srv, cli) = spawn_between(ns, test, args);
+    let t0 = Instant::now();
     // `ip netns exec` execs: the server's pid is rocelink's, and its control socket is in
     // the shared file system
     let mut mid = Value::Null;
@@ -461,6 +468,51 @@ fn write_lat_survives_the_loss_of_its_last_acknowledgement() {
     assert!(c["retransmissions"].as_u64().unwrap() > 0, "client: {c}");
     assert_eq!(s["retransmissions"], 0, "server: {s}");
     assert_eq!(row["iterations"], N, "{row}");
+}
+
+/// An end that has run every iteration keeps its row when its peer is stopped during the
+/// closing exchange: every acknowledgement the server sends from the last iteration on is
+/// dropped, so the client retries its last WRITE while the server waits in the close; the
+/// client is then stopped (Ctrl-C) and leaves. Both print their rows and exit 0.
+#[test]
+fn a_finished_end_keeps_its_row_when_the_peer_leaves_in_the_close() {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
+        return;
+    }
+    const N: u32 = 200;
+    let ns = common::VethPair::new("cc", &["10.202.1.1/24"], &["10.202.1.2/24"]);
+    let vb = &ns.vb;
+    // opcode 17 (RC Acknowledge) from the server: the first N - 1 pass, the rest are dropped
+    ns.nft(
+        &ns.b,
+        &format!(
+            "table netdev rocelink_close {{\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 @th,64,8 17 numgen inc mod 100000 >= {} drop; }}\n}}\n",
+            N - 1
+        ),
+    );
+    let n = N.to_string();
+    let (srv, cli) = spawn_between(&ns, "write_lat", &["-n", &n, "-s", "64"]);
+    // the iterations take milliseconds; then the client retries for as long as it runs
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &cli.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (cout, cerr) = finish(cli);
+    assert!(cerr.contains("stopped early (Ctrl-C)"), "client: {cerr}");
+    let (sout, _) = finish(srv);
+    let first = |out: &str| -> Value { serde_json::from_str(out.lines().next().unwrap()).unwrap() };
+    assert_eq!(first(&sout)["iterations"], N, "server: {sout}");
+    // the client's last WRITE was never acknowledged: it retried until it was stopped
+    let retried = cout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v["counters"]["links"][0]["net"]["retransmissions"].as_u64());
+    assert!(retried > Some(0), "client: {cout}");
 }
 
 /// `receive` publishes the counters of its data link while frames arrive (the scatter
