@@ -35,7 +35,8 @@ pub(crate) struct PerfBenchArgs {
     /// Send queue depth of the bandwidth tests (perf's -t).
     #[arg(short = 't', long, default_value = "128", value_parser = crate::args::usize_in(1, 8192))]
     tx_depth: usize,
-    /// Runs of each (medians reported).
+    /// Runs of each: the figures' medians, and each ratio the median of the runs' own
+    /// ratios, with their range.
     #[arg(long, default_value = "3", value_parser = crate::args::usize_in(1, 100))]
     runs: usize,
     /// Server and client addresses (RoCE port 4791 on each).
@@ -95,8 +96,8 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
     };
     if !a.json {
         println!(
-            "{:<10} {:>8} {:>12} {:>14} {:>14} {:>8} {:>10}",
-            "test", "bytes", "rocelink", "UDP", "UDP GSO+GRO", "× UDP", "× GSO+GRO"
+            "{:<10} {:>8} {:>12} {:>14} {:>14} {:>8} {:>10} {:>11}",
+            "test", "bytes", "rocelink", "UDP", "UDP GSO+GRO", "× UDP", "× GSO+GRO", "range"
         );
     }
     for t in tests {
@@ -108,25 +109,65 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
             cfg.tx_depth = a.tx_depth;
         }
         cfg.check().map_err(|e| anyhow!(e))?;
-        let (m, b, o) = measure(a, &cfg, stop)?;
-        print_row(a, &cfg, (m, b, o));
+        let r = measure(a, &cfg, stop)?;
+        print_row(a, &cfg, &r);
         if stop.is_set() {
             break;
         }
     }
+    if !a.json {
+        println!(
+            "figures: medians of the runs; ratios: the median of each run's own ratio, and (range) those of the last column"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--runs` runs of `cfg`, each next to its UDP baselines: the medians of rocelink's
-/// figure, the plain UDP one and (bandwidth) the GSO+GRO one.
-fn measure(
-    a: &PerfBenchArgs,
-    cfg: &PerfConfig,
-    stop: &crate::stop::StopFlag,
-) -> Result<(f64, f64, Option<f64>)> {
+/// What `--runs` runs of one test measured: each figure per run, in run order.
+struct Rounds {
+    /// rocelink's figure.
+    mine: Vec<f64>,
+    /// The plain UDP baseline.
+    base: Vec<f64>,
+    /// The GSO+GRO ceiling (bandwidth only).
+    offl: Vec<f64>,
+}
+
+impl Rounds {
+    /// The median of each figure.
+    fn medians(&self) -> (f64, f64, Option<f64>) {
+        let m = |v: &[f64]| rocelink_bench::median(v.iter().copied());
+        (
+            m(&self.mine),
+            m(&self.base),
+            (!self.offl.is_empty()).then(|| m(&self.offl)),
+        )
+    }
+
+    /// rocelink's figure over `against`'s, run by run: each ratio is between figures of the
+    /// same minute, which the machine's slow and fast periods move together.
+    fn ratios(&self, against: &[f64]) -> Vec<f64> {
+        self.mine.iter().zip(against).map(|(m, b)| m / b).collect()
+    }
+}
+
+/// The median of `v` and its range.
+fn spread(v: &[f64]) -> (f64, f64, f64) {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (rocelink_bench::median(v.iter().copied()), lo, hi)
+}
+
+/// `--runs` runs of `cfg`, each next to its UDP baselines: rocelink's figure, the plain UDP
+/// one and (bandwidth) the GSO+GRO one, per run.
+fn measure(a: &PerfBenchArgs, cfg: &PerfConfig, stop: &crate::stop::StopFlag) -> Result<Rounds> {
     let (t, pin, flag) = (cfg.test, !a.no_pin, stop.arc());
     let bw = t.kind == Kind::Bw;
-    let (mut mine, mut base, mut offl) = (Vec::new(), Vec::new(), Vec::new());
+    let mut r = Rounds {
+        mine: Vec::new(),
+        base: Vec::new(),
+        offl: Vec::new(),
+    };
     for _ in 0..a.runs {
         let h = if a.in_process {
             let (c, _) = loopback(cfg, (a.server_ip, a.client_ip), pin, &flag)
@@ -136,12 +177,13 @@ fn measure(
             two_processes(a, cfg, pin)
                 .with_context(|| format!("perf {} as two processes", t.name()))?
         };
-        mine.push(h);
         if bw {
             // perftest's MiB/s; the UDP ceilings come in MB/s
             let mib = |mb: f64| mb * 1e6 / (1 << 20) as f64;
-            base.push(mib(udp_ceiling(pin, Duration::from_secs(2), false)?.0));
-            offl.push(mib(udp_ceiling(pin, Duration::from_secs(2), true)?.0));
+            r.base
+                .push(mib(udp_ceiling(pin, Duration::from_secs(2), false)?.0));
+            r.offl
+                .push(mib(udp_ceiling(pin, Duration::from_secs(2), true)?.0));
         } else {
             // the datagram a message makes: BTH (+ RETH) + payload + ICRC
             let len = a.lat_size + 12 + 16 + 4;
@@ -149,42 +191,46 @@ fn measure(
             // perftest halves WRITE and SEND round trips but reports a READ's whole
             // (one request, one response): hold it against the UDP round trip
             let k = if t.verb == Verb::Read { 2.0 } else { 1.0 };
-            base.push(k * LatStats::from_samples(s).t_typical);
+            r.base.push(k * LatStats::from_samples(s).t_typical);
         }
+        // a round counts once all its figures are in
+        r.mine.push(h);
         if stop.is_set() {
             break;
         }
     }
-    Ok((
-        rocelink_bench::median(mine),
-        rocelink_bench::median(base),
-        (!offl.is_empty()).then(|| rocelink_bench::median(offl)),
-    ))
+    Ok(r)
 }
 
-/// One test's row: bandwidth as a share of the ceiling, latency as a multiple of the UDP
-/// round trip.
-fn print_row(a: &PerfBenchArgs, cfg: &PerfConfig, (m, b, o): (f64, f64, Option<f64>)) {
+/// One test's row: the medians of the figures, and bandwidth as a share of the ceiling,
+/// latency as a multiple of the UDP round trip — the median of the runs' ratios, with
+/// their range.
+fn print_row(a: &PerfBenchArgs, cfg: &PerfConfig, r: &Rounds) {
     let t = cfg.test;
-    let ratio = m / b;
+    let (m, b, o) = r.medians();
+    let to_udp = spread(&r.ratios(&r.base));
+    let to_offl = o.map(|_| spread(&r.ratios(&r.offl)));
     let unit = if t.kind == Kind::Bw { "MiB/s" } else { "µs" };
     if a.json {
         println!(
             "{}",
-            json!({"test": t.name(), "bytes": cfg.sizes[0], "runs": a.runs, "unit": unit,
-                   "rocelink": m, "udp": b, "udp_gso_gro": o, "ratio_to_udp": ratio,
-                   "ratio_to_udp_gso_gro": o.map(|o| m / o)})
+            json!({"test": t.name(), "bytes": cfg.sizes[0], "runs": r.mine.len(), "unit": unit,
+                   "rocelink": m, "udp": b, "udp_gso_gro": o,
+                   "ratio_to_udp": to_udp.0, "ratio_to_udp_gso_gro": to_offl.map(|s| s.0),
+                   "rounds": {"rocelink": r.mine, "udp": r.base, "udp_gso_gro": r.offl}})
         );
     } else {
+        let head = to_offl.unwrap_or(to_udp);
         println!(
-            "{:<10} {:>8} {:>7.1} {unit:<5} {:>9.1} {unit:<5} {:>9} {unit:<5} {:>7.2} {:>10}",
+            "{:<10} {:>8} {:>7.1} {unit:<5} {:>9.1} {unit:<5} {:>9} {unit:<5} {:>7.2} {:>10} {:>11}",
             t.name(),
             cfg.sizes[0],
             m,
             b,
             o.map_or("-".to_owned(), |o| format!("{o:.1}")),
-            ratio,
-            o.map_or("-".to_owned(), |o| format!("{:.2}", m / o)),
+            to_udp.0,
+            to_offl.map_or("-".to_owned(), |s| format!("{:.2}", s.0)),
+            format!("{:.2}–{:.2}", head.1, head.2),
         );
     }
 }

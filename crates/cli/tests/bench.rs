@@ -207,7 +207,8 @@ fn ctrl_c_during_bench_record_removes_its_files() {
 #[test]
 fn bench_write_bw_and_write_lat_are_bench_perf_of_one_test() {
     let (code, out, err) = common::rocelink(&[
-        "bench", "write-bw", "-s", "8192", "-n", "300", "-t", "32", "--no-pin", "--json",
+        "bench", "write-bw", "-s", "8192", "-n", "300", "-t", "32", "--no-pin", "--json", "--runs",
+        "3",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(out.trim()).unwrap();
@@ -218,6 +219,29 @@ fn bench_write_bw_and_write_lat_are_bench_perf_of_one_test() {
     );
     for k in ["rocelink", "udp", "udp_gso_gro", "ratio_to_udp"] {
         assert!(v[k].as_f64().unwrap() > 0.0, "{k}: {v}");
+    }
+    // each ratio is the median of the runs' own ratios, not a ratio of medians
+    let runs = |k: &str| -> Vec<f64> {
+        let r: Vec<f64> = v["rounds"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(r.len(), 3, "{k}: {v}");
+        r
+    };
+    let mine = runs("rocelink");
+    for (k, ratio) in [
+        ("udp", "ratio_to_udp"),
+        ("udp_gso_gro", "ratio_to_udp_gso_gro"),
+    ] {
+        let mut each: Vec<f64> = mine.iter().zip(runs(k)).map(|(m, b)| m / b).collect();
+        each.sort_by(f64::total_cmp);
+        assert!(
+            (v[ratio].as_f64().unwrap() - each[1]).abs() < 1e-9,
+            "{ratio}: {v}"
+        );
     }
     let (code, out, err) = common::rocelink(&["bench", "write-lat", "-n", "200", "--no-pin"]);
     assert_eq!(code, 0, "{err}");
