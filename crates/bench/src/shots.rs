@@ -8,7 +8,7 @@
 //! the paper's Fig. 5 and 6 and its Table I.
 
 use rocelink_io::backend::{Outgoing, Transmitter};
-use rocelink_io::net::pin_current_thread;
+use rocelink_io::net::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_runtime::{Driver, RunOpts, roce_config};
 use rocelink_transport::{Endpoint, EndpointConfig};
@@ -58,6 +58,49 @@ pub struct Point {
     pub complete: u64,
     /// Shots that arrived incomplete.
     pub incomplete: u64,
+    /// What the two ends spent: the receiver's CPU and bytes over its whole receive, and the
+    /// sender's share of a CPU while it ran.
+    pub cost: Cost,
+}
+
+/// What one point's ends spent.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Cost {
+    /// The receiving thread's CPU seconds, from its start to its end.
+    pub rx_cpu: f64,
+    /// The bytes of every complete shot it received in that time.
+    pub rx_bytes: u64,
+    /// The sending thread's CPU time over its wall time (1.0: it never waited: the sender
+    /// bounds the rate).
+    pub tx_busy: f64,
+}
+
+impl Cost {
+    /// The receiver's Gbit of complete shots per CPU-second.
+    pub fn rx_gbit_per_cpu(&self) -> f64 {
+        if self.rx_cpu > 0.0 {
+            self.rx_bytes as f64 * 8.0 / 1e9 / self.rx_cpu
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A thread's CPU time and wall time since it was made.
+struct Busy(Duration, Instant);
+
+impl Busy {
+    fn start() -> Busy {
+        Busy(thread_cpu_time(), Instant::now())
+    }
+    /// CPU seconds since the start.
+    fn cpu(&self) -> f64 {
+        (thread_cpu_time().saturating_sub(self.0)).as_secs_f64()
+    }
+    /// CPU time over wall time since the start.
+    fn share(&self) -> f64 {
+        self.cpu() / self.1.elapsed().as_secs_f64().max(1e-9)
+    }
 }
 
 impl Point {
@@ -69,6 +112,7 @@ impl Point {
         (hz, secs): (f64, f64),
         (triggers, missed): (u64, u64),
         (complete, incomplete): (u64, u64),
+        cost: Cost,
     ) -> Point {
         let want = (hz * secs).round() as u64;
         let missed = if triggers == 0 {
@@ -85,6 +129,7 @@ impl Point {
             missed,
             complete,
             incomplete,
+            cost,
         }
     }
 
@@ -138,6 +183,7 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
                 every: Duration::from_secs(3600),
             };
             let gate = GateConfig::allowing(ends.host);
+            let busy = Busy::start();
             run::probe(
                 &mut drv,
                 &mut pep,
@@ -147,17 +193,21 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
                 opts,
                 &mut |_| {},
             )?;
-            Ok(*probe.stats())
+            Ok((*probe.stats(), busy.share()))
         });
         if ends.pin {
             let _ = pin_current_thread(1);
         }
         let mut drv = Driver::new(hsock);
-        let (mut complete, mut incomplete) = (0u64, 0u64);
+        let (mut complete, mut incomplete, mut all) = (0u64, 0u64, 0u64);
         let mut first: Option<Instant> = None;
         let t0 = Instant::now();
+        let busy = Busy::start();
         // count what arrives from the first shot on for `secs`
         let mut each = |r: &rocelink_ultrasound::ShotReport, b: Option<&[u8]>| {
+            if r.complete && b.is_some() {
+                all += 1;
+            }
             let at = r.last.unwrap_or(t0);
             let start = *first.get_or_insert(at);
             if at <= start + Duration::from_secs_f64(secs) {
@@ -190,17 +240,24 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
             },
             &mut |_| {},
         );
+        let rx_cpu = busy.cpu();
         stop.store(true, Ordering::Relaxed);
-        let p = sender
+        let (p, tx_busy) = sender
             .join()
             .map_err(|_| io::Error::other("probe thread panicked"))??;
         run?;
+        let cost = Cost {
+            rx_cpu,
+            rx_bytes: all * g.bytes() as u64,
+            tx_busy,
+        };
         Ok(Point::new(
             Proto::Roce,
             g,
             (hz, secs),
             (p.triggers, p.missed),
             (complete, incomplete),
+            cost,
         ))
     })
 }
@@ -217,21 +274,31 @@ pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let stop_ref = &stop;
-        let sender = s.spawn(move || -> io::Result<(u64, u64)> {
+        let sender = s.spawn(move || -> io::Result<((u64, u64), f64)> {
             if ends.pin {
                 let _ = pin_current_thread(0);
             }
-            send_udp(&tx, dst, g, hz, stop_ref)
+            let busy = Busy::start();
+            let sent = send_udp(&tx, dst, g, hz, stop_ref)?;
+            Ok((sent, busy.share()))
         });
         if ends.pin {
             let _ = pin_current_thread(1);
         }
+        let busy = Busy::start();
         let got = recv_udp(&rx, g, secs);
+        let rx_cpu = busy.cpu();
         stop.store(true, Ordering::Relaxed);
-        let sent = sender
+        let (sent, tx_busy) = sender
             .join()
             .map_err(|_| io::Error::other("sender thread panicked"))??;
-        Ok(Point::new(Proto::Udp, g, (hz, secs), sent, got?))
+        let got = got?;
+        let cost = Cost {
+            rx_cpu,
+            rx_bytes: got.0 * g.bytes() as u64,
+            tx_busy,
+        };
+        Ok(Point::new(Proto::Udp, g, (hz, secs), sent, got, cost))
     })
 }
 

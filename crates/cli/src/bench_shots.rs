@@ -93,7 +93,9 @@ fn print_point(json: bool, p: &Point) {
             json!({"proto": p.proto.name(), "samples": p.geometry.samples, "channels": p.geometry.channels,
                    "shot_bytes": p.geometry.bytes(), "trigger_hz": p.trigger_hz, "seconds": p.seconds,
                    "frame_rate_hz": p.frame_rate(), "gbps": p.gbps(), "triggers": p.triggers,
-                   "missed": p.missed, "complete": p.complete, "incomplete": p.incomplete})
+                   "missed": p.missed, "complete": p.complete, "incomplete": p.incomplete,
+                   "receiver_cpu_s": p.cost.rx_cpu, "receiver_gbit_per_cpu_s": p.cost.rx_gbit_per_cpu(),
+                   "sender_busy": p.cost.tx_busy})
         );
     } else {
         println!(
@@ -140,7 +142,9 @@ fn table(json: bool, geos: &[Geometry], protos: &[Proto], points: &[Point]) {
                     "{}",
                     json!({"table": true, "proto": proto.name(), "samples": p.geometry.samples,
                            "max_frame_rate_hz": p.frame_rate(), "max_gbps": p.gbps(),
-                           "at_trigger_hz": p.trigger_hz})
+                           "at_trigger_hz": p.trigger_hz,
+                           "receiver_gbit_per_cpu_s": p.cost.rx_gbit_per_cpu(),
+                           "sender_busy": p.cost.tx_busy})
                 );
             }
             continue;
@@ -155,12 +159,29 @@ fn table(json: bool, geos: &[Geometry], protos: &[Proto], points: &[Point]) {
             print!(" {:>10.2}", p.map_or(0.0, |p| p.gbps()));
         }
         println!();
+        print!("{:<22}", "  receiver Gbit/CPU-s");
+        for p in &rows {
+            print!(" {:>10.2}", p.map_or(0.0, |p| p.cost.rx_gbit_per_cpu()));
+        }
+        println!();
+        print!("{:<22}", "  sender busy");
+        for p in &rows {
+            print!(" {:>9.0}%", p.map_or(0.0, |p| p.cost.tx_busy * 100.0));
+        }
+        println!();
     }
     if !json && protos.len() == 2 {
         print!("{:<22}", "RoCE / UDP");
         for g in geos {
             let r = best(points, g, Proto::Roce).map_or(0.0, Point::gbps);
             let u = best(points, g, Proto::Udp).map_or(0.0, Point::gbps);
+            print!(" {:>9.2}x", if u > 0.0 { r / u } else { 0.0 });
+        }
+        println!();
+        print!("{:<22}", "receiver per CPU");
+        for g in geos {
+            let per = |p| best(points, g, p).map_or(0.0, |p| p.cost.rx_gbit_per_cpu());
+            let (r, u) = (per(Proto::Roce), per(Proto::Udp));
             print!(" {:>9.2}x", if u > 0.0 { r / u } else { 0.0 });
         }
         println!();

@@ -530,6 +530,11 @@ fn bench_shots_measures_roce_against_udp_and_plots() {
         let got = p["complete"].as_f64().unwrap();
         assert!(got > 0.0 && got <= want * 1.05 + 2.0, "{p}");
         assert!(p["gbps"].as_f64().unwrap() > 0.0);
+        // what the ends spent: the receiver's CPU per byte, the sender's share of a CPU
+        let per_cpu = p["receiver_gbit_per_cpu_s"].as_f64().unwrap();
+        let busy = p["sender_busy"].as_f64().unwrap();
+        assert!(per_cpu > 0.0 && per_cpu.is_finite(), "{p}");
+        assert!(busy > 0.0 && busy <= 1.05, "{p}");
     }
     assert_eq!(table.len(), 2);
     assert_eq!(table[0]["proto"], "RoCE UD");

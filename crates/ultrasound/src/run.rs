@@ -163,6 +163,11 @@ pub struct TriggerTarget {
 /// How long a probe may take to answer the first command (with its challenge).
 pub const ANSWER: Duration = Duration::from_secs(1);
 
+/// With the probe's cookie in hand, how often the host looks for a new challenge (a
+/// restarted probe's): the role is polled after every received batch, and a look is a
+/// system call.
+const LOOK_EVERY: Duration = Duration::from_millis(5);
+
 /// One-at-a-time triggers unanswered in a row after which the run ends.
 const GIVE_UP: u32 = 3;
 
@@ -190,6 +195,8 @@ struct Hosting<'a> {
     asked: Option<Instant>,
     /// The probe's port is closed (an ICMP port unreachable came back).
     refused: bool,
+    /// When the trigger socket was last looked at.
+    looked: Option<Instant>,
     t0: Instant,
     stats: TriggerStats,
 }
@@ -301,7 +308,11 @@ impl Role for Hosting<'_> {
     }
 
     fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<()> {
-        self.take_challenges()?;
+        // until the first challenge, every poll looks; then every LOOK_EVERY
+        if self.cookie.is_none() || self.looked.is_none_or(|t| now >= t + LOOK_EVERY) {
+            self.looked = Some(now);
+            self.take_challenges()?;
+        }
         self.check_answered(now)?;
         self.host
             .poll(ep, now, self.sink)
@@ -426,6 +437,7 @@ pub fn host<B: Backend>(
         last: None,
         asked: None,
         refused: false,
+        looked: None,
         t0: Instant::now(),
         stats: TriggerStats::default(),
     };
