@@ -35,6 +35,10 @@ pub(crate) struct ShotsArgs {
     /// kernel put it straight into its posted receive (the A/B of the landing receive).
     #[arg(long)]
     copy: bool,
+    /// Rounds of every point, RoCE and UDP alternating: the table gives medians, and each
+    /// ratio the median of the rounds' own with its range.
+    #[arg(long, default_value = "3", value_parser = crate::args::usize_in(1, 100))]
+    runs: usize,
     /// Draw frame rate and bandwidth against trigger frequency (SVG).
     #[arg(long, value_parser = crate::args::out_file)]
     plot: Option<PathBuf>,
@@ -62,23 +66,27 @@ pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
             "", "N_s", "f [kHz]", "FR [kHz]", "BW Gbit/s", "triggers", "missed", "incomplete"
         );
     }
-    let mut points = Vec::new();
-    for &g in &geos {
-        for &p in protos {
-            for &khz in &a.khz {
-                let hz = khz * 1000.0;
-                let pt = match p {
-                    Proto::Roce => shots::roce(g, hz, a.seconds, ends)?,
-                    Proto::Udp => shots::udp(g, hz, a.seconds, ends)?,
-                };
-                print_point(a.json, &pt);
-                points.push(pt);
+    let mut rounds = Vec::new();
+    for round in 0..a.runs {
+        let mut points = Vec::new();
+        for &g in &geos {
+            for &p in protos {
+                for &khz in &a.khz {
+                    let hz = khz * 1000.0;
+                    let pt = match p {
+                        Proto::Roce => shots::roce(g, hz, a.seconds, ends)?,
+                        Proto::Udp => shots::udp(g, hz, a.seconds, ends)?,
+                    };
+                    print_point(a.json, round, &pt);
+                    points.push(pt);
+                }
             }
         }
+        rounds.push(points);
     }
-    table(a.json, &geos, protos, &points);
+    table(a.json, &geos, protos, &rounds);
     if let Some(path) = &a.plot {
-        plot(path, &geos, protos, &points)?;
+        plot(path, &geos, protos, &rounds)?;
         if !a.json {
             println!("plot: {}", path.display());
         }
@@ -86,11 +94,11 @@ pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_point(json: bool, p: &Point) {
+fn print_point(json: bool, round: usize, p: &Point) {
     if json {
         println!(
             "{}",
-            json!({"proto": p.proto.name(), "samples": p.geometry.samples, "channels": p.geometry.channels,
+            json!({"round": round, "proto": p.proto.name(), "samples": p.geometry.samples, "channels": p.geometry.channels,
                    "shot_bytes": p.geometry.bytes(), "trigger_hz": p.trigger_hz, "seconds": p.seconds,
                    "frame_rate_hz": p.frame_rate(), "gbps": p.gbps(), "triggers": p.triggers,
                    "missed": p.missed, "complete": p.complete, "incomplete": p.incomplete,
@@ -112,7 +120,7 @@ fn print_point(json: bool, p: &Point) {
     }
 }
 
-/// The best point of `proto` for `g` (highest bandwidth).
+/// The best point of `proto` for `g` (highest bandwidth) in one round.
 fn best<'a>(points: &'a [Point], g: &Geometry, proto: Proto) -> Option<&'a Point> {
     points
         .iter()
@@ -120,88 +128,139 @@ fn best<'a>(points: &'a [Point], g: &Geometry, proto: Proto) -> Option<&'a Point
         .max_by(|a, b| a.gbps().total_cmp(&b.gbps()))
 }
 
-/// Table I: the highest frame rate and data rate per shot size.
-fn table(json: bool, geos: &[Geometry], protos: &[Proto], points: &[Point]) {
-    if !json {
-        println!();
-        println!(
-            "Maximum frame rate and data rate (one link, {} channels):",
-            geos[0].channels
-        );
-        print!("{:<22}", "shot size (N_s)");
-        for g in geos {
-            print!(" {:>10}", g.samples);
-        }
-        println!();
-    }
-    for &proto in protos {
-        let rows: Vec<Option<&Point>> = geos.iter().map(|g| best(points, g, proto)).collect();
-        if json {
-            for p in rows.iter().flatten() {
-                println!(
-                    "{}",
-                    json!({"table": true, "proto": proto.name(), "samples": p.geometry.samples,
-                           "max_frame_rate_hz": p.frame_rate(), "max_gbps": p.gbps(),
-                           "at_trigger_hz": p.trigger_hz,
-                           "receiver_gbit_per_cpu_s": p.cost.rx_gbit_per_cpu(),
-                           "sender_busy": p.cost.tx_busy})
-                );
+/// The median of `v` (0 when empty), its lowest and its highest.
+fn spread(v: &[f64]) -> (f64, f64, f64) {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (rocelink_bench::median(v.iter().copied()), lo, hi)
+}
+
+/// Each round's best point of `proto` for `g`, through `y`.
+fn per_round(rounds: &[Vec<Point>], g: &Geometry, proto: Proto, y: fn(&Point) -> f64) -> Vec<f64> {
+    rounds
+        .iter()
+        .filter_map(|r| best(r, g, proto).map(y))
+        .collect()
+}
+
+/// Each round's RoCE figure over its UDP figure for `g`, through `y`.
+fn ratios(rounds: &[Vec<Point>], g: &Geometry, y: fn(&Point) -> f64) -> Vec<f64> {
+    rounds
+        .iter()
+        .filter_map(|r| {
+            let (a, b) = (best(r, g, Proto::Roce)?, best(r, g, Proto::Udp)?);
+            (y(b) > 0.0).then(|| y(a) / y(b))
+        })
+        .collect()
+}
+
+fn gbps(p: &Point) -> f64 {
+    p.gbps()
+}
+fn khz(p: &Point) -> f64 {
+    p.frame_rate() / 1000.0
+}
+fn rx_per_cpu(p: &Point) -> f64 {
+    p.cost.rx_gbit_per_cpu()
+}
+fn tx_busy(p: &Point) -> f64 {
+    p.cost.tx_busy
+}
+
+/// Table I: the highest frame rate and data rate per shot size (medians over the rounds
+/// of each round's best), with what the ends spent, and RoCE over UDP round by round.
+fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>]) {
+    let med = |g: &Geometry, proto, y| spread(&per_round(rounds, g, proto, y)).0;
+    if json {
+        for &proto in protos {
+            for g in geos {
+                if per_round(rounds, g, proto, gbps).is_empty() {
+                    continue;
+                }
+                let mut row = json!({"table": true, "proto": proto.name(), "samples": g.samples,
+                       "rounds": rounds.len(),
+                       "max_frame_rate_hz": med(g, proto, khz) * 1000.0, "max_gbps": med(g, proto, gbps),
+                       "receiver_gbit_per_cpu_s": med(g, proto, rx_per_cpu),
+                       "sender_busy": med(g, proto, tx_busy)});
+                if proto == Proto::Roce && protos.len() == 2 {
+                    row["ratio_to_udp"] = json!(spread(&ratios(rounds, g, gbps)).0);
+                    row["receiver_per_cpu_ratio_to_udp"] =
+                        json!(spread(&ratios(rounds, g, rx_per_cpu)).0);
+                }
+                println!("{row}");
             }
-            continue;
         }
-        print!("{:<22}", format!("{} FR [kHz]", proto.name()));
-        for p in &rows {
-            print!(" {:>10.2}", p.map_or(0.0, |p| p.frame_rate() / 1000.0));
-        }
-        println!();
-        print!("{:<22}", format!("{} BW [Gbit/s]", proto.name()));
-        for p in &rows {
-            print!(" {:>10.2}", p.map_or(0.0, |p| p.gbps()));
-        }
-        println!();
-        print!("{:<22}", "  receiver Gbit/CPU-s");
-        for p in &rows {
-            print!(" {:>10.2}", p.map_or(0.0, |p| p.cost.rx_gbit_per_cpu()));
-        }
-        println!();
-        print!("{:<22}", "  sender busy");
-        for p in &rows {
-            print!(" {:>9.0}%", p.map_or(0.0, |p| p.cost.tx_busy * 100.0));
-        }
-        println!();
+        return;
     }
-    if !json && protos.len() == 2 {
-        print!("{:<22}", "RoCE / UDP");
+    println!();
+    println!(
+        "Maximum frame rate and data rate (one link, {} channels; medians of {} round(s)):",
+        geos[0].channels,
+        rounds.len()
+    );
+    let line = |label: String, v: &dyn Fn(&Geometry) -> String| {
+        print!("{label:<22}");
         for g in geos {
-            let r = best(points, g, Proto::Roce).map_or(0.0, Point::gbps);
-            let u = best(points, g, Proto::Udp).map_or(0.0, Point::gbps);
-            print!(" {:>9.2}x", if u > 0.0 { r / u } else { 0.0 });
+            print!(" {:>16}", v(g));
         }
         println!();
-        print!("{:<22}", "receiver per CPU");
-        for g in geos {
-            let per = |p| best(points, g, p).map_or(0.0, |p| p.cost.rx_gbit_per_cpu());
-            let (r, u) = (per(Proto::Roce), per(Proto::Udp));
-            print!(" {:>9.2}x", if u > 0.0 { r / u } else { 0.0 });
-        }
-        println!();
+    };
+    line("shot size (N_s)".into(), &|g| g.samples.to_string());
+    for &proto in protos {
+        let n = proto.name();
+        line(format!("{n} FR [kHz]"), &|g| {
+            format!("{:.2}", med(g, proto, khz))
+        });
+        line(format!("{n} BW [Gbit/s]"), &|g| {
+            format!("{:.2}", med(g, proto, gbps))
+        });
+        line("  receiver Gbit/CPU-s".into(), &|g| {
+            format!("{:.2}", med(g, proto, rx_per_cpu))
+        });
+        line("  sender busy".into(), &|g| {
+            format!("{:.0}%", med(g, proto, tx_busy) * 100.0)
+        });
+    }
+    if protos.len() == 2 {
+        let ratio = |y: fn(&Point) -> f64| {
+            move |g: &Geometry| {
+                let (m, lo, hi) = spread(&ratios(rounds, g, y));
+                if rounds.len() > 1 {
+                    format!("{m:.2}x {lo:.2}–{hi:.2}")
+                } else {
+                    format!("{m:.2}x")
+                }
+            }
+        };
+        line("RoCE / UDP".into(), &ratio(gbps));
+        line("receiver per CPU".into(), &ratio(rx_per_cpu));
     }
 }
 
+/// Frame rate and bandwidth against the trigger frequency: each point the median over the
+/// rounds.
 fn plot(
     path: &std::path::Path,
     geos: &[Geometry],
     protos: &[Proto],
-    points: &[Point],
+    rounds: &[Vec<Point>],
 ) -> Result<()> {
     let series = |y: &dyn Fn(&Point) -> f64| -> Vec<crate::plot::Series> {
         let mut v = Vec::new();
         for &proto in protos {
             for g in geos {
-                let pts = points
+                let first = rounds.first().map_or(&[][..], |r| &r[..]);
+                let pts = first
                     .iter()
                     .filter(|p| p.proto == proto && p.geometry == *g)
-                    .map(|p| (p.trigger_hz / 1000.0, y(p)))
+                    .map(|p| {
+                        let at = rounds.iter().flat_map(|r| {
+                            r.iter().filter(|q| {
+                                q.proto == proto && q.geometry == *g && q.trigger_hz == p.trigger_hz
+                            })
+                        });
+                        (p.trigger_hz / 1000.0, rocelink_bench::median(at.map(y)))
+                    })
                     .collect();
                 v.push((format!("{} N_s={}", proto.name(), g.samples), pts));
             }

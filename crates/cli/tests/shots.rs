@@ -511,6 +511,8 @@ fn bench_shots_measures_roce_against_udp_and_plots() {
             "1,4",
             "--seconds",
             "0.2",
+            "--runs",
+            "3",
             "--no-pin",
             "--json",
             "--plot",
@@ -521,7 +523,8 @@ fn bench_shots_measures_roce_against_udp_and_plots() {
     let all = lines(&o);
     let points: Vec<_> = all.iter().filter(|v| v["table"].is_null()).collect();
     let table: Vec<_> = all.iter().filter(|v| v["table"] == true).collect();
-    assert_eq!(points.len(), 4);
+    // 2 protocols × 2 frequencies, in each of 3 rounds
+    assert_eq!(points.len(), 12);
     for p in &points {
         // shots came, never more than the window's triggers (give or take its edges);
         // how many a loaded machine misses is not rocelink's to promise (the figure the
@@ -539,6 +542,21 @@ fn bench_shots_measures_roce_against_udp_and_plots() {
     assert_eq!(table.len(), 2);
     assert_eq!(table[0]["proto"], "RoCE UD");
     assert_eq!(table[1]["proto"], "UDP");
+    // the ratio is the median of the rounds' own: each round's best RoCE point over its
+    // best UDP point
+    let best = |round: u64, proto: &str| -> f64 {
+        points
+            .iter()
+            .filter(|p| p["round"] == round && p["proto"] == proto)
+            .map(|p| p["gbps"].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    let mut each: Vec<f64> = (0..3)
+        .map(|r| best(r, "RoCE UD") / best(r, "UDP"))
+        .collect();
+    each.sort_by(f64::total_cmp);
+    let ratio = table[0]["ratio_to_udp"].as_f64().unwrap();
+    assert!((ratio - each[1]).abs() < 1e-9, "{ratio} against {each:?}");
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("Frame rate against trigger frequency") && text.contains("UDP N_s=500"));
     let _ = std::fs::remove_file(&svg);
