@@ -10,9 +10,15 @@ use std::net::{IpAddr, SocketAddr};
 const PREFIXES: usize = 4;
 
 /// The kept ICRC prefixes: (source, destination, IB length) → hash of the IP and UDP
-/// headers as a UDP socket's kernel builds them.
+/// headers as a UDP socket's kernel builds them. Found where they are (a ping-pong
+/// alternates between its flows, so keeping them in recency order moved entries on every
+/// lookup); a new one replaces the oldest kept.
 #[derive(Debug, Default)]
-pub(crate) struct PrefixCache(Vec<(SocketAddr, SocketAddr, usize, icrc::IcrcHasher)>);
+pub(crate) struct PrefixCache {
+    kept: Vec<(SocketAddr, SocketAddr, usize, icrc::IcrcHasher)>,
+    /// The entry the next new prefix replaces, once all are taken.
+    next: usize,
+}
 
 impl PrefixCache {
     /// The IP+UDP ICRC prefix of a socket flow from `src` to `dst` carrying `ib_len` bytes
@@ -23,27 +29,27 @@ impl PrefixCache {
         dst: &SocketAddr,
         ib_len: usize,
     ) -> Option<icrc::IcrcHasher> {
-        let cache = &mut self.0;
         // compared where they are (by reference): copying the addresses out first stalled on
         // store forwarding in the per-packet profile
-        if let Some(i) = cache
+        if let Some(e) = self
+            .kept
             .iter()
-            .position(|(s, t, n, _)| *n == ib_len && s == src && t == dst)
+            .find(|(s, t, n, _)| *n == ib_len && s == src && t == dst)
         {
-            if i > 0 {
-                cache[..=i].rotate_right(1);
-            }
-            return Some(cache[0].3.clone());
+            return Some(e.3.clone());
         }
         let mut synth = [0u8; 40];
         let udp_len = udp::HEADER_LEN + ib_len;
         let ip = net_header(None, *src, *dst, udp_len, &mut synth)?;
         let u = icrc::socket_udp_header(*src, *dst, ib_len).ok()?;
         let h = icrc::IcrcHasher::prefix(ip, &u).ok()?;
-        if cache.len() == PREFIXES {
-            cache.pop();
+        let e = (*src, *dst, ib_len, h.clone());
+        if self.kept.len() < PREFIXES {
+            self.kept.push(e);
+        } else {
+            self.kept[self.next] = e;
+            self.next = (self.next + 1) % PREFIXES;
         }
-        cache.insert(0, (*src, *dst, ib_len, h.clone()));
         Some(h)
     }
 }
@@ -70,5 +76,47 @@ pub(crate) fn net_header<'a>(
             Some(&synth[..])
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The prefix as computed afresh, never from a cache.
+    fn fresh(src: &SocketAddr, dst: &SocketAddr, ib_len: usize) -> u32 {
+        PrefixCache::default()
+            .get(src, dst, ib_len)
+            .unwrap()
+            .finalize()
+    }
+
+    #[test]
+    fn every_flow_gets_its_own_prefix_however_many_take_turns() {
+        let mut c = PrefixCache::default();
+        let a: SocketAddr = "10.0.0.1:4791".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:4791".parse().unwrap();
+        let c6: SocketAddr = "[fd00::1]:4791".parse().unwrap();
+        // more flows than are kept, in turns and then in reverse, twice over
+        let flows: Vec<(SocketAddr, SocketAddr, usize)> = (0..PREFIXES + 2)
+            .map(|i| {
+                if i % 2 == 0 {
+                    (a, b, 20 + 4 * i)
+                } else {
+                    (b, a, 20 + 4 * i)
+                }
+            })
+            .collect();
+        let order: Vec<_> = flows.iter().chain(flows.iter().rev()).collect();
+        for _ in 0..2 {
+            for &&(s, t, n) in &order {
+                assert_eq!(c.get(&s, &t, n).unwrap().finalize(), fresh(&s, &t, n));
+                assert!(c.kept.len() <= PREFIXES);
+            }
+        }
+        // the IP header is part of the prefix: the reverse flow's differs
+        assert_ne!(fresh(&a, &b, 36), fresh(&b, &a, 36));
+        // mixed families have none
+        assert!(c.get(&a, &c6, 36).is_none());
     }
 }
