@@ -442,27 +442,37 @@ fn a_latency_test_on_ping_pong_sockets_recovers_every_loss() {
     }
 }
 
+/// A veth pair (see [`perf_between`]) whose server end drops the RC acknowledgements it
+/// sends that `pick` selects (an nftables expression over them in order, e.g. `numgen inc
+/// mod 10 0`); `None` where the test cannot run (not root, no `ip` or `nft`).
+fn dropping_server_acks(tag: &str, pick: &str) -> Option<common::VethPair> {
+    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
+    {
+        return None;
+    }
+    let ns = common::VethPair::new(tag, &["10.202.1.1/24"], &["10.202.1.2/24"]);
+    let vb = &ns.vb;
+    // the BTH's first byte (8 bytes into the UDP header) is the opcode; 17 is RC Acknowledge
+    ns.nft(
+        &ns.b,
+        &format!(
+            "table netdev rocelink_acks {{\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 @th,64,8 17 {pick} drop; }}\n}}\n"
+        ),
+    );
+    Some(ns)
+}
+
 /// `write_lat` between two rocelink ends with the server's last acknowledgement dropped
 /// (nftables counts the server's ACKs and drops the one that answers the client's last
 /// WRITE): the client resends that WRITE after its timeout, and the server, waiting in the
 /// closing exchange, answers it, so both ends finish every iteration.
 #[test]
 fn write_lat_survives_the_loss_of_its_last_acknowledgement() {
-    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
-    {
-        return;
-    }
     const N: u32 = 200;
-    let ns = common::VethPair::new("cl", &["10.202.1.1/24"], &["10.202.1.2/24"]);
-    let vb = &ns.vb;
-    // the BTH's first byte (8 bytes into the UDP header) is the opcode; 17 is RC Acknowledge
-    ns.nft(
-        &ns.b,
-        &format!(
-            "table netdev rocelink_last {{\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 @th,64,8 17 numgen inc mod {N} {} drop; }}\n}}\n",
-            N - 1
-        ),
-    );
+    // every N-th: the one that answers the client's last WRITE
+    let Some(ns) = dropping_server_acks("cl", &format!("numgen inc mod {N} {}", N - 1)) else {
+        return;
+    };
     let n = N.to_string();
     let (s, c, row) = perf_between(&ns, "write_lat", &["-n", &n, "-s", "64"]);
     assert!(c["retransmissions"].as_u64().unwrap() > 0, "client: {c}");
@@ -476,32 +486,17 @@ fn write_lat_survives_the_loss_of_its_last_acknowledgement() {
 /// client is then stopped (Ctrl-C) and leaves. Both print their rows and exit 0.
 #[test]
 fn a_finished_end_keeps_its_row_when_the_peer_leaves_in_the_close() {
-    if !common::root_or_ci() || !common::need("ip", "iproute2") || !common::need("nft", "nftables")
-    {
-        return;
-    }
     const N: u32 = 200;
-    let ns = common::VethPair::new("cc", &["10.202.1.1/24"], &["10.202.1.2/24"]);
-    let vb = &ns.vb;
-    // opcode 17 (RC Acknowledge) from the server: the first N - 1 pass, the rest are dropped
-    ns.nft(
-        &ns.b,
-        &format!(
-            "table netdev rocelink_close {{\n chain out {{ type filter hook egress device \"{vb}\" priority 0; udp dport 4791 @th,64,8 17 numgen inc mod 100000 >= {} drop; }}\n}}\n",
-            N - 1
-        ),
-    );
+    // the first N - 1 pass, every one after is dropped
+    let Some(ns) = dropping_server_acks("cc", &format!("numgen inc mod 100000 >= {}", N - 1))
+    else {
+        return;
+    };
     let n = N.to_string();
     let (srv, cli) = spawn_between(&ns, "write_lat", &["-n", &n, "-s", "64"]);
     // the iterations take milliseconds; then the client retries for as long as it runs
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &cli.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    common::ctrl_c(cli.id());
     let (cout, cerr) = finish(cli);
     assert!(cerr.contains("stopped early (Ctrl-C)"), "client: {cerr}");
     let (sout, _) = finish(srv);
@@ -601,13 +596,7 @@ fn receive_publishes_its_counters() {
         dev["net"]["rx_packets"].as_u64().unwrap() > 0,
         "ECB requests: {s}"
     );
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &emu.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    common::ctrl_c(emu.id());
     let (_, err) = finish(emu);
     assert!(
         err.contains("rocelink emulate: counters: RX pkgs "),

@@ -2,6 +2,9 @@
 //! each a rocelink), their rows and counters; and bad input refused before anything is bound.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::ctrl_c;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -34,17 +37,6 @@ fn server(args: &[&str]) -> (Child, BufReader<ChildStdout>, String) {
     let mut text = String::new();
     wait_for(&mut out, &mut text, "Waiting for client");
     (srv, out, text)
-}
-
-/// Send process `pid` SIGINT, as Ctrl-C does.
-fn ctrl_c(pid: u32) {
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
 }
 
 /// A `rocelink perf ARGS --json --no-control` client, interrupted (Ctrl-C) half a second

@@ -137,5 +137,17 @@ pub(crate) fn rocelink(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Ctrl-C to process `pid` (SIGINT, as a terminal sends it).
+pub(crate) fn ctrl_c(pid: u32) {
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success(),
+        "kill -INT {pid}"
+    );
+}
+
 #[allow(unused_imports)]
 pub(crate) use rocelink_testkit::netns::{VethPair, need, root_or_ci, sh};
