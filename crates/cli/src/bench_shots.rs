@@ -66,10 +66,13 @@ pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
             "", "N_s", "f [kHz]", "FR [kHz]", "BW Gbit/s", "triggers", "missed", "incomplete"
         );
     }
+    // Ctrl-C ends the run after the point under way; the table holds the rounds completed
+    let stop = crate::stop::StopFlag::install()?;
+    let per_round = geos.len() * protos.len() * a.khz.len();
     let mut rounds = Vec::new();
     for round in 0..a.runs {
         let mut points = Vec::new();
-        for &g in &geos {
+        'points: for &g in &geos {
             for &p in protos {
                 for &khz in &a.khz {
                     let hz = khz * 1000.0;
@@ -79,10 +82,27 @@ pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
                     };
                     print_point(a.json, round, &pt);
                     points.push(pt);
+                    if stop.is_set() {
+                        break 'points;
+                    }
                 }
             }
         }
-        rounds.push(points);
+        if points.len() == per_round {
+            rounds.push(points);
+        }
+        if stop.is_set() {
+            break;
+        }
+    }
+    if stop.is_set() {
+        eprintln!(
+            "rocelink bench shots: stopped (Ctrl-C) after {} complete round(s)",
+            rounds.len()
+        );
+        if rounds.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
     }
     table(a.json, &geos, protos, &rounds);
     if let Some(path) = &a.plot {

@@ -562,6 +562,53 @@ fn bench_shots_measures_roce_against_udp_and_plots() {
     let _ = std::fs::remove_file(&svg);
 }
 
+/// Ctrl-C during `bench shots` ends it after the point under way, with the table of the
+/// rounds completed (exit 0).
+#[test]
+fn ctrl_c_ends_bench_shots_with_the_rounds_completed() {
+    use std::io::BufRead;
+    let mut c = rocelink(&[])
+        .args([
+            "bench",
+            "shots",
+            "--samples",
+            "500",
+            "--khz",
+            "1,2",
+            "--seconds",
+            "0.2",
+        ])
+        .args(["--runs", "50", "--no-pin", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    // the first round's four points (two protocols, two frequencies), then one more
+    let mut line = String::new();
+    for _ in 0..5 {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "ended early");
+    }
+    common::ctrl_c(c.id());
+    let rest: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    let st = c.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut c.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(st.success(), "{st}: {err}");
+    assert!(err.contains("stopped (Ctrl-C) after"), "{err}");
+    let table: Vec<&Value> = rest.iter().filter(|v| v["table"] == true).collect();
+    assert_eq!(table.len(), 2, "{rest:?}");
+    let rounds = table[0]["rounds"].as_u64().unwrap();
+    assert!(
+        (1..50).contains(&rounds) && err.contains(&format!("after {rounds} complete")),
+        "{rounds}: {err}"
+    );
+}
+
 /// A 64-byte trigger command (rocelink's format) with `command`, `port`, `cookie`.
 fn trigger_bytes(command: u8, port: u16, cookie: u64) -> [u8; 64] {
     let mut b = [0u8; 64];
