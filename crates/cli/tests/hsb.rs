@@ -348,7 +348,7 @@ fn netns_enumerate_set_ip_all_sensors_and_loss() {
                 "30",
                 // each frame spread over 5 Gbit/s instead of a 10 Gbit/s burst: the test
                 // is about every sensor's frames, and on a loaded 2-CPU machine a burst can
-                // outrun the veth's backlog (a CI run lost 1 880 packets of one 4K frame)
+                // outrun the receiving side (a CI run lost 1 880 packets of one 4K frame)
                 "--link-gbps",
                 "5",
                 "--seconds",
