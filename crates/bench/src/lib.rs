@@ -723,6 +723,37 @@ pub fn medians(rounds: &[Vec<StreamResult>]) -> Vec<StreamResult> {
         .collect()
 }
 
+/// Figures over rounds (a ratio, usually): their median and range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// [`median`] of them.
+    pub median: f64,
+    /// The lowest.
+    pub min: f64,
+    /// The highest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `v`.
+    pub fn of(v: &[f64]) -> Spread {
+        Spread {
+            median: median(v.iter().copied()),
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+
+    /// As a ratio: `1.23x (1.10–1.40)`, the range left out after one round.
+    pub fn show(&self, rounds: usize) -> String {
+        if rounds > 1 {
+            format!("{:.2}x ({:.2}–{:.2})", self.median, self.min, self.max)
+        } else {
+            format!("{:.2}x", self.median)
+        }
+    }
+}
+
 /// The median of `v` (of an even count the upper middle one; 0 when empty).
 pub fn median(v: impl IntoIterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = v.into_iter().collect();

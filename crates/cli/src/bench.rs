@@ -1,6 +1,7 @@
 //! `rocelink bench stream` and `rocelink bench record`.
 
 use anyhow::{Context, Result};
+use rocelink_bench::Spread;
 use rocelink_bench::{StreamConfig, StreamResult};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -410,32 +411,6 @@ struct StreamView<'a> {
     xdp: bool,
 }
 
-/// A ratio over the rounds: its median and range.
-#[derive(Clone, Copy)]
-struct Spread {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
-impl Spread {
-    fn of(v: Vec<f64>) -> Spread {
-        Spread {
-            median: rocelink_bench::median(v.iter().copied()),
-            min: v.iter().copied().fold(f64::INFINITY, f64::min),
-            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        }
-    }
-
-    fn show(&self, rounds: usize) -> String {
-        if rounds > 1 {
-            format!("{:.2}x ({:.2}–{:.2})", self.median, self.min, self.max)
-        } else {
-            format!("{:.2}x", self.median)
-        }
-    }
-}
-
 impl StreamView<'_> {
     fn find<'r>(r: &'r [StreamResult], n: &str) -> Option<&'r StreamResult> {
         r.iter().find(|x| x.name == n)
@@ -462,12 +437,12 @@ impl StreamView<'_> {
 
     /// `f(ours, theirs)` in each round, over the rounds.
     fn spread(&self, n: &str, f: impl Fn(&StreamResult, &StreamResult) -> f64) -> Spread {
-        Spread::of(
-            self.rounds
-                .iter()
-                .filter_map(|r| Some(f(Self::find(r, "rocelink")?, Self::find(r, n)?)))
-                .collect(),
-        )
+        let v: Vec<f64> = self
+            .rounds
+            .iter()
+            .filter_map(|r| Some(f(Self::find(r, "rocelink")?, Self::find(r, n)?)))
+            .collect();
+        Spread::of(&v)
     }
 
     /// rocelink's goodput against each baseline that ran beside it.

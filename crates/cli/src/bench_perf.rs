@@ -7,6 +7,7 @@
 //! rocelink over UDP: above 1 is better for bandwidth, worse for latency.
 
 use anyhow::{Context, Result, anyhow};
+use rocelink_bench::Spread;
 use rocelink_bench::baseline::{udp_ceiling, udp_pingpong};
 use rocelink_perftest::perf::LatStats;
 use rocelink_perftest::perf::{Kind, PerfConfig, Test, Verb, headline, loopback};
@@ -151,13 +152,6 @@ impl Rounds {
     }
 }
 
-/// The median of `v` and its range.
-fn spread(v: &[f64]) -> (f64, f64, f64) {
-    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (rocelink_bench::median(v.iter().copied()), lo, hi)
-}
-
 /// `--runs` runs of `cfg`, each next to its UDP baselines: rocelink's figure, the plain UDP
 /// one and (bandwidth) the GSO+GRO one, per run.
 fn measure(a: &PerfBenchArgs, cfg: &PerfConfig, stop: &crate::stop::StopFlag) -> Result<Rounds> {
@@ -208,15 +202,15 @@ fn measure(a: &PerfBenchArgs, cfg: &PerfConfig, stop: &crate::stop::StopFlag) ->
 fn print_row(a: &PerfBenchArgs, cfg: &PerfConfig, r: &Rounds) {
     let t = cfg.test;
     let (m, b, o) = r.medians();
-    let to_udp = spread(&r.ratios(&r.base));
-    let to_offl = o.map(|_| spread(&r.ratios(&r.offl)));
+    let to_udp = Spread::of(&r.ratios(&r.base));
+    let to_offl = o.map(|_| Spread::of(&r.ratios(&r.offl)));
     let unit = if t.kind == Kind::Bw { "MiB/s" } else { "µs" };
     if a.json {
         println!(
             "{}",
             json!({"test": t.name(), "bytes": cfg.sizes[0], "runs": r.mine.len(), "unit": unit,
                    "rocelink": m, "udp": b, "udp_gso_gro": o,
-                   "ratio_to_udp": to_udp.0, "ratio_to_udp_gso_gro": to_offl.map(|s| s.0),
+                   "ratio_to_udp": to_udp.median, "ratio_to_udp_gso_gro": to_offl.map(|s| s.median),
                    "rounds": {"rocelink": r.mine, "udp": r.base, "udp_gso_gro": r.offl}})
         );
     } else {
@@ -228,9 +222,9 @@ fn print_row(a: &PerfBenchArgs, cfg: &PerfConfig, r: &Rounds) {
             m,
             b,
             o.map_or("-".to_owned(), |o| format!("{o:.1}")),
-            to_udp.0,
-            to_offl.map_or("-".to_owned(), |s| format!("{:.2}", s.0)),
-            format!("{:.2}–{:.2}", head.1, head.2),
+            to_udp.median,
+            to_offl.map_or("-".to_owned(), |s| format!("{:.2}", s.median)),
+            format!("{:.2}–{:.2}", head.min, head.max),
         );
     }
 }

@@ -3,6 +3,7 @@
 //! and, with `--plot`, its Fig. 5 and 6.
 
 use anyhow::Result;
+use rocelink_bench::Spread;
 use rocelink_bench::shots::{self, Ends, Point, Proto};
 use rocelink_ultrasound::Geometry;
 use serde_json::json;
@@ -148,13 +149,6 @@ fn best<'a>(points: &'a [Point], g: &Geometry, proto: Proto) -> Option<&'a Point
         .max_by(|a, b| a.gbps().total_cmp(&b.gbps()))
 }
 
-/// The median of `v` (0 when empty), its lowest and its highest.
-fn spread(v: &[f64]) -> (f64, f64, f64) {
-    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (rocelink_bench::median(v.iter().copied()), lo, hi)
-}
-
 /// Each round's best point of `proto` for `g`, through `y`.
 fn per_round(rounds: &[Vec<Point>], g: &Geometry, proto: Proto, y: fn(&Point) -> f64) -> Vec<f64> {
     rounds
@@ -190,7 +184,7 @@ fn tx_busy(p: &Point) -> f64 {
 /// Table I: the highest frame rate and data rate per shot size (medians over the rounds
 /// of each round's best), with what the ends spent, and RoCE over UDP round by round.
 fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>]) {
-    let med = |g: &Geometry, proto, y| spread(&per_round(rounds, g, proto, y)).0;
+    let med = |g: &Geometry, proto, y| Spread::of(&per_round(rounds, g, proto, y)).median;
     if json {
         for &proto in protos {
             for g in geos {
@@ -203,9 +197,9 @@ fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>])
                        "receiver_gbit_per_cpu_s": med(g, proto, rx_per_cpu),
                        "sender_busy": med(g, proto, tx_busy)});
                 if proto == Proto::Roce && protos.len() == 2 {
-                    row["ratio_to_udp"] = json!(spread(&ratios(rounds, g, gbps)).0);
+                    row["ratio_to_udp"] = json!(Spread::of(&ratios(rounds, g, gbps)).median);
                     row["receiver_per_cpu_ratio_to_udp"] =
-                        json!(spread(&ratios(rounds, g, rx_per_cpu)).0);
+                        json!(Spread::of(&ratios(rounds, g, rx_per_cpu)).median);
                 }
                 println!("{row}");
             }
@@ -221,7 +215,7 @@ fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>])
     let line = |label: String, v: &dyn Fn(&Geometry) -> String| {
         print!("{label:<22}");
         for g in geos {
-            print!(" {:>16}", v(g));
+            print!(" {:>18}", v(g));
         }
         println!();
     };
@@ -243,14 +237,7 @@ fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>])
     }
     if protos.len() == 2 {
         let ratio = |y: fn(&Point) -> f64| {
-            move |g: &Geometry| {
-                let (m, lo, hi) = spread(&ratios(rounds, g, y));
-                if rounds.len() > 1 {
-                    format!("{m:.2}x {lo:.2}–{hi:.2}")
-                } else {
-                    format!("{m:.2}x")
-                }
-            }
+            move |g: &Geometry| Spread::of(&ratios(rounds, g, y)).show(rounds.len())
         };
         line("RoCE / UDP".into(), &ratio(gbps));
         line("receiver per CPU".into(), &ratio(rx_per_cpu));
