@@ -1,5 +1,6 @@
 //! The ultrasound roles as library sessions over loopback: a probe session, a host session
-//! that triggers it and hands every shot on as an event, a round-trip measurement, each
+//! that triggers it and hands every shot on as an event, a round-trip measurement (also across
+//! a probe restart), each
 //! stopped from another thread as a Ctrl-C handler or a Python caller would.
 #![allow(clippy::unwrap_used)]
 
@@ -21,6 +22,13 @@ fn ip(s: &str) -> IpAddr {
 fn probe(at: &str, host: &str, g: Geometry) -> (ProbeSession, u16, SocketAddr) {
     let port = free_udp_port(&[at, host]);
     let trig = free_udp_port(&[at]);
+    let p = probe_on(at, port, trig, g);
+    let t = p.links()[0].triggers;
+    (p, port, t)
+}
+
+/// A probe on `at` with these RoCE and trigger ports.
+fn probe_on(at: &str, port: u16, trig: u16, g: Geometry) -> ProbeSession {
     let cfg = ProbeSessionConfig {
         links: LinkAddrs {
             addrs: vec![ip(at)],
@@ -32,9 +40,7 @@ fn probe(at: &str, host: &str, g: Geometry) -> (ProbeSession, u16, SocketAddr) {
         duration: Some(Duration::from_secs(30)),
         ..ProbeSessionConfig::new(g)
     };
-    let p = ProbeSession::start(cfg, None).unwrap();
-    let t = p.links()[0].triggers;
-    (p, port, t)
+    ProbeSession::start(cfg, None).unwrap()
 }
 
 #[test]
@@ -166,6 +172,52 @@ fn a_round_trip_gives_a_row_per_size_and_no_probe_is_a_clear_error() {
     };
     let e = RoundTrip::start(cfg).unwrap().wait().unwrap_err();
     assert!(e.to_string().contains(&trig.to_string()), "{e}");
+}
+
+#[test]
+fn a_restarted_probe_challenges_again_and_the_host_goes_on_with_it() {
+    // a probe that restarts has a new secret: it refuses the host's cookie with a fresh
+    // challenge, which the host must take (it looks for one every few ms once it has a
+    // cookie) to go on triggering one shot at a time
+    let g = Geometry::new(1, 96);
+    let (first, port, trig) = probe("127.0.0.167", "127.0.0.168", g);
+    let cfg = RoundTripConfig {
+        probe: trig,
+        bind: ip("127.0.0.168"),
+        port,
+        chosen: true,
+        count: 10_000_000,
+        warmup: 0,
+        timeout: Duration::from_millis(500),
+        verify_seed: Some(1),
+        ..RoundTripConfig::new(vec![g])
+    };
+    let rt = RoundTrip::start(cfg).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let until = |p: &ProbeSession, shots: u64| {
+        while p.stats().shots < shots && Instant::now() < deadline && !rt.is_finished() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    until(&first, 100);
+    let a = first.stop().unwrap();
+    assert!(a.probe.shots >= 100, "{a:?}");
+    assert_eq!(a.triggers.gate.challenges, 1, "{a:?}");
+    // the same addresses, a new run of the probe
+    let second = probe_on("127.0.0.167", port, trig.port(), g);
+    until(&second, 100);
+    assert!(!rt.is_finished(), "the host gave up on the restarted probe");
+    rt.stopper().stop();
+    let b = second.stop().unwrap();
+    let rows = rt.wait().unwrap();
+    assert!(b.probe.shots >= 100, "{b:?}");
+    assert!(b.triggers.gate.challenges >= 1, "{b:?}");
+    // every shot of both runs came whole and right; at most the triggers sent while
+    // neither ran (each given up after the timeout) are lost
+    let r = &rows[0];
+    assert_eq!(r.corrupt, 0);
+    assert!(r.rtt_us.len() as u64 + 2 >= a.probe.shots + 100, "{r:?}");
+    assert!(r.lost <= 2, "{} lost", r.lost);
 }
 
 #[test]
