@@ -1,7 +1,7 @@
 //! The ultrasound roles as library sessions over loopback: a probe session, a host session
 //! that triggers it and hands every shot on as an event, a round-trip measurement (also across
-//! a probe restart), each
-//! stopped from another thread as a Ctrl-C handler or a Python caller would.
+//! a probe restart), each stopped from another thread as a Ctrl-C handler or a Python caller
+//! would.
 #![allow(clippy::unwrap_used)]
 
 use rocelink_runtime::counters::Board;
