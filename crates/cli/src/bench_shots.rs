@@ -3,8 +3,8 @@
 //! and, with `--plot`, its Fig. 5 and 6.
 
 use anyhow::Result;
-use rocelink_bench::Spread;
-use rocelink_bench::shots::{self, Ends, Point, Proto};
+use rocelink_bench::shots::rounds::{self, Figure, Plan, Rounds};
+use rocelink_bench::shots::{Ends, Point, Proto};
 use rocelink_ultrasound::Geometry;
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr};
@@ -69,33 +69,17 @@ pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
     }
     // Ctrl-C ends the run after the point under way; the table holds the rounds completed
     let stop = crate::stop::StopFlag::install()?;
-    let per_round = geos.len() * protos.len() * a.khz.len();
-    let mut rounds = Vec::new();
-    for round in 0..a.runs {
-        let mut points = Vec::new();
-        'points: for &g in &geos {
-            for &p in protos {
-                for &khz in &a.khz {
-                    let hz = khz * 1000.0;
-                    let pt = match p {
-                        Proto::Roce => shots::roce(g, hz, a.seconds, ends)?,
-                        Proto::Udp => shots::udp(g, hz, a.seconds, ends)?,
-                    };
-                    print_point(a.json, round, &pt);
-                    points.push(pt);
-                    if stop.is_set() {
-                        break 'points;
-                    }
-                }
-            }
-        }
-        if points.len() == per_round {
-            rounds.push(points);
-        }
-        if stop.is_set() {
-            break;
-        }
-    }
+    let plan = Plan {
+        geometries: geos.clone(),
+        protos: protos.to_vec(),
+        trigger_hz: a.khz.iter().map(|k| k * 1000.0).collect(),
+        seconds: a.seconds,
+        runs: a.runs,
+        ends,
+    };
+    let rounds = rounds::measure(&plan, &|| stop.is_set(), &mut |round, p| {
+        print_point(a.json, round, p)
+    })?;
     if stop.is_set() {
         eprintln!(
             "rocelink bench shots: stopped (Ctrl-C) after {} complete round(s)",
@@ -141,33 +125,6 @@ fn print_point(json: bool, round: usize, p: &Point) {
     }
 }
 
-/// The best point of `proto` for `g` (highest bandwidth) in one round.
-fn best<'a>(points: &'a [Point], g: &Geometry, proto: Proto) -> Option<&'a Point> {
-    points
-        .iter()
-        .filter(|p| p.proto == proto && p.geometry == *g)
-        .max_by(|a, b| a.gbps().total_cmp(&b.gbps()))
-}
-
-/// Each round's best point of `proto` for `g`, through `y`.
-fn per_round(rounds: &[Vec<Point>], g: &Geometry, proto: Proto, y: fn(&Point) -> f64) -> Vec<f64> {
-    rounds
-        .iter()
-        .filter_map(|r| best(r, g, proto).map(y))
-        .collect()
-}
-
-/// Each round's RoCE figure over its UDP figure for `g`, through `y`.
-fn ratios(rounds: &[Vec<Point>], g: &Geometry, y: fn(&Point) -> f64) -> Vec<f64> {
-    rounds
-        .iter()
-        .filter_map(|r| {
-            let (a, b) = (best(r, g, Proto::Roce)?, best(r, g, Proto::Udp)?);
-            (y(b) > 0.0).then(|| y(a) / y(b))
-        })
-        .collect()
-}
-
 fn gbps(p: &Point) -> f64 {
     p.gbps()
 }
@@ -183,12 +140,12 @@ fn tx_busy(p: &Point) -> f64 {
 
 /// Table I: the highest frame rate and data rate per shot size (medians over the rounds
 /// of each round's best), with what the ends spent, and RoCE over UDP round by round.
-fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>]) {
-    let med = |g: &Geometry, proto, y| Spread::of(&per_round(rounds, g, proto, y)).median;
+fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &Rounds) {
+    let med = |g: &Geometry, proto, y| rounds.median(g, proto, y);
     if json {
         for &proto in protos {
             for g in geos {
-                if per_round(rounds, g, proto, gbps).is_empty() {
+                if rounds.per_round(g, proto, gbps).is_empty() {
                     continue;
                 }
                 let mut row = json!({"table": true, "proto": proto.name(), "samples": g.samples,
@@ -197,9 +154,9 @@ fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>])
                        "receiver_gbit_per_cpu_s": med(g, proto, rx_per_cpu),
                        "sender_busy": med(g, proto, tx_busy)});
                 if proto == Proto::Roce && protos.len() == 2 {
-                    row["ratio_to_udp"] = json!(Spread::of(&ratios(rounds, g, gbps)).median);
+                    row["ratio_to_udp"] = json!(rounds.ratio(g, gbps).median);
                     row["receiver_per_cpu_ratio_to_udp"] =
-                        json!(Spread::of(&ratios(rounds, g, rx_per_cpu)).median);
+                        json!(rounds.ratio(g, rx_per_cpu).median);
                 }
                 println!("{row}");
             }
@@ -236,9 +193,7 @@ fn table(json: bool, geos: &[Geometry], protos: &[Proto], rounds: &[Vec<Point>])
         });
     }
     if protos.len() == 2 {
-        let ratio = |y: fn(&Point) -> f64| {
-            move |g: &Geometry| Spread::of(&ratios(rounds, g, y)).show(rounds.len())
-        };
+        let ratio = |y: Figure| move |g: &Geometry| rounds.ratio(g, y).show(rounds.len());
         line("RoCE / UDP".into(), &ratio(gbps));
         line("receiver per CPU".into(), &ratio(rx_per_cpu));
     }
@@ -250,26 +205,14 @@ fn plot(
     path: &std::path::Path,
     geos: &[Geometry],
     protos: &[Proto],
-    rounds: &[Vec<Point>],
+    rounds: &Rounds,
 ) -> Result<()> {
     let series = |y: &dyn Fn(&Point) -> f64| -> Vec<crate::plot::Series> {
         let mut v = Vec::new();
         for &proto in protos {
             for g in geos {
-                let first = rounds.first().map_or(&[][..], |r| &r[..]);
-                let pts = first
-                    .iter()
-                    .filter(|p| p.proto == proto && p.geometry == *g)
-                    .map(|p| {
-                        let at = rounds.iter().flat_map(|r| {
-                            r.iter().filter(|q| {
-                                q.proto == proto && q.geometry == *g && q.trigger_hz == p.trigger_hz
-                            })
-                        });
-                        (p.trigger_hz / 1000.0, rocelink_bench::median(at.map(y)))
-                    })
-                    .collect();
-                v.push((format!("{} N_s={}", proto.name(), g.samples), pts));
+                let name = format!("{} N_s={}", proto.name(), g.samples);
+                v.push((name, rounds.curve(g, proto, y)));
             }
         }
         v

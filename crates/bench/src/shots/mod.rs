@@ -7,6 +7,8 @@
 //! the sender missed because it was still sending, and the shots that arrived incomplete —
 //! the paper's Fig. 5 and 6 and its Table I.
 
+pub mod rounds;
+
 use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::net::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
@@ -144,7 +146,7 @@ impl Point {
 }
 
 /// Where the two ends run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ends {
     /// The probe's (sender's) loopback address.
     pub probe: IpAddr,
