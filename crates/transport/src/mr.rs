@@ -491,15 +491,17 @@ impl MrTable {
         }
     }
 
-    /// Scatter `data` at `offset` of a message into `sg` (checked first: on error nothing
-    /// was written).
-    pub(crate) fn scatter(
+    /// Scatter `data` at `offset` of a message into `sg`: bytes inside a range of `sg` the
+    /// caller checked with [`MrTable::check_scatter`] since the table last changed (that
+    /// check up front keeps a failure from leaving a part written; a UD receive checks its
+    /// GRH slot and payload together). Each piece is still checked as it is written, so
+    /// nothing lands outside a region.
+    pub(crate) fn scatter_within(
         &mut self,
         sg: &crate::wr::SgList,
         offset: u64,
         data: &[u8],
     ) -> Result<(), AccessError> {
-        self.check_scatter(sg, offset, data.len() as u64)?;
         let pieces = sg
             .pieces(offset, data.len() as u64)
             .ok_or(AccessError::OutOfBounds {

@@ -105,14 +105,25 @@ pub(super) fn place_payload(
     offset: u64,
     payload: Payload<'_>,
 ) -> Result<bool, AccessError> {
+    mrs.check_scatter(sg, offset, payload.len() as u64)?;
+    place_checked(mrs, sg, offset, payload)
+}
+
+/// As [`place_payload`], where the caller checked the payload's range of `sg` with
+/// [`MrTable::check_scatter`] since the table last changed.
+pub(super) fn place_checked(
+    mrs: &mut MrTable,
+    sg: &crate::wr::SgList,
+    offset: u64,
+    payload: Payload<'_>,
+) -> Result<bool, AccessError> {
     match payload {
-        Payload::Bytes(b) => mrs.scatter(sg, offset, b).map(|()| false),
+        Payload::Bytes(b) => mrs.scatter_within(sg, offset, b).map(|()| false),
         Payload::Landed {
             lkey,
             offset: at,
             len,
         } => {
-            mrs.check_scatter(sg, offset, len as u64)?;
             if mrs.scatters_to(sg, offset, len as u64, lkey, at) {
                 return Ok(true);
             }
@@ -127,7 +138,7 @@ pub(super) fn place_payload(
                 .get(at..at + len)
                 .ok_or(oob)?
                 .to_vec();
-            mrs.scatter(sg, offset, &bytes).map(|()| false)
+            mrs.scatter_within(sg, offset, &bytes).map(|()| false)
         }
     }
 }

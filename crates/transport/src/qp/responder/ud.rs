@@ -42,11 +42,12 @@ impl Qp {
         if grh::fill(&mut slot, net_header).is_err() {
             slot = [0; grh::SLOT_LEN];
         }
+        // (checked once, written without checking the range again)
         let checked = mrs.check_scatter(&recv.sg_list, 0, need as u64);
         let mut in_place = false;
         let placed = checked.and_then(|()| {
-            mrs.scatter(&recv.sg_list, 0, &slot)?;
-            in_place = place_payload(mrs, &recv.sg_list, grh::SLOT_LEN as u64, payload)?;
+            mrs.scatter_within(&recv.sg_list, 0, &slot)?;
+            in_place = place_checked(mrs, &recv.sg_list, grh::SLOT_LEN as u64, payload)?;
             Ok(())
         });
         match placed {
