@@ -6,7 +6,7 @@
 //! are numbered as taken, so the stream has no hole), as on the
 //! paper's probe when the trigger frequency outruns the link.
 
-use crate::shot::{Echoes, Geometry};
+use crate::shot::{Echoes, Geometry, ShotWork};
 use crate::{Error, ud_ready};
 use rocelink_transport::{
     Access, CqId, Endpoint, QpError, QpInit, QpType, SendOp, SendWr, Sge, UdDest, WcStatus,
@@ -88,6 +88,8 @@ pub struct Probe {
     cq: CqId,
     lkey: u32,
     echoes: Echoes,
+    /// What the messages of the shot being sent share (its echo delays).
+    work: ShotWork,
     /// Message slots in the send region, reused in turn once their send completed.
     slots: usize,
     next_slot: usize,
@@ -128,6 +130,7 @@ impl Probe {
         ud_ready(ep, qpn, cfg.qkey)?;
         Ok(Probe {
             echoes: Echoes::new(cfg.seed),
+            work: ShotWork::default(),
             cfg,
             qpn,
             cq,
@@ -265,7 +268,8 @@ impl Probe {
                 .mr_mut(self.lkey)
                 .and_then(|m| m.slice_mut(at as u64, len as u64, Access::NONE))
                 .map_err(QpError::LocalAccess)?;
-            self.echoes.fill(&g, s.shot, range, buf);
+            self.echoes
+                .fill_with(&g, s.shot, range, buf, &mut self.work);
             let last = s.next + 1 == g.messages();
             self.unsignaled += 1;
             let signaled = last || self.unsignaled >= SIGNAL_EVERY;

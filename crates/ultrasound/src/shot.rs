@@ -110,6 +110,21 @@ pub struct Echoes {
     packed: Vec<u8>,
 }
 
+/// What the messages of one shot share while a sender writes them ([`Echoes::fill_with`]):
+/// its echo delays and a row buffer, reused from shot to shot.
+#[derive(Debug, Clone, Default)]
+pub struct ShotWork {
+    /// The generator's seed, the shot and its channels the delays are of.
+    key: Option<(u64, u64, u16)>,
+    delays: Vec<u32>,
+    /// The rows any pulse touches.
+    rows: core::ops::Range<u32>,
+    row: Vec<u8>,
+}
+
+/// A shot's channel delays and the rows its pulses touch.
+type Delays<'a> = (&'a [u32], &'a core::ops::Range<u32>);
+
 /// Where a row's noise may start in the table (pairs of samples).
 const NOISE_STARTS: usize = 4096;
 /// The most pairs in a row (65 534 channels).
@@ -185,32 +200,49 @@ impl Echoes {
         (h % NOISE_STARTS as u64) as usize
     }
 
-    /// Every channel's echo delay in shot `shot`, and the rows any pulse touches.
-    fn delays(&self, g: &Geometry, shot: u64) -> (Vec<u32>, core::ops::Range<u32>) {
+    /// Every channel's echo delay in shot `shot` into `d`; the rows any pulse touches.
+    fn delays_into(&self, g: &Geometry, shot: u64, d: &mut Vec<u32>) -> core::ops::Range<u32> {
         let depth = self.depth(shot);
-        let d: Vec<u32> = (0..g.channels)
-            .map(|c| depth + curve(c, g.channels))
-            .collect();
+        d.clear();
+        d.extend((0..g.channels).map(|c| depth + curve(c, g.channels)));
         let last = d.iter().copied().max().unwrap_or(depth);
-        (d, depth..last + PULSE_LEN)
+        depth..last + PULSE_LEN
     }
 
     /// Write the bytes `range` of shot `shot` into `out` (`range.len()` bytes).
     pub fn fill(&self, g: &Geometry, shot: u64, range: core::ops::Range<usize>, out: &mut [u8]) {
+        self.fill_with(g, shot, range, out, &mut ShotWork::default());
+    }
+
+    /// As [`Echoes::fill`], keeping in `work` what the shot's messages share (its echo
+    /// delays, a row buffer): a sender writing a shot message by message computes them once
+    /// per shot and allocates nothing per message.
+    pub fn fill_with(
+        &self,
+        g: &Geometry,
+        shot: u64,
+        range: core::ops::Range<usize>,
+        out: &mut [u8],
+        work: &mut ShotWork,
+    ) {
         let row = g.row_bytes();
-        let delays = self.delays(g, shot);
+        let key = (self.seed, shot, g.channels);
+        if work.key != Some(key) {
+            work.rows = self.delays_into(g, shot, &mut work.delays);
+            work.key = Some(key);
+        }
+        work.row.resize(row, 0);
         let mut at = range.start;
         let mut o = 0;
-        let mut buf = vec![0u8; row];
         while at < range.end {
             let t = (at / row) as u32;
             let from = at % row;
             let n = (row - from).min(range.end - at);
             if from == 0 && n == row {
-                self.row(shot, t, &delays, &mut out[o..o + n]);
+                self.row(shot, t, (&work.delays, &work.rows), &mut out[o..o + n]);
             } else {
-                self.row(shot, t, &delays, &mut buf);
-                out[o..o + n].copy_from_slice(&buf[from..from + n]);
+                self.row(shot, t, (&work.delays, &work.rows), &mut work.row);
+                out[o..o + n].copy_from_slice(&work.row[from..from + n]);
             }
             at += n;
             o += n;
@@ -218,7 +250,7 @@ impl Echoes {
     }
 
     /// Row `t` of shot `shot`, packed RAW12: the noise copied, the pulses added.
-    fn row(&self, shot: u64, t: u32, delays: &(Vec<u32>, core::ops::Range<u32>), out: &mut [u8]) {
+    fn row(&self, shot: u64, t: u32, delays: Delays<'_>, out: &mut [u8]) {
         let start = self.row_start(shot, t);
         out.copy_from_slice(&self.packed[3 * start..3 * start + out.len()]);
         if !delays.1.contains(&t) {
@@ -248,10 +280,11 @@ impl Echoes {
     /// `data` differs at its end).
     pub fn first_difference(&self, g: &Geometry, shot: u64, data: &[u8]) -> Option<usize> {
         let row = g.row_bytes();
-        let delays = self.delays(g, shot);
+        let mut d = Vec::new();
+        let rows = self.delays_into(g, shot, &mut d);
         let mut buf = vec![0u8; row];
         for t in 0..g.samples {
-            self.row(shot, t, &delays, &mut buf);
+            self.row(shot, t, (&d, &rows), &mut buf);
             let at = t as usize * row;
             let got = data.get(at..at + row);
             if got != Some(&buf[..]) {
@@ -327,6 +360,33 @@ mod tests {
         let mut piece = vec![0u8; 1000];
         e.fill(&g, 5, 100..1100, &mut piece);
         assert_eq!(piece, a[100..1100]);
+    }
+
+    #[test]
+    fn work_kept_between_messages_changes_no_byte() {
+        // one ShotWork through shots, generators and shapes in turn, as a sender keeps it:
+        // every message equals the same bytes of the whole shot
+        let (e1, e2) = (Echoes::new(1), Echoes::new(2));
+        let mut work = ShotWork::default();
+        for (e, g, shot) in [
+            (&e1, Geometry::new(700, 8), 5),
+            (&e1, Geometry::new(700, 8), 6),
+            (&e2, Geometry::new(700, 8), 6),
+            (&e2, Geometry::new(300, 96), 6),
+            (&e1, Geometry::new(700, 8), 5),
+        ] {
+            let whole = e.shot(&g, shot);
+            for i in 0..g.messages() {
+                let r = g.message_range(i);
+                let mut m = vec![0u8; r.len()];
+                e.fill_with(&g, shot, r.clone(), &mut m, &mut work);
+                assert_eq!(m, whole[r], "shot {shot}, message {i}");
+            }
+            // a piece that starts and ends inside rows
+            let mut piece = vec![0u8; 1000];
+            e.fill_with(&g, shot, 77..1077, &mut piece, &mut work);
+            assert_eq!(piece, whole[77..1077]);
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_runtime::{Driver, RunOpts, roce_config};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
-use rocelink_ultrasound::shot::Echoes;
+use rocelink_ultrasound::shot::{Echoes, ShotWork};
 use rocelink_ultrasound::{GateConfig, Geometry, Host, HostConfig, Probe, ProbeConfig};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -313,6 +313,7 @@ fn send_udp(
     stop: &AtomicBool,
 ) -> io::Result<(u64, u64)> {
     let echoes = Echoes::new(1);
+    let mut work = ShotWork::default();
     let period = Duration::from_secs_f64(1.0 / hz);
     let m = g.messages();
     let mb = g.message_bytes as usize;
@@ -350,7 +351,7 @@ fn send_udp(
             b.truncate(UDP_HEADER + r.len());
             b[..4].copy_from_slice(&(shot as u32).to_be_bytes());
             b[4..8].copy_from_slice(&i.to_be_bytes());
-            echoes.fill(&g, shot, r, &mut b[UDP_HEADER..]);
+            echoes.fill_with(&g, shot, r, &mut b[UDP_HEADER..], &mut work);
         }
         let out: Vec<Outgoing<'_>> = bufs[..n as usize]
             .iter()
