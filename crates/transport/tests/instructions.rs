@@ -110,18 +110,7 @@ fn packets(n: usize, landed: bool) {
         let mut placed = 0;
         for i in 0..n {
             let p = &pkts[i % 16];
-            let l = ep.handle_landed(
-                now,
-                Landed {
-                    src: a,
-                    dst: b,
-                    headers: &p[..h],
-                    lkey: mr.lkey,
-                    offset: (i % 16) * 65_536,
-                    len: PAYLOAD,
-                    tail: &p[h + PAYLOAD..],
-                },
-            );
+            let l = ep.handle_landed(now, landed_at(p, h, (a, b), mr.lkey, (i % 16) * 65_536));
             assert!(matches!(l, Landing::InPlace(Some(_))), "{l:?}");
             placed += usize::from(l.placement().is_some_and(|p| p.len as usize == PAYLOAD));
             // nothing queued: the placement came back with the call
@@ -146,66 +135,87 @@ fn packets(n: usize, landed: bool) {
     assert!(s.rx_packets as usize == n, "{s:?}");
 }
 
-/// UD SENDs with immediate, each landed in place in a posted receive (a discarded GRH slot,
-/// then its place in the region), the receive posted again and its completion polled.
-fn ud_packets(n: usize) {
-    let a: SocketAddr = "10.0.0.1:4791".parse().unwrap();
-    let b: SocketAddr = "10.0.0.2:4791".parse().unwrap();
-    const QKEY: u32 = 0x1234;
-    const STRIDE: usize = 8192;
-    // the sender: one UD QP sending the same payload with a new immediate each time
-    let mut tx = Endpoint::new(EndpointConfig::new(a));
-    let payload: Vec<u8> = (0..PAYLOAD).map(|i| (i * 3) as u8).collect();
-    let src = tx.register_mr(payload.clone().into_boxed_slice(), 0, Access::NONE);
-    let tcq = tx.create_cq();
-    let tinit = QpInit {
-        send_cq: tcq,
-        recv_cq: tcq,
-        max_send_wr: 64,
-        ..QpInit::new(QpType::Ud)
-    };
-    let tqp = tx.create_qp(tinit).unwrap();
-    tx.ready_qp(tqp, QKEY, None, 0, Mtu::M4096).unwrap();
-    // the receiver
-    let mut ep = Endpoint::new(EndpointConfig::new(b));
-    let mr = ep.register_mr(
-        vec![0u8; 16 * STRIDE].into_boxed_slice(),
-        0,
-        Access::LOCAL_WRITE,
-    );
+/// Packet `p` (its headers `h` bytes long) from `a` to `b`, its payload landed at `offset`
+/// of region `lkey`.
+fn landed_at(
+    p: &[u8],
+    h: usize,
+    (a, b): (SocketAddr, SocketAddr),
+    lkey: u32,
+    offset: usize,
+) -> Landed<'_> {
+    Landed {
+        src: a,
+        dst: b,
+        headers: &p[..h],
+        lkey,
+        offset,
+        len: PAYLOAD,
+        tail: &p[h + PAYLOAD..],
+    }
+}
+
+/// The Q_Key of the UD cases.
+const QKEY: u32 = 0x1234;
+
+/// An endpoint at `addr` with region `mem` (`access`), one CQ and a ready UD QP: (endpoint,
+/// region key, CQ, QPN).
+fn ud_end(addr: SocketAddr, mem: Vec<u8>, access: Access) -> (Endpoint, u32, CqId, u32) {
+    let mut ep = Endpoint::new(EndpointConfig::new(addr));
+    let mr = ep.register_mr(mem.into_boxed_slice(), 0, access);
     let cq = ep.create_cq();
     let init = QpInit {
         send_cq: cq,
         recv_cq: cq,
+        max_send_wr: 64,
         max_recv_wr: 64,
         ..QpInit::new(QpType::Ud)
     };
     let qp = ep.create_qp(init).unwrap();
     ep.ready_qp(qp, QKEY, None, 0, Mtu::M4096).unwrap();
+    (ep, mr.lkey, cq, qp)
+}
+
+/// A UD SEND of the `PAYLOAD` bytes at `va` of region `lkey` to QP `qpn` at `to`, with
+/// immediate `imm`.
+fn ud_send(imm: u32, to: SocketAddr, qpn: u32, lkey: u32, va: u64, signaled: bool) -> SendWr {
+    SendWr {
+        wr_id: u64::from(imm),
+        op: SendOp::UdSend {
+            dest: UdDest {
+                addr: to,
+                qpn,
+                qkey: QKEY,
+            },
+            imm: Some(imm),
+        },
+        sge: Sge {
+            lkey,
+            va,
+            len: PAYLOAD as u32,
+        },
+        signaled,
+        solicited: false,
+        marks: 0,
+    }
+}
+
+/// UD SENDs with immediate, each landed in place in a posted receive (a discarded GRH slot,
+/// then its place in the region), the receive posted again and its completion polled.
+fn ud_packets(n: usize) {
+    let a: SocketAddr = "10.0.0.1:4791".parse().unwrap();
+    let b: SocketAddr = "10.0.0.2:4791".parse().unwrap();
+    const STRIDE: usize = 8192;
+    // the sender: one UD QP sending the same payload with a new immediate each time
+    let payload: Vec<u8> = (0..PAYLOAD).map(|i| (i * 3) as u8).collect();
+    let (mut tx, src, _, tqp) = ud_end(a, payload, Access::NONE);
+    // the receiver
+    let (mut ep, lkey, cq, qp) = ud_end(b, vec![0u8; 16 * STRIDE], Access::LOCAL_WRITE);
     let now = Instant::now();
     let mut buf = Vec::new();
     let pkts: Vec<Vec<u8>> = (0..16u32)
         .map(|i| {
-            let wr = SendWr {
-                wr_id: u64::from(i),
-                op: SendOp::UdSend {
-                    dest: UdDest {
-                        addr: b,
-                        qpn: qp,
-                        qkey: QKEY,
-                    },
-                    imm: Some(i),
-                },
-                sge: Sge {
-                    lkey: src.lkey,
-                    va: 0,
-                    len: PAYLOAD as u32,
-                },
-                signaled: false,
-                solicited: false,
-                marks: 0,
-            };
-            tx.post_send(tqp, wr).unwrap();
+            tx.post_send(tqp, ud_send(i, b, qp, src, 0, false)).unwrap();
             let t = tx.poll_transmit(now, &mut buf).unwrap();
             buf[..t.len].to_vec()
         })
@@ -215,7 +225,7 @@ fn ud_packets(n: usize) {
         let sges = [
             Sge::discard(40),
             Sge {
-                lkey: mr.lkey,
+                lkey,
                 va: (k * STRIDE) as u64,
                 len: PAYLOAD as u32,
             },
@@ -225,25 +235,14 @@ fn ud_packets(n: usize) {
     };
     for (k, p) in pkts.iter().enumerate() {
         let at = k * STRIDE;
-        ep.landing_zone(mr.lkey).unwrap()[at..at + PAYLOAD].copy_from_slice(&p[h..h + PAYLOAD]);
+        ep.landing_zone(lkey).unwrap()[at..at + PAYLOAD].copy_from_slice(&p[h..h + PAYLOAD]);
         post(&mut ep, k);
     }
     let mut done = 0;
     for i in 0..n {
         let k = i % 16;
         let p = &pkts[k];
-        let l = ep.handle_landed(
-            now,
-            Landed {
-                src: a,
-                dst: b,
-                headers: &p[..h],
-                lkey: mr.lkey,
-                offset: k * STRIDE,
-                len: PAYLOAD,
-                tail: &p[h + PAYLOAD..],
-            },
-        );
+        let l = ep.handle_landed(now, landed_at(p, h, (a, b), lkey, k * STRIDE));
         assert_eq!(l, Landing::Received { in_place: true });
         while let Some(wc) = ep.poll_cq(cq) {
             assert_eq!(
@@ -264,42 +263,15 @@ fn ud_packets(n: usize) {
 fn ud_sends(n: usize) {
     let a: SocketAddr = "10.0.0.1:4791".parse().unwrap();
     let b: SocketAddr = "10.0.0.2:4791".parse().unwrap();
-    let mut tx = Endpoint::new(EndpointConfig::new(a));
     let payload: Vec<u8> = (0..16 * PAYLOAD).map(|i| (i * 3) as u8).collect();
-    let src = tx.register_mr(payload.into_boxed_slice(), 0, Access::NONE);
-    let cq = tx.create_cq();
-    let init = QpInit {
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: 64,
-        ..QpInit::new(QpType::Ud)
-    };
-    let qp = tx.create_qp(init).unwrap();
-    tx.ready_qp(qp, 0x1234, None, 0, Mtu::M4096).unwrap();
+    let (mut tx, src, cq, qp) = ud_end(a, payload, Access::NONE);
     let now = Instant::now();
     let mut buf = Vec::new();
     let (mut sent, mut done) = (0, 0);
     for i in 0..n {
         let signaled = i % 16 == 15 || i + 1 == n;
-        let wr = SendWr {
-            wr_id: i as u64,
-            op: SendOp::UdSend {
-                dest: UdDest {
-                    addr: b,
-                    qpn: 0x11,
-                    qkey: 0x1234,
-                },
-                imm: Some(i as u32),
-            },
-            sge: Sge {
-                lkey: src.lkey,
-                va: ((i % 16) * PAYLOAD) as u64,
-                len: PAYLOAD as u32,
-            },
-            signaled,
-            solicited: false,
-            marks: 0,
-        };
+        let va = ((i % 16) * PAYLOAD) as u64;
+        let wr = ud_send(i as u32, b, 0x11, src, va, signaled);
         tx.post_send(qp, wr).unwrap();
         while let Some(t) = tx.poll_transmit_gather(now, &mut buf) {
             assert!(t.gather.is_some());
