@@ -61,6 +61,8 @@ pub struct LandingRx {
     adapt: bool,
     /// Slots the next plan may name: a little more than recent receives brought.
     want: usize,
+    /// Segments the last receive that brought any brought.
+    last_got: usize,
     segs: Vec<Seg>,
     items: Vec<Item>,
     /// Next of `items` to handle.
@@ -83,6 +85,7 @@ impl LandingRx {
             lkey: 0,
             adapt: false,
             want: usize::MAX,
+            last_got: 0,
             segs: Vec::new(),
             items: Vec::new(),
             cursor: 0,
@@ -163,7 +166,11 @@ impl LandingRx {
             .recv_wait(sock, zone, &self.plan.slots, per_msg, msgs, wait)?;
         self.split();
         if self.adapt {
-            self.want = next_want(self.want, self.segs.len(), slots);
+            let got = self.segs.len();
+            self.want = next_want(self.want, (got, self.last_got), slots);
+            if got > 0 {
+                self.last_got = got;
+            }
         }
         self.sort(ep)?;
         Ok(n)
@@ -390,14 +397,16 @@ impl LandingRx {
     }
 }
 
-/// The plan length after a receive that brought `got` segments of a plan of `planned`: all
-/// it may be if the plan was filled (or there was none), else what came and some; a receive
-/// that brought nothing changes nothing.
-fn next_want(want: usize, got: usize, planned: usize) -> usize {
+/// The plan length after a receive that brought `got` segments of a plan of `planned`
+/// (`last`: what the receive before it brought): all it may be if the plan was filled (or
+/// there was none), else the larger of the two receives and some — a frame's lone metadata
+/// packet does not shrink the plan the next frame's first run needs —; a receive that
+/// brought nothing changes nothing.
+fn next_want(want: usize, (got, last): (usize, usize), planned: usize) -> usize {
     match got {
         0 => want,
         _ if got >= planned => usize::MAX,
-        _ => got + ADAPT_MIN,
+        _ => got.max(last) + ADAPT_MIN,
     }
 }
 
@@ -408,12 +417,15 @@ mod tests {
     #[test]
     fn the_plan_follows_what_arrives() {
         // nothing planned yet: the first plan is a full one
-        assert_eq!(next_want(ADAPT_MIN, 3, 0), usize::MAX);
+        assert_eq!(next_want(ADAPT_MIN, (3, 0), 0), usize::MAX);
         // 15 of 45 came: 23 next time; then 24 of 23 (the plan was too short): full again
-        assert_eq!(next_want(usize::MAX, 15, 45), 23);
-        assert_eq!(next_want(23, 24, 23), usize::MAX);
-        // a timeout changes nothing; a trickle keeps the shortest plan
-        assert_eq!(next_want(23, 0, 23), 23);
-        assert_eq!(next_want(23, 1, 23), 1 + ADAPT_MIN);
+        assert_eq!(next_want(usize::MAX, (15, 0), 45), 23);
+        assert_eq!(next_want(23, (24, 15), 23), usize::MAX);
+        // a timeout changes nothing
+        assert_eq!(next_want(23, (0, 15), 23), 23);
+        // a lone packet (a frame's metadata) after runs of 15 keeps room for the next run
+        assert_eq!(next_want(23, (1, 15), 23), 15 + ADAPT_MIN);
+        // a trickle keeps the shortest plan
+        assert_eq!(next_want(23, (1, 1), 23), 1 + ADAPT_MIN);
     }
 }

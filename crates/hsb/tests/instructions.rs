@@ -1,0 +1,201 @@
+//! Instruction count, per packet, of the HSB receiver's whole user-space path as a camera
+//! stream takes it: the landing receive (the plan, the scatter `recvmmsg` with GRO, the
+//! batch sorted against the plan), the transport's lane (ICRC, QP, PSN, bounds) and the frame
+//! tracker — everything but the kernel and the CRC itself, which is counted alone and
+//! subtracted (its code depends on the CPU valgrind presents).
+//!
+//! The stream is made and sent before the receiver runs (and not counted), into its socket
+//! buffer, in GSO runs of 16 packets, so GRO hands the receiver the same batches on every
+//! run and the count does not depend on timing. The test runs itself under `valgrind --tool=callgrind` with 8 and
+//! 24 frames of 142 packets of 1408 bytes (and metadata); the difference over the extra
+//! packets is one packet's cost (start-up cancels out). It prints the figure and fails above
+//! the budget. valgrind must be installed (`.ci/run` does).
+
+#![allow(clippy::unwrap_used)]
+
+use rocelink_hsb::device::VpStream;
+use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
+use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
+use rocelink_hsb::sensor::Sensor;
+use rocelink_io::udp::{UdpConfig, UdpSocket};
+use std::io::IoSlice;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::process::Command;
+use std::time::Duration;
+
+/// 142 packets of 1408 bytes and a metadata packet per frame.
+const WINDOW: usize = 142 * PAYLOAD;
+const PAYLOAD: usize = 1408;
+/// Packets per GSO send (a paced camera stream's receives bring about 15).
+const RUN: usize = 16;
+/// Budget per packet besides the CRC. Measured here (test profile, valgrind 3.19): 2 069
+/// (2 144 while a frame's lone metadata packet shrank the next plan). The budget leaves
+/// room for compiler changes, not for a second CRC pass over the payload (+1 697) or
+/// lookups and allocations creeping back in per packet.
+const BUDGET: u64 = 2_800;
+
+/// The stream's packets for `frames` frames to `host:port`, from `dev`.
+fn packets(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64, frames: u64) -> Vec<Vec<u8>> {
+    let stream = VpStream {
+        vp: 0,
+        qp: 0x42,
+        rkey: 0x4242,
+        base: 0,
+        page_stride: page,
+        first_page: 0,
+        pages: 4,
+        window: WINDOW as u32,
+        host: SocketAddrV4::new(host, port),
+        host_mac: rocelink_wire::bytes::Mac([0; 6]),
+        md_disable: false,
+        payload: PAYLOAD,
+        src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
+        vlan: None,
+        camera: None,
+        coe: None,
+    };
+    let mut p = Packetizer::new(stream, dev, 100, PacketizerOptions::default());
+    let (mut out, mut frame) = (Vec::new(), Vec::new());
+    for n in 0..frames {
+        Sensor::Pattern.frame(n, WINDOW, &mut frame);
+        p.push(&frame, Some(0), (0, 0), &mut out);
+    }
+    out
+}
+
+/// Receive `frames` frames, sent beforehand; every one must be good.
+fn receive(frames: u64) {
+    let dev = Ipv4Addr::new(127, 0, 83, 2);
+    let host = Ipv4Addr::new(127, 0, 83, 1);
+    let mut rc = ReceiverConfig::new(SocketAddr::new(IpAddr::V4(host), 0), dev, WINDOW);
+    rc.pages = 4;
+    rc.qp_rkey = Some((0x42, 0x4242));
+    rc.recv_buffer = 64 << 20;
+    let mut rx = Receiver::new(rc).unwrap();
+    let wire = packets(
+        dev,
+        host,
+        rx.local_addr().port(),
+        rx.page_size() as u64,
+        frames,
+    );
+    let sock = UdpSocket::bind(
+        SocketAddr::new(IpAddr::V4(dev), rocelink_wire::hsb::DATA_SOURCE_PORT),
+        &UdpConfig::default(),
+    )
+    .unwrap();
+    for run in wire.chunk_by(|a, b| a.len() == b.len()) {
+        for part in run.chunks(RUN) {
+            let parts: Vec<IoSlice<'_>> = part.iter().map(|p| IoSlice::new(p)).collect();
+            sock.send_gso(rx.local_addr(), &parts, part[0].len() as u16)
+                .unwrap();
+        }
+    }
+    assert_eq!(measured_receive(&mut rx), frames);
+    let fs = rx.fast_stats().unwrap();
+    // the fast path took the stream: all but the first run's packets landed in place
+    assert!(fs.gathered <= RUN as u64, "{fs:?}");
+    assert_eq!(fs.in_place + fs.gathered, wire.len() as u64, "{fs:?}");
+}
+
+/// What is counted: every frame received (each must be good); how many.
+#[inline(never)]
+fn measured_receive(rx: &mut Receiver) -> u64 {
+    let mut good = 0;
+    while let Some(f) = rx.next_frame(Duration::from_millis(500)).unwrap() {
+        assert!(f.good(), "{f:?}");
+        good += 1;
+    }
+    good
+}
+
+/// The CRC-32 alone over as many bytes as one data packet's ICRC covers.
+#[inline(never)]
+fn measured_crc(packets: u64) {
+    let bytes: Vec<u8> = (0..8 + 20 + 8 + 12 + 16 + PAYLOAD)
+        .map(|i| i as u8)
+        .collect();
+    let mut acc = 0u32;
+    for _ in 0..packets {
+        acc ^= crc32fast::hash(std::hint::black_box(&bytes));
+    }
+    std::hint::black_box(acc);
+}
+
+/// The child: does the work when asked to.
+#[test]
+fn callgrind_child() {
+    if let Ok(n) = std::env::var("ROCELINK_CALLGRIND_FRAMES") {
+        let n: u64 = n.parse().unwrap();
+        match std::env::var("ROCELINK_CALLGRIND_MODE").as_deref() {
+            Ok("crc") => measured_crc(n * 143),
+            _ => receive(n),
+        }
+    }
+}
+
+fn instructions(frames: u64, mode: &str) -> u64 {
+    let exe = std::env::current_exe().unwrap();
+    let dir = std::env::temp_dir().join(format!("rocelink-hsb-callgrind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(format!("cg.{frames}.{mode}"));
+    let st = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        // only the receive (or the CRC) is counted: not the packets' making and sending
+        .arg("--toggle-collect=*measured_*")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(&exe)
+        .args(["--exact", "callgrind_child", "--test-threads=1", "--quiet"])
+        .env("ROCELINK_CALLGRIND_FRAMES", frames.to_string())
+        .env("ROCELINK_CALLGRIND_MODE", mode)
+        .output()
+        .expect("valgrind must be installed (apt-get install valgrind; .ci/run does)");
+    assert!(
+        st.status.success(),
+        "callgrind run failed: {}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("callgrind output has a totals line")
+}
+
+/// Per packet: the difference between 24 and 8 frames over the 16 frames' packets.
+fn per_packet(mode: &str) -> u64 {
+    let (a, b) = (instructions(8, mode), instructions(24, mode));
+    assert!(b > a, "more frames cost more instructions ({a} vs {b})");
+    (b - a) / (16 * 143)
+}
+
+#[test]
+fn hsb_receive_instructions_per_packet_within_budget() {
+    let has_valgrind = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_valgrind {
+        let msg = "this test needs `valgrind` (apt-get install valgrind, or scripts/install-test-deps for every test prerequisite)";
+        assert!(std::env::var_os("CI").is_none(), "{msg}");
+        eprintln!("skipping: {msg}");
+        return;
+    }
+    let all = per_packet("receive");
+    let crc = per_packet("crc");
+    println!(
+        "HSB receive (1408-byte payloads, GRO runs of {RUN}): {all} instructions per packet \
+         (callgrind), of which the CRC-32 {crc}, the rest {}",
+        all.saturating_sub(crc)
+    );
+    assert!(all > crc, "{all}: the packets were not checked");
+    assert!(
+        all - crc <= BUDGET,
+        "{} instructions per packet besides the CRC, budget {BUDGET}",
+        all - crc
+    );
+}
