@@ -18,9 +18,9 @@ use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
 use rocelink_hsb::sensor::Sensor;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_testkit::callgrind;
 use std::io::IoSlice;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::process::Command;
 use std::time::Duration;
 
 /// 142 packets of 1408 bytes and a metadata packet per frame.
@@ -135,35 +135,12 @@ fn callgrind_child() {
 }
 
 fn instructions(frames: u64, mode: &str) -> u64 {
-    let exe = std::env::current_exe().unwrap();
-    let dir = std::env::temp_dir().join(format!("rocelink-hsb-callgrind-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("cg.{frames}.{mode}"));
-    let st = Command::new("valgrind")
-        .arg("--tool=callgrind")
-        // only the receive (or the CRC) is counted: not the packets' making and sending
-        .arg("--toggle-collect=*measured_*")
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(&exe)
-        .args(["--exact", "callgrind_child", "--test-threads=1", "--quiet"])
-        .env("ROCELINK_CALLGRIND_FRAMES", frames.to_string())
-        .env("ROCELINK_CALLGRIND_MODE", mode)
-        .output()
-        .expect("valgrind must be installed (apt-get install valgrind; .ci/run does)");
-    assert!(
-        st.status.success(),
-        "callgrind run failed: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let text = std::fs::read_to_string(&out).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("callgrind output has a totals line")
+    let env = [
+        ("ROCELINK_CALLGRIND_FRAMES", frames.to_string()),
+        ("ROCELINK_CALLGRIND_MODE", mode.to_string()),
+    ];
+    // only the receive (or the CRC) is counted: not the packets' making and sending
+    callgrind::instructions("callgrind_child", &env, Some("*measured_*"))
 }
 
 /// Per packet: the difference between 24 and 8 frames over the 16 frames' packets.
@@ -175,14 +152,7 @@ fn per_packet(mode: &str) -> u64 {
 
 #[test]
 fn hsb_receive_instructions_per_packet_within_budget() {
-    let has_valgrind = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_valgrind {
-        let msg = "this test needs `valgrind` (apt-get install valgrind, or scripts/install-test-deps for every test prerequisite)";
-        assert!(std::env::var_os("CI").is_none(), "{msg}");
-        eprintln!("skipping: {msg}");
+    if !callgrind::available() {
         return;
     }
     let all = per_packet("receive");

@@ -10,12 +10,14 @@
 //!   page checked as a user's browser shows it).
 //! * [`faults`] — losses, duplicates, swaps and corruption applied to a packet list, and
 //!   the list sent in segmented runs (the fast receive paths against the copying ones).
+//! * [`callgrind`] — a test's own child test run under callgrind, its instructions counted.
 //! * [`Rng`] — the seeded generator of the transport's simulator, for every randomised test.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![allow(clippy::unwrap_used)]
 
 pub mod browser;
+pub mod callgrind;
 pub mod emulator;
 pub mod faults;
 pub mod netns;

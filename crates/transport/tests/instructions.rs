@@ -12,10 +12,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+// the kit's callgrind runner (std only), by path: the kit depends on this crate
+#[path = "../../testkit/src/callgrind.rs"]
+#[allow(unreachable_pub)]
+mod callgrind;
+
 use rocelink_transport::*;
 use rocelink_wire::ib::{BthRepr, IbRepr, Opcode, RethRepr};
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::Instant;
 
 const PAYLOAD: usize = 4096;
@@ -322,43 +326,18 @@ enum Mode {
 }
 
 fn instructions(n: usize, mode: Mode) -> u64 {
-    let exe = std::env::current_exe().unwrap();
-    let dir = std::env::temp_dir().join(format!("rocelink-callgrind-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("cg.{n}.{mode:?}"));
-    let st = Command::new("valgrind")
-        .arg("--tool=callgrind")
-        .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(&exe)
-        .args(["--exact", "callgrind_child", "--test-threads=1", "--quiet"])
-        .env("ROCELINK_CALLGRIND_PACKETS", n.to_string())
-        .env(
-            "ROCELINK_CALLGRIND_MODE",
-            match mode {
-                Mode::Datagram => "datagram",
-                Mode::Landed => "landed",
-                Mode::Ud => "ud",
-                Mode::Send => "send",
-                Mode::Crc => "crc",
-            },
-        )
-        .output()
-        .expect("valgrind must be installed (apt-get install valgrind; .ci/run does)");
-    assert!(
-        st.status.success(),
-        "callgrind run failed: {}",
-        String::from_utf8_lossy(&st.stderr)
-    );
-    let text = std::fs::read_to_string(&out).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    // "totals: <Ir>" (or "summary: <Ir>") sums the instructions of the whole run
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .expect("callgrind output has a totals line")
+    let mode = match mode {
+        Mode::Datagram => "datagram",
+        Mode::Landed => "landed",
+        Mode::Ud => "ud",
+        Mode::Send => "send",
+        Mode::Crc => "crc",
+    };
+    let env = [
+        ("ROCELINK_CALLGRIND_PACKETS", n.to_string()),
+        ("ROCELINK_CALLGRIND_MODE", mode.to_string()),
+    ];
+    callgrind::instructions("callgrind_child", &env, None)
 }
 
 fn per_packet(mode: Mode) -> u64 {
@@ -370,14 +349,7 @@ fn per_packet(mode: Mode) -> u64 {
 
 #[test]
 fn receive_path_instructions_per_packet_within_budget() {
-    let has_valgrind = Command::new("valgrind")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_valgrind {
-        let msg = "this test needs `valgrind` (apt-get install valgrind, or scripts/install-test-deps for every test prerequisite)";
-        assert!(std::env::var_os("CI").is_none(), "{msg}");
-        eprintln!("skipping: {msg}");
+    if !callgrind::available() {
         return;
     }
     let per = per_packet(Mode::Datagram);
