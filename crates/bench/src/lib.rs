@@ -23,13 +23,15 @@
 //! Each receiver thread's CPU time comes from `getrusage(RUSAGE_THREAD)`; over veth the
 //! machine's softirq time is measured too (the kernel's receive work runs there).
 //!
-//! [`record`] holds `rocelink bench record` (recorder against `dd oflag=direct`), [`shots`]
+//! [`perf`] holds `rocelink bench perf` (perftest's tests against the UDP figures that bound
+//! them), [`record`] `rocelink bench record` (recorder against `dd oflag=direct`), [`shots`]
 //! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP), [`scale`]
 //! `rocelink bench scale` (N streams at once, each on CPUs of its own).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod baseline;
+pub mod perf;
 pub mod record;
 pub mod scale;
 pub mod shots;
