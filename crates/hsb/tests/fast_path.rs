@@ -5,12 +5,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use rocelink_hsb::device::VpStream;
-use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_hsb::host::FastStats;
 use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
 use rocelink_hsb::sensor::Sensor;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
+use rocelink_testkit::camera::Stream;
 use rocelink_testkit::faults::{Fault, faulty, send_runs};
 use rocelink_transport::sim::Rng;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -34,32 +33,13 @@ fn packets(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64) -> Vec<Vec<u8>> 
 }
 
 fn packets_of(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64, payload: usize) -> Vec<Vec<u8>> {
-    let stream = VpStream {
-        vp: 0,
-        qp: 0x42,
-        rkey: 0x4242,
-        base: 0,
-        page_stride: page,
-        first_page: 0,
+    let to = SocketAddrV4::new(host, port);
+    Stream {
         pages: 3,
-        window: WINDOW as u32,
-        host: SocketAddrV4::new(host, port),
-        host_mac: rocelink_wire::bytes::Mac([0; 6]),
-        md_disable: false,
         payload,
-        src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
-        vlan: None,
-        camera: None,
-        coe: None,
-    };
-    let mut p = Packetizer::new(stream, dev, 100, PacketizerOptions::default());
-    let mut out = Vec::new();
-    let mut frame = Vec::new();
-    for n in 0..FRAMES {
-        Sensor::Pattern.frame(n, WINDOW, &mut frame);
-        p.push(&frame, Some(0), (0, 0), &mut out);
+        ..Stream::to(dev, to, page, WINDOW)
     }
-    out
+    .packets(FRAMES)
 }
 
 fn send(sock: &UdpSocket, dst: SocketAddr, wire: &[Vec<u8>]) {

@@ -13,12 +13,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use rocelink_hsb::device::VpStream;
-use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
-use rocelink_hsb::sensor::Sensor;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_testkit::callgrind;
+use rocelink_testkit::camera::Stream;
 use std::io::IoSlice;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
@@ -34,35 +32,6 @@ const RUN: usize = 16;
 /// lookups and allocations creeping back in per packet.
 const BUDGET: u64 = 2_800;
 
-/// The stream's packets for `frames` frames to `host:port`, from `dev`.
-fn packets(dev: Ipv4Addr, host: Ipv4Addr, port: u16, page: u64, frames: u64) -> Vec<Vec<u8>> {
-    let stream = VpStream {
-        vp: 0,
-        qp: 0x42,
-        rkey: 0x4242,
-        base: 0,
-        page_stride: page,
-        first_page: 0,
-        pages: 4,
-        window: WINDOW as u32,
-        host: SocketAddrV4::new(host, port),
-        host_mac: rocelink_wire::bytes::Mac([0; 6]),
-        md_disable: false,
-        payload: PAYLOAD,
-        src_port: rocelink_wire::hsb::DATA_SOURCE_PORT,
-        vlan: None,
-        camera: None,
-        coe: None,
-    };
-    let mut p = Packetizer::new(stream, dev, 100, PacketizerOptions::default());
-    let (mut out, mut frame) = (Vec::new(), Vec::new());
-    for n in 0..frames {
-        Sensor::Pattern.frame(n, WINDOW, &mut frame);
-        p.push(&frame, Some(0), (0, 0), &mut out);
-    }
-    out
-}
-
 /// Receive `frames` frames, sent beforehand; every one must be good.
 fn receive(frames: u64) {
     let dev = Ipv4Addr::new(127, 0, 83, 2);
@@ -72,13 +41,17 @@ fn receive(frames: u64) {
     rc.qp_rkey = Some((0x42, 0x4242));
     rc.recv_buffer = 64 << 20;
     let mut rx = Receiver::new(rc).unwrap();
-    let wire = packets(
-        dev,
-        host,
-        rx.local_addr().port(),
-        rx.page_size() as u64,
-        frames,
-    );
+    let stream = Stream {
+        pages: 4,
+        payload: PAYLOAD,
+        ..Stream::to(
+            dev,
+            SocketAddrV4::new(host, rx.local_addr().port()),
+            rx.page_size() as u64,
+            WINDOW,
+        )
+    };
+    let wire = stream.packets(frames);
     let sock = UdpSocket::bind(
         SocketAddr::new(IpAddr::V4(dev), rocelink_wire::hsb::DATA_SOURCE_PORT),
         &UdpConfig::default(),

@@ -283,7 +283,6 @@ fn hostile_roce_packets_are_refused_and_frames_stay_good() {
 
 #[test]
 fn lost_metadata_and_reordered_packets_never_panic_and_are_reported() {
-    use rocelink_hsb::device::packetizer::Packetizer;
     // a stream built by the packetizer, delivered with faults: metadata packets lost,
     // data packets swapped, data packets of two frames interleaved
     let dev = Ipv4Addr::new(127, 0, 47, 2);
@@ -293,34 +292,14 @@ fn lost_metadata_and_reordered_packets_never_panic_and_are_reported() {
     rc.pages = 2;
     rc.qp_rkey = Some((0x99, 0x999));
     let mut rx = Receiver::new(rc).unwrap();
-    let page = rx.page_size() as u64;
-    let stream = rocelink_hsb::device::VpStream {
-        vp: 0,
-        qp: 0x99,
-        rkey: 0x999,
-        base: 0,
-        page_stride: page,
-        first_page: 0,
-        pages: 2,
-        window: window as u32,
-        host: std::net::SocketAddrV4::new(host, rx.local_addr().port()),
-        host_mac: rocelink_wire::bytes::Mac([0; 6]),
-        md_disable: false,
-        payload: 1408,
+    let to = std::net::SocketAddrV4::new(host, rx.local_addr().port());
+    let frames = rocelink_testkit::camera::Stream {
+        qp_rkey: (0x99, 0x999),
         src_port: 12288,
-        vlan: None,
-        camera: None,
-        coe: None,
-    };
-    let mut p = Packetizer::new(stream, dev, 5, PacketizerOptions::default());
-    let mut frames: Vec<Vec<Vec<u8>>> = Vec::new();
-    let mut buf = Vec::new();
-    for n in 0..6 {
-        Sensor::Pattern.frame(n, window, &mut buf);
-        let mut out = Vec::new();
-        p.push(&buf, Some(0), (0, 0), &mut out);
-        frames.push(out);
+        first_psn: 5,
+        ..rocelink_testkit::camera::Stream::to(dev, to, rx.page_size() as u64, window)
     }
+    .frames(6);
     let mut order: Vec<Vec<u8>> = Vec::new();
     order.extend(frames[0].iter().cloned()); // intact
     let f1 = &frames[1];

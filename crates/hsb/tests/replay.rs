@@ -2,34 +2,23 @@
 //! 16-million-packet gap. And the ring's QPN and R_Key differ every session.
 #![allow(clippy::unwrap_used)]
 
-use rocelink_hsb::device::VpStream;
 use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_hsb::host::receiver::{FrameReport, Receiver, ReceiverConfig};
 use rocelink_hsb::sensor::Sensor;
+use rocelink_testkit::camera::Stream;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
 const WINDOW: usize = 10_000;
 
-/// The device's VP stream aimed at `rx` on `host` (QP 0x99, R_Key 0x999, two pages).
-fn stream_to(rx: &Receiver, host: Ipv4Addr) -> VpStream {
-    VpStream {
-        vp: 0,
-        qp: 0x99,
-        rkey: 0x999,
-        base: 0,
-        page_stride: rx.page_size() as u64,
-        first_page: 0,
-        pages: 2,
-        window: WINDOW as u32,
-        host: SocketAddrV4::new(host, rx.local_addr().port()),
-        host_mac: rocelink_wire::bytes::Mac([0; 6]),
-        md_disable: false,
-        payload: 1408,
+/// The device's stream from `dev` aimed at `rx` on `host` (QP 0x99, R_Key 0x999, two
+/// pages).
+fn stream_to(rx: &Receiver, dev: Ipv4Addr, host: Ipv4Addr) -> Stream {
+    let to = SocketAddrV4::new(host, rx.local_addr().port());
+    Stream {
+        qp_rkey: (0x99, 0x999),
         src_port: 12288,
-        vlan: None,
-        camera: None,
-        coe: None,
+        ..Stream::to(dev, to, rx.page_size() as u64, WINDOW)
     }
 }
 
@@ -41,18 +30,12 @@ fn setup(dev: Ipv4Addr, n: u64) -> (Receiver, Vec<Vec<Vec<u8>>>, UdpSocket) {
     rc.pages = 2;
     rc.qp_rkey = Some((0x99, 0x999));
     let rx = Receiver::new(rc).unwrap();
-    let stream = stream_to(&rx, host);
     // start near the top of the PSN space so the stream also wraps
-    let mut p = Packetizer::new(stream, dev, 0xFF_FFF0, PacketizerOptions::default());
-    let mut buf = Vec::new();
-    let frames = (0..n)
-        .map(|k| {
-            Sensor::Pattern.frame(k, WINDOW, &mut buf);
-            let mut out = Vec::new();
-            p.push(&buf, Some(0), (0, 0), &mut out);
-            out
-        })
-        .collect();
+    let frames = Stream {
+        first_psn: 0xFF_FFF0,
+        ..stream_to(&rx, dev, host)
+    }
+    .frames(n);
     let sock = UdpSocket::bind(SocketAddr::new(IpAddr::V4(dev), 12288)).unwrap();
     (rx, frames, sock)
 }
@@ -139,7 +122,7 @@ fn qp_number_and_rkey_differ_every_session() {
 fn a_device_that_restarts_behind_is_followed_not_refused() {
     let dev = Ipv4Addr::new(127, 0, 51, 2);
     let (mut rx, _, sock) = setup(dev, 0);
-    let stream = stream_to(&rx, Ipv4Addr::new(127, 0, 51, 1));
+    let stream = stream_to(&rx, dev, Ipv4Addr::new(127, 0, 51, 1)).vp();
     // the device streams from PSN 0x500000, then restarts at PSN 0x400000 ("behind"),
     // frame numbers from 0 again, its clock going on
     let mut buf = Vec::new();

@@ -10,6 +10,8 @@
 //!   page checked as a user's browser shows it).
 //! * [`faults`] — losses, duplicates, swaps and corruption applied to a packet list, and
 //!   the list sent in segmented runs (the fast receive paths against the copying ones).
+//! * [`camera`] — an HSB virtual port's stream of pattern frames as packets, for a test to
+//!   deliver whole, with faults or replayed.
 //! * [`callgrind`] — a test's own child test run under callgrind, its instructions counted.
 //! * [`Rng`] — the seeded generator of the transport's simulator, for every randomised test.
 #![forbid(unsafe_code)]
@@ -18,6 +20,7 @@
 
 pub mod browser;
 pub mod callgrind;
+pub mod camera;
 pub mod emulator;
 pub mod faults;
 pub mod netns;
