@@ -45,6 +45,10 @@ pub enum Kind {
 /// How many sources (ports, links) a view keeps apart; more are folded into the last.
 const MAX_SOURCES: u32 = 64;
 
+/// How soon a browser reconnects to an event stream that ended (the routes tell it; the
+/// end of a run waits that long for it).
+pub(crate) const RETRY: Duration = Duration::from_millis(500);
+
 #[derive(Debug, Default)]
 struct State {
     good: u64,
@@ -190,7 +194,7 @@ impl Live {
     /// long and a bit, so it too is sent the end instead of finding the server gone.
     pub fn flush(&self, limit: Duration) {
         let t = Instant::now();
-        let grace = crate::routes::RETRY + Duration::from_millis(250);
+        let grace = RETRY + Duration::from_millis(250);
         while (self.0.watchers.load(Ordering::Relaxed) > 0 || t.elapsed() < grace)
             && t.elapsed() < limit
         {

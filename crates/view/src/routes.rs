@@ -1,7 +1,7 @@
 //! The live view's HTTP routes: the page, the picture, the numbers, and the events that
 //! push them.
 
-use crate::live::Live;
+use crate::live::{Live, RETRY};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 /// The page (one file: its script and style inline, nothing fetched from elsewhere).
 pub(crate) const PAGE: &str = include_str!("../assets/view.html");
 
-/// How soon a browser reconnects to an event stream that ended.
-pub(crate) const RETRY: Duration = Duration::from_millis(500);
 /// How often the events say where the stream is.
 const EVERY: Duration = Duration::from_millis(250);
 /// An event stream ends after this and the browser reconnects: under the server's

@@ -1,7 +1,7 @@
 //! Why a perftest test could not be set up or run.
 
 use super::MAX_QPS;
-use rocelink_transport::{QpError, WcStatus};
+use rocelink_transport::{QpError, WcStatus, WorkCompletion};
 use std::io;
 
 /// A setting perftest refuses too (checked before anything is bound).
@@ -97,6 +97,15 @@ pub enum PerfError {
 }
 
 impl PerfError {
+    /// A completion `wc` of `what` ("a send", …) in error.
+    pub(super) fn completion(what: &'static str, wc: &WorkCompletion) -> PerfError {
+        PerfError::Completion {
+            what,
+            status: wc.status,
+            qpn: wc.qpn,
+        }
+    }
+
     /// Whether the peer closed the exchange's connection.
     pub fn peer_closed(&self) -> bool {
         matches!(self, PerfError::Io(e) if matches!(

@@ -2,8 +2,7 @@
 //! for the exchanges around them).
 
 use super::PerfError;
-use super::run::{RECV_ID, failed};
-use super::{Perf, lat_row};
+use super::{Perf, RECV_ID, lat_row};
 use rocelink_io::backend::Backend;
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::Driver;
@@ -125,7 +124,7 @@ impl Perf {
         let drove = drive_lat(drv, ep, oob, deadline, |ep| {
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
-                    err = Some(failed("a WRITE", &wc));
+                    err = Some(PerfError::completion("a WRITE", &wc));
                     return true;
                 }
                 ccnt += 1;
@@ -187,7 +186,7 @@ impl Perf {
         let drove = drive_lat(drv, ep, oob, deadline, |ep| {
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
-                    err = Some(failed("a READ", &wc));
+                    err = Some(PerfError::completion("a READ", &wc));
                     return true;
                 }
                 ccnt += 1;
@@ -233,7 +232,7 @@ impl Perf {
         let drove = drive_lat(drv, ep, oob, deadline, |ep| {
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
-                    err = Some(failed("a SEND or receive", &wc));
+                    err = Some(PerfError::completion("a SEND or receive", &wc));
                     return true;
                 }
                 if wc.wr_id == RECV_ID {

@@ -31,6 +31,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+/// The work request ID of every send a test posts.
+const SEND_ID: u64 = 1;
+/// The work request ID of every receive a test posts.
+const RECV_ID: u64 = 2;
+
 /// Which operation a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Verb {

@@ -7,7 +7,7 @@
 //! hand-shake, both ping-pong (the client sends first), the close.
 
 use super::lat::LatEnd;
-use super::{BwRow, Kind, Outcome, Perf, PerfError, Progress, Verb, bw_row};
+use super::{BwRow, Kind, Outcome, Perf, PerfError, Progress, RECV_ID, SEND_ID, Verb, bw_row};
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::{Driver, Plan};
 use rocelink_transport::*;
@@ -17,17 +17,6 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-pub(super) const SEND_ID: u64 = 1;
-pub(super) const RECV_ID: u64 = 2;
-
-pub(super) fn failed(what: &'static str, wc: &WorkCompletion) -> PerfError {
-    PerfError::Completion {
-        what,
-        status: wc.status,
-        qpn: wc.qpn,
-    }
-}
 
 pub(super) fn test(
     p: &mut Perf,
@@ -366,7 +355,7 @@ impl Perf {
             let now = Instant::now();
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
-                    *err.borrow_mut() = Some(failed("a send", &wc));
+                    *err.borrow_mut() = Some(PerfError::completion("a send", &wc));
                     return true;
                 }
                 if let Some(&i) = index.get(&wc.qpn) {
@@ -500,7 +489,7 @@ impl Perf {
             let now = Instant::now();
             while let Some(wc) = ep.poll_cq(cq) {
                 if wc.status != WcStatus::Success {
-                    *err.borrow_mut() = Some(failed("a receive", &wc));
+                    *err.borrow_mut() = Some(PerfError::completion("a receive", &wc));
                     return true;
                 }
                 first.get_or_insert(now);
