@@ -14,7 +14,7 @@ use crate::baseline::{udp_ceiling, udp_pingpong};
 use rocelink_perftest::perf::{Kind, LatStats, PerfConfig, PerfError, Verb, headline, loopback};
 use std::io::{self, BufRead as _, Read as _};
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -198,10 +198,15 @@ pub fn measure(plan: &Plan, stop: &AtomicBool) -> Result<Rounds, BenchPerfError>
     Ok(r)
 }
 
+/// The test's message size (its one size).
+fn size(cfg: &PerfConfig) -> usize {
+    cfg.sizes.first().copied().unwrap_or(2)
+}
+
 /// The datagram a latency test's message makes: BTH, RETH (WRITE and READ; a SEND's DETH
 /// over UD is not run here), the payload, the ICRC.
 fn lat_datagram(cfg: &PerfConfig) -> usize {
-    cfg.sizes.first().copied().unwrap_or(2) + 12 + 16 + 4
+    size(cfg) + 12 + 16 + 4
 }
 
 /// The arguments both ends of `plan` take.
@@ -213,7 +218,7 @@ fn common_args(plan: &Plan, port: u16) -> Vec<String> {
         "-p".into(),
         port.to_string(),
         "-s".into(),
-        cfg.sizes.first().copied().unwrap_or(2).to_string(),
+        size(cfg).to_string(),
         "-n".into(),
         cfg.iters.to_string(),
         "--timeout".into(),
@@ -228,9 +233,9 @@ fn common_args(plan: &Plan, port: u16) -> Vec<String> {
 
 /// One run between a `rocelink perf` server and client, each its own process (pinned to
 /// CPUs 0 and 1 if asked): the client's headline figure.
-fn two_processes(plan: &Plan, exe: &PathBuf, port: u16) -> Result<f64, BenchPerfError> {
+fn two_processes(plan: &Plan, exe: &Path, port: u16) -> Result<f64, BenchPerfError> {
     let test = plan.cfg.test.name();
-    let spawn = |what| move |source| BenchPerfError::Spawn { test, what, source };
+    let spawn = |what| spawn_failed(test, what);
     let (server, client) = (plan.ips.0.to_string(), plan.ips.1.to_string());
     let mut sc = Command::new(exe);
     sc.args(common_args(plan, port)).args(["--bind", &server]);
@@ -286,13 +291,21 @@ fn two_processes(plan: &Plan, exe: &PathBuf, port: u16) -> Result<f64, BenchPerf
     })
 }
 
+/// What a failed `what` (starting, reading or waiting for an end) of a run of `test` is.
+fn spawn_failed(
+    test: &'static str,
+    what: &'static str,
+) -> impl FnOnce(io::Error) -> BenchPerfError {
+    move |source| BenchPerfError::Spawn { test, what, source }
+}
+
 /// A `rocelink perf` server, returned once it says it listens, with the rest of its
 /// output to read.
 fn start_server(
     test: &'static str,
     mut sc: Command,
 ) -> Result<(Child, io::BufReader<ChildStdout>), BenchPerfError> {
-    let spawn = |what| move |source| BenchPerfError::Spawn { test, what, source };
+    let spawn = |what| spawn_failed(test, what);
     let mut srv = sc
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
