@@ -91,6 +91,10 @@ fn stream(
         frame,
         "--timeout",
         "0.05",
+        // a unit silent for three short timeouts is only a stalled machine here (the
+        // silence rule has its own test): the stream must not end on one
+        "--silence",
+        "30",
         "--json",
     ];
     args.extend_from_slice(extra);
