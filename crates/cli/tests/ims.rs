@@ -294,6 +294,8 @@ fn ctrl_c_finishes_the_frames_in_flight_and_closes_the_channels() {
             "64K",
             "--timeout",
             "0.05",
+            "--silence",
+            "30",
             "--json",
         ],
     );
@@ -525,6 +527,8 @@ fn record_while_sending(ip: &str, rec: &std::path::Path, sent: u64, count: u64) 
             &sent.to_string(),
             "--timeout",
             "0.05",
+            "--silence",
+            "30",
             "--json",
         ],
     );
@@ -682,6 +686,8 @@ fn a_worker_cannot_be_torn_down_by_another_address() {
             "50000",
             "--timeout",
             "0.05",
+            "--silence",
+            "30",
             "--json",
         ],
     );
