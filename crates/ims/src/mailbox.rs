@@ -94,11 +94,12 @@ impl Mailbox {
         let wr = SendWr {
             wr_id: slot as u64,
             op,
-            sge: Sge {
+            sg_list: Sge {
                 lkey: self.lkey,
                 va,
                 len: len as u32,
-            },
+            }
+            .into(),
             signaled: false,
             solicited: false,
             marks: 0,

@@ -229,11 +229,12 @@ fn a_packet_shorter_than_64_bytes_is_nacked_packet_length() {
     let wr = SendWr {
         wr_id: 99,
         op: SendOp::Write { va, rkey },
-        sge: Sge {
+        sg_list: Sge {
             lkey: src.lkey,
             va: 0,
             len: 32,
-        },
+        }
+        .into(),
         signaled: false,
         solicited: false,
         marks: 0,

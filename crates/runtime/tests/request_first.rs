@@ -32,11 +32,12 @@ fn write(rkey: u32, lkey: u32) -> SendWr {
     SendWr {
         wr_id: 7,
         op: SendOp::Write { va: 0, rkey },
-        sge: Sge {
+        sg_list: Sge {
             lkey,
             va: 0,
             len: 2,
-        },
+        }
+        .into(),
         signaled: true,
         solicited: false,
         marks: 0,

@@ -73,11 +73,12 @@ fn hop(x: &mut Side, y: &mut Side, op: SendOp, now: Instant, buf: &mut Vec<u8>) 
     let wr = SendWr {
         wr_id: 1,
         op,
-        sge: Sge {
+        sg_list: Sge {
             lkey: x.lkey,
             va: 0x1000,
             len: 2,
-        },
+        }
+        .into(),
         signaled: true,
         solicited: false,
         marks: 0,

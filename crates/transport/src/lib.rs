@@ -38,7 +38,7 @@
 //! let wr = SendWr {
 //!     wr_id: 9,
 //!     op: SendOp::WriteImm { va: 0, rkey: dst.rkey, imm: 0xC0FFEE },
-//!     sge: Sge { lkey: src.lkey, va: 0x1000, len: 4096 },
+//!     sg_list: Sge { lkey: src.lkey, va: 0x1000, len: 4096 }.into(),
 //!     signaled: true,
 //!     solicited: false,
 //!     marks: 0,
@@ -65,18 +65,21 @@ pub mod sim;
 mod stats;
 mod wr;
 
-pub use cq::CqId;
+pub use cq::{CqCounts, CqId};
 pub use endpoint::{
     Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, Landing, Placement,
     RecvUnderWay, SrcPort, Transmit, WriteUnderWay,
 };
 pub use holds::Holds;
-pub use mr::{Access, AccessError, AddressMap, MemoryRegion, MrKeys, MrTable, RegionMemory};
+pub use mr::{
+    Access, AccessError, AddressMap, Memory, MemoryRegion, MrKeys, MrTable, RegionMemory,
+    SharedMemory,
+};
 pub use qp::{Faults, MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
 pub use stats::{EndpointStats, QpStats};
 pub use wr::{
-    DISCARD_LKEY, MAX_RECV_SGE, RecvWr, SendOp, SendWr, SgList, Sge, UdDest, WcOpcode, WcStatus,
-    WorkCompletion,
+    DISCARD_LKEY, MAX_INLINE, MAX_RECV_SGE, MAX_SGE, RecvWr, SendOp, SendWr, SgList, Sge, UdDest,
+    WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// Something that happened that is not a work completion.
@@ -183,6 +186,9 @@ pub enum QpError {
     /// The work queue is full.
     #[error("work queue full")]
     QueueFull,
+    /// The object is still in use (a CQ a QP completes into).
+    #[error("in use")]
+    Busy,
     /// The operation does not exist on this QP type.
     #[error("operation not supported on this QP type")]
     UnsupportedOp,

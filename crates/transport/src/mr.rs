@@ -83,6 +83,10 @@ pub enum AccessError {
         /// Length.
         len: u64,
     },
+    /// The region's memory is shared with the application ([`SharedMemory`]): it is only
+    /// ever copied, never lent out as a slice.
+    #[error("the region's memory is the application's: it is copied, not lent")]
+    Shared,
 }
 
 /// Memory a region is registered over: the caller's own bytes (a boxed slice, a vector,
@@ -103,6 +107,115 @@ impl<T: AsRef<[u8]> + AsMut<[u8]> + Send + 'static> RegionMemory for T {
     }
     fn bytes_mut(&mut self) -> &mut [u8] {
         self.as_mut()
+    }
+}
+
+/// Memory that stays someone else's while it is registered — a verbs program's buffer,
+/// which its threads read and write whenever they like (a latency test polls the byte a
+/// peer's WRITE changes). The endpoint therefore never lends it out as a slice: every
+/// access is a copy through these calls, and the implementation (`rocelink-io`'s raw
+/// memory) goes through raw pointers, never through a Rust reference to those bytes.
+/// Each call copies nothing and returns false when its range is not inside.
+pub trait SharedMemory: Send + Sync + 'static {
+    /// Its length in bytes.
+    fn len(&self) -> usize;
+    /// Whether it is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copy the `dst.len()` bytes at `offset` into `dst`.
+    fn read(&self, offset: usize, dst: &mut [u8]) -> bool;
+    /// Copy `src` to `offset`.
+    fn write(&self, offset: usize, src: &[u8]) -> bool;
+}
+
+/// What a region is registered over: memory it owns, or memory it shares.
+pub enum Memory {
+    /// Owned by the region while registered ([`RegionMemory`]).
+    Owned(Box<dyn RegionMemory>),
+    /// The application's, copied in and out ([`SharedMemory`]).
+    Shared(Box<dyn SharedMemory>),
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Memory::Owned(m) => write!(f, "Owned({} bytes)", m.bytes().len()),
+            Memory::Shared(m) => write!(f, "Shared({} bytes)", m.len()),
+        }
+    }
+}
+
+impl Memory {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Memory::Owned(m) => m.bytes().len(),
+            Memory::Shared(m) => m.len(),
+        }
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The owned memory (`None` for shared memory).
+    pub fn into_owned(self) -> Option<Box<dyn RegionMemory>> {
+        match self {
+            Memory::Owned(m) => Some(m),
+            Memory::Shared(_) => None,
+        }
+    }
+
+    /// Copy the bytes at `offset` into `dst`.
+    fn read(&self, offset: usize, dst: &mut [u8]) -> bool {
+        match self {
+            Memory::Owned(m) => match offset
+                .checked_add(dst.len())
+                .and_then(|end| m.bytes().get(offset..end))
+            {
+                Some(b) => {
+                    dst.copy_from_slice(b);
+                    true
+                }
+                None => false,
+            },
+            Memory::Shared(m) => m.read(offset, dst),
+        }
+    }
+
+    /// Copy `src` to `offset`.
+    fn write(&mut self, offset: usize, src: &[u8]) -> bool {
+        match self {
+            Memory::Owned(m) => match offset
+                .checked_add(src.len())
+                .and_then(|end| m.bytes_mut().get_mut(offset..end))
+            {
+                Some(b) => {
+                    b.copy_from_slice(src);
+                    true
+                }
+                None => false,
+            },
+            Memory::Shared(m) => m.write(offset, src),
+        }
+    }
+
+    /// The bytes, if the region owns them.
+    fn owned(&self) -> Option<&[u8]> {
+        match self {
+            Memory::Owned(m) => Some(m.bytes()),
+            Memory::Shared(_) => None,
+        }
+    }
+
+    /// The bytes, mutable, if the region owns them.
+    fn owned_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Memory::Owned(m) => Some(m.bytes_mut()),
+            Memory::Shared(_) => None,
+        }
     }
 }
 
@@ -129,7 +242,7 @@ pub struct MemoryRegion {
     keys: MrKeys,
     access: Access,
     map: AddressMap,
-    mem: Box<dyn RegionMemory>,
+    mem: Memory,
     holds: Option<Arc<Holds>>,
 }
 
@@ -151,13 +264,54 @@ impl MemoryRegion {
     pub fn access(&self) -> Access {
         self.access
     }
-    /// The bytes.
+    /// The bytes (none for a region over [`SharedMemory`], which is never lent out).
     pub fn bytes(&self) -> &[u8] {
-        self.mem.bytes()
+        self.mem.owned().unwrap_or(&[])
     }
-    /// The bytes, mutable (local access by the owner).
+    /// The bytes, mutable (local access by the owner; none for [`SharedMemory`]).
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        self.mem.bytes_mut()
+        self.mem.owned_mut().unwrap_or(&mut [])
+    }
+
+    /// Whether the region is over [`SharedMemory`] (copied, never lent out as a slice).
+    pub fn is_shared(&self) -> bool {
+        matches!(self.mem, Memory::Shared(_))
+    }
+
+    /// Copy `dst.len()` bytes at `va` into `dst`, checked for `need` and bounds (the
+    /// application's own read, or the endpoint's of a shared region).
+    pub fn read(&self, va: u64, dst: &mut [u8], need: Access) -> Result<(), AccessError> {
+        let len = dst.len() as u64;
+        let off = self.check(va, len, need)?;
+        if self.mem.read(off, dst) {
+            Ok(())
+        } else {
+            Err(AccessError::OutOfBounds { va, len })
+        }
+    }
+
+    /// Copy `src` to `va`, checked for `need` and bounds.
+    pub fn write(&mut self, va: u64, src: &[u8], need: Access) -> Result<(), AccessError> {
+        let len = src.len() as u64;
+        let off = self.check(va, len, need)?;
+        if self.mem.write(off, src) {
+            Ok(())
+        } else {
+            Err(AccessError::OutOfBounds { va, len })
+        }
+    }
+
+    /// Check an access of `[va, va + len)` needing `need` (rights, bounds), without
+    /// touching the bytes; returns its byte offset in the region.
+    pub fn check(&self, va: u64, len: u64, need: Access) -> Result<usize, AccessError> {
+        if !self.access.contains(need) {
+            return Err(AccessError::Denied);
+        }
+        let off = self.offset_of(va, len)?;
+        if off as u64 + len > self.mem.len() as u64 {
+            return Err(AccessError::OutOfBounds { va, len });
+        }
+        Ok(off)
     }
 
     /// How VAs map to the bytes.
@@ -229,12 +383,17 @@ impl MemoryRegion {
         let len = data.len() as u64;
         self.check_remote_write(va, len)?;
         let [a, b] = self.ring_ranges(va, len)?;
-        let mem = self.mem.bytes_mut();
         let oob = AccessError::OutOfBounds { va, len };
+        let end = (a.end.max(b.end)) as u64;
+        if end > self.mem.len() as u64 {
+            return Err(oob);
+        }
         let (head, tail) = data.split_at(a.len());
-        mem.get_mut(a).ok_or(oob)?.copy_from_slice(head);
-        mem.get_mut(b).ok_or(oob)?.copy_from_slice(tail);
-        Ok(())
+        if self.mem.write(a.start, head) && self.mem.write(b.start, tail) {
+            Ok(())
+        } else {
+            Err(oob)
+        }
     }
 
     /// The bytes of `[va, va + len)` for the local application, in two pieces: for a ring
@@ -243,7 +402,7 @@ impl MemoryRegion {
     /// range must lie in the region (a ring: at most its length).
     pub fn pieces(&self, va: u64, len: u64) -> Result<[&[u8]; 2], AccessError> {
         let [a, b] = self.ring_ranges(va, len)?;
-        let mem = self.mem.bytes();
+        let mem = self.mem.owned().ok_or(AccessError::Shared)?;
         let oob = AccessError::OutOfBounds { va, len };
         Ok([mem.get(a).ok_or(oob)?, mem.get(b).ok_or(oob)?])
     }
@@ -295,7 +454,8 @@ impl MemoryRegion {
         // bounds were checked against the registered length; `get` keeps a memory type
         // that shrank from panicking
         self.mem
-            .bytes()
+            .owned()
+            .ok_or(AccessError::Shared)?
             .get(off..off + len as usize)
             .map(|s| (s, off))
             .ok_or(AccessError::OutOfBounds { va, len })
@@ -308,7 +468,8 @@ impl MemoryRegion {
         }
         let off = self.offset_of(va, len)?;
         self.mem
-            .bytes_mut()
+            .owned_mut()
+            .ok_or(AccessError::Shared)?
             .get_mut(off..off + len as usize)
             .ok_or(AccessError::OutOfBounds { va, len })
     }
@@ -334,6 +495,11 @@ impl MrTable {
 
     /// Register `mem` at `va` with `access`; returns its keys. The key is never 0.
     pub fn register(&mut self, mem: impl RegionMemory, va: u64, access: Access) -> MrKeys {
+        self.register_memory(Memory::Owned(Box::new(mem)), va, access)
+    }
+
+    /// Register owned or shared memory at `va` with `access`; returns its keys.
+    pub fn register_memory(&mut self, mem: Memory, va: u64, access: Access) -> MrKeys {
         // Spread keys (index in the upper bits, a rotating tag below) so a stale or guessed
         // key is unlikely to name another region.
         self.next = self.next.wrapping_add(1);
@@ -346,14 +512,13 @@ impl MrTable {
         self.insert(key, mem, va, access)
     }
 
-    fn insert(&mut self, key: u32, mem: impl RegionMemory, va: u64, access: Access) -> MrKeys {
+    fn insert(&mut self, key: u32, mem: Memory, va: u64, access: Access) -> MrKeys {
         let keys = MrKeys {
             lkey: key,
             rkey: key,
             va,
-            len: mem.bytes().len(),
+            len: mem.len(),
         };
-        let mem: Box<dyn RegionMemory> = Box::new(mem);
         let map = AddressMap::Linear;
         self.by_key.insert(
             key,
@@ -379,7 +544,7 @@ impl MrTable {
         if key == 0 || self.by_key.contains_key(&key) {
             return None;
         }
-        Some(self.insert(key, mem, va, access))
+        Some(self.insert(key, Memory::Owned(Box::new(mem)), va, access))
     }
 
     /// Register `mem` as a ring over the whole 64-bit VA space (see [`AddressMap::Ring`]),
@@ -434,8 +599,14 @@ impl MrTable {
             .is_some_and(|h| h.overlaps(offset as u64, len as u64))
     }
 
-    /// Remove a region, giving its memory back.
+    /// Remove a region, giving its owned memory back (`None` also for shared memory,
+    /// which [`MrTable::remove`] gives back).
     pub fn deregister(&mut self, key: u32) -> Option<Box<dyn RegionMemory>> {
+        self.remove(key).and_then(Memory::into_owned)
+    }
+
+    /// Remove a region, giving its memory back.
+    pub fn remove(&mut self, key: u32) -> Option<Memory> {
         self.by_key.remove(&key).map(|m| m.mem)
     }
 
@@ -453,7 +624,7 @@ impl MrTable {
         for (s, off, n) in pieces {
             if !s.is_discard() {
                 self.get(s.lkey)?
-                    .slice(s.va + off, n, Access::LOCAL_WRITE)?;
+                    .check(s.va + off, n, Access::LOCAL_WRITE)?;
             }
         }
         Ok(())
@@ -513,8 +684,7 @@ impl MrTable {
             let n = n as usize;
             if !s.is_discard() {
                 self.get_mut(s.lkey)?
-                    .slice_mut(s.va + off, n as u64, Access::LOCAL_WRITE)?
-                    .copy_from_slice(&data[at..at + n]);
+                    .write(s.va + off, &data[at..at + n], Access::LOCAL_WRITE)?;
             }
             at += n;
         }
@@ -544,7 +714,7 @@ impl MrTable {
                 Err(AccessError::OutOfBounds { .. })
                     if r.check_remote_write(va, len).is_ok() && from.end <= r.keys.len =>
                 {
-                    let bytes = r.mem.bytes().get(from).ok_or(oob)?.to_vec();
+                    let bytes = r.mem.owned().and_then(|m| m.get(from)).ok_or(oob)?.to_vec();
                     r.write_remote(va, &bytes)?;
                     return Ok(false);
                 }
@@ -553,7 +723,7 @@ impl MrTable {
             if from.start == to {
                 return Ok(true);
             }
-            let mem = r.mem.bytes_mut();
+            let mem = r.mem.owned_mut().ok_or(AccessError::Shared)?;
             if to + n > mem.len() || from.end > mem.len() {
                 return Err(oob);
             }
@@ -562,11 +732,12 @@ impl MrTable {
         }
         self.get(rkey)?.check_remote_write(va, len)?;
         let src = self.get(src_lkey)?;
-        if from.end > src.keys.len || from.end > src.mem.bytes().len() {
+        let src_mem = src.mem.owned().ok_or(AccessError::Shared)?;
+        if from.end > src.keys.len || from.end > src_mem.len() {
             return Err(oob);
         }
         // two regions: a copy out first (this is not the in-place path)
-        let bytes = src.mem.bytes()[from].to_vec();
+        let bytes = src_mem[from].to_vec();
         self.get_mut(rkey)?.write_remote(va, &bytes)?;
         Ok(false)
     }
@@ -578,7 +749,7 @@ impl MrTable {
             return Err(AccessError::Denied);
         }
         let n = r.keys.len;
-        let mem = r.mem.bytes_mut();
+        let mem = r.mem.owned_mut().ok_or(AccessError::Shared)?;
         let n = n.min(mem.len());
         Ok(&mut mem[..n])
     }
@@ -592,7 +763,7 @@ impl MrTable {
         if r.write_target(va, len as u64, &from).ok()? != offset {
             return None;
         }
-        r.mem.bytes().get(from)
+        r.mem.owned()?.get(from)
     }
 
     /// The region with `key`.

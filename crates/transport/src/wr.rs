@@ -72,8 +72,8 @@ pub struct SendWr {
     pub wr_id: u64,
     /// Operation.
     pub op: SendOp,
-    /// Local data (source of SEND/WRITE, destination of READ).
-    pub sge: Sge,
+    /// Local data, in order: gathered for SEND/WRITE, scattered into for READ.
+    pub sg_list: SgList,
     /// Generate a completion on success (errors always complete).
     pub signaled: bool,
     /// Set the solicited-event bit on the last packet.
@@ -84,8 +84,14 @@ pub struct SendWr {
     pub marks: u8,
 }
 
-/// Most scatter entries in one receive WR.
-pub const MAX_RECV_SGE: usize = 4;
+/// Most scatter/gather entries in one work request (send or receive).
+pub const MAX_SGE: usize = 4;
+
+/// Most bytes of an inline send ([`crate::Endpoint::post_send_inline`]).
+pub const MAX_INLINE: usize = 512;
+
+/// Most scatter entries in one receive WR (the same as [`MAX_SGE`]).
+pub const MAX_RECV_SGE: usize = MAX_SGE;
 
 /// The local key of a discard segment: bytes scattered there are dropped (the "null
 /// region" of the ultrasound seed, e.g. for a UD receive's 40-byte GRH slot). No region
@@ -98,7 +104,7 @@ impl SendWr {
         SendWr {
             wr_id,
             op,
-            sge,
+            sg_list: SgList::one(sge),
             signaled: false,
             solicited: false,
             marks: 0,
@@ -121,7 +127,7 @@ impl Sge {
     }
 }
 
-/// The scatter list of a receive WR: up to [`MAX_RECV_SGE`] segments filled in order.
+/// The scatter/gather list of a work request: up to [`MAX_SGE`] segments, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SgList {
     sges: [Sge; MAX_RECV_SGE],
@@ -140,6 +146,16 @@ impl SgList {
         };
         l.sges[..sges.len()].copy_from_slice(sges);
         Some(l)
+    }
+    /// A list of one segment.
+    pub const fn one(s: Sge) -> SgList {
+        let mut sges = [Sge::discard(0); MAX_RECV_SGE];
+        sges[0] = s;
+        SgList { sges, n: 1 }
+    }
+    /// The first segment.
+    pub fn first(&self) -> Sge {
+        self.sges[0]
     }
     /// The segments.
     pub fn as_slice(&self) -> &[Sge] {
@@ -171,12 +187,7 @@ impl SgList {
 
 impl From<Sge> for SgList {
     fn from(s: Sge) -> SgList {
-        let mut l = SgList {
-            sges: [Sge::discard(0); MAX_RECV_SGE],
-            n: 1,
-        };
-        l.sges[0] = s;
-        l
+        SgList::one(s)
     }
 }
 
@@ -271,6 +282,9 @@ pub struct WorkCompletion {
     pub src_qp: u32,
     /// Sender address (receives).
     pub src: Option<SocketAddr>,
+    /// A received message whose sender asked for a solicited event (its last packet's
+    /// BTH SE bit).
+    pub solicited: bool,
 }
 
 #[cfg(test)]

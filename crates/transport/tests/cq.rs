@@ -60,11 +60,12 @@ fn write_imm(t: &mut Two, k: usize, va: u64, imm: u32) {
             rkey: t.b_mem.rkey,
             imm,
         },
-        sge: Sge {
+        sg_list: Sge {
             lkey: t.a_src.lkey,
             va: 0,
             len: 3000,
-        },
+        }
+        .into(),
         signaled: true,
         solicited: false,
         marks: 0,
@@ -221,11 +222,12 @@ fn regions_over_caller_memory() {
         let wr = SendWr {
             wr_id: va,
             op: SendOp::Write { va, rkey: dst.rkey },
-            sge: Sge {
+            sg_list: Sge {
                 lkey: src.lkey,
                 va: 0x5000,
                 len: if ok { 6000 } else { 4193 }, // the second ends 1 byte past the region
-            },
+            }
+            .into(),
             signaled: true,
             solicited: false,
             marks: 0,

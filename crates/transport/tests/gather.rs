@@ -77,11 +77,12 @@ fn gathered_datagrams_equal_staged_ones() {
                 SendWr {
                     wr_id: i as u64,
                     op,
-                    sge: Sge {
+                    sg_list: Sge {
                         lkey: mr.lkey,
                         va: mr.va + off,
                         len: len as u32,
-                    },
+                    }
+                    .into(),
                     signaled: true,
                     solicited: false,
                     marks: 0,
@@ -149,11 +150,12 @@ fn gathered_read_responses_equal_staged_ones() {
                 va: mr.va + va,
                 rkey: 0x77,
             },
-            sge: Sge {
+            sg_list: Sge {
                 lkey: mr.lkey,
                 va: mr.va,
                 len,
-            },
+            }
+            .into(),
             signaled: true,
             solicited: false,
             marks: 0,

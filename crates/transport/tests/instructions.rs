@@ -193,11 +193,12 @@ fn ud_send(imm: u32, to: SocketAddr, qpn: u32, lkey: u32, va: u64, signaled: boo
             },
             imm: Some(imm),
         },
-        sge: Sge {
+        sg_list: Sge {
             lkey,
             va,
             len: PAYLOAD as u32,
-        },
+        }
+        .into(),
         signaled,
         solicited: false,
         marks: 0,

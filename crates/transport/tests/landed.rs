@@ -117,11 +117,12 @@ impl Twins {
         let wr = SendWr {
             wr_id: 1,
             op,
-            sge: Sge {
+            sg_list: Sge {
                 lkey: self.src.lkey,
                 va: 0x10_0000 + from,
                 len,
-            },
+            }
+            .into(),
             signaled: false,
             solicited: false,
             marks: 0,

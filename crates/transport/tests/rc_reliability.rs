@@ -98,7 +98,7 @@ fn run_on(link: LinkConfig, n: usize, mtu: Mtu, seed: u64) -> (u64, u64) {
                 SendWr {
                     wr_id: i as u64,
                     op: wr_op,
-                    sge,
+                    sg_list: sge.into(),
                     signaled: true,
                     solicited: false,
                     marks: 0,
@@ -277,7 +277,7 @@ fn a_slow_receiver_gets_no_retransmission_storm() {
                 SendWr {
                     wr_id: i as u64,
                     op: SendOp::Write { va, rkey },
-                    sge,
+                    sg_list: sge.into(),
                     signaled: true,
                     solicited: false,
                     marks: 0,

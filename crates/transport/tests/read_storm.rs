@@ -81,7 +81,7 @@ fn reads(link: LinkConfig, seed: u64, total: u64) -> (u64, u64, u64) {
     let wr = |h: &Harness, i: u64| SendWr {
         wr_id: i,
         op: SendOp::Read { va: 0, rkey },
-        sge: h.sge_a((i % 8) as usize * size, size),
+        sg_list: h.sge_a((i % 8) as usize * size, size).into(),
         signaled: true,
         solicited: false,
         marks: 0,

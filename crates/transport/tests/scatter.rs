@@ -19,7 +19,7 @@ fn send(h: &mut Harness, wr_id: u64, op: SendOp, off: usize, len: usize) {
             SendWr {
                 wr_id,
                 op,
-                sge,
+                sg_list: sge.into(),
                 signaled: true,
                 solicited: false,
                 marks: 0,

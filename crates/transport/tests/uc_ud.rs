@@ -37,7 +37,7 @@ fn uc_loss_and_corruption_never_complete_damaged_data() {
                 SendWr {
                     wr_id: i as u64,
                     op,
-                    sge,
+                    sg_list: sge.into(),
                     signaled: true,
                     solicited: false,
                     marks: 0,
@@ -106,7 +106,7 @@ fn uc_send_into_posted_buffers() {
             SendWr {
                 wr_id: 1,
                 op: SendOp::Send,
-                sge,
+                sg_list: sge.into(),
                 signaled: true,
                 solicited: false,
                 marks: 0,
@@ -129,7 +129,7 @@ fn uc_send_into_posted_buffers() {
             SendWr {
                 wr_id: 2,
                 op: SendOp::Send,
-                sge,
+                sg_list: sge.into(),
                 signaled: true,
                 solicited: false,
                 marks: 0,
@@ -167,7 +167,7 @@ fn ud_send_has_grh_slot_and_source_qp() {
                     dest,
                     imm: Some(0xABCD),
                 },
-                sge,
+                sg_list: sge.into(),
                 signaled: true,
                 solicited: false,
                 marks: 0,
@@ -221,7 +221,7 @@ fn ud_ipv6_slot_is_the_whole_header() {
             SendWr {
                 wr_id: 1,
                 op: SendOp::UdSend { dest, imm: None },
-                sge,
+                sg_list: sge.into(),
                 signaled: false,
                 solicited: false,
                 marks: 0,
@@ -255,7 +255,7 @@ fn ud_qkey_rules() {
                 SendWr {
                     wr_id: id,
                     op: SendOp::UdSend { dest: d, imm: None },
-                    sge,
+                    sg_list: sge.into(),
                     signaled: false,
                     solicited: false,
                     marks: 0,
@@ -280,7 +280,7 @@ fn ud_qkey_rules() {
         SendWr {
             wr_id: 3,
             op: SendOp::UdSend { dest, imm: None },
-            sge: big,
+            sg_list: big.into(),
             signaled: true,
             solicited: false,
             marks: 0,
@@ -306,7 +306,7 @@ fn ud_qkey_rules() {
                     dest: d2,
                     imm: None,
                 },
-                sge: sge2,
+                sg_list: sge2.into(),
                 signaled: false,
                 solicited: false,
                 marks: 0,

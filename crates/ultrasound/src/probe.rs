@@ -280,11 +280,12 @@ impl Probe {
                     dest: s.dest,
                     imm: Some(imm::encode(s.shot, s.next)),
                 },
-                sge: Sge {
+                sg_list: Sge {
                     lkey: self.lkey,
                     va: at as u64,
                     len: len as u32,
-                },
+                }
+                .into(),
                 signaled,
                 solicited: false,
                 marks: 0,

@@ -259,11 +259,12 @@ impl SensorTx {
                     SendWr {
                         wr_id: va,
                         op: SendOp::Send,
-                        sge: Sge {
+                        sg_list: Sge {
                             lkey: *lkey,
                             va,
                             len: chunk.len() as u32,
-                        },
+                        }
+                        .into(),
                         signaled: true,
                         solicited: false,
                         marks: 0,

@@ -28,11 +28,12 @@ impl Worker {
                 va: s.va,
                 rkey: self.rkey,
             },
-            sge: Sge {
+            sg_list: Sge {
                 lkey: self.frames.lkey,
                 va: (i * self.frame_len) as u64,
                 len: s.len as u32,
-            },
+            }
+            .into(),
             signaled: true,
             solicited: false,
             marks,

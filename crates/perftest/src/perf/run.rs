@@ -269,7 +269,7 @@ impl Perf {
         SendWr {
             wr_id: SEND_ID,
             op,
-            sge: self.sge(self.qps[i].off, size),
+            sg_list: self.sge(self.qps[i].off, size).into(),
             signaled: true,
             solicited: false,
             marks: 0,

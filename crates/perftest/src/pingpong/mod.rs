@@ -311,7 +311,7 @@ impl Pingpong {
                 SendWr {
                     wr_id: SEND_WRID,
                     op,
-                    sge: send_sge,
+                    sg_list: send_sge.into(),
                     signaled: true,
                     solicited: false,
                     marks: 0,
@@ -575,7 +575,7 @@ mod tests {
                 let wr = SendWr {
                     wr_id: 2,
                     op: SendOp::Send,
-                    sge,
+                    sg_list: sge.into(),
                     signaled: false,
                     solicited: false,
                     marks: 0,

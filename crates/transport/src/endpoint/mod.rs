@@ -6,7 +6,7 @@ mod rx;
 pub use rx::{Landed, Landing, Placement, RecvUnderWay, WriteUnderWay};
 
 use crate::keymap::KeyMap;
-use crate::mr::{Access, MemoryRegion, MrKeys, MrTable, RegionMemory};
+use crate::mr::{Access, MemoryRegion, MrKeys, MrTable, RegionMemory, SharedMemory};
 use crate::qp::{Modify, Qp, QpInit, QpState, Sinks};
 use crate::stats::{EndpointStats, QpStats};
 use crate::wr::{RecvWr, SendWr, WorkCompletion};
@@ -68,6 +68,13 @@ pub struct EndpointConfig {
     /// spreads them, as verbs does, so a stale or blind sender of an earlier session
     /// cannot name this session's QP or region.
     pub key_seed: u64,
+    /// How long an RC responder may hold a positive ACK back so that it leaves right behind
+    /// the next request its QP sends — the answer a latency test's application posts as
+    /// soon as the message is seen — instead of alone just before it (zero, the default:
+    /// never). ACKs are cumulative, so later ones replace a held one; a held ACK goes alone
+    /// when the delay ends, and a QP whose held ACKs go alone stops holding them until it
+    /// answers a message within the delay again. NAKs and READ responses are never held.
+    pub ack_delay: Duration,
 }
 
 impl EndpointConfig {
@@ -78,6 +85,7 @@ impl EndpointConfig {
             src_port: SrcPort::Fixed(local.port()),
             icrc: IcrcPolicy::Strict,
             key_seed: 0,
+            ack_delay: Duration::ZERO,
         }
     }
 
@@ -240,9 +248,27 @@ impl Endpoint {
         self.mrs.set_holds(lkey, holds)
     }
 
-    /// Deregister a region, returning its memory.
+    /// Register memory the application keeps ([`SharedMemory`]: copied in and out, never
+    /// lent as a slice) with its first byte at `va`.
+    pub fn register_shared_mr(
+        &mut self,
+        mem: impl SharedMemory,
+        va: u64,
+        access: Access,
+    ) -> MrKeys {
+        self.mrs
+            .register_memory(crate::Memory::Shared(Box::new(mem)), va, access)
+    }
+
+    /// Deregister a region, returning its memory (`None` also for shared memory, which
+    /// [`Endpoint::remove_mr`] returns).
     pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<dyn RegionMemory>> {
         self.mrs.deregister(lkey)
+    }
+
+    /// Deregister a region, owned or shared, returning its memory.
+    pub fn remove_mr(&mut self, lkey: u32) -> Option<crate::Memory> {
+        self.mrs.remove(lkey)
     }
 
     /// A registered region.
@@ -301,6 +327,36 @@ impl Endpoint {
         self.sinks.cqs.create()
     }
 
+    /// Destroy CQ `cq` (its completions are dropped). Refused for the default CQ, for one
+    /// that does not exist, and while a QP sends or receives into it (`ibv_destroy_cq`'s
+    /// EBUSY).
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), QpError> {
+        if cq == CqId::DEFAULT || !self.sinks.cqs.exists(cq) {
+            return Err(QpError::InvalidAttr("no such completion queue"));
+        }
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(QpError::Busy);
+        }
+        self.sinks.cqs.destroy(cq);
+        Ok(())
+    }
+
+    /// How many completions CQ `cq` was given so far (all, and the solicited ones with
+    /// the errors): a driver that remembers them when the application asks to be woken
+    /// (`ibv_req_notify_cq`) sees from them when to wake it.
+    pub fn cq_counts(&self, cq: CqId) -> Option<crate::CqCounts> {
+        self.sinks.cqs.counts(cq)
+    }
+
+    /// Completions waiting in CQ `cq`.
+    pub fn cq_len(&self, cq: CqId) -> usize {
+        self.sinks.cqs.get(cq).map_or(0, |q| q.len())
+    }
+
     /// Next completion of `cq` (`None`: empty, or no such CQ).
     pub fn poll_cq(&mut self, cq: CqId) -> Option<WorkCompletion> {
         self.sinks.cqs.get_mut(cq)?.pop_front()
@@ -354,7 +410,9 @@ impl Endpoint {
             SrcPort::PerQp => 0xC000 | (qpn & 0x3FFF) as u16,
         };
         let local = SocketAddr::new(self.cfg.local.ip(), port);
-        self.qps.insert(qpn, Qp::new(qpn, init, local));
+        let mut q = Qp::new(qpn, init, local);
+        q.ack_delay = self.cfg.ack_delay;
+        self.qps.insert(qpn, q);
         self.order.push(qpn);
     }
 
@@ -469,7 +527,17 @@ impl Endpoint {
         let Endpoint { qps, mrs, .. } = self;
         qps.get_mut(&qpn)
             .ok_or(QpError::NoQp(qpn))?
-            .post_send(wr, mrs)
+            .post_send(wr, None, mrs)
+    }
+
+    /// Post a send WR whose message is `data`, copied now (`IBV_SEND_INLINE`): its gather
+    /// list is not read, and `data` may be reused as soon as this returns. At most
+    /// [`crate::MAX_INLINE`] bytes; not for a READ.
+    pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, data: &[u8]) -> Result<(), QpError> {
+        let Endpoint { qps, mrs, .. } = self;
+        qps.get_mut(&qpn)
+            .ok_or(QpError::NoQp(qpn))?
+            .post_send(wr, Some(data), mrs)
     }
 
     /// Post a receive WR.
@@ -532,7 +600,7 @@ impl Endpoint {
         let Endpoint { qps, sinks, .. } = self;
         for q in qps.values_mut() {
             if q.next_timeout().is_some_and(|t| t <= now) {
-                q.handle_request_timeout(now, sinks);
+                q.handle_timeout(now, sinks);
             }
         }
     }
@@ -589,6 +657,10 @@ impl Endpoint {
             if let Some(((dst, len, gather), request)) = out {
                 // a response passed over by a request goes next; otherwise requests first
                 q.response_turn = request && response_ready;
+                if request {
+                    // a held ACK rides right behind it
+                    q.request_sent(now);
+                }
                 *rr = (*rr + i + 1) % n;
                 stats.tx_datagrams += 1;
                 return Some(Transmit {

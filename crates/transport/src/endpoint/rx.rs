@@ -209,8 +209,8 @@ impl Endpoint {
         let q = self.qps.get(&qpn)?;
         let (rkey, va, left, psn) = q.write_under_way()?;
         let r = self.mrs.get(rkey).ok()?;
-        // (a landing zone needs LOCAL_WRITE)
-        if !r.access().contains(crate::Access::LOCAL_WRITE) {
+        // (a landing zone needs LOCAL_WRITE, and memory the endpoint owns)
+        if !r.access().contains(crate::Access::LOCAL_WRITE) || r.is_shared() {
             return None;
         }
         r.check_remote_write(va, left).ok()?;
@@ -250,7 +250,7 @@ impl Endpoint {
             return None;
         }
         let r = self.mrs.get(sge.lkey).ok()?;
-        if !r.access().contains(crate::Access::LOCAL_WRITE) {
+        if !r.access().contains(crate::Access::LOCAL_WRITE) || r.is_shared() {
             return None;
         }
         let offset = r.offset_of(sge.va + at, left).ok()?;

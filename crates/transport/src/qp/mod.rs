@@ -5,10 +5,11 @@ mod responder;
 
 pub use responder::{Faults, MessageOutcome};
 
+use crate::mr::{Access, MrTable};
 use crate::prefix::PrefixCache;
 use crate::stats::QpStats;
-use crate::wr::{RecvWr, SendWr, WcOpcode, WcStatus, WorkCompletion};
-use crate::{Event, QpError};
+use crate::wr::{RecvWr, SendWr, SgList, WcOpcode, WcStatus, WorkCompletion};
+use crate::{AccessError, Event, QpError};
 use rocelink_wire::ib::{IbRepr, psn};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -284,6 +285,11 @@ pub(crate) struct Qp {
     pub(crate) write_rules: WriteRules,
     /// CRC-32 of the payload of the packet being handled (from the ICRC pass).
     pub(crate) rx_payload_crc: u32,
+    /// The solicited-event bit of the request being handled.
+    pub(crate) rx_solicited: bool,
+    /// How long an ACK may wait for a request to ride with
+    /// ([`crate::EndpointConfig::ack_delay`]).
+    pub(crate) ack_delay: Duration,
     /// A response was passed over for a request: it goes first next time.
     pub(crate) response_turn: bool,
     /// Our address as the peer sees it (IP of the endpoint, UDP source port of this QP).
@@ -334,6 +340,8 @@ impl Qp {
             report_messages: init.report_messages,
             write_rules: init.write_rules,
             rx_payload_crc: 0,
+            rx_solicited: false,
+            ack_delay: Duration::ZERO,
             response_turn: false,
             local,
             remote: None,
@@ -423,7 +431,9 @@ impl Qp {
                     psn_window: self.psn_window,
                     learn_first_psn: self.learn_first_psn,
                 };
+                let ack_delay = self.ack_delay;
                 *self = Qp::new(qpn, init, local);
+                self.ack_delay = ack_delay;
             }
             (from, _) => return Err(QpError::BadTransition(from)),
         }
@@ -483,6 +493,7 @@ impl Qp {
                     imm: None,
                     src_qp: 0,
                     src: None,
+                    solicited: false,
                 },
             );
         }
@@ -502,10 +513,11 @@ impl Qp {
             status,
             opcode,
             qpn: self.qpn,
-            byte_len: wr.sge.len,
+            byte_len: wr.sg_list.total_len() as u32,
             imm: None,
             src_qp: 0,
             src: None,
+            solicited: false,
         }
     }
 
@@ -525,7 +537,18 @@ impl Qp {
 
     /// Earliest timer of this QP.
     pub(crate) fn next_timeout(&self) -> Option<Instant> {
-        self.req.next_timeout()
+        match (self.req.next_timeout(), self.resp.held_until()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Run this QP's timers that are due.
+    pub(crate) fn handle_timeout(&mut self, now: Instant, sinks: &mut Sinks) {
+        self.held_ack_due(now);
+        if self.req.next_timeout().is_some_and(|t| t <= now) {
+            self.handle_request_timeout(now, sinks);
+        }
     }
 }
 
@@ -533,21 +556,92 @@ impl Qp {
 /// request's, a READ response's).
 const GATHER_MIN: usize = 512;
 
-/// Build a datagram of `ib` carrying `payload` along `route`. With `at` — the region key
-/// and offset where the payload lies, for a sender that gathers — and a payload worth it,
-/// only the headers go into `buf` and the payload stays where it is (the returned gather
-/// says where, with the tail); otherwise the whole packet is written. Returns the bytes
-/// written to `buf`.
+/// Where a packet's payload comes from.
+pub(crate) enum Body<'a> {
+    /// Contiguous bytes — of a region the endpoint owns (with its key and the offset, so a
+    /// gather send may leave them there), or inline data.
+    Slice(&'a [u8], Option<(u32, usize)>),
+    /// `len` bytes at `off` of a gather list whose pieces are copied into the packet one by
+    /// one: several pieces, or a region over shared memory (never lent as a slice).
+    Pieces {
+        mrs: &'a MrTable,
+        sg: SgList,
+        off: u64,
+        len: usize,
+        need: Access,
+    },
+}
+
+impl<'a> Body<'a> {
+    /// The `len` bytes at `off` of the message gathered from `sg` (each piece needing
+    /// `need`): one slice when they lie in one piece of an owned region, else pieces.
+    pub(crate) fn of(mrs: &'a MrTable, sg: &SgList, off: u64, len: usize, need: Access) -> Self {
+        if len == 0 {
+            return Body::Slice(&[], None);
+        }
+        if let Some(mut p) = sg.pieces(off, len as u64)
+            && let (Some((s, o, n)), None) = (p.next(), p.next())
+            && let Ok(r) = mrs.get(s.lkey)
+            && let Ok((b, at)) = r.slice_at(s.va + o, n, need)
+        {
+            return Body::Slice(b, Some((s.lkey, at)));
+        }
+        Body::Pieces {
+            mrs,
+            sg: *sg,
+            off,
+            len,
+            need,
+        }
+    }
+
+    /// Copy the bytes into `dst` (exactly their length); what failed when a piece's
+    /// region is gone or refuses.
+    fn copy_to(&self, dst: &mut [u8]) -> Result<(), AccessError> {
+        match *self {
+            Body::Slice(b, _) => {
+                dst.copy_from_slice(b);
+                Ok(())
+            }
+            Body::Pieces {
+                mrs,
+                sg,
+                off,
+                len,
+                need,
+            } => {
+                let oob = AccessError::OutOfBounds {
+                    va: off,
+                    len: len as u64,
+                };
+                let mut at = 0usize;
+                for (s, o, n) in sg.pieces(off, len as u64).ok_or(oob)? {
+                    let n = n as usize;
+                    mrs.get(s.lkey)?
+                        .read(s.va + o, &mut dst[at..at + n], need)?;
+                    at += n;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Build a datagram of `ib` carrying `body` along `route`. With `gather` — for a sender
+/// that gathers — and a payload in one region worth it, only the headers go into `buf` and
+/// the payload stays where it is (the returned gather says where, with the tail);
+/// otherwise the whole packet is written. Returns the bytes written to `buf`, or why a
+/// piece of the payload could not be read.
 pub(crate) fn build_datagram(
     buf: &mut Vec<u8>,
     ib: &IbRepr,
-    payload: &[u8],
-    at: Option<(u32, usize)>,
+    body: Body<'_>,
+    gather: bool,
     route: Route<'_>,
-) -> (usize, Option<crate::Gather>) {
-    match at {
+) -> Result<(usize, Option<crate::Gather>), AccessError> {
+    match body {
         // small payloads are cheaper copied than sent as separate iovecs
-        Some((lkey, offset)) if payload.len() >= GATHER_MIN => {
+        Body::Slice(payload, Some((lkey, offset))) if gather && payload.len() >= GATHER_MIN => {
             let (n, tail, tail_len) = build_headers(buf, ib, payload, route);
             let g = crate::Gather {
                 lkey,
@@ -556,9 +650,10 @@ pub(crate) fn build_datagram(
                 tail,
                 tail_len,
             };
-            (n, Some(g))
+            Ok((n, Some(g)))
         }
-        _ => (build_packet(buf, ib, payload, route), None),
+        Body::Slice(payload, _) => Ok((build_packet(buf, ib, payload, route), None)),
+        pieces => build_packet_with(buf, ib, &pieces, route).map(|n| (n, None)),
     }
 }
 
@@ -627,6 +722,27 @@ pub(crate) fn build_packet(
         buf[body..].copy_from_slice(&c.to_le_bytes());
     }
     n
+}
+
+/// As [`build_packet`], the payload copied from `body` into place.
+fn build_packet_with(
+    buf: &mut Vec<u8>,
+    ib: &IbRepr,
+    body: &Body<'_>,
+    mut route: Route<'_>,
+) -> Result<usize, AccessError> {
+    let n = ib.buffer_len();
+    let h = ib.header_len();
+    let body_end = h + ib.payload_len;
+    buf.resize(n, 0);
+    ib.emit_headers(buf);
+    body.copy_to(&mut buf[h..body_end])?;
+    let crc_at = n - rocelink_wire::ib::ICRC_LEN;
+    buf[body_end..].fill(0);
+    if let Some(c) = route.icrc(n, &buf[..h], [&buf[h..crc_at], &[]]) {
+        buf[crc_at..].copy_from_slice(&c.to_le_bytes());
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

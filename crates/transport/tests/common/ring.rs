@@ -85,11 +85,12 @@ impl RingPair {
         let wr = SendWr {
             wr_id: va,
             op: SendOp::Write { va, rkey },
-            sge: Sge {
+            sg_list: Sge {
                 lkey: self.src.lkey,
                 va: 0,
                 len,
-            },
+            }
+            .into(),
             signaled: false,
             solicited: false,
             marks,

@@ -176,7 +176,7 @@ impl Qp {
             }
             return;
         }
-        let total = w.wr.sge.len as usize;
+        let total = w.len as usize;
         let done = w.read_pkts as usize * mtu;
         let remaining = total - done.min(total);
         let op = ib.bth.opcode;
@@ -192,21 +192,15 @@ impl Qp {
             self.fail(Some(p), WcStatus::BadResponse, sinks);
             return;
         }
-        let sge = w.wr.sge;
-        if !payload.is_empty() {
-            match mrs.get_mut(sge.lkey).and_then(|m| {
-                m.slice_mut(
-                    sge.va + done as u64,
-                    payload.len() as u64,
-                    Access::LOCAL_WRITE,
-                )
-            }) {
-                Ok(dst) => dst.copy_from_slice(payload),
-                Err(_) => {
-                    self.fail(Some(p), WcStatus::LocalProtectionError, sinks);
-                    return;
-                }
-            }
+        let sg = w.wr.sg_list;
+        if !payload.is_empty()
+            && mrs
+                .check_scatter(&sg, done as u64, payload.len() as u64)
+                .and_then(|()| mrs.scatter_within(&sg, done as u64, payload))
+                .is_err()
+        {
+            self.fail(Some(p), WcStatus::LocalProtectionError, sinks);
+            return;
         }
         self.stats.rx_bytes += payload.len() as u64;
         let Some(w) = self.req.sq.get_mut(idx) else {

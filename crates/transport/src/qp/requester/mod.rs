@@ -1,7 +1,7 @@
 //! The send side of a QP: segmentation, PSNs, AckReq, ACK/NAK handling, go-back-N
 //! retransmission, RNR back-off, READ responses (RC); fire-and-forget (UC, UD).
 
-use super::{Qp, QpState, QpType, Sinks, build_datagram};
+use super::{Body, Qp, QpState, QpType, Sinks, build_datagram};
 use crate::mr::{Access, MrTable};
 use crate::wr::{SendOp, SendWr, WcStatus};
 use rocelink_wire::ib::ext::{AethKind, NakCode, RNR_TIMER_USEC};
@@ -18,6 +18,11 @@ use queue::SendQueue;
 #[derive(Debug, Clone)]
 pub(crate) struct SendWqe {
     pub(crate) wr: SendWr,
+    /// The message's length: its gather list's, or its inline data's.
+    pub(crate) len: u32,
+    /// The data of an inline send, copied when it was posted (its gather list is then
+    /// not read).
+    pub(crate) inline: Option<std::sync::Arc<[u8]>>,
     first_psn: u32,
     /// PSNs the message uses (READ: the responses' PSNs).
     npkts: u32,
@@ -306,15 +311,28 @@ impl Requester {
 }
 
 impl Qp {
-    /// Queue a send WR (state and local memory are checked here).
-    pub(crate) fn post_send(&mut self, wr: SendWr, mrs: &MrTable) -> Result<(), crate::QpError> {
+    /// Queue a send WR (state and local memory are checked here); with `inline`, the
+    /// message is those bytes (copied now) and the gather list is not read.
+    pub(crate) fn post_send(
+        &mut self,
+        wr: SendWr,
+        inline: Option<&[u8]>,
+        mrs: &MrTable,
+    ) -> Result<(), crate::QpError> {
         if self.state != QpState::Rts {
             return Err(crate::QpError::BadState(self.state));
         }
         if self.req.outstanding() >= self.max_send_wr {
             return Err(crate::QpError::QueueFull);
         }
-        let len = wr.sge.len as usize;
+        let is_read = matches!(wr.op, SendOp::Read { .. });
+        if inline.is_some_and(|d| is_read || d.len() > crate::MAX_INLINE) {
+            return Err(crate::QpError::InvalidAttr("inline data"));
+        }
+        let len = match inline {
+            Some(d) => d.len(),
+            None => usize::try_from(wr.sg_list.total_len()).unwrap_or(usize::MAX),
+        };
         let allowed = match (self.qp_type, wr.op) {
             (QpType::Ud, SendOp::UdSend { .. }) => true,
             (
@@ -334,15 +352,17 @@ impl Qp {
         if len > 1 << 31 {
             return Err(crate::QpError::TooLong);
         }
-        if len > 0 {
-            let need = if matches!(wr.op, SendOp::Read { .. }) {
+        if inline.is_none() {
+            let need = if is_read {
                 Access::LOCAL_WRITE
             } else {
                 Access::NONE
             };
-            mrs.get(wr.sge.lkey)
-                .and_then(|m| m.slice(wr.sge.va, u64::from(wr.sge.len), need).map(|_| ()))
-                .map_err(crate::QpError::LocalAccess)?;
+            for s in wr.sg_list.as_slice().iter().filter(|s| s.len > 0) {
+                mrs.get(s.lkey)
+                    .and_then(|m| m.check(s.va, u64::from(s.len), need))
+                    .map_err(crate::QpError::LocalAccess)?;
+            }
         }
         let npkts = if self.qp_type == QpType::Ud {
             1
@@ -353,6 +373,8 @@ impl Qp {
         self.req.next_psn = psn::add(first_psn, npkts);
         self.req.sq.push_back(SendWqe {
             wr,
+            len: len as u32,
+            inline: inline.map(std::sync::Arc::from),
             first_psn,
             npkts,
             next_pkt: 0,

@@ -124,15 +124,18 @@ mod tests {
                 } else {
                     SendOp::Send
                 },
-                sge: Sge {
+                sg_list: Sge {
                     lkey: 0,
                     va: 0,
                     len: 0,
-                },
+                }
+                .into(),
                 signaled: false,
                 solicited: false,
                 marks: 0,
             },
+            len: 0,
+            inline: None,
             first_psn,
             npkts,
             next_pkt: 0,

@@ -46,7 +46,7 @@ impl Qp {
                 ib.reth = Some(RethRepr {
                     va: va.wrapping_add(done),
                     rkey,
-                    dma_len: (u64::from(w.wr.sge.len) - done.min(u64::from(w.wr.sge.len))) as u32,
+                    dma_len: (u64::from(w.len) - done.min(u64::from(w.len))) as u32,
                 });
                 ib.bth.ack_req = true;
                 (off, plen) = (0, 0);
@@ -69,11 +69,11 @@ impl Qp {
                 });
                 ib.immdt = imm;
                 dst = Some(dest.addr);
-                (off, plen) = (0, w.wr.sge.len as usize);
+                (off, plen) = (0, w.len as usize);
             }
             op => {
                 let k = w.next_pkt;
-                let total = w.wr.sge.len as usize;
+                let total = w.len as usize;
                 off = k as usize * mtu;
                 plen = (total - off.min(total)).min(mtu);
                 let (first, last) = (k == 0, k + 1 == w.npkts);
@@ -105,7 +105,7 @@ impl Qp {
                     ib.reth = Some(RethRepr {
                         va,
                         rkey,
-                        dma_len: w.wr.sge.len,
+                        dma_len: w.len,
                     });
                 }
                 if last {
@@ -126,30 +126,21 @@ impl Qp {
             }
         }
         let dst = dst?;
-        let lkey = w.wr.sge.lkey;
-        let va = w.wr.sge.va + off as u64;
-        let (payload, at) = if plen == 0 {
-            (&[][..], None)
-        } else {
-            match mrs
-                .get(lkey)
-                .and_then(|m| m.slice_at(va, plen as u64, Access::NONE))
-                .map(|(s, o)| (s, Some((lkey, o))))
-            {
-                Ok(s) => s,
-                Err(_) => {
-                    // the region went away after posting
-                    let wc = self.wc_send(&w.wr, WcStatus::LocalProtectionError);
-                    sinks.cqs.push(self.send_cq, wc);
-                    self.req.sq.remove(idx);
-                    self.enter_error(sinks);
-                    return None;
-                }
-            }
-        };
         ib.payload_len = plen;
         ib.bth.pad_count = rocelink_wire::ib::pad_for(plen);
-        let (n, g) = build_datagram(buf, &ib, payload, at.filter(|_| gather), self.route(dst));
+        let src = match &w.inline {
+            Some(d) => Body::Slice(&d[off..off + plen], None),
+            None => Body::of(mrs, &w.wr.sg_list, off as u64, plen, Access::NONE),
+        };
+        let built = build_datagram(buf, &ib, src, gather, self.route(dst));
+        let Ok((n, g)) = built else {
+            // the region went away after posting
+            let wc = self.wc_send(&w.wr, WcStatus::LocalProtectionError);
+            sinks.cqs.push(self.send_cq, wc);
+            self.req.sq.remove(idx);
+            self.enter_error(sinks);
+            return None;
+        };
         self.stats.tx_packets += 1;
         self.stats.tx_bytes += plen as u64;
         let wq = self.req.sq.get_mut(idx)?;

@@ -2,7 +2,7 @@
 //! and bounds checks before any byte moves, placement, ACK/NAK generation, READ responses
 //! and their replay, MSN; UC drop-to-next-message; UD Q_Key and GRH slot.
 
-use super::{Qp, QpState, QpType, Sinks, build_datagram, build_packet};
+use super::{Body, Qp, QpState, QpType, Sinks, build_datagram, build_packet};
 use crate::mr::{Access, MrTable};
 use crate::wr::{RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use crate::{AccessError, Event};
@@ -58,9 +58,34 @@ pub(crate) struct Responder {
     why: Option<(MsgId, MessageOutcome, Faults)>,
     out: VecDeque<Resp>,
     history: VecDeque<ReadReply>,
+    /// An ACK held back to ride with the next request this QP sends (see
+    /// [`crate::EndpointConfig::ack_delay`]): the PSN it acknowledges, its AETH, and when
+    /// it goes alone.
+    held: Option<(u32, AethRepr, Instant)>,
+    /// The last held ACK went alone: hold none until a request follows a packet that
+    /// asked for an ACK within the delay.
+    alone: bool,
+    /// When the last request asking for an ACK was taken.
+    ackreq_at: Option<Instant>,
 }
 
 impl Responder {
+    /// Queue the held ACK, if any (before anything queued after it).
+    pub(crate) fn release_held(&mut self) -> bool {
+        match self.held.take() {
+            Some((psn, aeth, _)) => {
+                self.out.push_back(Resp::Ack { psn, aeth });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// When the held ACK goes alone.
+    pub(crate) fn held_until(&self) -> Option<Instant> {
+        self.held.map(|(_, _, t)| t)
+    }
+
     /// Something is waiting to be sent.
     pub(crate) fn has_output(&self) -> bool {
         !self.out.is_empty()
@@ -68,6 +93,7 @@ impl Responder {
 
     /// Forget everything but the ACKs/NAKs still to be sent (a fatal NAK must go out).
     pub(crate) fn clear(&mut self) {
+        self.release_held();
         self.msg = None;
         self.why = None;
         self.history.clear();
@@ -176,7 +202,48 @@ impl Qp {
         }
     }
 
+    /// Acknowledge `p` (a request that asked for it): held back for up to the ACK delay
+    /// while held ACKs ride with this QP's requests, else queued now.
+    fn ack(&mut self, p: u32, now: Instant) {
+        self.resp.ackreq_at = Some(now);
+        if self.ack_delay.is_zero() || self.resp.alone {
+            return self.queue_ack(p);
+        }
+        let due = match self.resp.held {
+            Some((_, _, t)) => t,
+            None => {
+                self.stats.acks_sent += 1;
+                now + self.ack_delay
+            }
+        };
+        self.resp.held = Some((p, AethRepr::ack(self.resp.msn), due));
+    }
+
+    /// This QP sends a request at `now`: a held ACK goes right after it; one that asked
+    /// for an ACK within the delay says held ACKs ride again.
+    pub(crate) fn request_sent(&mut self, now: Instant) {
+        if self
+            .resp
+            .ackreq_at
+            .is_some_and(|t| now.saturating_duration_since(t) <= self.ack_delay)
+        {
+            self.resp.alone = false;
+        }
+        if self.resp.release_held() {
+            self.response_turn = true;
+        }
+    }
+
+    /// The held ACK is due at `now`: it goes alone, and the next is not held.
+    pub(crate) fn held_ack_due(&mut self, now: Instant) {
+        if self.resp.held_until().is_some_and(|t| t <= now) {
+            self.resp.release_held();
+            self.resp.alone = true;
+        }
+    }
+
     fn queue_ack(&mut self, p: u32) {
+        self.resp.release_held();
         self.resp.out.push_back(Resp::Ack {
             psn: p,
             aeth: AethRepr::ack(self.resp.msn),
@@ -185,6 +252,7 @@ impl Qp {
     }
 
     fn queue_nak(&mut self, p: u32, code: NakCode) {
+        self.resp.release_held();
         self.resp.out.push_back(Resp::Ack {
             psn: p,
             aeth: AethRepr::nak(code, self.resp.msn),
@@ -212,6 +280,7 @@ impl Qp {
             imm,
             src_qp,
             src: Some(src),
+            solicited: self.rx_solicited,
         }
     }
 
@@ -239,12 +308,13 @@ impl Qp {
         sinks: &mut Sinks,
     ) {
         let _ = now;
+        self.rx_solicited = ib.bth.solicited;
         if !matches!(self.state, QpState::Rtr | QpState::Rts) {
             self.stats.drops += 1;
             return;
         }
         match self.qp_type {
-            QpType::Rc => self.rc_request(src, ib, payload, mrs, sinks),
+            QpType::Rc => self.rc_request(now, src, ib, payload, mrs, sinks),
             QpType::Uc => self.uc_request(src, ib, payload, mrs, sinks),
             QpType::Ud => self.ud_request(src, net_header, ib, payload, mrs, sinks),
         }
@@ -303,22 +373,6 @@ impl Qp {
                         (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
                         (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
                     };
-                    let (payload, at) = if plen == 0 {
-                        (&[][..], None)
-                    } else {
-                        match mrs
-                            .get(r.rkey)
-                            .and_then(|m| m.slice_at(r.va + off, plen, Access::REMOTE_READ))
-                            .map(|(s, o)| (s, Some((r.rkey, o))))
-                        {
-                            Ok(s) => s,
-                            Err(_) => {
-                                // deregistered since the request was accepted
-                                self.resp.out.pop_front();
-                                continue;
-                            }
-                        }
-                    };
                     let ib = IbRepr {
                         bth: BthRepr {
                             opcode,
@@ -332,8 +386,17 @@ impl Qp {
                         payload_len: plen as usize,
                         ..Default::default()
                     };
-                    let (n, g) =
-                        build_datagram(buf, &ib, payload, at.filter(|_| gather), self.route(dst));
+                    let sg = crate::wr::Sge {
+                        lkey: r.rkey,
+                        va: r.va + off,
+                        len: plen as u32,
+                    };
+                    let body = Body::of(mrs, &sg.into(), 0, plen as usize, Access::REMOTE_READ);
+                    let Ok((n, g)) = build_datagram(buf, &ib, body, gather, self.route(dst)) else {
+                        // deregistered since the request was accepted
+                        self.resp.out.pop_front();
+                        continue;
+                    };
                     self.stats.tx_packets += 1;
                     self.stats.tx_bytes += plen;
                     r.next += 1;

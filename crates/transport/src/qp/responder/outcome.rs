@@ -47,7 +47,7 @@ impl From<AccessError> for MessageOutcome {
     fn from(e: AccessError) -> MessageOutcome {
         match e {
             AccessError::UnknownKey(_) => MessageOutcome::UnknownKey,
-            AccessError::Denied => MessageOutcome::Denied,
+            AccessError::Denied | AccessError::Shared => MessageOutcome::Denied,
             AccessError::OutOfBounds { .. } => MessageOutcome::OutOfBounds,
             // a page the application still reads: the window has not come round to it
             AccessError::OutsideWindow { .. } | AccessError::Held { .. } => {

@@ -5,6 +5,7 @@ use super::*;
 impl Qp {
     pub(super) fn rc_request(
         &mut self,
+        now: Instant,
         src: SocketAddr,
         ib: &IbRepr,
         payload: Payload<'_>,
@@ -51,11 +52,12 @@ impl Qp {
                     self.resp.epsn = psn::add(p, 1);
                     self.stats.rx_bytes += payload.len() as u64;
                     if ib.bth.ack_req {
-                        self.queue_ack(p);
+                        self.ack(p, now);
                     }
                 }
             }
             Err(Refuse::Rnr) => {
+                self.resp.release_held();
                 let aeth = AethRepr::rnr_nak(self.min_rnr_timer, self.resp.msn);
                 self.resp.out.push_back(Resp::Ack { psn: p, aeth });
                 self.stats.naks_sent += 1;
@@ -79,7 +81,7 @@ impl Qp {
         if len > 0
             && mrs
                 .get(reth.rkey)
-                .and_then(|r| r.slice(reth.va, len, Access::REMOTE_READ).map(|_| ()))
+                .and_then(|r| r.check(reth.va, len, Access::REMOTE_READ))
                 .is_err()
         {
             self.stats.access_violations += 1;
@@ -95,6 +97,7 @@ impl Qp {
             next: 0,
         };
         self.resp.msn = psn::add(self.resp.msn, 1);
+        self.resp.release_held();
         self.resp.out.push_back(Resp::Read(r));
         if self.resp.history.len() == READ_HISTORY {
             self.resp.history.pop_front();
@@ -131,6 +134,7 @@ impl Qp {
             npkts: orig.npkts - k,
             next: 0,
         };
+        self.resp.release_held();
         self.resp.out.push_back(Resp::Read(r));
     }
 }
