@@ -10,6 +10,9 @@
 //! * [`oob`] — rdma-core's out-of-band TCP exchange.
 //! * [`file`](mod@file) — disk-space reservation for the recorder's index.
 //! * [`mem`] — the machine's memory, to check sizes before allocating them.
+//! * [`raw`] — memory another part of the program owns (a verbs application's buffers),
+//!   touched only by copies through raw pointers, and the check that it is mapped.
+//! * [`event`] — eventfd counters (a verbs completion channel's descriptor).
 //! * [`signal`] — SIGPIPE back to its default, for a command-line tool.
 //! * [`pcap`] — capture files: a writer (classic pcap) and a reader for classic pcap (µs
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
@@ -20,6 +23,7 @@
 
 pub mod aligned;
 pub mod backend;
+pub mod event;
 pub mod file;
 pub mod mem;
 pub mod net;
@@ -27,6 +31,7 @@ pub mod oob;
 pub mod packet;
 pub mod pcap;
 pub mod perftest;
+pub mod raw;
 pub mod scatter;
 pub mod shared;
 pub mod signal;

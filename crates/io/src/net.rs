@@ -174,92 +174,119 @@ pub fn subnet_of(ip: IpAddr) -> Option<Prefix> {
     if ip.is_loopback() {
         return Prefix::loopback().into_iter().find(|p| p.contains(ip));
     }
+    interface_addrs()
+        .into_iter()
+        .find(|a| a.addr == ip)
+        .and_then(|a| Prefix::new(ip, a.prefix_len))
+}
+
+/// One address of a network interface (`getifaddrs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceAddr {
+    /// The interface's name.
+    pub name: String,
+    /// The address.
+    pub addr: IpAddr,
+    /// Its netmask's length.
+    pub prefix_len: u8,
+    /// Whether the interface is up (`IFF_UP`).
+    pub up: bool,
+    /// Whether it is a loopback interface (`IFF_LOOPBACK`).
+    pub loopback: bool,
+}
+
+/// Every IPv4 and IPv6 address of every interface, in the kernel's order.
+pub fn interface_addrs() -> Vec<InterfaceAddr> {
+    let mut out = Vec::new();
+    walk_ifaddrs(|name, flags, addr, mask| {
+        if let (Some(SockAddr::Ip(addr)), Some(SockAddr::Ip(mask))) = (addr, mask) {
+            let prefix_len = match mask {
+                IpAddr::V4(m) => u32::from(m).count_ones(),
+                IpAddr::V6(m) => u128::from(m).count_ones(),
+            } as u8;
+            out.push(InterfaceAddr {
+                name: String::from_utf8_lossy(name).into_owned(),
+                addr,
+                prefix_len,
+                up: flags & libc::IFF_UP as u32 != 0,
+                loopback: flags & libc::IFF_LOOPBACK as u32 != 0,
+            });
+        }
+    });
+    out
+}
+
+/// An interface address as `getifaddrs` gives it.
+enum SockAddr {
+    Ip(IpAddr),
+    Mac(Mac),
+}
+
+/// Call `each(name, flags, address, netmask)` for every entry `getifaddrs` lists.
+fn walk_ifaddrs(mut each: impl FnMut(&[u8], u32, Option<SockAddr>, Option<SockAddr>)) {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return None;
+        return;
     }
-    let mut found = None;
     let mut cur = head;
-    while !cur.is_null() && found.is_none() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned; an address or netmask
-        // (when non-null) is a sockaddr of the family it names, as the kernel wrote it.
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned; its name is a C string
+        // and its address and netmask (when non-null) are sockaddrs of the family they
+        // name, as the kernel wrote them.
         unsafe {
             let ifa = &*cur;
-            if !ifa.ifa_addr.is_null() && !ifa.ifa_netmask.is_null() {
-                match i32::from((*ifa.ifa_addr).sa_family) {
-                    libc::AF_INET => {
-                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                        let m = &*(ifa.ifa_netmask as *const libc::sockaddr_in);
-                        if IpAddr::from(a.sin_addr.s_addr.to_ne_bytes()) == ip {
-                            let len = u32::from_be(m.sin_addr.s_addr).count_ones() as u8;
-                            found = Prefix::new(ip, len);
-                        }
-                    }
-                    libc::AF_INET6 => {
-                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
-                        let m = &*(ifa.ifa_netmask as *const libc::sockaddr_in6);
-                        if IpAddr::from(a.sin6_addr.s6_addr) == ip {
-                            let len = u128::from_be_bytes(m.sin6_addr.s6_addr).count_ones() as u8;
-                            found = Prefix::new(ip, len);
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            let name = CStr::from_ptr(ifa.ifa_name).to_bytes();
+            each(
+                name,
+                ifa.ifa_flags,
+                sock_addr(ifa.ifa_addr),
+                sock_addr(ifa.ifa_netmask),
+            );
             cur = ifa.ifa_next;
         }
     }
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
-    found
+}
+
+/// The address a `getifaddrs` sockaddr holds.
+///
+/// # Safety
+/// `sa` is null or points at a sockaddr of the family it names (in, in6 or ll).
+unsafe fn sock_addr(sa: *const libc::sockaddr) -> Option<SockAddr> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, and of the family it names (the caller's promise).
+    unsafe {
+        match i32::from((*sa).sa_family) {
+            libc::AF_INET => {
+                let a = &*(sa as *const libc::sockaddr_in);
+                Some(SockAddr::Ip(IpAddr::from(a.sin_addr.s_addr.to_ne_bytes())))
+            }
+            libc::AF_INET6 => {
+                let a = &*(sa as *const libc::sockaddr_in6);
+                Some(SockAddr::Ip(IpAddr::from(a.sin6_addr.s6_addr)))
+            }
+            libc::AF_PACKET => {
+                let a = &*(sa as *const libc::sockaddr_ll);
+                (a.sll_halen == 6).then(|| SockAddr::Mac(Mac::from_bytes(&a.sll_addr[..6])))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The name of the interface that has `ip` and its MAC (loopback: all zeros).
 fn interface_of(ip: IpAddr) -> Option<(Vec<u8>, Mac)> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return None;
-    }
     let mut name_of_ip: Option<Vec<u8>> = None;
     let mut macs: Vec<(Vec<u8>, Mac)> = Vec::new();
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned; its name is a C string and
-        // its address (when non-null) is a sockaddr of the family it names, as the kernel
-        // wrote it (sockaddr_in, sockaddr_in6 or sockaddr_ll).
-        unsafe {
-            let ifa = &*cur;
-            let name = CStr::from_ptr(ifa.ifa_name).to_bytes().to_vec();
-            if !ifa.ifa_addr.is_null() {
-                match i32::from((*ifa.ifa_addr).sa_family) {
-                    libc::AF_INET => {
-                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                        if IpAddr::from(a.sin_addr.s_addr.to_ne_bytes()) == ip {
-                            name_of_ip = Some(name);
-                        }
-                    }
-                    libc::AF_INET6 => {
-                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
-                        if IpAddr::from(a.sin6_addr.s6_addr) == ip {
-                            name_of_ip = Some(name);
-                        }
-                    }
-                    libc::AF_PACKET => {
-                        let a = &*(ifa.ifa_addr as *const libc::sockaddr_ll);
-                        if a.sll_halen == 6 {
-                            macs.push((name, Mac::from_bytes(&a.sll_addr[..6])));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            cur = ifa.ifa_next;
-        }
-    }
-    // SAFETY: `head` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
+    walk_ifaddrs(|name, _, addr, _| match addr {
+        Some(SockAddr::Ip(a)) if a == ip => name_of_ip = Some(name.to_vec()),
+        Some(SockAddr::Mac(m)) => macs.push((name.to_vec(), m)),
+        _ => {}
+    });
     // every address of 127.0.0.0/8 is local, on the loopback device, though only
     // 127.0.0.1 is listed
     let name = match (name_of_ip, ip) {

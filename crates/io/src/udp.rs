@@ -289,6 +289,13 @@ impl UdpSocket {
         self.sock.as_raw_fd()
     }
 
+    /// The socket's descriptor, for a thread that waits on it (with
+    /// [`wait_readable_any`]) while the socket itself is held elsewhere; valid while the
+    /// socket lives.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.raw_fd()
+    }
+
     /// Whether GRO is on.
     pub fn gro(&self) -> bool {
         self.gro.get()

@@ -295,6 +295,22 @@ impl<B: Backend> Driver<B> {
         self.flush(ep, now)
     }
 
+    /// One round without waiting, for a caller that drives the endpoint from its own calls
+    /// (a verbs application polling its completion queue): run the timers that are due,
+    /// send what is ready, handle one batch of what has arrived, and send what that
+    /// produced. Returns the datagrams handled and whether everything went out (false: the
+    /// backend is full, the rest waits for the next round).
+    pub fn progress(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<(usize, bool)> {
+        ep.handle_timeout(now);
+        self.flush(ep, now)?;
+        let (n, _) = self.receive(ep, now, &mut |_| {}, &mut |_| false, None, None)?;
+        let sent = self.flush(ep, now)?;
+        if n > 0 {
+            self.publish_due(ep, now);
+        }
+        Ok((n, sent))
+    }
+
     /// Send runs of equal-sized datagrams segmented (UDP GSO; on by default).
     pub fn set_gso(&mut self, on: bool) {
         self.tx.set_segmenting(on);

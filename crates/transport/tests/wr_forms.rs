@@ -375,3 +375,45 @@ fn datagram<'a>(t: &Transmit, buf: &'a [u8], src: &str, dst: &str) -> Datagram<'
         payload: &buf[..t.len],
     }
 }
+
+#[test]
+fn work_posted_in_error_is_flushed_at_once_and_in_reset_refused() {
+    let mut s = setup(QpType::Rc, 4096, 4096);
+    s.pair.a.modify_qp(s.qa, Modify::Error).unwrap();
+    let op = SendOp::Write {
+        va: s.b_keys.va,
+        rkey: s.b_keys.rkey,
+    };
+    let mut w = wr(31, op, &[sge(&s.a_keys, 0, 8)]);
+    w.signaled = false;
+    s.pair.a.post_send(s.qa, w).unwrap();
+    s.pair
+        .a
+        .post_recv(s.qa, RecvWr::new(32, sge(&s.a_keys, 0, 8)))
+        .unwrap();
+    let wcs = drain(&mut s.pair.a);
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect();
+    assert_eq!(
+        got,
+        [
+            (31, WcStatus::WrFlushError, WcOpcode::RdmaWrite),
+            (32, WcStatus::WrFlushError, WcOpcode::Recv)
+        ]
+    );
+    let mut buf = Vec::new();
+    assert!(
+        s.pair.a.poll_transmit(s.pair.now, &mut buf).is_none(),
+        "nothing goes out"
+    );
+    s.pair.a.modify_qp(s.qa, Modify::Reset).unwrap();
+    assert_eq!(
+        s.pair.a.post_send(s.qa, w),
+        Err(QpError::BadState(QpState::Reset))
+    );
+    assert_eq!(
+        s.pair
+            .a
+            .post_recv(s.qa, RecvWr::new(33, sge(&s.a_keys, 0, 8))),
+        Err(QpError::BadState(QpState::Reset))
+    );
+}

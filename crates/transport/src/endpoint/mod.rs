@@ -416,6 +416,15 @@ impl Endpoint {
         self.order.push(qpn);
     }
 
+    /// Send QP `qpn`'s held ACK with the next datagrams instead of waiting (see
+    /// [`EndpointConfig::ack_delay`]): before the QP is destroyed or its endpoint closed,
+    /// so the peer learns what arrived.
+    pub fn release_acks(&mut self, qpn: u32) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            q.resp.release_held();
+        }
+    }
+
     /// Destroy a QP (its outstanding WRs are dropped without completions).
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), QpError> {
         self.qps.remove(&qpn).ok_or(QpError::NoQp(qpn))?;
@@ -504,6 +513,11 @@ impl Endpoint {
         self.qps.get(&qpn).map(|q| q.stats)
     }
 
+    /// A QP's service type.
+    pub fn qp_type(&self, qpn: u32) -> Option<crate::QpType> {
+        self.qps.get(&qpn).map(|q| q.qp_type)
+    }
+
     /// The UDP source port a QP sends from.
     pub fn qp_src_port(&self, qpn: u32) -> Option<u16> {
         self.qps.get(&qpn).map(|q| q.local.port())
@@ -523,29 +537,41 @@ impl Endpoint {
     }
 
     /// Post a send WR.
+    /// A WR posted to a QP in ERROR completes at once with [`crate::WcStatus::WrFlushError`]
+    /// (InfiniBand's rule); in RESET, INIT or RTR it is refused.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<(), QpError> {
-        let Endpoint { qps, mrs, .. } = self;
+        let Endpoint {
+            qps, mrs, sinks, ..
+        } = self;
         qps.get_mut(&qpn)
             .ok_or(QpError::NoQp(qpn))?
-            .post_send(wr, None, mrs)
+            .post_send(wr, None, mrs, sinks)
     }
 
     /// Post a send WR whose message is `data`, copied now (`IBV_SEND_INLINE`): its gather
     /// list is not read, and `data` may be reused as soon as this returns. At most
     /// [`crate::MAX_INLINE`] bytes; not for a READ.
     pub fn post_send_inline(&mut self, qpn: u32, wr: SendWr, data: &[u8]) -> Result<(), QpError> {
-        let Endpoint { qps, mrs, .. } = self;
+        let Endpoint {
+            qps, mrs, sinks, ..
+        } = self;
         qps.get_mut(&qpn)
             .ok_or(QpError::NoQp(qpn))?
-            .post_send(wr, Some(data), mrs)
+            .post_send(wr, Some(data), mrs, sinks)
     }
 
-    /// Post a receive WR.
+    /// Post a receive WR: refused in RESET; in ERROR it completes at once, flushed.
     pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<(), QpError> {
-        let Endpoint { qps, mrs, .. } = self;
+        let Endpoint {
+            qps, mrs, sinks, ..
+        } = self;
         let q = qps.get_mut(&qpn).ok_or(QpError::NoQp(qpn))?;
-        if matches!(q.state, QpState::Reset | QpState::Error) {
+        if q.state == QpState::Reset {
             return Err(QpError::BadState(q.state));
+        }
+        if q.state == QpState::Error {
+            sinks.cqs.push(q.recv_cq, q.recv_flushed(&wr));
+            return Ok(());
         }
         if q.rq.len() >= q.max_recv_wr {
             return Err(QpError::QueueFull);

@@ -482,23 +482,25 @@ impl Qp {
             sinks.cqs.push(self.send_cq, wc);
         }
         while let Some(r) = self.rq.pop_front() {
-            sinks.cqs.push(
-                self.recv_cq,
-                WorkCompletion {
-                    wr_id: r.wr_id,
-                    status: WcStatus::WrFlushError,
-                    opcode: WcOpcode::Recv,
-                    qpn: self.qpn,
-                    byte_len: 0,
-                    imm: None,
-                    src_qp: 0,
-                    src: None,
-                    solicited: false,
-                },
-            );
+            sinks.cqs.push(self.recv_cq, self.recv_flushed(&r));
         }
         self.resp.clear();
         sinks.events.push_back(Event::QpError { qpn: self.qpn });
+    }
+
+    /// The completion of receive `r`, flushed.
+    pub(crate) fn recv_flushed(&self, r: &RecvWr) -> WorkCompletion {
+        WorkCompletion {
+            wr_id: r.wr_id,
+            status: WcStatus::WrFlushError,
+            opcode: WcOpcode::Recv,
+            qpn: self.qpn,
+            byte_len: 0,
+            imm: None,
+            src_qp: 0,
+            src: None,
+            solicited: false,
+        }
     }
 
     pub(crate) fn wc_send(&self, wr: &SendWr, status: WcStatus) -> WorkCompletion {

@@ -318,7 +318,14 @@ impl Qp {
         wr: SendWr,
         inline: Option<&[u8]>,
         mrs: &MrTable,
+        sinks: &mut Sinks,
     ) -> Result<(), crate::QpError> {
+        if self.state == QpState::Error {
+            // InfiniBand: a WR posted to a QP in ERROR completes at once, flushed
+            let wc = self.wc_send(&wr, WcStatus::WrFlushError);
+            sinks.cqs.push(self.send_cq, wc);
+            return Ok(());
+        }
         if self.state != QpState::Rts {
             return Err(crate::QpError::BadState(self.state));
         }

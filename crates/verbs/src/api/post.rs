@@ -1,0 +1,197 @@
+//! Posting work (`ops.post_send`, `ops.post_recv`, reached through the header's inline
+//! `ibv_post_send`/`ibv_post_recv`): each WR of the list checked and queued in turn; the
+//! first refused is returned in `bad_wr` with its errno, those before it stay posted. What
+//! was posted is sent before the call returns.
+
+use super::ah::ah_dest;
+use super::qp::{Qp, qp};
+use super::util::{guard, qp_errno};
+use crate::abi::*;
+use crate::convert::send_op;
+use crate::nic::Core;
+use crate::objects::Object;
+use libc::c_int;
+use rocelink_transport::{QpError, QpType, RecvWr, SendWr, SgList, Sge};
+
+/// The scatter/gather list of a WR: `num_sge` entries at `list` (at most `max`).
+///
+/// # Safety
+/// `list` points at `num_sge` entries when `num_sge > 0`.
+unsafe fn sg_list(
+    list: *const ibv_sge,
+    num_sge: c_int,
+    max: u32,
+) -> Result<(SgList, Vec<ibv_sge>), i32> {
+    if num_sge < 0 || num_sge as u32 > max || (num_sge > 0 && list.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    let raw: Vec<ibv_sge> = if num_sge == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: `num_sge` entries at `list` (the caller's promise; the count was checked).
+        unsafe { std::slice::from_raw_parts(list, num_sge as usize) }.to_vec()
+    };
+    let sges: Vec<Sge> = raw
+        .iter()
+        .map(|s| Sge {
+            lkey: s.lkey,
+            va: s.addr,
+            len: s.length,
+        })
+        .collect();
+    let sg = match SgList::new(&sges) {
+        Some(l) => l,
+        // no entries: a zero-length message
+        None if sges.is_empty() => SgList::one(Sge::discard(0)),
+        None => return Err(libc::EINVAL),
+    };
+    Ok((sg, raw))
+}
+
+/// The bytes of an inline send: its entries' memory, read now.
+fn inline_data(sges: &[ibv_sge], max: u32) -> Result<Vec<u8>, i32> {
+    let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+    if total > u64::from(max) {
+        return Err(libc::EINVAL);
+    }
+    let mut data = Vec::with_capacity(total as usize);
+    for s in sges {
+        // SAFETY: the program names its own readable memory for an inline send (the verbs
+        // contract: the bytes are read during the call and may change after it).
+        let part =
+            unsafe { rocelink_io::raw::copy_from_address(s.addr as usize, s.length as usize) }
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
+        data.extend_from_slice(&part);
+    }
+    Ok(data)
+}
+
+/// Queue one send WR.
+fn post_one_send(core: &mut Core, q: &Qp, wr: &ibv_send_wr) -> Result<(), i32> {
+    // SAFETY: the WR's list has `num_sge` entries (the program's WR).
+    let (sg_list, raw) = unsafe { sg_list(wr.sg_list, wr.num_sge, q.cap.max_send_sge.max(1)) }?;
+    let ah = if q.qp_type == QpType::Ud {
+        Some(ah_dest(wr.ud_ah()).ok_or(libc::EINVAL)?)
+    } else {
+        None
+    };
+    let op = send_op(wr, q.qp_type, ah)?;
+    let flags = wr.send_flags;
+    let w = SendWr {
+        wr_id: wr.wr_id,
+        op,
+        sg_list,
+        signaled: q.sq_sig_all || flags & IBV_SEND_SIGNALED != 0,
+        solicited: flags & IBV_SEND_SOLICITED != 0,
+        marks: 0,
+    };
+    let r = if flags & IBV_SEND_INLINE != 0 {
+        let data = inline_data(&raw, q.cap.max_inline_data)?;
+        core.ep.post_send_inline(q.qpn, w, &data)
+    } else {
+        core.ep.post_send(q.qpn, w)
+    };
+    r.map_err(|e| match e {
+        // rxe: posting before RTS is EINVAL; a full queue ENOMEM
+        QpError::BadState(_) => libc::EINVAL,
+        e => qp_errno(e),
+    })
+}
+
+/// Walk a WR list, `post` each, stop at the first refused (into `bad`).
+///
+/// # Safety
+/// `first` is null or the head of a list of valid WRs; `bad` is null or writable.
+unsafe fn each_wr<W>(
+    first: *mut W,
+    bad: *mut *mut W,
+    next: impl Fn(&W) -> *mut W,
+    mut post: impl FnMut(&W) -> Result<(), i32>,
+) -> c_int {
+    let mut wr = first;
+    while !wr.is_null() {
+        // SAFETY: a WR of the program's list, not touched by it during the call.
+        let w = unsafe { &*wr };
+        if let Err(e) = post(w) {
+            if !bad.is_null() {
+                // SAFETY: room for the pointer (non-null, checked).
+                unsafe { bad.write(wr) };
+            }
+            return e;
+        }
+        wr = next(w);
+    }
+    0
+}
+
+fn live_qp(p: *mut ibv_qp) -> Option<&'static Object<ibv_qp, Qp>> {
+    qp(p)
+}
+
+pub unsafe extern "C" fn post_send(
+    p: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad: *mut *mut ibv_send_wr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(o) = live_qp(p) else {
+            return libc::EINVAL;
+        };
+        let Ok(mut core) = o.r.nic.lock() else {
+            return libc::EIO;
+        };
+        // SAFETY: the program's WR list and bad-WR slot, as the verb takes them.
+        let r = unsafe { each_wr(wr, bad, |w| w.next, |w| post_one_send(&mut core, &o.r, w)) };
+        o.r.nic.app_transmit(&mut core);
+        r
+    })
+}
+
+pub unsafe extern "C" fn post_recv(
+    p: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(o) = live_qp(p) else {
+            return libc::EINVAL;
+        };
+        let Ok(mut core) = o.r.nic.lock() else {
+            return libc::EIO;
+        };
+        let max = o.r.cap.max_recv_sge.max(1);
+        let post = |core: &mut Core, w: &ibv_recv_wr| -> Result<(), i32> {
+            // SAFETY: the WR's list has `num_sge` entries (the program's WR).
+            let (sg_list, _) = unsafe { sg_list(w.sg_list, w.num_sge, max) }?;
+            let r = RecvWr {
+                wr_id: w.wr_id,
+                sg_list,
+            };
+            core.ep.post_recv(o.r.qpn, r).map_err(|e| match e {
+                QpError::BadState(_) => libc::EINVAL,
+                e => qp_errno(e),
+            })
+        };
+        // SAFETY: the program's WR list and bad-WR slot, as the verb takes them.
+        let r = unsafe { each_wr(wr, bad, |w| w.next, |w| post(&mut core, w)) };
+        if r == 0 {
+            // a flushed receive (QP in ERROR) may wake a channel
+            core.settle();
+        }
+        r
+    })
+}
+
+/// `ops.post_srq_recv`: no SRQ can exist here.
+pub unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let _ = srq;
+    if !bad.is_null() {
+        // SAFETY: room for the pointer (non-null, checked).
+        unsafe { bad.write(wr) };
+    }
+    libc::EINVAL
+}

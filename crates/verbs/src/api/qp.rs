@@ -1,0 +1,405 @@
+//! Queue pairs: create, modify through InfiniBand's state machine, query, destroy.
+
+use super::cq::{Cq, cq};
+use super::memory::{Pd, next_handle, pd};
+use super::util::{ptr_or_errno, qp_errno, status};
+use crate::abi::*;
+use crate::attrs::{MAX_QP_WR, MAX_RD_ATOMIC};
+use crate::devices::ip_of_gid;
+use crate::nic::Nic;
+use crate::objects::{self, Kind, Obj, Object};
+use crate::transitions;
+use libc::c_int;
+use rocelink_transport::{MAX_INLINE, MAX_SGE, Modify, Mtu, QpInit, QpState, QpType};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A QP: its number in the endpoint, what it was created with, and the attributes set
+/// since (what `ibv_query_qp` reports).
+#[derive(Debug)]
+pub(crate) struct Qp {
+    pub(crate) nic: Arc<Nic>,
+    pub(crate) qpn: u32,
+    pub(crate) qp_type: QpType,
+    pub(crate) sq_sig_all: bool,
+    pub(crate) cap: ibv_qp_cap,
+    pd: usize,
+    send_cq: usize,
+    recv_cq: usize,
+    attr: Mutex<ibv_qp_attr>,
+}
+
+impl Obj for Qp {
+    type C = ibv_qp;
+    const KIND: Kind = Kind::Qp;
+}
+
+/// The QP an `ibv_qp *` names.
+pub(crate) fn qp(p: *const ibv_qp) -> Option<&'static Object<ibv_qp, Qp>> {
+    objects::get::<Qp>(p)
+}
+
+fn qp_type_of(t: u32) -> Result<QpType, i32> {
+    match t {
+        IBV_QPT_RC => Ok(QpType::Rc),
+        IBV_QPT_UC => Ok(QpType::Uc),
+        IBV_QPT_UD => Ok(QpType::Ud),
+        // raw packet, XRC, driver-specific: not offered
+        8..=10 | 0xff => Err(libc::EOPNOTSUPP),
+        _ => Err(libc::EINVAL),
+    }
+}
+
+fn check_cap(c: &ibv_qp_cap) -> Result<(), i32> {
+    let ok = c.max_send_wr <= MAX_QP_WR
+        && c.max_recv_wr <= MAX_QP_WR
+        && c.max_send_sge as usize <= MAX_SGE
+        && c.max_recv_sge as usize <= MAX_SGE
+        && c.max_inline_data as usize <= MAX_INLINE;
+    if ok { Ok(()) } else { Err(libc::EINVAL) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    ptr_or_errno(|| {
+        let d: &Pd = pd(p).ok_or(libc::EINVAL)?;
+        if init.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller passes an initialised `ibv_qp_init_attr` (non-null, checked),
+        // which it does not touch during the call.
+        let a = unsafe { &mut *init };
+        let qp_type = qp_type_of(a.qp_type)?;
+        if !a.srq.is_null() {
+            // no SRQ can exist (ibv_create_srq answers EOPNOTSUPP)
+            return Err(libc::EINVAL);
+        }
+        check_cap(&a.cap)?;
+        let (scq, rcq) = (
+            cq(a.send_cq).ok_or(libc::EINVAL)?,
+            cq(a.recv_cq).ok_or(libc::EINVAL)?,
+        );
+        if !Arc::ptr_eq(&scq.r.nic, &d.nic) || !Arc::ptr_eq(&rcq.r.nic, &d.nic) {
+            return Err(libc::EINVAL);
+        }
+        let mut core = d.nic.lock().map_err(|e| e.errno())?;
+        if let Err(e) = d.nic.start_io(&mut core) {
+            eprintln!("rocelink-verbs: {}: {e}", d.nic.info.name);
+            return Err(e.errno());
+        }
+        let mut qi = QpInit::new(qp_type);
+        qi.max_send_wr = a.cap.max_send_wr as usize;
+        qi.max_recv_wr = a.cap.max_recv_wr as usize;
+        qi.send_cq = scq.r.id;
+        qi.recv_cq = rcq.r.id;
+        let qpn = core.ep.create_qp(qi).map_err(qp_errno)?;
+        drop(core);
+        for c in [scq, rcq] {
+            c.r.users.fetch_add(1, Ordering::AcqRel);
+            if qp_type == QpType::Ud {
+                c.r.ud.store(true, Ordering::Relaxed);
+            }
+        }
+        d.users.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: `ibv_qp` is C data whose all-zero bytes are valid (null pointers, zero
+        // integers, glibc's static initialisers).
+        let mut c: ibv_qp = unsafe { std::mem::zeroed() };
+        // SAFETY: `p` is a live PD (checked): its context pointer was set when made.
+        c.context = unsafe { (*p).context };
+        c.qp_context = a.qp_context;
+        c.pd = p;
+        c.send_cq = a.send_cq;
+        c.recv_cq = a.recv_cq;
+        c.handle = next_handle();
+        c.qp_num = qpn;
+        c.state = IBV_QPS_RESET;
+        c.qp_type = a.qp_type;
+        Ok(objects::publish(
+            c,
+            Qp {
+                nic: d.nic.clone(),
+                qpn,
+                qp_type,
+                sq_sig_all: a.sq_sig_all != 0,
+                cap: a.cap,
+                pd: p as usize,
+                send_cq: a.send_cq as usize,
+                recv_cq: a.recv_cq as usize,
+                attr: Mutex::new(ibv_qp_attr {
+                    cap: a.cap,
+                    port_num: 1,
+                    ..Default::default()
+                }),
+            },
+        ))
+    })
+}
+
+/// The QP's state as verbs names it: ERR once the transport has moved it there itself (a
+/// fatal NAK, retries spent), else what was last set.
+fn current_state(o: &Object<ibv_qp, Qp>, stored: &ibv_qp_attr) -> u32 {
+    let t = o.r.nic.lock().ok().and_then(|c| c.ep.qp_state(o.r.qpn));
+    if t == Some(QpState::Error) {
+        IBV_QPS_ERR
+    } else {
+        stored.qp_state
+    }
+}
+
+/// A path MTU code as the transport's MTU.
+fn mtu_of(code: u32) -> Result<Mtu, i32> {
+    Ok(match code {
+        1 => Mtu::M256,
+        2 => Mtu::M512,
+        3 => Mtu::M1024,
+        4 => Mtu::M2048,
+        5 => Mtu::M4096,
+        _ => return Err(libc::EINVAL),
+    })
+}
+
+/// The local ACK timeout of code `t`: 4.096 µs × 2^t, 0 meaning none (an hour here).
+fn timeout_of(t: u8) -> Duration {
+    if t == 0 {
+        Duration::from_secs(3600)
+    } else {
+        Duration::from_nanos(4096 << t.min(31))
+    }
+}
+
+/// Check the values of the attributes in `mask` (what rxe checks): port 1, P_Key index 0,
+/// an MTU code, a global route with GID index 0 for RoCE, counts in range.
+fn check_values(a: &ibv_qp_attr, mask: c_int) -> Result<(), i32> {
+    let has = |m| mask & m != 0;
+    let bad = (has(IBV_QP_PORT) && a.port_num != 1)
+        || (has(IBV_QP_PKEY_INDEX) && a.pkey_index != 0)
+        || (has(IBV_QP_PATH_MTU) && mtu_of(a.path_mtu).is_err())
+        || (has(IBV_QP_AV) && (a.ah_attr.is_global == 0 || a.ah_attr.grh.sgid_index != 0))
+        || (has(IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > MAX_RD_ATOMIC)
+        || (has(IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > MAX_RD_ATOMIC)
+        || (has(IBV_QP_RETRY_CNT) && a.retry_cnt > 7)
+        || (has(IBV_QP_RNR_RETRY) && a.rnr_retry > 7)
+        || (has(IBV_QP_TIMEOUT) && a.timeout > 31)
+        || (has(IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
+        || (has(IBV_QP_ACCESS_FLAGS) && a.qp_access_flags & !0xF != 0);
+    if bad { Err(libc::EINVAL) } else { Ok(()) }
+}
+
+/// Copy the attributes in `mask` from `a` into `stored`.
+fn store(stored: &mut ibv_qp_attr, a: &ibv_qp_attr, mask: c_int) {
+    let has = |m| mask & m != 0;
+    if has(IBV_QP_STATE) {
+        stored.qp_state = a.qp_state;
+    }
+    if has(IBV_QP_ACCESS_FLAGS) {
+        stored.qp_access_flags = a.qp_access_flags;
+    }
+    if has(IBV_QP_PKEY_INDEX) {
+        stored.pkey_index = a.pkey_index;
+    }
+    if has(IBV_QP_PORT) {
+        stored.port_num = a.port_num;
+    }
+    if has(IBV_QP_QKEY) {
+        stored.qkey = a.qkey;
+    }
+    if has(IBV_QP_AV) {
+        stored.ah_attr = a.ah_attr;
+    }
+    if has(IBV_QP_PATH_MTU) {
+        stored.path_mtu = a.path_mtu;
+    }
+    if has(IBV_QP_TIMEOUT) {
+        stored.timeout = a.timeout;
+    }
+    if has(IBV_QP_RETRY_CNT) {
+        stored.retry_cnt = a.retry_cnt;
+    }
+    if has(IBV_QP_RNR_RETRY) {
+        stored.rnr_retry = a.rnr_retry;
+    }
+    if has(IBV_QP_RQ_PSN) {
+        stored.rq_psn = a.rq_psn & 0xFF_FFFF;
+    }
+    if has(IBV_QP_SQ_PSN) {
+        stored.sq_psn = a.sq_psn & 0xFF_FFFF;
+    }
+    if has(IBV_QP_MAX_QP_RD_ATOMIC) {
+        stored.max_rd_atomic = a.max_rd_atomic;
+    }
+    if has(IBV_QP_MAX_DEST_RD_ATOMIC) {
+        stored.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if has(IBV_QP_MIN_RNR_TIMER) {
+        stored.min_rnr_timer = a.min_rnr_timer;
+    }
+    if has(IBV_QP_DEST_QPN) {
+        stored.dest_qp_num = a.dest_qp_num & 0xFF_FFFF;
+    }
+    if has(IBV_QP_PATH_MIG_STATE) {
+        stored.path_mig_state = a.path_mig_state;
+    }
+}
+
+/// What the transport does for `cur → next` with the attributes now in `s`.
+/// (`ud_mtu`: the port's active MTU, which bounds a UD message.)
+fn transport_step(
+    t: QpType,
+    cur: u32,
+    next: u32,
+    s: &ibv_qp_attr,
+    ud_mtu: u32,
+) -> Result<Option<Modify>, i32> {
+    Ok(match (cur, next) {
+        (_, IBV_QPS_RESET) => Some(Modify::Reset),
+        (_, IBV_QPS_ERR) => Some(Modify::Error),
+        (IBV_QPS_RESET, IBV_QPS_INIT) => Some(Modify::Init { qkey: s.qkey }),
+        (IBV_QPS_INIT, IBV_QPS_RTR) => {
+            let remote =
+                (t != QpType::Ud).then(|| SocketAddr::new(ip_of_gid(s.ah_attr.grh.dgid.raw), 4791));
+            Some(Modify::Rtr {
+                remote,
+                dest_qpn: s.dest_qp_num,
+                rq_psn: s.rq_psn,
+                mtu: if t == QpType::Ud {
+                    mtu_of(ud_mtu)?
+                } else {
+                    mtu_of(s.path_mtu)?
+                },
+                min_rnr_timer: s.min_rnr_timer,
+            })
+        }
+        (IBV_QPS_RTR, IBV_QPS_RTS) => Some(Modify::Rts {
+            sq_psn: s.sq_psn,
+            timeout: timeout_of(s.timeout),
+            retry_cnt: if t == QpType::Rc { s.retry_cnt } else { 7 },
+            rnr_retry: if t == QpType::Rc { s.rnr_retry } else { 7 },
+        }),
+        // INIT → INIT, RTS → RTS: attributes only
+        _ => None,
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_modify_qp(
+    p: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    mask: c_int,
+) -> c_int {
+    status(|| {
+        let o = qp(p).ok_or(libc::EINVAL)?;
+        if attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller passes an initialised attribute structure (non-null, checked).
+        let a = unsafe { attr.read() };
+        let mut stored = o.r.attr.lock().map_err(|_| libc::EIO)?;
+        let cur = current_state(o, &stored);
+        if mask & IBV_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
+            return Err(libc::EINVAL);
+        }
+        let next = if mask & IBV_QP_STATE != 0 {
+            a.qp_state
+        } else {
+            cur
+        };
+        transitions::check(cur, next, o.r.qp_type, mask)?;
+        check_values(&a, mask)?;
+        let mut after = *stored;
+        store(&mut after, &a, mask);
+        after.qp_state = next;
+        let ud_mtu = crate::devices::ib_mtu_for(o.r.nic.info.if_mtu);
+        if let Some(m) = transport_step(o.r.qp_type, cur, next, &after, ud_mtu)? {
+            let mut core = o.r.nic.lock().map_err(|e| e.errno())?;
+            core.ep.modify_qp(o.r.qpn, m).map_err(qp_errno)?;
+            if next == IBV_QPS_ERR {
+                // flushed completions may wake a channel
+                core.settle();
+            }
+        }
+        if next == IBV_QPS_RESET {
+            // back to what creation set
+            after = ibv_qp_attr {
+                cap: o.r.cap,
+                port_num: 1,
+                ..Default::default()
+            };
+        }
+        *stored = after;
+        // SAFETY: a live QP; `state` is a field libibverbs also keeps current this way,
+        // written under the QP's attribute lock.
+        unsafe { (*o.c()).state = next };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_qp(
+    p: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    mask: c_int,
+    init: *mut ibv_qp_init_attr,
+) -> c_int {
+    status(|| {
+        let o = qp(p).ok_or(libc::EINVAL)?;
+        if attr.is_null() || init.is_null() {
+            return Err(libc::EINVAL);
+        }
+        let _ = mask;
+        let stored = *o.r.attr.lock().map_err(|_| libc::EIO)?;
+        let mut a = stored;
+        a.qp_state = current_state(o, &stored);
+        a.cur_qp_state = a.qp_state;
+        a.cap = o.r.cap;
+        // SAFETY: a live QP, whose C part holds what it was created with.
+        let c = unsafe { &*o.c() };
+        let i = ibv_qp_init_attr {
+            qp_context: c.qp_context,
+            send_cq: o.r.send_cq as *mut ibv_cq,
+            recv_cq: o.r.recv_cq as *mut ibv_cq,
+            srq: std::ptr::null_mut(),
+            cap: o.r.cap,
+            qp_type: c.qp_type,
+            sq_sig_all: c_int::from(o.r.sq_sig_all),
+        };
+        // SAFETY: the caller passes room for both structures (non-null, checked).
+        unsafe {
+            attr.write(a);
+            init.write(i);
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_qp(p: *mut ibv_qp) -> c_int {
+    status(|| {
+        let o = qp(p).ok_or(libc::EINVAL)?;
+        let mut core = o.r.nic.lock().map_err(|e| e.errno())?;
+        // what arrived is acknowledged before the QP goes (an ACK held for an answer)
+        core.ep.release_acks(o.r.qpn);
+        core.transmit(std::time::Instant::now());
+        core.ep.destroy_qp(o.r.qpn).map_err(qp_errno)?;
+        drop(core);
+        for c in [o.r.send_cq, o.r.recv_cq] {
+            if let Some(q) = objects::get::<Cq>(c as *const ibv_cq) {
+                q.r.users.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if let Some(d) = pd(o.r.pd as *const ibv_pd) {
+            d.users.fetch_sub(1, Ordering::AcqRel);
+        }
+        objects::retire::<Qp>(p).map(drop).ok_or(libc::EINVAL)
+    })
+}
+
+/// `ibv_qp_to_qp_ex`: QPs made by `ibv_create_qp` have no extended interface (as on
+/// providers without `ibv_wr_*`): null.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_qp_to_qp_ex(p: *mut ibv_qp) -> *mut libc::c_void {
+    let _ = p;
+    super::util::set_errno(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
+}

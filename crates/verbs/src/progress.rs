@@ -1,0 +1,73 @@
+//! A device's progress thread: it runs the endpoint whenever the application does not —
+//! received packets answered, WRITEs placed, timers run, completion channels woken.
+//!
+//! While the application keeps calling (a busy `poll_cq` loop does several hundred
+//! thousand calls a second), each call runs the endpoint itself and the thread only looks
+//! every [`LOOK_EVERY`] whether the calls still come. Once a look finds none — the program
+//! sleeps on a completion channel, spins on the memory a peer's WRITE changes, or does
+//! something else — the thread takes over: it sleeps in `poll` on the socket (or until the
+//! next timer), handles what arrives, and keeps looking without sleeping for [`SPIN`] after
+//! each datagram, so a stream's next packet finds it awake. While a CQ is armed for an
+//! event the thread always does this (the program means to sleep).
+//!
+//! Idle cost: with no traffic and no timer, none (asleep in `poll`); while the application
+//! polls, one wake-up per [`LOOK_EVERY`].
+
+use crate::nic::Shared;
+use rocelink_io::udp::wait_readable_any;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How often the thread looks whether the application still drives progress itself.
+pub const LOOK_EVERY: Duration = Duration::from_millis(1);
+
+/// How long the thread keeps looking without sleeping after a datagram.
+pub const SPIN: Duration = Duration::from_micros(100);
+
+/// The thread's loop, until the device is closed.
+pub(crate) fn run(shared: &Shared) {
+    let mut seen = shared.app_calls.load(Ordering::Relaxed);
+    let mut last_rx: Option<Instant> = None;
+    let sock = shared.sock_fd.load(Ordering::Relaxed);
+    let wake = std::os::fd::AsRawFd::as_raw_fd(&shared.wake);
+    while !shared.stop.load(Ordering::Acquire) {
+        let calls = shared.app_calls.load(Ordering::Relaxed);
+        if calls != seen && shared.armed.load(Ordering::Relaxed) == 0 {
+            // the application runs the device itself: stay out of its way
+            seen = calls;
+            last_rx = None;
+            std::thread::park_timeout(LOOK_EVERY);
+            continue;
+        }
+        let now = Instant::now();
+        let spinning = last_rx.is_some_and(|t| now < t + SPIN);
+        let wait = if spinning {
+            Some(Duration::ZERO)
+        } else {
+            let timer = shared.core.lock().ok().and_then(|c| c.next_timer());
+            // look again for the application's calls now and then while the device sleeps
+            Some(timer.map_or(LOOK_EVERY * 100, |t| t.saturating_duration_since(now)))
+        };
+        // readable, a timer, a wake-up or time to look again: run the endpoint in any case
+        let _ = wait_readable_any(&[sock, wake], wait);
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = shared.wake.take();
+        let Ok(mut core) = shared.core.lock() else {
+            return;
+        };
+        let (n, all_sent) = core.progress(Instant::now());
+        shared.armed.store(core.armed(), Ordering::Relaxed);
+        drop(core);
+        if n > 0 {
+            last_rx = Some(Instant::now());
+        } else if spinning {
+            std::hint::spin_loop();
+        }
+        if !all_sent {
+            // the socket is full: give it a moment before trying again
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
