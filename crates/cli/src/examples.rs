@@ -4,6 +4,18 @@
 /// (command path, examples) — the path as typed after `rocelink`.
 const EXAMPLES: &[(&str, &str)] = &[
     (
+        "verbs",
+        "rocelink verbs devices --ip 127.0.0.2,127.0.0.3\n\
+         rocelink verbs --ip 127.0.0.2 -- ib_write_bw &          # a perftest server on rocelink0\n\
+         rocelink verbs --ip 127.0.0.3 -- ib_write_bw 127.0.0.2  # its client\n\
+         rocelink verbs --ip 10.77.0.1 -- ibv_rc_pingpong -g 0",
+    ),
+    (
+        "verbs devices",
+        "rocelink verbs devices\n\
+         rocelink verbs devices --ip 127.0.0.2 --json",
+    ),
+    (
         "demo",
         "rocelink demo                                   # 30 IMX274 1080p frames, each verified\n\
          rocelink demo --frames 60 --record rec --snapshot last.png\n\

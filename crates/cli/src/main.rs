@@ -30,6 +30,7 @@ mod sinks;
 mod stats;
 mod stop;
 mod trigger;
+mod verbs;
 mod view;
 
 /// `rocelink --version`: the release, the commit, and the protocol versions it speaks.
@@ -60,6 +61,9 @@ enum Cmd {
     /// perftest's ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat, ib_read_lat, ib_send_lat
     /// (server without SERVER, client with it); either side may be perftest itself.
     Perf(perf::Args),
+    /// Unmodified RDMA programs (perftest, rdma-core's tools, …) over rocelink:
+    /// librocelink_verbs.so preloaded, one device per address.
+    Verbs(verbs::Args),
     /// Summarise a recording (frames, drops, CRC failures, rate over time).
     Inspect(record::InspectArgs),
     /// Export one recorded frame as raw, npy, pgm or png.
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
         Cmd::Reset(a) => board::reset(&a),
         Cmd::SendAudio(a) => audio::send_audio(&a),
         Cmd::Pingpong(args) => pingpong::run(&args),
+        Cmd::Verbs(a) => verbs::run(&a),
         Cmd::Perf(a) => stop::StopFlag::install().and_then(|s| perf::run(&a, &s)),
         Cmd::Ims(c) => ims::run(&c),
         Cmd::Probe(a) => shots::probe(&a),

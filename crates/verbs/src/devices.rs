@@ -9,7 +9,7 @@ use std::net::IpAddr;
 pub const ENV: &str = "ROCELINK_VERBS";
 
 /// One device: a local address RoCE v2 runs on (UDP port 4791).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceInfo {
     /// `rocelink0`, `rocelink1`, …
     pub name: String,

@@ -179,9 +179,24 @@ pub struct Nic {
 /// Bumped in a child after `fork()`: devices opened before are the parent's.
 pub(crate) static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
+extern "C" fn forked_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Have every `fork()` from now on mark the devices open before it as the parent's.
+fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only bumps an atomic (async-signal-safe, as a
+        // child handler of a multi-threaded process must be).
+        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    });
+}
+
 impl Nic {
     /// The device `info`, with no socket yet.
     pub fn new(info: DeviceInfo) -> std::io::Result<Nic> {
+        watch_forks();
         let mut cfg =
             EndpointConfig::new(SocketAddr::new(info.ip, rocelink_transport_port())).random_keys();
         // Linux rxe numbers IPv4 IDs, which a socket never shows; the ICRC gives them back

@@ -451,7 +451,7 @@ fn sysfs_file(d: &Device, file: &str) -> Option<String> {
     })
 }
 
-/// `ibv_read_sysfs_file`: a device of ours answers from [`sysfs_file`]; any other path is
+/// `ibv_read_sysfs_file`: a device of ours answers from the files it would have; any other path is
 /// read from the file system as libibverbs does (the trailing newline dropped, the rest
 /// NUL-terminated). Returns the length, or -1.
 #[unsafe(no_mangle)]

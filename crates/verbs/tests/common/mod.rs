@@ -1,0 +1,195 @@
+//! Running unmodified RDMA programs under the library: the library this test was built
+//! with, a server and a client on two free loopback addresses (or in two namespaces), and
+//! what they printed.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `librocelink_verbs.so` as built for this test.
+pub(crate) fn library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    for dir in [deps, deps.parent().unwrap()] {
+        let p = dir.join("librocelink_verbs.so");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "librocelink_verbs.so is not built next to {}",
+        exe.display()
+    );
+}
+
+/// Whether `program` (from Debian's `package`) is installed; a skip (or, in CI, a failure)
+/// naming it otherwise.
+pub(crate) fn have(program: &str, package: &str) -> bool {
+    rocelink_testkit::netns::need(program, package)
+}
+
+/// `program args` under the library with `ROCELINK_VERBS=ip` (inside namespace `ns`, if
+/// given), output captured.
+pub(crate) fn command(ns: Option<&str>, ip: IpAddr, program: &str, args: &[&str]) -> Command {
+    let mut c = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, program]);
+            c
+        }
+        None => Command::new(program),
+    };
+    c.args(args)
+        .env("ROCELINK_VERBS", ip.to_string())
+        .env("LD_PRELOAD", library())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Wait for `child` at most `limit`, killing it after; its output.
+pub(crate) fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
+/// What a run printed, both streams.
+pub(crate) fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Where the two ends of a run are.
+pub(crate) struct Ends {
+    pub(crate) server_ns: Option<String>,
+    pub(crate) client_ns: Option<String>,
+    pub(crate) server_ip: IpAddr,
+    pub(crate) client_ip: IpAddr,
+    /// The address the client reaches the server's TCP exchange on.
+    pub(crate) connect: String,
+}
+
+impl Ends {
+    /// Two free loopback addresses.
+    pub(crate) fn loopback() -> Ends {
+        let ips = rocelink_testkit::ports::free_roce_ips(2);
+        Ends {
+            server_ns: None,
+            client_ns: None,
+            server_ip: ips[0],
+            client_ip: ips[1],
+            connect: ips[0].to_string(),
+        }
+    }
+
+    /// A server and a client: `program args -p PORT` on both, the client with the server's
+    /// address last; waits for the server's TCP exchange before the client starts.
+    /// Returns (server, client) output; both are killed after `limit`.
+    pub(crate) fn run(&self, program: &str, args: &[&str], limit: Duration) -> (Output, Output) {
+        let port = rocelink_testkit::ports::free_tcp_port().to_string();
+        let mut sargs: Vec<&str> = args.to_vec();
+        sargs.extend(["-p", &port]);
+        let server = command(self.server_ns.as_deref(), self.server_ip, program, &sargs)
+            .spawn()
+            .unwrap();
+        // (the server listens in its namespace: look from there)
+        let listening = match &self.server_ns {
+            None => rocelink_testkit::ports::wait_tcp_listening(
+                port.parse().unwrap(),
+                Duration::from_secs(10),
+            ),
+            Some(ns) => wait_listening_in(ns, &port),
+        };
+        assert!(listening, "{program} never listened on {port}");
+        let mut cargs = sargs.clone();
+        cargs.push(&self.connect);
+        let client = command(self.client_ns.as_deref(), self.client_ip, program, &cargs)
+            .spawn()
+            .unwrap();
+        let c = wait_output(client, limit);
+        let s = wait_output(server, Duration::from_secs(10));
+        (s, c)
+    }
+}
+
+fn wait_listening_in(ns: &str, port: &str) -> bool {
+    let end = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < end {
+        let o = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                ns,
+                "ss",
+                "-Hltn",
+                &format!("sport = :{port}"),
+            ])
+            .output()
+            .unwrap();
+        if !o.stdout.is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// The result rows a perftest run printed: lines whose first field is the message size.
+pub(crate) fn perftest_rows(out: &str) -> Vec<Vec<f64>> {
+    let mut seen_header = false;
+    let mut rows = Vec::new();
+    for l in out.lines() {
+        if l.trim_start().starts_with("#bytes") {
+            seen_header = true;
+            continue;
+        }
+        let f: Vec<f64> = l
+            .split_whitespace()
+            .map_while(|w| w.parse::<f64>().ok())
+            .collect();
+        if seen_header && f.len() >= 3 {
+            rows.push(f);
+        }
+    }
+    rows
+}
+
+/// Assert that a run ended well on both sides and printed at least `rows` result rows on
+/// the client and `server_rows` on the server (perftest's passive servers print fewer: one
+/// row for `-a`, none for a READ latency test); the client's rows.
+pub(crate) fn assert_rows(
+    what: &str,
+    s: &Output,
+    c: &Output,
+    rows: usize,
+    server_rows: usize,
+) -> Vec<Vec<f64>> {
+    let (st, ct) = (text(s), text(c));
+    assert!(
+        s.status.success() && c.status.success(),
+        "{what}: server {:?}, client {:?}\n--- server\n{st}\n--- client\n{ct}",
+        s.status,
+        c.status
+    );
+    let (sr, cr) = (perftest_rows(&st), perftest_rows(&ct));
+    assert!(
+        sr.len() >= server_rows && cr.len() >= rows,
+        "{what}: {} server rows ({server_rows} wanted), {} client rows ({rows} wanted)\n--- server\n{st}\n--- client\n{ct}",
+        sr.len(),
+        cr.len()
+    );
+    cr
+}
