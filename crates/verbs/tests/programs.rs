@@ -127,9 +127,12 @@ fn read_bw_and_read_lat() {
 fn send_bw_and_send_lat_rc_uc_ud() {
     perftest("ib_send_bw", &["-n", "500"], 1);
     perftest("ib_send_lat", &["-n", "500"], 1);
-    perftest("ib_send_bw", &["-c", "UC", "-n", "500"], 1);
+    // UC and UD lose what a full socket drops (a loaded machine starves the receiver), and
+    // perftest's server then waits forever for its count, as over a lossy link with an
+    // RNIC: unreliable bandwidth runs for a time instead
+    perftest("ib_send_bw", &["-c", "UC", "-D", "1"], 1);
     perftest("ib_send_lat", &["-c", "UC", "-n", "500"], 1);
-    perftest("ib_send_bw", &["-c", "UD", "-n", "500"], 1);
+    perftest("ib_send_bw", &["-c", "UD", "-D", "1"], 1);
     perftest("ib_send_lat", &["-c", "UD", "-n", "500"], 1);
 }
 

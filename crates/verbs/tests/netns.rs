@@ -1,0 +1,107 @@
+//! Unmodified programs under the library across a veth pair between two network
+//! namespaces (root): an Ethernet link of MTU 1500, so a path MTU of 1024 as rxe would
+//! choose; and RC riding out 1% loss each way.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use rocelink_testkit::netns::{VethPair, root_or_ci};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn ends(pair: &VethPair) -> Ends {
+    Ends {
+        server_ns: Some(pair.a.clone()),
+        client_ns: Some(pair.b.clone()),
+        server_ip: "10.91.0.1".parse().unwrap(),
+        client_ip: "10.91.0.2".parse().unwrap(),
+        connect: "10.91.0.1".into(),
+    }
+}
+
+#[test]
+fn perftest_and_pingpongs_cross_a_veth_pair() {
+    if !root_or_ci()
+        || !have("ib_write_bw", "perftest")
+        || !have("ibv_ud_pingpong", "ibverbs-utils")
+    {
+        return;
+    }
+    let pair = VethPair::new("vb", &["10.91.0.1/24"], &["10.91.0.2/24"]);
+    let e = ends(&pair);
+    for (program, args) in [
+        ("ib_write_bw", &["-n", "500"][..]),
+        ("ib_read_lat", &["-n", "500"][..]),
+        ("ib_send_bw", &["-c", "UD", "-D", "1"][..]),
+        ("ib_send_lat", &["-n", "500"][..]),
+    ] {
+        let (s, c) = e.run(program, args, LIMIT);
+        let server_rows = usize::from(program != "ib_read_lat");
+        let rows = assert_rows(&format!("{program} {args:?}"), &s, &c, 1, server_rows);
+        assert!(!rows.is_empty());
+        // the port's MTU follows the link's: 1024 at 1500
+        assert!(
+            text(&c).contains("Mtu             : 1024[B]"),
+            "{}",
+            text(&c)
+        );
+    }
+    let (s, c) = e.run(
+        "ibv_ud_pingpong",
+        &["-g", "0", "-n", "200", "-s", "1000"],
+        LIMIT,
+    );
+    assert!(
+        s.status.success() && c.status.success(),
+        "{}\n{}",
+        text(&s),
+        text(&c)
+    );
+    assert!(text(&c).contains("200 iters in"), "{}", text(&c));
+}
+
+#[test]
+fn rc_rides_out_loss_on_the_link() {
+    if !root_or_ci() || !have("ib_write_bw", "perftest") || !have("nft", "nftables") {
+        return;
+    }
+    let pair = VethPair::new("vl", &["10.91.0.1/24"], &["10.91.0.2/24"]);
+    let drop_1pc = |dev: &str| {
+        format!(
+            "table netdev loss {{\n chain in {{ type filter hook ingress device \"{dev}\" priority 0; udp dport 4791 numgen random mod 100 < 1 counter drop; }}\n}}\n"
+        )
+    };
+    pair.nft(&pair.a, &drop_1pc(&pair.va));
+    pair.nft(&pair.b, &drop_1pc(&pair.vb));
+    let e = ends(&pair);
+    let (s, c) = e.run("ib_write_bw", &["-n", "300", "-s", "65536"], LIMIT);
+    assert_rows("ib_write_bw with 1% loss", &s, &c, 1, 1);
+    let (s, c) = e.run("ibv_rc_pingpong", &["-g", "0", "-n", "300"], LIMIT);
+    assert!(
+        s.status.success() && c.status.success(),
+        "{}\n{}",
+        text(&s),
+        text(&c)
+    );
+    // packets were dropped on the way, and the runs completed all the same
+    let dropped: u64 = [&pair.a, &pair.b]
+        .iter()
+        .map(|ns| {
+            let o = std::process::Command::new("ip")
+                .args([
+                    "netns", "exec", ns, "nft", "list", "table", "netdev", "loss",
+                ])
+                .output()
+                .unwrap();
+            let t = String::from_utf8_lossy(&o.stdout).into_owned();
+            let n = t
+                .split("counter packets ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next());
+            n.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0)
+        })
+        .sum();
+    assert!(dropped > 0, "no packet was dropped");
+}
