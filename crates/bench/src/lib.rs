@@ -26,7 +26,8 @@
 //! [`perf`] holds `rocelink bench perf` (perftest's tests against the UDP figures that bound
 //! them), [`record`] `rocelink bench record` (recorder against `dd oflag=direct`), [`shots`]
 //! `rocelink bench shots` (ultrasound shots over RoCE UD and over plain UDP), [`scale`]
-//! `rocelink bench scale` (N streams at once, each on CPUs of its own).
+//! `rocelink bench scale` (N streams at once, each on CPUs of its own), [`verbs`]
+//! `rocelink bench verbs` (perftest over `librocelink_verbs.so` against `rocelink perf`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -35,6 +36,7 @@ pub mod perf;
 pub mod record;
 pub mod scale;
 pub mod shots;
+pub mod verbs;
 pub mod veth;
 
 use rocelink_hsb::device::VpStream;

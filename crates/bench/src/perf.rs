@@ -198,6 +198,20 @@ pub fn measure(plan: &Plan, stop: &AtomicBool) -> Result<Rounds, BenchPerfError>
     Ok(r)
 }
 
+/// One run of `plan`'s ends alone (no baseline): the client's figure.
+pub(crate) fn one_run(plan: &Plan) -> Result<f64, BenchPerfError> {
+    let test = plan.cfg.test.name();
+    match &plan.ends {
+        Ends::Processes { exe, port } => two_processes(plan, exe, *port),
+        Ends::Threads => {
+            let never = AtomicBool::new(false);
+            let (c, _) = loopback(&plan.cfg, plan.ips, plan.pin, &never)
+                .map_err(|source| BenchPerfError::Threads { test, source })?;
+            headline(&c).ok_or(BenchPerfError::NoResult { test })
+        }
+    }
+}
+
 /// The test's message size (its one size).
 fn size(cfg: &PerfConfig) -> usize {
     cfg.sizes.first().copied().unwrap_or(2)

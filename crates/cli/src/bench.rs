@@ -31,6 +31,10 @@ pub(crate) enum BenchCmd {
     /// own, against the bare UDP sink on the same N streams: goodput per receiver CPU as N
     /// grows.
     Scale(crate::bench_scale::ScaleArgs),
+    /// perftest's own programs over librocelink_verbs.so against `rocelink perf` running
+    /// the same test, run by run; and what the library's progress thread costs while its
+    /// program waits.
+    Verbs(crate::bench_verbs::VerbsBenchArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -274,6 +278,10 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
         BenchCmd::WriteLat(a) => rc_test("write_lat", a),
         BenchCmd::Shots(a) => crate::bench_shots::run(a),
         BenchCmd::Scale(a) => crate::bench_scale::run(a),
+        BenchCmd::Verbs(a) => {
+            let stop = crate::stop::StopFlag::install()?;
+            crate::bench_verbs::run(a, &stop)
+        }
     }
 }
 

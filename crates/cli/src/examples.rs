@@ -11,6 +11,11 @@ const EXAMPLES: &[(&str, &str)] = &[
          rocelink verbs --ip 10.77.0.1 -- ibv_rc_pingpong -g 0",
     ),
     (
+        "bench verbs",
+        "rocelink bench verbs                            # write_bw, send_bw, write_lat; 5 runs\n\
+         rocelink bench verbs write_lat --runs 9 --json",
+    ),
+    (
         "verbs devices",
         "rocelink verbs devices\n\
          rocelink verbs devices --ip 127.0.0.2 --json",

@@ -11,6 +11,7 @@ mod bench;
 mod bench_perf;
 mod bench_scale;
 mod bench_shots;
+mod bench_verbs;
 mod board;
 mod decode;
 mod examples;

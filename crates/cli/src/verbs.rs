@@ -105,7 +105,7 @@ fn list(d: &DevicesArgs) -> Result<ExitCode> {
 
 /// Where `librocelink_verbs.so` is: `ROCELINK_VERBS_LIB`, or beside this executable (as
 /// cargo builds it), or in `../lib/rocelink` (as installed).
-fn library() -> Result<PathBuf> {
+pub(crate) fn library() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("ROCELINK_VERBS_LIB") {
         let p = PathBuf::from(p);
         if !p.is_file() {

@@ -229,3 +229,64 @@ fn perftest_under_the_library_and_rocelink_perf_interoperate_both_ways() {
         assert!(rows(&ct) >= 1, "{test}: {ct}");
     }
 }
+
+#[test]
+fn bench_verbs_puts_perftest_over_the_library_beside_rocelink_perf() {
+    if !rocelink_testkit::netns::need("ib_write_lat", "perftest")
+        || !rocelink_testkit::netns::need("ibv_rc_pingpong", "ibverbs-utils")
+    {
+        return;
+    }
+    let ips = rocelink_testkit::ports::free_roce_ips(2);
+    let port = rocelink_testkit::ports::free_tcp_port().to_string();
+    let o = rocelink()
+        .args([
+            "bench",
+            "verbs",
+            "write_lat",
+            "send_bw",
+            "--lat-iters",
+            "300",
+            "--bw-iters",
+            "300",
+        ])
+        .args([
+            "--runs", "2", "--no-pin", "--idle", "0.5", "--json", "--port", &port,
+        ])
+        .args([
+            "--server-ip",
+            &ips[0].to_string(),
+            "--client-ip",
+            &ips[1].to_string(),
+        ])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let rows: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3, "{t}");
+    for (row, test) in rows.iter().zip(["write_lat", "send_bw"]) {
+        assert_eq!(row["test"], test);
+        let (mine, verbs) = (
+            &row["rounds"]["rocelink_perf"],
+            &row["rounds"]["perftest_verbs"],
+        );
+        assert_eq!(mine.as_array().unwrap().len(), 2, "{row}");
+        assert!(
+            verbs
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|v| v.as_f64().unwrap() > 0.0),
+            "{row}"
+        );
+        assert!(row["ratio"].as_f64().unwrap() > 0.0);
+    }
+    // a program waiting over the library for half a second costs (almost) nothing
+    let idle = &rows[2];
+    assert!(idle["idle_cpu_seconds"].as_f64().unwrap() < 0.1, "{idle}");
+}

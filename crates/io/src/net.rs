@@ -301,6 +301,22 @@ fn interface_of(ip: IpAddr) -> Option<(Vec<u8>, Mac)> {
     Some((name, mac))
 }
 
+/// Whether something in this network namespace listens on TCP `port` (any address), as
+/// `/proc/net/tcp` and `tcp6` show — looked at without connecting, which a one-shot server
+/// would take for its client.
+pub fn tcp_listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            // local_address is the 2nd column, st (0A: LISTEN) the 4th
+            t.lines().skip(1).any(|l| {
+                let c: Vec<&str> = l.split_whitespace().collect();
+                c.len() > 3 && c[1].ends_with(&want) && c[3] == "0A"
+            })
+        })
+    })
+}
+
 /// Pin the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it; the call

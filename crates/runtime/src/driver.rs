@@ -127,6 +127,9 @@ pub struct Driver<B: Backend = UdpSocket> {
     last_rx: Option<Instant>,
     /// The scatter receive of [`Driver::run_landing`], made on first use.
     landing: Option<LandingRx>,
+    /// Send a request and the acknowledgement behind it as two datagrams (see
+    /// [`Driver::set_split_answers`]).
+    split_answers: bool,
 }
 
 /// How often a driver publishes its counters while it runs.
@@ -157,7 +160,18 @@ impl<B: Backend> Driver<B> {
             spin: Duration::ZERO,
             last_rx: None,
             landing: None,
+            split_answers: true,
         }
+    }
+
+    /// Whether a request and the acknowledgement that follows it (a latency test's answer,
+    /// and the ACK of what it answers) leave as two datagrams — the peer receives the
+    /// request alone and can answer it before it handles the ACK, which suits a peer that
+    /// acts on the request (`rocelink perf`) — or, with `false`, as one segmented run the
+    /// peer receives whole — which suits a peer that waits for the ACK's completion before
+    /// it looks at what arrived (perftest over verbs). On by default.
+    pub fn set_split_answers(&mut self, on: bool) {
+        self.split_answers = on;
     }
 
     /// What the landing receive ([`Driver::run_landing`]) did so far.
@@ -273,7 +287,7 @@ impl<B: Backend> Driver<B> {
             // never one segmented run (where the acknowledgement is short enough to end
             // it): the peer then receives the request alone, and answers it before it
             // handles the acknowledgement; the kernel delivers the request first
-            [request, ack] if !request.response && ack.response => {
+            [request, ack] if self.split_answers && !request.response && ack.response => {
                 Backend::send(&self.sock, &[request.outgoing(ep), ack.outgoing(ep)])?
             }
             [a, b] => self

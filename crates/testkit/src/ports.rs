@@ -72,17 +72,9 @@ pub fn free_tcp_port() -> u16 {
 /// client); false after `timeout`.
 pub fn wait_tcp_listening(port: u16, timeout: std::time::Duration) -> bool {
     let end = std::time::Instant::now() + timeout;
-    let want = format!(":{port:04X} ");
     while std::time::Instant::now() < end {
-        for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            let t = std::fs::read_to_string(f).unwrap_or_default();
-            // local_address is the 2nd column; st (0A = LISTEN) the 4th
-            if t.lines().any(|l| {
-                let c: Vec<&str> = l.split_whitespace().collect();
-                c.len() > 3 && format!("{} ", c[1]).ends_with(&want) && c[3] == "0A"
-            }) {
-                return true;
-            }
+        if rocelink_io::net::tcp_listening(port) {
+            return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }

@@ -68,6 +68,22 @@ pub struct Core {
     armed: Vec<Armed>,
     /// I/O errors seen while progressing (the socket keeps going).
     pub io_errors: u64,
+    /// Who did the work.
+    pub work: Work,
+}
+
+/// Who ran the endpoint, and how much came of it: the program's calls or the device's
+/// thread (`ROCELINK_VERBS_STATS=1` prints them when the device closes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Rounds run by the program's calls.
+    pub app_rounds: u64,
+    /// Datagrams those received.
+    pub app_datagrams: u64,
+    /// Rounds run by the thread.
+    pub thread_rounds: u64,
+    /// Datagrams those received.
+    pub thread_datagrams: u64,
 }
 
 impl Core {
@@ -207,6 +223,7 @@ impl Nic {
             driver: None,
             armed: Vec::new(),
             io_errors: 0,
+            work: Work::default(),
         };
         Ok(Nic {
             info,
@@ -235,7 +252,9 @@ impl Nic {
     /// its way while such calls come), then the endpoint is run once.
     pub fn app_progress(&self, core: &mut Core) {
         self.shared.app_calls.fetch_add(1, Ordering::Relaxed);
-        core.progress(Instant::now());
+        let (n, _) = core.progress(Instant::now());
+        core.work.app_rounds += 1;
+        core.work.app_datagrams += n as u64;
         self.note_armed(core);
     }
 
@@ -271,7 +290,11 @@ impl Nic {
         let (sock, _) = rocelink_runtime::bind_roce(self.info.ip, rocelink_transport_port(), true)
             .map_err(NicError::Bind)?;
         self.shared.sock_fd.store(sock.fd(), Ordering::Relaxed);
-        core.driver = Some(Driver::new(sock));
+        let mut driver = Driver::new(sock);
+        // verbs programs wait for a request's completion before they look at what came
+        // with it: the answer and the ACK behind it arrive as one
+        driver.set_split_answers(false);
+        core.driver = Some(driver);
         let shared = self.shared.clone();
         let name = format!("{}-progress", self.info.name);
         let h = std::thread::Builder::new()
@@ -287,6 +310,17 @@ impl Nic {
 
 impl Drop for Nic {
     fn drop(&mut self) {
+        if std::env::var_os("ROCELINK_VERBS_STATS").is_some()
+            && let Ok(c) = self.lock()
+        {
+            eprintln!(
+                "rocelink-verbs: {}: {:?}, {:?}, I/O errors {}",
+                self.info.name,
+                c.work,
+                c.ep.stats(),
+                c.io_errors
+            );
+        }
         self.shared.stop.store(true, Ordering::Release);
         self.wake_thread();
         let handle = self.thread.lock().ok().and_then(|mut t| t.take());
