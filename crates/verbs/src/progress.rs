@@ -3,7 +3,8 @@
 //!
 //! While the application keeps calling (a busy `poll_cq` loop does several hundred
 //! thousand calls a second), each call runs the endpoint itself and the thread only looks
-//! every [`LOOK_EVERY`] whether the calls still come. Once a look finds none — the program
+//! every [`LOOK_EVERY`] whether the calls still come (at least [`BUSY_CALLS`] of them).
+//! Once a look finds fewer — the program
 //! sleeps on a completion channel, spins on the memory a peer's WRITE changes, or does
 //! something else — the thread takes over: it sleeps in `poll` on the socket (or until the
 //! next timer), handles what arrives, and keeps looking without sleeping for [`SPIN`] after
@@ -11,8 +12,8 @@
 //! looks, so that an application pinned to the same CPU runs at once. While a CQ is armed for an
 //! event the thread always does this (the program means to sleep).
 //!
-//! Idle cost: with no traffic and no timer, none (asleep in `poll`); while the application
-//! polls, one wake-up per [`LOOK_EVERY`].
+//! Idle cost: with no traffic and no timer, nothing (asleep in `poll`); while the
+//! application polls, one wake-up per [`LOOK_EVERY`].
 
 use crate::nic::Shared;
 use rocelink_io::udp::wait_readable_any;
@@ -20,7 +21,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How often the thread looks whether the application still drives progress itself.
-pub const LOOK_EVERY: Duration = Duration::from_millis(1);
+pub const LOOK_EVERY: Duration = Duration::from_millis(5);
+
+/// Calls the application must make within [`LOOK_EVERY`] for the thread to leave the
+/// device to it: a busy `poll_cq` loop makes hundreds of thousands a second; a program
+/// that looks now and then (every few milliseconds, say) gets the thread's help.
+pub const BUSY_CALLS: u64 = 64;
 
 /// How long the thread keeps looking without sleeping after a datagram.
 pub const SPIN: Duration = Duration::from_micros(100);
@@ -28,33 +34,36 @@ pub const SPIN: Duration = Duration::from_micros(100);
 /// The thread's loop, until the device is closed.
 pub(crate) fn run(shared: &Shared) {
     let mut seen = shared.app_calls.load(Ordering::Relaxed);
+    let mut since = Instant::now();
+    let mut busy = false;
     let mut last_rx: Option<Instant> = None;
     let sock = shared.sock_fd.load(Ordering::Relaxed);
     let wake = std::os::fd::AsRawFd::as_raw_fd(&shared.wake);
     while !shared.stop.load(Ordering::Acquire) {
-        let calls = shared.app_calls.load(Ordering::Relaxed);
-        if calls != seen && shared.armed.load(Ordering::Relaxed) == 0 {
+        // one look per window: did the application make its calls?
+        let now = Instant::now();
+        if now >= since + LOOK_EVERY {
+            let calls = shared.app_calls.load(Ordering::Relaxed);
+            busy = calls.wrapping_sub(seen) >= BUSY_CALLS;
+            (seen, since) = (calls, now);
+        }
+        if busy && shared.armed.load(Ordering::Relaxed) == 0 {
             // the application runs the device itself: stay out of its way
-            seen = calls;
             last_rx = None;
-            std::thread::park_timeout(LOOK_EVERY);
+            std::thread::park_timeout((since + LOOK_EVERY).saturating_duration_since(now));
             continue;
         }
-        let now = Instant::now();
         let spinning = last_rx.is_some_and(|t| now < t + SPIN);
-        let wait = if spinning {
-            Some(Duration::ZERO)
-        } else {
+        if !spinning {
             let timer = shared.core.lock().ok().and_then(|c| c.next_timer());
-            // look again for the application's calls now and then while the device sleeps
-            Some(timer.map_or(LOOK_EVERY * 100, |t| t.saturating_duration_since(now)))
-        };
-        // readable, a timer, a wake-up or time to look again: run the endpoint in any case
-        let _ = wait_readable_any(&[sock, wake], wait);
-        if shared.stop.load(Ordering::Acquire) {
-            return;
+            let wait = timer.map(|t| t.saturating_duration_since(now));
+            // readable, a timer or a wake-up: run the endpoint in any case
+            let _ = wait_readable_any(&[sock, wake], wait);
+            if shared.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let _ = shared.wake.take();
         }
-        let _ = shared.wake.take();
         let Ok(mut core) = shared.core.lock() else {
             return;
         };
@@ -66,9 +75,9 @@ pub(crate) fn run(shared: &Shared) {
         if n > 0 {
             last_rx = Some(Instant::now());
         }
-        if spinning || n > 0 {
-            // let the application run first if it shares this CPU: what the thread just
-            // placed is what it waits for (it answers, and a held ACK rides along)
+        if n == 0 && spinning {
+            // nothing yet: let the application run first if it shares this CPU (what the
+            // thread placed is what it waits for: it answers, and a held ACK rides along)
             std::thread::yield_now();
         }
         if !all_sent {
