@@ -12,9 +12,10 @@ pub const MAX_OBJECTS: i32 = 1 << 16;
 pub const MAX_QP_WR: u32 = 1 << 14;
 /// Most completions a CQ holds.
 pub const MAX_CQE: u32 = 1 << 20;
-/// Most READs a QP may have outstanding at its peer, and serve (the responder remembers
-/// 16 for duplicate replay).
-pub const MAX_RD_ATOMIC: u8 = 16;
+/// Most READs a QP may have outstanding at its peer, and serve: rxe's 128 (perftest sets a
+/// READ test's initiator depth to the peer's; the transport's responder remembers as many
+/// for duplicate replay).
+pub const MAX_RD_ATOMIC: u8 = 128;
 /// Most bytes one message carries (2³¹).
 pub const MAX_MSG: u32 = 1 << 31;
 
@@ -43,7 +44,7 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
         max_pd: MAX_OBJECTS,
         max_qp_rd_atom: i32::from(MAX_RD_ATOMIC),
         max_ee_rd_atom: 0,
-        max_res_rd_atom: i32::from(MAX_RD_ATOMIC) * MAX_OBJECTS,
+        max_res_rd_atom: i32::from(MAX_RD_ATOMIC) * 1024,
         max_qp_init_rd_atom: i32::from(MAX_RD_ATOMIC),
         max_ee_init_rd_atom: 0,
         atomic_cap: IBV_ATOMIC_NONE,

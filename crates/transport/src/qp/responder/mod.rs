@@ -15,8 +15,9 @@ use std::time::Instant;
 use outcome::MsgId;
 pub use outcome::{Faults, MessageOutcome};
 
-/// READ requests remembered for duplicate replay.
-const READ_HISTORY: usize = 16;
+/// READ requests remembered for duplicate replay (as many as a peer may have outstanding:
+/// rxe allows 128).
+const READ_HISTORY: usize = 128;
 
 #[derive(Debug, Clone, Copy)]
 struct ReadReply {
