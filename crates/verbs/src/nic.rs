@@ -9,15 +9,21 @@
 
 use crate::channel::{Channel, CqEvent};
 use crate::devices::DeviceInfo;
+use rocelink_io::backend::Backend;
 use rocelink_io::event::EventFd;
-use rocelink_io::udp::UdpSocket;
-use rocelink_runtime::Driver;
+use rocelink_io::udp::RecvBatch;
+use rocelink_runtime::xdp::XdpPort;
+use rocelink_runtime::{BackendChoice, Driver};
 use rocelink_transport::{CqCounts, CqId, Endpoint, EndpointConfig, IcrcPolicy};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The environment variable naming an interface to run the devices on through AF_XDP
+/// (root; IPv4): the steering program takes UDP 4791, the kernel keeps the rest.
+pub const XDP_ENV: &str = "ROCELINK_VERBS_XDP";
 
 /// How long an RC responder holds an ACK for the application's answer to ride with
 /// ([`EndpointConfig::ack_delay`]): a latency test's answer then brings it along, so the
@@ -64,7 +70,7 @@ struct Armed {
 pub struct Core {
     /// The endpoint: regions, QPs, CQs.
     pub ep: Endpoint,
-    driver: Option<Driver<UdpSocket>>,
+    driver: Option<Driver<Box<dyn Backend + Send>>>,
     armed: Vec<Armed>,
     /// I/O errors seen while progressing (the socket keeps going).
     pub io_errors: u64,
@@ -178,8 +184,11 @@ pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     /// Wakes the thread out of its wait.
     pub(crate) wake: EventFd,
-    /// The socket's descriptor once it is open (-1 before).
+    /// The socket's descriptor once it is open (-1 before, and for AF_XDP).
     pub(crate) sock_fd: AtomicI32,
+    /// The AF_XDP port, when the device runs on one (`ROCELINK_VERBS_XDP`): what the thread
+    /// sleeps on.
+    pub(crate) xdp: std::sync::OnceLock<XdpPort>,
 }
 
 /// A device opened in this process.
@@ -234,6 +243,7 @@ impl Nic {
                 stop: AtomicBool::new(false),
                 wake: EventFd::new(false, true)?,
                 sock_fd: AtomicI32::new(-1),
+                xdp: std::sync::OnceLock::new(),
             }),
             thread: Mutex::new(None),
             generation: FORK_GENERATION.load(Ordering::Relaxed),
@@ -287,10 +297,26 @@ impl Nic {
         if core.driver.is_some() {
             return Ok(());
         }
-        let (sock, _) = rocelink_runtime::bind_roce(self.info.ip, rocelink_transport_port(), true)
+        let choice = BackendChoice::xdp_or_socket(
+            std::env::var(XDP_ENV)
+                .ok()
+                .filter(|i| !i.is_empty())
+                .as_deref(),
+        );
+        let rb = choice
+            .open(self.info.ip, rocelink_transport_port(), true)
             .map_err(NicError::Bind)?;
-        self.shared.sock_fd.store(sock.fd(), Ordering::Relaxed);
-        let mut driver = Driver::new(sock);
+        let size = match rb.backend.as_udp() {
+            Some(sock) => {
+                self.shared.sock_fd.store(sock.fd(), Ordering::Relaxed);
+                if sock.gro() { 65_536 } else { 9_216 }
+            }
+            None => 9_216,
+        };
+        if let Some(x) = rb.xdp {
+            let _ = self.shared.xdp.set(x);
+        }
+        let mut driver = Driver::with_backend(rb.backend, RecvBatch::new(64, size));
         // verbs programs wait for a request's completion before they look at what came
         // with it: the answer and the ACK behind it arrive as one
         driver.set_split_answers(false);

@@ -28,6 +28,9 @@ pub const LOOK_EVERY: Duration = Duration::from_millis(5);
 /// that looks now and then (every few milliseconds, say) gets the thread's help.
 pub const BUSY_CALLS: u64 = 64;
 
+/// How often a thread asleep on an AF_XDP port looks for a wake-up.
+const XDP_LOOK: Duration = Duration::from_millis(1);
+
 /// How long the thread keeps looking without sleeping after a datagram.
 pub const SPIN: Duration = Duration::from_micros(100);
 
@@ -58,7 +61,16 @@ pub(crate) fn run(shared: &Shared) {
             let timer = shared.core.lock().ok().and_then(|c| c.next_timer());
             let wait = timer.map(|t| t.saturating_duration_since(now));
             // readable, a timer or a wake-up: run the endpoint in any case
-            let _ = wait_readable_any(&[sock, wake], wait);
+            match shared.xdp.get() {
+                // an AF_XDP port has its own wait (its stack's timers): looked at again
+                // every millisecond for a wake-up
+                Some(x) => {
+                    let _ = x.wait_readable(Some(wait.map_or(XDP_LOOK, |w| w.min(XDP_LOOK))));
+                }
+                None => {
+                    let _ = wait_readable_any(&[sock, wake], wait);
+                }
+            }
             if shared.stop.load(Ordering::Acquire) {
                 return;
             }

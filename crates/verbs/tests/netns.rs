@@ -18,6 +18,7 @@ fn ends(pair: &VethPair) -> Ends {
         server_ip: "10.91.0.1".parse().unwrap(),
         client_ip: "10.91.0.2".parse().unwrap(),
         connect: "10.91.0.1".into(),
+        xdp: (None, None),
     }
 }
 
@@ -104,4 +105,26 @@ fn rc_rides_out_loss_on_the_link() {
         })
         .sum();
     assert!(dropped > 0, "no packet was dropped");
+}
+
+#[test]
+fn devices_run_over_af_xdp_when_told() {
+    if !root_or_ci() || !have("ib_write_bw", "perftest") {
+        return;
+    }
+    let pair = VethPair::new("vx", &["10.91.0.1/24"], &["10.91.0.2/24"]);
+    // the server over AF_XDP, the client over a socket; then both over AF_XDP
+    let mut e = ends(&pair);
+    e.xdp = (Some(pair.va.clone()), None);
+    let (s, c) = e.run("ib_write_bw", &["-n", "300"], LIMIT);
+    assert_rows("ib_write_bw, server over AF_XDP", &s, &c, 1, 1);
+    e.xdp = (Some(pair.va.clone()), Some(pair.vb.clone()));
+    let (s, c) = e.run("ib_send_lat", &["-n", "300"], LIMIT);
+    assert_rows("ib_send_lat, both over AF_XDP", &s, &c, 1, 1);
+    // an interface that does not exist is named when the first QP needs the device
+    // (ibv_rc_pingpong makes its QP before it waits for a client)
+    e.xdp = (Some("no-such-if".into()), None);
+    let (s, _) = e.run_server_alone("ibv_rc_pingpong", &["-g", "0"]);
+    assert!(!s.status.success(), "{:?} {}", s.status, text(&s));
+    assert!(text(&s).contains("AF_XDP on no-such-if"), "{}", text(&s));
 }

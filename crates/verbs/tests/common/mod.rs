@@ -80,6 +80,9 @@ pub(crate) struct Ends {
     pub(crate) client_ip: IpAddr,
     /// The address the client reaches the server's TCP exchange on.
     pub(crate) connect: String,
+    /// Interfaces the server and the client run their devices on through AF_XDP
+    /// (`ROCELINK_VERBS_XDP`), if any.
+    pub(crate) xdp: (Option<String>, Option<String>),
 }
 
 impl Ends {
@@ -92,6 +95,7 @@ impl Ends {
             server_ip: ips[0],
             client_ip: ips[1],
             connect: ips[0].to_string(),
+            xdp: (None, None),
         }
     }
 
@@ -102,9 +106,11 @@ impl Ends {
         let port = rocelink_testkit::ports::free_tcp_port().to_string();
         let mut sargs: Vec<&str> = args.to_vec();
         sargs.extend(["-p", &port]);
-        let server = command(self.server_ns.as_deref(), self.server_ip, program, &sargs)
-            .spawn()
-            .unwrap();
+        let mut sc = command(self.server_ns.as_deref(), self.server_ip, program, &sargs);
+        if let Some(i) = &self.xdp.0 {
+            sc.env("ROCELINK_VERBS_XDP", i);
+        }
+        let server = sc.spawn().unwrap();
         // (the server listens in its namespace: look from there)
         let listening = match &self.server_ns {
             None => rocelink_testkit::ports::wait_tcp_listening(
@@ -116,12 +122,28 @@ impl Ends {
         assert!(listening, "{program} never listened on {port}");
         let mut cargs = sargs.clone();
         cargs.push(&self.connect);
-        let client = command(self.client_ns.as_deref(), self.client_ip, program, &cargs)
-            .spawn()
-            .unwrap();
+        let mut cc = command(self.client_ns.as_deref(), self.client_ip, program, &cargs);
+        if let Some(i) = &self.xdp.1 {
+            cc.env("ROCELINK_VERBS_XDP", i);
+        }
+        let client = cc.spawn().unwrap();
         let c = wait_output(client, limit);
         let s = wait_output(server, Duration::from_secs(10));
         (s, c)
+    }
+}
+
+impl Ends {
+    /// The server alone (nothing connects): its output once it ends or after 10 s.
+    pub(crate) fn run_server_alone(&self, program: &str, args: &[&str]) -> (Output, ()) {
+        let mut sc = command(self.server_ns.as_deref(), self.server_ip, program, args);
+        if let Some(i) = &self.xdp.0 {
+            sc.env("ROCELINK_VERBS_XDP", i);
+        }
+        (
+            wait_output(sc.spawn().unwrap(), Duration::from_secs(10)),
+            (),
+        )
     }
 }
 
