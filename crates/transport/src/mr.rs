@@ -244,6 +244,8 @@ pub struct MemoryRegion {
     map: AddressMap,
     mem: Memory,
     holds: Option<Arc<Holds>>,
+    /// The protection domain it belongs to (0 unless set): only QPs of the same one reach it.
+    pd: u32,
 }
 
 impl std::fmt::Debug for MemoryRegion {
@@ -528,6 +530,7 @@ impl MrTable {
                 map,
                 mem,
                 holds: None,
+                pd: 0,
             },
         );
         keys
@@ -696,6 +699,7 @@ impl MrTable {
     /// moves when they already sit there, otherwise they are copied.
     pub(crate) fn place_landed(
         &mut self,
+        pd: u32,
         rkey: u32,
         va: u64,
         len: u64,
@@ -707,7 +711,7 @@ impl MrTable {
         let from = src_offset..src_offset.checked_add(n).ok_or(oob)?;
         if src_lkey == rkey {
             // one region: in place (the common case) or a move within it
-            let r = self.get_mut(rkey)?;
+            let r = self.get_mut_in(pd, rkey)?;
             let to = match r.write_target(va, len, &from) {
                 Ok(to) => to,
                 // a write that wraps past a ring's end: copied in two pieces
@@ -730,7 +734,7 @@ impl MrTable {
             mem.copy_within(from, to);
             return Ok(false);
         }
-        self.get(rkey)?.check_remote_write(va, len)?;
+        self.get_in(pd, rkey)?.check_remote_write(va, len)?;
         let src = self.get(src_lkey)?;
         let src_mem = src.mem.owned().ok_or(AccessError::Shared)?;
         if from.end > src.keys.len || from.end > src_mem.len() {
@@ -738,7 +742,7 @@ impl MrTable {
         }
         // two regions: a copy out first (this is not the in-place path)
         let bytes = src_mem[from].to_vec();
-        self.get_mut(rkey)?.write_remote(va, &bytes)?;
+        self.get_mut_in(pd, rkey)?.write_remote(va, &bytes)?;
         Ok(false)
     }
 
@@ -757,8 +761,15 @@ impl MrTable {
     /// The bytes landed at `offset` of region `key` if they already sit where the remote
     /// write of `[va, va + len)` into that region goes (REMOTE_WRITE, bounds: the checks of
     /// [`MrTable::place_landed`]); `None` otherwise. One lookup for the landed lane.
-    pub(crate) fn in_place(&self, key: u32, va: u64, len: usize, offset: usize) -> Option<&[u8]> {
-        let r = self.get(key).ok()?;
+    pub(crate) fn in_place(
+        &self,
+        pd: u32,
+        key: u32,
+        va: u64,
+        len: usize,
+        offset: usize,
+    ) -> Option<&[u8]> {
+        let r = self.get_in(pd, key).ok()?;
         let from = offset..offset.checked_add(len)?;
         if r.write_target(va, len as u64, &from).ok()? != offset {
             return None;
@@ -769,6 +780,29 @@ impl MrTable {
     /// The region with `key`.
     pub fn get(&self, key: u32) -> Result<&MemoryRegion, AccessError> {
         self.by_key.get(&key).ok_or(AccessError::UnknownKey(key))
+    }
+
+    /// The region with `key` if it belongs to protection domain `pd` — what a QP of that
+    /// domain may reach: another domain's key is as unknown to it as no key.
+    pub fn get_in(&self, pd: u32, key: u32) -> Result<&MemoryRegion, AccessError> {
+        match self.by_key.get(&key) {
+            Some(r) if r.pd == pd => Ok(r),
+            _ => Err(AccessError::UnknownKey(key)),
+        }
+    }
+
+    /// As [`MrTable::get_in`], mutable.
+    pub fn get_mut_in(&mut self, pd: u32, key: u32) -> Result<&mut MemoryRegion, AccessError> {
+        match self.by_key.get_mut(&key) {
+            Some(r) if r.pd == pd => Ok(r),
+            _ => Err(AccessError::UnknownKey(key)),
+        }
+    }
+
+    /// Put region `key` in protection domain `pd`.
+    pub fn set_pd(&mut self, key: u32, pd: u32) -> Result<(), AccessError> {
+        self.get_mut(key)?.pd = pd;
+        Ok(())
     }
 
     /// The region with `key`, mutable.

@@ -417,3 +417,46 @@ fn work_posted_in_error_is_flushed_at_once_and_in_reset_refused() {
         Err(QpError::BadState(QpState::Reset))
     );
 }
+
+#[test]
+fn a_qp_reaches_only_regions_of_its_protection_domain() {
+    let mut a = Endpoint::new(EndpointConfig::new(addr("10.0.0.1:4791")));
+    let mut b = Endpoint::new(EndpointConfig::new(addr("10.0.0.2:4791")));
+    let src = a.register_mr(pattern(256, 5), 0x1000, Access::LOCAL_WRITE);
+    let rights = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    // B: its QP in PD 1, one region in PD 1 and one in PD 2
+    let mine = b.register_mr(vec![0u8; 4096], 0, rights);
+    let theirs = b.register_mr(vec![0u8; 4096], 0x10_0000, rights);
+    b.set_mr_pd(mine.lkey, 1).unwrap();
+    b.set_mr_pd(theirs.lkey, 2).unwrap();
+    let qa = a.create_qp(QpInit::new(QpType::Rc)).unwrap();
+    let mut init = QpInit::new(QpType::Rc);
+    init.pd = 1;
+    let qb = b.create_qp(init).unwrap();
+    connect(&mut a, qa, &mut b, qb, Mtu::M1024, 0, 0, 0).unwrap();
+    // locally: a receive into the other domain's region is refused when posted
+    let r = RecvWr::new(1, sge(&theirs, 0, 64));
+    assert!(matches!(
+        b.post_recv(qb, r),
+        Err(QpError::LocalAccess(AccessError::UnknownKey(_)))
+    ));
+    b.post_recv(qb, RecvWr::new(2, sge(&mine, 0, 64))).unwrap();
+    let mut p = Pair::new(a, b, LinkConfig::default(), 9, Instant::now());
+    // remotely: a WRITE with the other domain's valid key is a remote access error
+    let op = |k: &MrKeys| SendOp::Write {
+        va: k.va,
+        rkey: k.rkey,
+    };
+    p.a.post_send(qa, wr(3, op(&mine), &[sge(&src, 0, 256)]))
+        .unwrap();
+    assert_eq!(run_until_cq(&mut p, false).status, WcStatus::Success);
+    p.a.post_send(qa, wr(4, op(&theirs), &[sge(&src, 0, 256)]))
+        .unwrap();
+    let wc = run_until_cq(&mut p, false);
+    assert_eq!((wc.wr_id, wc.status), (4, WcStatus::RemoteAccessError));
+    assert_eq!(
+        p.b.mr(mine.lkey).unwrap().bytes()[..256],
+        pattern(256, 5)[..]
+    );
+    assert!(p.b.mr(theirs.lkey).unwrap().bytes().iter().all(|&x| x == 0));
+}

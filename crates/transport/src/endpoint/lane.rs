@@ -54,7 +54,7 @@ impl Endpoint {
         if d.lkey != rkey {
             return None;
         }
-        let payload = mrs.in_place(rkey, va, d.len, d.offset)?;
+        let payload = mrs.in_place(q.pd_id, rkey, va, d.len, d.offset)?;
         let (status, pcrc) = check_icrc(prefixes, comb, cfg.icrc, d.flow(), d.pieces(payload));
         if status != IcrcStatus::Exact {
             return None;

@@ -260,6 +260,13 @@ impl Endpoint {
             .register_memory(crate::Memory::Shared(Box::new(mem)), va, access)
     }
 
+    /// Put region `lkey` in protection domain `pd` (0 by default): from then on only QPs
+    /// created with [`crate::QpInit::pd`] = `pd` reach it, as a verbs PD confines its
+    /// regions; another domain's key is refused as an unknown one.
+    pub fn set_mr_pd(&mut self, lkey: u32, pd: u32) -> Result<(), AccessError> {
+        self.mrs.set_pd(lkey, pd)
+    }
+
     /// Deregister a region, returning its memory (`None` also for shared memory, which
     /// [`Endpoint::remove_mr`] returns).
     pub fn deregister_mr(&mut self, lkey: u32) -> Option<Box<dyn RegionMemory>> {
@@ -578,6 +585,9 @@ impl Endpoint {
         }
         mrs.check_scatter(&wr.sg_list, 0, wr.sg_list.total_len())
             .map_err(QpError::LocalAccess)?;
+        for s in wr.sg_list.as_slice().iter().filter(|s| !s.is_discard()) {
+            mrs.get_in(q.pd_id, s.lkey).map_err(QpError::LocalAccess)?;
+        }
         q.rq.push_back(wr);
         Ok(())
     }

@@ -208,7 +208,7 @@ impl Endpoint {
     pub fn write_under_way(&self, qpn: u32) -> Option<WriteUnderWay> {
         let q = self.qps.get(&qpn)?;
         let (rkey, va, left, psn) = q.write_under_way()?;
-        let r = self.mrs.get(rkey).ok()?;
+        let r = self.mrs.get_in(q.pd_id, rkey).ok()?;
         // (a landing zone needs LOCAL_WRITE, and memory the endpoint owns)
         if !r.access().contains(crate::Access::LOCAL_WRITE) || r.is_shared() {
             return None;

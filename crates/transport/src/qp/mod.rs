@@ -159,6 +159,9 @@ pub struct QpInit {
     /// UC: the peer's first PSN is not known (an HSB device starts wherever it is): the
     /// first request sets the PSN expected, and is no gap.
     pub learn_first_psn: bool,
+    /// The protection domain (0 by default): the QP reaches only regions of the same one
+    /// ([`crate::Endpoint::set_mr_pd`]), locally and for its peer.
+    pub pd: u32,
 }
 
 impl QpInit {
@@ -177,6 +180,7 @@ impl QpInit {
             pin_peer_port: true,
             psn_window: 0,
             learn_first_psn: false,
+            pd: 0,
         }
     }
 }
@@ -287,6 +291,8 @@ pub(crate) struct Qp {
     pub(crate) rx_payload_crc: u32,
     /// The solicited-event bit of the request being handled.
     pub(crate) rx_solicited: bool,
+    /// Its protection domain.
+    pub(crate) pd_id: u32,
     /// How long an ACK may wait for a request to ride with
     /// ([`crate::EndpointConfig::ack_delay`]).
     pub(crate) ack_delay: Duration,
@@ -342,6 +348,7 @@ impl Qp {
             rx_payload_crc: 0,
             rx_solicited: false,
             ack_delay: Duration::ZERO,
+            pd_id: init.pd,
             response_turn: false,
             local,
             remote: None,
@@ -430,6 +437,7 @@ impl Qp {
                     pin_peer_port: self.pin_peer_port,
                     psn_window: self.psn_window,
                     learn_first_psn: self.learn_first_psn,
+                    pd: self.pd_id,
                 };
                 let ack_delay = self.ack_delay;
                 *self = Qp::new(qpn, init, local);

@@ -20,6 +20,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub(crate) struct Pd {
     pub(crate) nic: Arc<Nic>,
     pub(crate) users: AtomicUsize,
+    /// Its number in the endpoint: its regions and QPs carry it, and a QP reaches only
+    /// regions of its own PD.
+    pub(crate) id: u32,
 }
 
 impl Obj for Pd {
@@ -42,14 +45,16 @@ pub(crate) fn next_handle() -> u32 {
 pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
     ptr_or_errno(|| {
         let c: &Context = context(ctx).ok_or(libc::EINVAL)?;
+        let handle = next_handle();
         Ok(objects::publish(
             ibv_pd {
                 context: ctx,
-                handle: next_handle(),
+                handle,
             },
             Pd {
                 nic: c.nic.clone(),
                 users: AtomicUsize::new(0),
+                id: handle,
             },
         ))
     })
@@ -160,6 +165,7 @@ fn reg(
     let mem = AppMemory(unsafe { RawMemory::new(addr.cast(), length) });
     let mut core = d.nic.lock().map_err(|e| e.errno())?;
     let keys = core.ep.register_shared_mr(mem, va, access);
+    core.ep.set_mr_pd(keys.lkey, d.id).map_err(|_| libc::EIO)?;
     drop(core);
     d.users.fetch_add(1, Ordering::AcqRel);
     // SAFETY: `p` is a live PD (checked), whose context pointer was set when it was made.

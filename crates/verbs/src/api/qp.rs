@@ -94,6 +94,7 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
         qi.max_recv_wr = a.cap.max_recv_wr as usize;
         qi.send_cq = scq.r.id;
         qi.recv_cq = rcq.r.id;
+        qi.pd = d.id;
         let qpn = core.ep.create_qp(qi).map_err(qp_errno)?;
         drop(core);
         for c in [scq, rcq] {

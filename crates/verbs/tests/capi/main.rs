@@ -54,6 +54,7 @@ fn main() {
             exit_without_cleanup,
         ),
         ("completion_channels_deliver_events", channel_events),
+        ("a_qp_reaches_only_regions_of_its_pd", other_pd),
     ];
     let filter = args.iter().skip(1).find(|a| !a.starts_with('-'));
     let mut failed = 0;
@@ -725,6 +726,50 @@ fn channel_events() {
         destroy(qb);
         assert_eq!(ibv_destroy_cq(cq), 0);
         assert_eq!(ibv_destroy_comp_channel(ch), 0);
+    }
+    a.close();
+    b.close();
+}
+
+fn other_pd() {
+    let (a, b) = (Side::open(0), Side::open(1));
+    let (qa, qb) = rc_pair(&a, &b, PATIENT, PATIENT);
+    // SAFETY: the C API as documented; the buffer outlives its registration.
+    unsafe {
+        let pd2 = ibv_alloc_pd(b.ctx);
+        let mut other = vec![0u8; 4096];
+        let mr2 = ibv_reg_mr(pd2, other.as_mut_ptr().cast(), other.len(), ALL);
+        assert!(!mr2.is_null());
+        // B posting a receive into its other PD's region: refused when posted
+        let mut rs = ibv_sge {
+            addr: other.as_ptr() as u64,
+            length: 64,
+            lkey: (*mr2).lkey,
+        };
+        let mut r = recv_wr(2, &mut rs);
+        assert_eq!(post_recv(qb, &mut r), libc::EINVAL);
+        // A's WRITE with a valid key of B's other PD: refused remotely, nothing written
+        // (and B's QP, NAKing it, goes to ERROR as on an RNIC)
+        let mut sge = ibv_sge {
+            addr: a.addr(),
+            length: 64,
+            lkey: a.lkey(),
+        };
+        let mut w = send_wr(
+            1,
+            IBV_WR_RDMA_WRITE,
+            &mut sge,
+            other.as_ptr() as u64,
+            (*mr2).rkey,
+        );
+        assert_eq!(post_send(qa, &mut w).0, 0);
+        let wcs = a.completions(1, WAIT);
+        assert_eq!(wcs.first().map(|w| w.status), Some(IBV_WC_REM_ACCESS_ERR));
+        assert!(other.iter().all(|&x| x == 0));
+        destroy(qa);
+        destroy(qb);
+        assert_eq!(ibv_dereg_mr(mr2), 0);
+        assert_eq!(ibv_dealloc_pd(pd2), 0);
     }
     a.close();
     b.close();

@@ -366,7 +366,7 @@ impl Qp {
                 Access::NONE
             };
             for s in wr.sg_list.as_slice().iter().filter(|s| s.len > 0) {
-                mrs.get(s.lkey)
+                mrs.get_in(self.pd_id, s.lkey)
                     .and_then(|m| m.check(s.va, u64::from(s.len), need))
                     .map_err(crate::QpError::LocalAccess)?;
             }

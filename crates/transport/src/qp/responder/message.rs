@@ -132,7 +132,7 @@ impl Qp {
             if !faults.is_empty() {
                 // refused: say everything else wrong with it too (IMS reports every cause)
                 let access = mrs
-                    .get(reth.rkey)
+                    .get_in(self.pd_id, reth.rkey)
                     .and_then(|r| r.check_remote_write(reth.va, dma_len.min(1 << 31)));
                 if let Err(e) = access {
                     faults.add(MessageOutcome::from(e));
@@ -151,7 +151,7 @@ impl Qp {
             // a RECV is checked whole here, before anything else happens
             if dma_len > 0 && (!op.is_only() || op.has_immediate()) {
                 let ok = mrs
-                    .get(reth.rkey)
+                    .get_in(self.pd_id, reth.rkey)
                     .and_then(|r| r.check_remote_write(reth.va, dma_len));
                 if let Err(e) = ok {
                     self.count_refusal(&e);
@@ -195,7 +195,7 @@ impl Qp {
             if start && op.is_only() && !op.has_immediate() && m.dma_len > 0 {
                 // its access is checked where it would be placed: say if that is wrong too
                 let access = mrs
-                    .get(m.rkey)
+                    .get_in(self.pd_id, m.rkey)
                     .and_then(|r| r.check_remote_write(m.va, m.dma_len));
                 if let Err(e) = access {
                     faults.add(MessageOutcome::from(e));
@@ -224,11 +224,11 @@ impl Qp {
             let va = m.va.wrapping_add(m.offset);
             let placed = match payload {
                 Payload::Bytes(b) => mrs
-                    .get_mut(m.rkey)
+                    .get_mut_in(self.pd_id, m.rkey)
                     .and_then(|r| r.write_remote(va, b))
                     .map(|()| false),
                 Payload::Landed { lkey, offset, .. } => {
-                    mrs.place_landed(m.rkey, va, plen, lkey, offset)
+                    mrs.place_landed(self.pd_id, m.rkey, va, plen, lkey, offset)
                 }
             };
             match placed {

@@ -80,7 +80,7 @@ impl Qp {
         }
         if len > 0
             && mrs
-                .get(reth.rkey)
+                .get_in(self.pd_id, reth.rkey)
                 .and_then(|r| r.check(reth.va, len, Access::REMOTE_READ))
                 .is_err()
         {
