@@ -153,14 +153,7 @@ fn under_library(plan: &VerbsPlan, ip: IpAddr, program: &str) -> Command {
 /// figure.
 fn perftest_run(plan: &VerbsPlan) -> Result<f64, BenchVerbsError> {
     let program = program(&plan.cfg);
-    let failed = |what| {
-        let program = program.clone();
-        move |source| BenchVerbsError::Spawn {
-            program,
-            what,
-            source,
-        }
-    };
+    let failed = |what| spawn_failed(&program, what);
     let srv = under_library(plan, plan.ips.0, &program)
         .args(args(plan))
         .spawn()
@@ -193,6 +186,16 @@ fn perftest_run(plan: &VerbsPlan) -> Result<f64, BenchVerbsError> {
     match (c.status.success(), figure(&text, plan.cfg.test.kind)) {
         (true, Some(f)) => Ok(f),
         _ => Err(ended(&program, "client", &c)),
+    }
+}
+
+/// What a failed `what` (starting, waiting for, stopping) of `program` is.
+fn spawn_failed(program: &str, what: &'static str) -> impl FnOnce(io::Error) -> BenchVerbsError {
+    let program = program.to_owned();
+    move |source| BenchVerbsError::Spawn {
+        program,
+        what,
+        source,
     }
 }
 
@@ -272,14 +275,7 @@ pub fn idle_cost(
     seconds: f64,
 ) -> Result<IdleCost, BenchVerbsError> {
     let program = "ibv_rc_pingpong".to_owned();
-    let failed = |what| {
-        let program = program.clone();
-        move |source| BenchVerbsError::Spawn {
-            program,
-            what,
-            source,
-        }
-    };
+    let failed = |what| spawn_failed(&program, what);
     let mut c = Command::new(&program);
     c.args(["-g", "0", "-p", &port.to_string()])
         .env("LD_PRELOAD", library)

@@ -21,6 +21,7 @@ pub mod api;
 pub mod attrs;
 pub mod channel;
 pub mod convert;
+pub mod core;
 pub mod devices;
 pub mod nic;
 pub mod objects;

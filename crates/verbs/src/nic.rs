@@ -7,14 +7,13 @@
 //! ([`crate::progress`]) covers what no call drives — a program asleep on a completion
 //! channel, spinning on memory a peer writes, or not calling at all.
 
-use crate::channel::{Channel, CqEvent};
+use crate::core::Core;
 use crate::devices::DeviceInfo;
-use rocelink_io::backend::Backend;
+use crate::progress::Shared;
 use rocelink_io::event::EventFd;
 use rocelink_io::udp::RecvBatch;
-use rocelink_runtime::xdp::XdpPort;
 use rocelink_runtime::{BackendChoice, Driver};
-use rocelink_transport::{CqCounts, CqId, Endpoint, EndpointConfig, IcrcPolicy};
+use rocelink_transport::{Endpoint, EndpointConfig, IcrcPolicy};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,142 +54,6 @@ impl NicError {
     }
 }
 
-/// A CQ armed for one event (`ibv_req_notify_cq`).
-#[derive(Debug)]
-struct Armed {
-    cq: CqId,
-    solicited_only: bool,
-    at: CqCounts,
-    channel: Arc<Channel>,
-    event: CqEvent,
-}
-
-/// The state every call and the thread share, under one lock.
-#[derive(Debug)]
-pub struct Core {
-    /// The endpoint: regions, QPs, CQs.
-    pub ep: Endpoint,
-    driver: Option<Driver<Box<dyn Backend + Send>>>,
-    armed: Vec<Armed>,
-    /// I/O errors seen while progressing (the socket keeps going).
-    pub io_errors: u64,
-    /// Who did the work.
-    pub work: Work,
-}
-
-/// Who ran the endpoint, and how much came of it: the program's calls or the device's
-/// thread (`ROCELINK_VERBS_STATS=1` prints them when the device closes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Work {
-    /// Rounds run by the program's calls.
-    pub app_rounds: u64,
-    /// Datagrams those received.
-    pub app_datagrams: u64,
-    /// Rounds run by the thread.
-    pub thread_rounds: u64,
-    /// Datagrams those received.
-    pub thread_datagrams: u64,
-}
-
-impl Core {
-    /// Run the endpoint once without waiting (timers, sends, one batch of receives), then
-    /// wake the CQs whose event came. Returns the datagrams handled and whether every
-    /// datagram went out.
-    pub fn progress(&mut self, now: Instant) -> (usize, bool) {
-        let r = match self.driver.as_mut() {
-            Some(d) => d.progress(&mut self.ep, now).unwrap_or_else(|_| {
-                self.io_errors += 1;
-                (0, true)
-            }),
-            None => (0, true),
-        };
-        self.settle();
-        r
-    }
-
-    /// Send what is ready (after a post), without receiving.
-    pub fn transmit(&mut self, now: Instant) {
-        if let Some(d) = self.driver.as_mut()
-            && d.transmit(&mut self.ep, now).is_err()
-        {
-            self.io_errors += 1;
-        }
-        self.settle();
-    }
-
-    /// Wake every armed CQ that got a completion it waits for since it was armed.
-    pub fn settle(&mut self) {
-        let ep = &self.ep;
-        self.armed.retain(|a| {
-            let now = ep.cq_counts(a.cq).unwrap_or_default();
-            let due = if a.solicited_only {
-                now.solicited > a.at.solicited
-            } else {
-                now.all > a.at.all
-            };
-            if due {
-                a.channel.push(a.event);
-            }
-            !due
-        });
-    }
-
-    /// Arm `cq` for one event on `channel` (again: once).
-    pub fn arm(&mut self, cq: CqId, solicited_only: bool, channel: Arc<Channel>, event: CqEvent) {
-        let at = self.ep.cq_counts(cq).unwrap_or_default();
-        if let Some(a) = self.armed.iter_mut().find(|a| a.cq == cq) {
-            // armed twice: the weaker request (any completion) wins
-            a.solicited_only &= solicited_only;
-            return;
-        }
-        self.armed.push(Armed {
-            cq,
-            solicited_only,
-            at,
-            channel,
-            event,
-        });
-    }
-
-    /// Forget `cq`'s arming (it is being destroyed).
-    pub fn disarm(&mut self, cq: CqId) {
-        self.armed.retain(|a| a.cq != cq);
-    }
-
-    /// CQs armed.
-    pub fn armed(&self) -> usize {
-        self.armed.len()
-    }
-
-    /// Whether the socket is open.
-    pub fn has_io(&self) -> bool {
-        self.driver.is_some()
-    }
-
-    /// The earliest timer.
-    pub fn next_timer(&self) -> Option<Instant> {
-        self.ep.poll_timeout()
-    }
-}
-
-/// What the calls and the thread share.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) core: Mutex<Core>,
-    /// Calls of the application that drive progress (poll, post).
-    pub(crate) app_calls: AtomicU64,
-    /// CQs armed (a copy of `Core::armed`'s length, read without the lock).
-    pub(crate) armed: AtomicUsize,
-    pub(crate) stop: AtomicBool,
-    /// Wakes the thread out of its wait.
-    pub(crate) wake: EventFd,
-    /// The socket's descriptor once it is open (-1 before, and for AF_XDP).
-    pub(crate) sock_fd: AtomicI32,
-    /// The AF_XDP port, when the device runs on one (`ROCELINK_VERBS_XDP`): what the thread
-    /// sleeps on.
-    pub(crate) xdp: std::sync::OnceLock<XdpPort>,
-}
-
 /// A device opened in this process.
 #[derive(Debug)]
 pub struct Nic {
@@ -227,13 +90,7 @@ impl Nic {
         // Linux rxe numbers IPv4 IDs, which a socket never shows; the ICRC gives them back
         cfg.icrc = IcrcPolicy::RecoverIpv4Id;
         cfg.ack_delay = ACK_DELAY;
-        let core = Core {
-            ep: Endpoint::new(cfg),
-            driver: None,
-            armed: Vec::new(),
-            io_errors: 0,
-            work: Work::default(),
-        };
+        let core = Core::new(Endpoint::new(cfg));
         Ok(Nic {
             info,
             shared: Arc::new(Shared {

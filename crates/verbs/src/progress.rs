@@ -15,10 +15,32 @@
 //! Idle cost: with no traffic and no timer, nothing (asleep in `poll`); while the
 //! application polls, one wake-up per [`LOOK_EVERY`].
 
-use crate::nic::Shared;
+use crate::core::Core;
+use rocelink_io::event::EventFd;
 use rocelink_io::udp::wait_readable_any;
+use rocelink_runtime::xdp::XdpPort;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
 use std::time::{Duration, Instant};
+
+/// What the calls and the thread share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) core: Mutex<Core>,
+    /// Calls of the application that drive progress (poll, post).
+    pub(crate) app_calls: AtomicU64,
+    /// CQs armed (a copy of `Core::armed`'s length, read without the lock).
+    pub(crate) armed: AtomicUsize,
+    pub(crate) stop: AtomicBool,
+    /// Wakes the thread out of its wait.
+    pub(crate) wake: EventFd,
+    /// The socket's descriptor once it is open (-1 before, and for AF_XDP).
+    pub(crate) sock_fd: AtomicI32,
+    /// The AF_XDP port, when the device runs on one (`ROCELINK_VERBS_XDP`): what the thread
+    /// sleeps on.
+    pub(crate) xdp: std::sync::OnceLock<XdpPort>,
+}
 
 /// How often the thread looks whether the application still drives progress itself.
 pub const LOOK_EVERY: Duration = Duration::from_millis(5);

@@ -97,7 +97,7 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     attr: *mut ibv_ah_attr,
 ) -> c_int {
     minus_one(|| {
-        super::device::context(ctx).ok_or(libc::EINVAL)?;
+        super::context::context(ctx).ok_or(libc::EINVAL)?;
         if wc.is_null() || grh.is_null() || attr.is_null() {
             return Err(libc::EINVAL);
         }

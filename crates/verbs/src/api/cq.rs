@@ -1,7 +1,7 @@
 //! Completion channels and queues: create and destroy, `poll_cq` and `req_notify_cq`
 //! (reached through the context's ops table), and the events a channel delivers.
 
-use super::device::context;
+use super::context::context;
 use super::util::{guard, minus_one, ptr_or_errno, status};
 use crate::abi::*;
 use crate::attrs::MAX_CQE;

@@ -3,7 +3,7 @@
 //! received SENDs are copied straight into it, READs and sends out of it, and nothing ever
 //! holds a Rust reference to it (see `rocelink_io::raw`).
 
-use super::device::{Context, context};
+use super::context::{Context, context};
 use super::util::{ptr_or_errno, status};
 use crate::abi::*;
 use crate::nic::Nic;

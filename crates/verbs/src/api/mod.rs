@@ -12,10 +12,12 @@
 #![allow(missing_docs, clippy::missing_safety_doc)]
 
 pub mod ah;
+pub mod context;
 pub mod cq;
 pub mod device;
 pub mod memory;
 pub mod post;
 pub mod qp;
+pub mod query;
 pub mod stubs;
 pub mod util;

@@ -8,8 +8,7 @@ use super::qp::{Qp, qp};
 use super::util::{guard, qp_errno};
 use crate::abi::*;
 use crate::convert::send_op;
-use crate::nic::Core;
-use crate::objects::Object;
+use crate::core::Core;
 use libc::c_int;
 use rocelink_transport::{QpError, QpType, RecvWr, SendWr, SgList, Sge};
 
@@ -124,8 +123,32 @@ unsafe fn each_wr<W>(
     0
 }
 
-fn live_qp(p: *mut ibv_qp) -> Option<&'static Object<ibv_qp, Qp>> {
-    qp(p)
+/// Run `f` on the live QP `p` and its device's state, locked: EINVAL for a QP that is not
+/// one, EIO for a device that cannot be used (a panic, too).
+fn on_qp(p: *mut ibv_qp, f: impl FnOnce(&Qp, &mut Core) -> c_int) -> c_int {
+    guard(libc::EIO, || {
+        let Some(o) = qp(p) else {
+            return libc::EINVAL;
+        };
+        match o.r.nic.lock() {
+            Ok(mut core) => f(&o.r, &mut core),
+            Err(_) => libc::EIO,
+        }
+    })
+}
+
+/// Queue one receive WR.
+fn post_one_recv(core: &mut Core, q: &Qp, w: &ibv_recv_wr) -> Result<(), i32> {
+    // SAFETY: the WR's list has `num_sge` entries (the program's WR).
+    let (sg_list, _) = unsafe { sg_list(w.sg_list, w.num_sge, q.cap.max_recv_sge.max(1)) }?;
+    let r = RecvWr {
+        wr_id: w.wr_id,
+        sg_list,
+    };
+    core.ep.post_recv(q.qpn, r).map_err(|e| match e {
+        QpError::BadState(_) => libc::EINVAL,
+        e => qp_errno(e),
+    })
 }
 
 pub unsafe extern "C" fn post_send(
@@ -133,16 +156,10 @@ pub unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad: *mut *mut ibv_send_wr,
 ) -> c_int {
-    guard(libc::EIO, || {
-        let Some(o) = live_qp(p) else {
-            return libc::EINVAL;
-        };
-        let Ok(mut core) = o.r.nic.lock() else {
-            return libc::EIO;
-        };
+    on_qp(p, |q, core| {
         // SAFETY: the program's WR list and bad-WR slot, as the verb takes them.
-        let r = unsafe { each_wr(wr, bad, |w| w.next, |w| post_one_send(&mut core, &o.r, w)) };
-        o.r.nic.app_transmit(&mut core);
+        let r = unsafe { each_wr(wr, bad, |w| w.next, |w| post_one_send(core, q, w)) };
+        q.nic.app_transmit(core);
         r
     })
 }
@@ -152,28 +169,9 @@ pub unsafe extern "C" fn post_recv(
     wr: *mut ibv_recv_wr,
     bad: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    guard(libc::EIO, || {
-        let Some(o) = live_qp(p) else {
-            return libc::EINVAL;
-        };
-        let Ok(mut core) = o.r.nic.lock() else {
-            return libc::EIO;
-        };
-        let max = o.r.cap.max_recv_sge.max(1);
-        let post = |core: &mut Core, w: &ibv_recv_wr| -> Result<(), i32> {
-            // SAFETY: the WR's list has `num_sge` entries (the program's WR).
-            let (sg_list, _) = unsafe { sg_list(w.sg_list, w.num_sge, max) }?;
-            let r = RecvWr {
-                wr_id: w.wr_id,
-                sg_list,
-            };
-            core.ep.post_recv(o.r.qpn, r).map_err(|e| match e {
-                QpError::BadState(_) => libc::EINVAL,
-                e => qp_errno(e),
-            })
-        };
+    on_qp(p, |q, core| {
         // SAFETY: the program's WR list and bad-WR slot, as the verb takes them.
-        let r = unsafe { each_wr(wr, bad, |w| w.next, |w| post(&mut core, w)) };
+        let r = unsafe { each_wr(wr, bad, |w| w.next, |w| post_one_recv(core, q, w)) };
         if r == 0 {
             // a flushed receive (QP in ERROR) may wake a channel
             core.settle();

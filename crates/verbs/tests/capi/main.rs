@@ -11,7 +11,7 @@
 mod verbs;
 
 use rocelink_verbs::abi::*;
-use rocelink_verbs::api::{cq::*, device::*, memory::*, qp::*};
+use rocelink_verbs::api::{cq::*, device::*, memory::*, qp::*, query::*};
 use rocelink_verbs::objects::{self, Kind};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};

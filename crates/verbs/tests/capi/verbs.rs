@@ -4,7 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use rocelink_verbs::abi::*;
-use rocelink_verbs::api::{ah::*, cq::*, device::*, memory::*, qp::*};
+use rocelink_verbs::api::{ah::*, cq::*, device::*, memory::*, qp::*, query::*};
 use std::time::{Duration, Instant};
 
 /// The thread's errno.
