@@ -152,3 +152,39 @@ fn every_size_with_a_and_four_qps_with_q() {
     perftest("ib_send_bw", &["-q", "4", "-n", "500"], 1);
     perftest("ib_read_bw", &["-q", "4", "-n", "300"], 1);
 }
+
+#[test]
+fn event_mode_sleeps_on_completion_channels() {
+    // the programs arm their CQs and sleep in ibv_get_cq_event: the device's thread does
+    // the network work and wakes them
+    if have("ibv_rc_pingpong", "ibverbs-utils") {
+        let ends = Ends::loopback();
+        let (s, c) = ends.run("ibv_rc_pingpong", &["-g", "0", "-e", "-n", "300"], LIMIT);
+        assert!(
+            s.status.success() && c.status.success(),
+            "{}\n{}",
+            text(&s),
+            text(&c)
+        );
+        assert!(text(&c).contains("300 iters in"), "{}", text(&c));
+    }
+    perftest("ib_send_lat", &["-e", "-n", "300"], 1);
+    perftest("ib_send_bw", &["-e", "-n", "300"], 1);
+}
+
+#[test]
+fn a_program_that_needs_what_the_device_lacks_is_told_so() {
+    // ibv_srq_pingpong needs a shared receive queue: ibv_create_srq answers EOPNOTSUPP
+    if !have("ibv_srq_pingpong", "ibverbs-utils") {
+        return;
+    }
+    let ip = rocelink_testkit::ports::free_roce_ips(1)[0];
+    let o = wait_output(
+        command(None, ip, "ibv_srq_pingpong", &["-g", "0"])
+            .spawn()
+            .unwrap(),
+        LIMIT,
+    );
+    assert!(!o.status.success());
+    assert!(text(&o).contains("Couldn't create SRQ"), "{}", text(&o));
+}
