@@ -79,13 +79,11 @@ fn rc_rides_out_loss_on_the_link() {
     let e = ends(&pair);
     let (s, c) = e.run("ib_write_bw", &["-n", "300", "-s", "65536"], LIMIT);
     assert_rows("ib_write_bw with 1% loss", &s, &c, 1, 1);
-    let (s, c) = e.run("ibv_rc_pingpong", &["-g", "0", "-n", "300"], LIMIT);
-    assert!(
-        s.status.success() && c.status.success(),
-        "{}\n{}",
-        text(&s),
-        text(&c)
-    );
+    // (perftest's passive server ends with its client's final TCP message, after every
+    // completion; a pingpong's last ACK lost after its peer left would be retried forever,
+    // as with rxe, whose retry count 7 means "forever")
+    let (s, c) = e.run("ib_read_bw", &["-n", "300"], LIMIT);
+    assert_rows("ib_read_bw with 1% loss", &s, &c, 1, 1);
     // packets were dropped on the way, and the runs completed all the same
     let dropped: u64 = [&pair.a, &pair.b]
         .iter()
