@@ -269,7 +269,7 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
             return Err(e).context(format!("perf {}", cfg.test.name()));
         }
     };
-    report.rows(&sum.outcome);
+    report.rows(&sum.outcome, sum.peer_closed);
     if stop.is_set() && !cfg.infinite {
         eprintln!("rocelink perf: stopped early (Ctrl-C): the rows cover what completed");
     } else if let Outcome::Lat(rows) = &sum.outcome

@@ -188,13 +188,13 @@ impl Report {
     }
 
     /// The rows of a finished run (running infinitely, they were printed as they came).
-    pub(crate) fn rows(&self, out: &Outcome) {
+    pub(crate) fn rows(&self, out: &Outcome, peer_closed: bool) {
         match out {
             Outcome::Bw(rows) => rows.iter().for_each(|r| self.bw_row(r)),
             Outcome::Lat(rows) => rows.iter().for_each(|r| self.lat_row(r)),
             _ => {}
         }
-        if self.cfg.infinite && !self.client && !self.json {
+        if peer_closed && !self.json {
             println!(" Client closed connection");
         }
         let passive = self.cfg.test.kind == Kind::Lat

@@ -1,6 +1,6 @@
 //! Ctrl-C and SIGTERM: the first asks the running command to stop cleanly (finish what it
 //! reported, make it durable, tell the device to stop, print the summary, exit 0); a
-//! second Ctrl-C exits at once with 130.
+//! second Ctrl-C exits at once with 130, removing the control socket first.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -17,7 +17,7 @@ impl StopFlag {
         for sig in [SIGINT, SIGTERM] {
             // order matters: the conditional exit sees the flag only once the first signal
             // has set it
-            signal_hook::flag::register_conditional_shutdown(sig, 130, f.clone())?;
+            rocelink_io::signal::exit_on_second(sig, f.clone())?;
             signal_hook::flag::register(sig, f.clone())?;
         }
         Ok(StopFlag(f))

@@ -665,3 +665,49 @@ fn metrics_serve_loopback_unless_asked_and_many_clients_at_once() {
     let _ = c.kill();
     let _ = c.wait();
 }
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_leaves_no_control_socket() {
+    // the control socket goes to $XDG_RUNTIME_DIR/rocelink when that is ours: a private
+    // one for this test, to look into
+    let run = std::env::temp_dir().join(format!("rocelink-2ctrlc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&run);
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    for round in 0..3 {
+        let ip = rocelink_testkit::ports::free_roce_ips(1)[0].to_string();
+        let port = rocelink_testkit::ports::free_tcp_port().to_string();
+        let mut srv = rocelink()
+            .args(["perf", "write_bw", "--bind", &ip, "-p", &port])
+            .env("XDG_RUNTIME_DIR", &run)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(srv.stdout.take().unwrap());
+        until(&mut out, "Waiting for client");
+        let sock = run.join("rocelink").join(format!("{}.sock", srv.id()));
+        assert!(
+            sock.exists(),
+            "round {round}: no control socket at {}",
+            sock.display()
+        );
+        // two stop signals at once: the second exits before the clean stop is done. Two
+        // SIGINTs could merge into one pending signal; SIGINT then SIGTERM cannot, and the
+        // kernel hands the lower-numbered one over first
+        let pid = srv.id() as libc::pid_t;
+        // SAFETY: signals a child this test spawned and has not yet waited for
+        unsafe {
+            assert_eq!(libc::kill(pid, libc::SIGINT), 0);
+            assert_eq!(libc::kill(pid, libc::SIGTERM), 0);
+        }
+        let st = srv.wait().unwrap();
+        assert_eq!(st.code(), Some(130), "round {round}: {st}");
+        assert!(
+            !sock.exists(),
+            "round {round}: {} left behind",
+            sock.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&run);
+}

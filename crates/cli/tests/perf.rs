@@ -419,28 +419,25 @@ fn out_json_and_a_plotted_sweep() {
 }
 
 /// `--run_infinitely`: a row per `-D` period until Ctrl-C, which ends the client cleanly;
-/// the server learns the end from the closed exchange — in every bandwidth test.
+/// the server learns the end from the closed exchange and prints its own row — in every
+/// bandwidth test, whether the server was told `--run_infinitely` too or not.
 #[test]
 fn run_infinitely_until_ctrl_c() {
     for test in ["write_bw", "read_bw", "send_bw"] {
-        run_infinitely(test);
+        for server_too in [true, false] {
+            run_infinitely(test, server_too);
+        }
     }
 }
 
-fn run_infinitely(test: &str) {
+fn run_infinitely(test: &str, server_too: bool) {
     let port = rocelink_testkit::ports::free_udp_port(&["127.0.0.112"]).to_string();
     let port = port.as_str();
-    let (mut srv, mut sout, text) = server(&[
-        test,
-        "--bind",
-        "127.0.0.112",
-        "-p",
-        port,
-        "--run_infinitely",
-        "-D",
-        "1",
-        "--no-control",
-    ]);
+    let mut args = vec![test, "--bind", "127.0.0.112", "-p", port, "--no-control"];
+    if server_too {
+        args.extend(["--run_infinitely", "-D", "1"]);
+    }
+    let (mut srv, mut sout, text) = server(&args);
     let mut cli = rocelink()
         .args([
             "perf",
@@ -467,11 +464,15 @@ fn run_infinitely(test: &str) {
         let v: Value = serde_json::from_str(&l).unwrap();
         rows.push(v);
     }
-    for r in &rows {
-        // no peak running infinitely (as perftest); a period's messages and rate
+    for (i, r) in rows.iter().enumerate() {
+        // no peak running infinitely (as perftest); a period's messages and rate. A SEND
+        // server not told to run infinitely posts receives for its count only: after
+        // that the client's SENDs wait (RNR) and its periods are empty
         assert_eq!(r["bw_peak"], 0.0, "{r}");
-        assert!(r["iterations"].as_u64().unwrap() > 0, "{r}");
-        assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+        if server_too || test != "send_bw" || i == 0 {
+            assert!(r["iterations"].as_u64().unwrap() > 0, "{r}");
+            assert!(r["bw_average"].as_f64().unwrap() > 0.0, "{r}");
+        }
     }
     ctrl_c(cli.id());
     let st = cli.wait().unwrap();
@@ -481,8 +482,20 @@ fn run_infinitely(test: &str) {
     let sst = srv.wait().unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut sout, &mut rest).unwrap();
-    assert!(sst.success(), "{test} server {sst}: {text}{rest}");
-    assert!(rest.contains("Client closed connection"), "{rest}");
+    let mut serr = String::new();
+    std::io::Read::read_to_string(&mut srv.stderr.take().unwrap(), &mut serr).unwrap();
+    let what = format!("{test} server (--run_infinitely: {server_too}) {sst}: {text}{rest}{serr}");
+    assert!(sst.success(), "{what}");
+    assert!(rest.contains("Client closed connection"), "{what}");
+    // the server's own row: 64 KiB messages, some of them, at some rate
+    let row: Vec<f64> = rest
+        .lines()
+        .find(|l| l.trim_start().starts_with("65536"))
+        .unwrap_or_else(|| panic!("no row: {what}"))
+        .split_whitespace()
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert!(row[1] > 0.0 && row[3] > 0.0, "{what}");
 }
 
 /// Ctrl-C in the middle of a bandwidth run stops it early and still reports: the client's

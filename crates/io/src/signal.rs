@@ -9,3 +9,43 @@ pub fn default_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
+
+use std::ffi::CString;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+/// The file a hard exit removes first (a control socket), as a C string leaked for the
+/// handler; null for none.
+static REMOVE_ON_EXIT: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Have a hard exit ([`exit_on_second`]) remove `path` first: the file a clean stop would
+/// remove (a control socket), so none is left behind. `None` forgets it.
+pub fn remove_on_hard_exit(path: Option<&std::path::Path>) {
+    use std::os::unix::ffi::OsStrExt;
+    let new = path
+        .and_then(|p| CString::new(p.as_os_str().as_bytes()).ok())
+        .map_or(std::ptr::null_mut(), CString::into_raw);
+    // the old string is left allocated: a handler may be reading it right now
+    REMOVE_ON_EXIT.swap(new, Ordering::AcqRel);
+}
+
+/// On `sig`, once `flag` is already set (a second Ctrl-C: the first set it), remove the
+/// file of [`remove_on_hard_exit`] and exit at once with 130. Register it before the
+/// handler that sets the flag, so the first signal finds it clear.
+pub fn exit_on_second(sig: libc::c_int, flag: Arc<AtomicBool>) -> std::io::Result<()> {
+    let action = move || {
+        if flag.load(Ordering::SeqCst) {
+            let p = REMOVE_ON_EXIT.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: `p` is a NUL-terminated string leaked by `remove_on_hard_exit`
+                // and never freed; unlink and _exit are async-signal-safe.
+                unsafe { libc::unlink(p) };
+            }
+            // SAFETY: ends the process at once, as a second Ctrl-C asks; async-signal-safe.
+            unsafe { libc::_exit(130) };
+        }
+    };
+    // SAFETY: the action only reads atomics and calls unlink and _exit, all
+    // async-signal-safe; it allocates nothing and takes no lock.
+    unsafe { signal_hook::low_level::register(sig, action) }.map(|_| ())
+}

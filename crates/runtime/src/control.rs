@@ -73,6 +73,8 @@ impl Control {
         }
         let listener = UnixListener::bind(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        // a second Ctrl-C, which exits at once, removes it too
+        rocelink_io::signal::remove_on_hard_exit(Some(path));
         std::thread::Builder::new()
             .name("rocelink-control".into())
             .spawn(move || {
@@ -96,6 +98,7 @@ impl Control {
 
 impl Drop for Control {
     fn drop(&mut self) {
+        rocelink_io::signal::remove_on_hard_exit(None);
         let _ = std::fs::remove_file(&self.path);
     }
 }

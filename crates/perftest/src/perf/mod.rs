@@ -379,6 +379,9 @@ pub enum Progress<'a> {
     Addresses(&'a Addresses),
     /// One period of `--run_infinitely` passed.
     Row(&'a BwRow),
+    /// The client closed the exchange instead of coming to the report: it ran until
+    /// stopped (`--run_infinitely`, on its side at least). A server's run ends there.
+    PeerClosed,
 }
 
 impl std::fmt::Debug for Perf {

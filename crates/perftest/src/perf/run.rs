@@ -41,11 +41,15 @@ pub(super) fn test(
                     return Ok(Outcome::Bw(Vec::new()));
                 }
             }
-            match p.shake(oob, stop) {
-                // running infinitely, the server learns the end from the closed connection
-                Err(e) if infinite && !client && e.peer_closed() => return Ok(Outcome::Bw(rows)),
-                r => r?,
-            };
+            let (since, moved) = (Instant::now(), p.payload_moved());
+            if client_gone(p, oob, stop, progress)? {
+                // no report comes: the server's row is what it saw land (WRITE) or sent
+                // (READ) while the client ran
+                let size = sizes.last().copied().unwrap_or(0).max(1);
+                let n = (p.payload_moved() - moved) / size as u64;
+                rows.push(period_row(size, n, since, Instant::now()));
+                return Ok(Outcome::Bw(rows));
+            }
             // one report (the last size's) as perftest exchanges it; a server prints the
             // client's
             let mine = rows.last().map_or(BwReport::default(), |r| BwReport {
@@ -84,14 +88,20 @@ pub(super) fn test(
                     p.send_bw_server(size, oob, stop, progress)?
                 });
                 if infinite {
+                    if !client && !stop.load(Ordering::Relaxed) {
+                        progress(Progress::PeerClosed);
+                    }
                     return Ok(Outcome::Bw(Vec::new()));
                 }
                 // perftest's -a hand-shakes after each size too
-                if all {
-                    p.shake(oob, stop)?;
+                if all && client_gone(p, oob, stop, progress)? {
+                    return Ok(Outcome::Bw(rows));
                 }
             }
-            close(p, oob, stop)?;
+            if !client_gone(p, oob, stop, progress)? {
+                oob.done()?;
+                p.linger(Duration::from_millis(50))?;
+            }
             Ok(Outcome::Bw(rows))
         }
         (Verb::Write, Kind::Lat) => {
@@ -178,6 +188,39 @@ fn close(p: &mut Perf, oob: &mut Oob, stop: &AtomicBool) -> Result<(), PerfError
     p.shake(oob, stop)?;
     oob.done()?;
     p.linger(Duration::from_millis(50))
+}
+
+impl Perf {
+    /// The payload bytes this side's QPs took in (a WRITE responder) or sent (a READ
+    /// responder) so far: a passive server's own measure.
+    fn payload_moved(&self) -> u64 {
+        let read = self.cfg.test.verb == Verb::Read;
+        self.qps
+            .iter()
+            .filter_map(|q| self.ep.qp_stats(q.qpn))
+            .map(|s| if read { s.tx_bytes } else { s.rx_bytes })
+            .sum()
+    }
+}
+
+/// A bandwidth test's hand-shake after the measurement; true when a server finds the
+/// client gone there. A client that ran until stopped (`--run_infinitely`, on its side at
+/// least) closes the connection instead of reporting: the server's run ends with the rows
+/// it has, as the closed connection ends perftest's.
+fn client_gone(
+    p: &mut Perf,
+    oob: &mut Oob,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<bool, PerfError> {
+    match p.shake(oob, stop) {
+        Ok(_) => Ok(false),
+        Err(e) if !oob.is_client() && e.peer_closed() => {
+            progress(Progress::PeerClosed);
+            Ok(true)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A `--run_infinitely` period's row: perftest measures no peak then.
@@ -507,10 +550,10 @@ impl Perf {
                 }
             }
             let silent = lossy && !infinite && first.is_some() && now - last >= idle;
-            // a client that stopped early (Ctrl-C) comes to the next exchange: look every
-            // 100 ms
+            // a client that stopped early (Ctrl-C) comes to the next exchange, or closes it
+            // (running infinitely): look every 100 ms
             let mut gone = false;
-            if !infinite && now - looked >= Duration::from_millis(100) {
+            if now - looked >= Duration::from_millis(100) {
                 looked = now;
                 gone = oob.readable().unwrap_or(true);
             }

@@ -63,6 +63,9 @@ pub enum PerfEvent {
     Addresses(Addresses),
     /// One period of `--run_infinitely` passed.
     Row(BwRow),
+    /// The client closed the exchange instead of coming to the report: it ran until
+    /// stopped. The server's run ends with the rows it has.
+    PeerClosed,
 }
 
 /// What a test measured.
@@ -76,6 +79,9 @@ pub struct PerfSummary {
     pub test: PerfConfig,
     /// The link's counters.
     pub link: Link,
+    /// The client closed the exchange instead of reporting (it ran until stopped): the
+    /// rows are this side's own, if it measured any.
+    pub peer_closed: bool,
 }
 
 /// A running test.
@@ -199,6 +205,7 @@ fn run(
         p.publish_to(b);
     }
     let mut addresses = None;
+    let mut peer_closed = false;
     let out = p.run(oob, stop.flag(), &mut |e| {
         let ev = match e {
             Progress::Addresses(a) => {
@@ -206,6 +213,10 @@ fn run(
                 PerfEvent::Addresses(a.clone())
             }
             Progress::Row(r) => PerfEvent::Row(*r),
+            Progress::PeerClosed => {
+                peer_closed = true;
+                PerfEvent::PeerClosed
+            }
         };
         // a reader that falls behind loses events, never the test
         let _ = tx.try_send(ev);
@@ -216,6 +227,7 @@ fn run(
         addresses,
         test,
         link: link.clone(),
+        peer_closed,
     });
     (r, xdp, Some(link))
 }
