@@ -7,7 +7,9 @@
 //!   delay another's request;
 //! * a request head must arrive within [`Limits::header_timeout`] (slowloris), a whole
 //!   exchange within [`Limits::request_timeout`], and at most [`Limits::max_connections`]
-//!   are served at once (the rest wait in the kernel's backlog, costing nothing here);
+//!   are open at once: a new connection beyond that closes the oldest one still waiting
+//!   for its request head, so a fresh request gets in however many slow clients there are
+//!   (it waits only while every slot is answering a request);
 //! * addresses: loopback by default; a wildcard (`0.0.0.0`, `::`) only when asked for
 //!   ([`Exposure::Public`]) — see [`check_addr`].
 #![warn(missing_docs)]
@@ -16,9 +18,11 @@
 use axum::Router;
 use axum::routing::get;
 use rocelink_runtime::counters::Board;
+use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What a server allows each client.
@@ -127,7 +131,20 @@ impl Drop for Server {
     }
 }
 
+/// The connections being served, oldest first: whether each has sent its request head
+/// yet (one that has not is idle, and is the first to go when the server is full).
+type Table = Arc<Mutex<VecDeque<Conn>>>;
+
+#[derive(Debug)]
+struct Conn {
+    head: Arc<AtomicBool>,
+    task: tokio::task::AbortHandle,
+}
+
 /// Accept until `stop`: each connection its own task, at most `limits.max_connections`.
+/// A connection beyond that sheds the oldest one still waiting for its request head, so a
+/// fresh request always gets in however many slow clients hold the slots; only when every
+/// slot is answering a request does a new one wait (for at most a request's time).
 async fn serve(
     listener: TcpListener,
     app: Router,
@@ -138,14 +155,8 @@ async fn serve(
         return;
     };
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let table: Table = Arc::default();
     loop {
-        let permit = tokio::select! {
-            _ = &mut stop => return,
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return,
-            },
-        };
         let conn = tokio::select! {
             _ = &mut stop => return,
             c = listener.accept() => c,
@@ -153,19 +164,67 @@ async fn serve(
         let Ok((stream, _)) = conn else {
             continue;
         };
-        let app = app.clone();
-        tokio::spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let svc = hyper_util::service::TowerToHyperService::new(app);
-            let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(false);
-            let exchange = http.serve_connection(io, svc);
-            let _ = tokio::time::timeout(limits.request_timeout, exchange).await;
-            drop(permit);
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                shed_oldest_idle(&table);
+                tokio::select! {
+                    _ = &mut stop => return,
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    },
+                }
+            }
+        };
+        let head = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(exchange(stream, app.clone(), limits, head.clone(), permit));
+        lock(&table).push_back(Conn {
+            head,
+            task: task.abort_handle(),
         });
     }
+}
+
+/// Close the oldest connection that has not sent its request head (its task's end frees
+/// its slot); forget those that ended.
+fn shed_oldest_idle(table: &Table) {
+    let mut t = lock(table);
+    t.retain(|c| !c.task.is_finished());
+    if let Some(i) = t.iter().position(|c| !c.head.load(Ordering::Relaxed)) {
+        if let Some(c) = t.remove(i) {
+            c.task.abort();
+        }
+    }
+}
+
+fn lock(table: &Table) -> std::sync::MutexGuard<'_, VecDeque<Conn>> {
+    // the table holds no invariant a panic could break: take it even if poisoned
+    table
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One connection: its request head within `header_timeout`, the whole exchange within
+/// `request_timeout`; `head` is set once the head has arrived (the request reached `app`).
+async fn exchange(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    limits: Limits,
+    head: Arc<AtomicBool>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let svc = hyper::service::service_fn(move |req| {
+        head.store(true, Ordering::Relaxed);
+        tower::ServiceExt::oneshot(app.clone(), req)
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(false);
+    let _ = tokio::time::timeout(limits.request_timeout, http.serve_connection(io, svc)).await;
+    drop(permit);
 }
 
 /// `GET /metrics` (and `/`): the counters on `board` in Prometheus' text format.

@@ -82,6 +82,62 @@ fn idle_and_slow_clients_do_not_delay_a_request() {
     drop(idle);
 }
 
+/// 300 connections sending their heads a byte a second (another local user blinding the
+/// operator) hold every slot; a GET still gets in, shedding the oldest of them, and is
+/// answered at once — also while they keep coming.
+#[test]
+fn three_hundred_slow_clients_do_not_blind_the_operator() {
+    let s = Server::start(
+        "127.0.0.1:0".parse().unwrap(),
+        metrics(board()),
+        Limits::default(),
+        "metrics",
+    )
+    .unwrap();
+    let addr = s.addr();
+    let slow: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"G").unwrap();
+            c
+        })
+        .collect();
+    // the drip: a byte a second on each, and a fresh slow client every 10 ms
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dripper = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut slow = slow;
+            let mut next = Instant::now();
+            let mut n = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) && n < 500 {
+                if Instant::now() >= next {
+                    for c in &mut slow {
+                        let _ = c.write_all(b"E");
+                    }
+                    next += Duration::from_secs(1);
+                }
+                if let Ok(mut c) = TcpStream::connect(addr) {
+                    let _ = c.write_all(b"G");
+                    slow.push(c);
+                }
+                n += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            slow.len()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    for _ in 0..3 {
+        let t = Instant::now();
+        let ok = get(addr, "/metrics");
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(dripper.join().unwrap() > 300);
+}
+
 #[test]
 fn a_wildcard_address_needs_asking_for() {
     let any: SocketAddr = "0.0.0.0:9464".parse().unwrap();
