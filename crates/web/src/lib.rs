@@ -191,10 +191,10 @@ async fn serve(
 fn shed_oldest_idle(table: &Table) {
     let mut t = lock(table);
     t.retain(|c| !c.task.is_finished());
-    if let Some(i) = t.iter().position(|c| !c.head.load(Ordering::Relaxed)) {
-        if let Some(c) = t.remove(i) {
-            c.task.abort();
-        }
+    if let Some(i) = t.iter().position(|c| !c.head.load(Ordering::Relaxed))
+        && let Some(c) = t.remove(i)
+    {
+        c.task.abort();
     }
 }
 
