@@ -35,6 +35,20 @@ pub(crate) struct Common {
     /// Status Q_Key.
     #[arg(long, default_value = "0x494d5300", value_parser = args::u32_num)]
     status_qkey: u32,
+    /// Service level of the status channel (0-7): sent as DSCP CS<n> (8·n) and, on a
+    /// tagged AF_XDP port, priority n.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7), conflicts_with = "status_dscp")]
+    status_sl: u8,
+    /// Service level of the data channel (0-7; the specification's typical SL1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=7), conflicts_with = "data_dscp")]
+    data_sl: u8,
+    /// The status channel's DSCP (0-63) where the network has its own plan (instead of
+    /// --status-sl).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
+    status_dscp: Option<u8>,
+    /// The data channel's DSCP (0-63), instead of --data-sl.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
+    data_dscp: Option<u8>,
     /// Stop after this many seconds.
     #[arg(long, value_parser = args::secs)]
     seconds: Option<Duration>,
@@ -200,12 +214,24 @@ fn nacked_json(n: &rocelink_ims::NackCounts) -> serde_json::Value {
     serde_json::Value::Object(m)
 }
 
+impl Common {
+    /// Each channel's DSCP from the flags.
+    fn levels(&self) -> rocelink_ims::ServiceLevels {
+        use rocelink_ims::levels::dscp_of_sl;
+        rocelink_ims::ServiceLevels {
+            status_dscp: self.status_dscp.unwrap_or(dscp_of_sl(self.status_sl)),
+            data_dscp: self.data_dscp.unwrap_or(dscp_of_sl(self.data_sl)),
+        }
+    }
+}
+
 /// The buffer unit's configuration from its flags.
 fn unit_config(a: &ServeArgs) -> Result<UnitConfig> {
     let ring = usize::try_from(a.ring).context("--ring is larger than memory")?;
     let server = ServerConfig {
         status_qpn: a.common.status_qpn,
         status_qkey: a.common.status_qkey,
+        levels: a.common.levels(),
         ring_bytes: ring,
         va_offset: a.va_offset,
         max_channels: a.max_workers,
@@ -236,10 +262,11 @@ fn unit_config(a: &ServeArgs) -> Result<UnitConfig> {
 
 fn serve(a: &ServeArgs) -> Result<ExitCode> {
     let mut cfg = checked_unit_config(a)?;
-    let (status_qpn, status_qkey, ring) = (
+    let (status_qpn, status_qkey, ring, levels) = (
         cfg.server.status_qpn,
         cfg.server.status_qkey,
         cfg.server.ring_bytes,
+        cfg.server.levels,
     );
     let counters = Counters::start("ims serve", &a.common.counters)?;
     let view = a.view.start("ims serve", |addr| {
@@ -254,8 +281,10 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
     })?;
     if !a.common.json && !a.common.quiet {
         eprintln!(
-            "rocelink ims serve: buffer unit on {}, status QPN {status_qpn:#x}, Q_Key {status_qkey:#x}, ring {ring} bytes per worker",
-            unit.local()
+            "rocelink ims serve: buffer unit on {}, status QPN {status_qpn:#x}, Q_Key {status_qkey:#x}, ring {ring} bytes per worker, DSCP {} status / {} data",
+            unit.local(),
+            levels.status_dscp,
+            levels.data_dscp
         );
     }
     let stop = StopFlag::install()?;
@@ -313,14 +342,15 @@ fn checked_unit_config(a: &ServeArgs) -> Result<UnitConfig> {
     Ok(cfg)
 }
 
-/// 1 when ACKed frames were left unconsumed (said why), a frame failed its check, or the
-/// recording stopped before holding what was asked for (`whole` false, said why).
+/// 1 when delivered frames could not be taken when stopping (said why), a frame failed its
+/// check, or the recording stopped before holding what was asked for (`whole` false, said
+/// why).
 fn serve_exit(sum: &UnitSummary, recorded: bool, whole: bool) -> ExitCode {
     if sum.unconsumed > 0 {
         eprintln!(
-            "rocelink: error: {} frame(s) were ACKed to their worker but not consumed{} within {} s of stopping",
+            "rocelink: error: {} frame(s) delivered could not be {} within {} s of stopping: never ACKed, their worker knows them as not stored",
             sum.unconsumed,
-            if recorded { " (recorded)" } else { "" },
+            if recorded { "recorded" } else { "consumed" },
             run::DRAIN.as_secs()
         );
         return ExitCode::from(1);
@@ -362,7 +392,7 @@ fn serve_summary(a: &ServeArgs, sum: &UnitSummary, snap: rocelink_runtime::count
         println!(
             "{}",
             json!({"frames": frames, "bytes": bytes, "frames_delivered": frames, "frames_consumed": st.frames_consumed,
-                   "acked": st.acked, "nacks": st.nacks, "nacked": nacked_json(&st.nacked), "nacked_total": st.nacks,
+                   "frames_discarded": st.frames_discarded, "acked": st.acked, "nacks": st.nacks, "nacked": nacked_json(&st.nacked), "nacked_total": st.nacks,
                    "retransmissions": st.seen_again, "timeouts": null, "window_stalls": st.out_of_window,
                    "corrupt": st.image_crc_failures, "image_crc_failures": st.image_crc_failures,
                    "out_of_window": st.out_of_window, "duplicates": st.duplicates,
@@ -446,6 +476,7 @@ fn send_config(a: &SendArgs) -> Result<SendConfig> {
     let w = &mut cfg.worker;
     w.status_qpn = a.common.status_qpn;
     w.status_qkey = a.common.status_qkey;
+    w.levels = a.common.levels();
     w.packet_bytes = a.packet;
     w.in_flight = a
         .in_flight

@@ -421,12 +421,21 @@ fn serve_records_every_frame_it_consumes() {
     assert_eq!(consumed, 50, "{s}");
 }
 
-/// A worker faster than the count asked for: every frame it sends is ACKed and consumed,
-/// the recording holds exactly the count, and nothing is called a recorder drop.
+/// A worker faster than the count asked for: the unit takes and ACKs exactly the count, the
+/// recording holds them, nothing is called a recorder drop, and the worker is told of no
+/// frame past them (it ends saying which were never acknowledged).
 #[test]
 fn serve_records_exactly_the_frames_asked_for_when_a_worker_sends_more() {
-    let (s, consumed) = serve_with_frames_recorded("127.0.0.58", 300, 10);
-    assert!(consumed >= 10, "{s}");
+    let dir = common::tmpdir("ims_record_more");
+    let rec = dir.join("rec");
+    let ((wc, w, we), (sc, s, se)) = record_while_sending("127.0.0.58", &rec, 300, 10, "2");
+    assert_eq!(sc, Some(0), "{s} {se}");
+    assert_ne!(wc, Some(0), "{w} {we}");
+    assert!(we.contains("never acknowledged"), "{we}");
+    assert_eq!(w["frames"], 10, "{w}");
+    assert_eq!(s["frames_consumed"], 10, "{s}");
+    assert_eq!(s["recorded"]["frames"], 10, "{s}");
+    assert_eq!(s["recorded"]["dropped"], 0, "{s}");
 }
 
 /// `ims serve --frames COUNT --record` while `ims send` sends `sent` §4 images: the
@@ -436,7 +445,7 @@ fn serve_with_frames_recorded(ip: &str, sent: u64, count: u64) -> (Value, u64) {
     let dir = common::tmpdir(&format!("ims_record_{count}"));
     let rec = dir.join("rec");
     let rec_s = rec.to_str().unwrap();
-    let ((wc, w, we), (sc, s, se)) = record_while_sending(ip, &rec, sent, count);
+    let ((wc, w, we), (sc, s, se)) = record_while_sending(ip, &rec, sent, count, "30");
     assert_eq!((wc, sc), (Some(0), Some(0)), "{w} {we} {s} {se}");
     assert_eq!(w["frames"], sent, "every frame ACKed: {w}");
     assert_eq!(s["recorded"]["frames"], count, "{s}");
@@ -472,7 +481,7 @@ fn a_full_disk_under_the_units_recording_stops_the_recording_not_the_unit() {
     let mnt = common::small_disk(&dir, "8m");
     let rec = mnt.join("rec");
     // 600 frames of 32 KiB: twice what 8 MiB holds
-    let ((wc, w, we), (sc, s, se)) = record_while_sending("127.0.0.57", &rec, 600, 600);
+    let ((wc, w, we), (sc, s, se)) = record_while_sending("127.0.0.57", &rec, 600, 600, "30");
     let read = rocelink_record::read::Recording::open(&rec)
         .map(|r| (r.len() as u64, r.inspect().recorder_drops));
     drop(mnt);
@@ -491,9 +500,15 @@ fn a_full_disk_under_the_units_recording_stops_the_recording_not_the_unit() {
 type Ended = (Option<i32>, Value, String);
 
 /// `ims serve --frames COUNT --record REC` (an 8 MiB ring) on `ip` while `ims send` sends
-/// `sent` §4 images of 32 KiB to it: each one's (exit code, JSON summary, stderr), worker
-/// first.
-fn record_while_sending(ip: &str, rec: &std::path::Path, sent: u64, count: u64) -> (Ended, Ended) {
+/// `sent` §4 images of 32 KiB to it (`--silence` seconds): each one's (exit code, JSON
+/// summary, stderr), worker first.
+fn record_while_sending(
+    ip: &str,
+    rec: &std::path::Path,
+    sent: u64,
+    count: u64,
+    silence: &str,
+) -> (Ended, Ended) {
     let port = free_port(ip).to_string();
     let unit = format!("{ip}:{port}");
     let serve = spawn(
@@ -528,7 +543,7 @@ fn record_while_sending(ip: &str, rec: &std::path::Path, sent: u64, count: u64) 
             "--timeout",
             "0.05",
             "--silence",
-            "30",
+            silence,
             "--json",
         ],
     );
@@ -776,9 +791,320 @@ fn stopping_a_recording_unit_keeps_every_frame_it_acked() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(
-        v["good"].as_u64().unwrap() >= acked,
+    assert_eq!(
+        v["good"], acked,
         "the worker saw {acked} frames ACKed, the recording holds {v}"
     );
+    assert_eq!(s["frames_consumed"], acked, "{s}");
     assert_eq!(v["recorder_drops"], 0, "{v}");
+}
+
+/// A relay between a worker and a unit that can damage one WRITE: the worker talks to
+/// `front` (the unit, as far as it knows), the unit to `back` (on the worker's address, so
+/// the LID still matches, and at the unit's port, where RoCE v2 answers go), every
+/// packet's ICRC recomputed for the hop it takes. The `nth` UC WRITE FIRST from the worker
+/// goes through `edit`.
+struct Relay {
+    front: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn start(front: &str, back: &str, unit: &str, nth: usize, edit: fn(&mut [u8])) -> Relay {
+        use std::net::UdpSocket;
+        use std::sync::atomic::Ordering;
+        let front = UdpSocket::bind(front).unwrap();
+        let back = UdpSocket::bind(back).unwrap();
+        let unit: std::net::SocketAddr = unit.parse().unwrap();
+        let (fa, ba) = (front.local_addr().unwrap(), back.local_addr().unwrap());
+        for s in [&front, &back] {
+            s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut worker, mut firsts, mut buf) = (None, 0usize, vec![0u8; 9000]);
+            let t0 = std::time::Instant::now();
+            while !flag.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(60) {
+                while let Ok((n, from)) = front.recv_from(&mut buf) {
+                    worker = Some(from);
+                    let p = &mut buf[..n];
+                    // UC RDMA WRITE FIRST
+                    if p.first() == Some(&0x26) {
+                        if firsts == nth {
+                            edit(p);
+                        }
+                        firsts += 1;
+                    }
+                    let _ = rocelink_wire::icrc::fill_socket(ba, unit, p);
+                    let _ = back.send_to(p, unit);
+                }
+                while let Ok((n, _)) = back.recv_from(&mut buf) {
+                    if let Some(w) = worker {
+                        let p = &mut buf[..n];
+                        let _ = rocelink_wire::icrc::fill_socket(fa, w, p);
+                        let _ = front.send_to(p, w);
+                    }
+                }
+            }
+        });
+        Relay {
+            front: fa,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `ims serve --record --frames COUNT` and a worker sending `sent` §4 images through a
+/// relay that damages the sixth frame's first packet with `edit`, the worker pipelining
+/// frames past it: the frames the worker saw ACKed are exactly the frames recorded (none
+/// dropped), whatever ended it. The worker's and the unit's summaries.
+fn acked_is_recorded(ips: [&str; 3], edit: fn(&mut [u8]), sent: u64, count: u64) -> (Ended, Ended) {
+    let [unit_ip, front_ip, worker_ip] = ips;
+    let dir = common::tmpdir(&format!("ims_acked_{count}_{unit_ip}"));
+    let rec = dir.join("rec");
+    let port = rocelink_testkit::ports::free_udp_port(&[unit_ip, worker_ip]).to_string();
+    let front_port = rocelink_testkit::ports::free_udp_port(&[front_ip, worker_ip]).to_string();
+    let serve = spawn(
+        &[],
+        &[
+            "ims",
+            "serve",
+            "--bind",
+            unit_ip,
+            "--port",
+            &port,
+            "--ring",
+            "8M",
+            "--record",
+            rec.to_str().unwrap(),
+            "--frames",
+            &count.to_string(),
+            "--seconds",
+            "4",
+            "--json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let relay = Relay::start(
+        &format!("{front_ip}:{front_port}"),
+        &format!("{worker_ip}:{port}"),
+        &format!("{unit_ip}:{port}"),
+        5,
+        edit,
+    );
+    let send = spawn(
+        &[],
+        &[
+            "ims",
+            "send",
+            &relay.front.to_string(),
+            "--bind",
+            &format!("{worker_ip}:{front_port}"),
+            "--image4",
+            "--frames",
+            &sent.to_string(),
+            // four frames of nine packets in flight: what the relay's socket holds
+            "--in-flight",
+            "4",
+            "--timeout",
+            "0.3",
+            "--silence",
+            "1",
+            "--json",
+        ],
+    );
+    let (w, s) = (json_of(send), json_of(serve));
+    drop(relay);
+    let acked = w.1["frames"].as_u64().unwrap_or_else(|| panic!("{w:?}"));
+    assert_eq!(s.1["frames_consumed"], acked, "worker {} unit {}", w.1, s.1);
+    assert_eq!(s.1["recorded"]["frames"], acked, "{}", s.1);
+    assert_eq!(s.1["recorded"]["dropped"], 0, "{}", s.1);
+    let v: Value = serde_json::from_slice(
+        &rocelink()
+            .args(["inspect", rec.to_str().unwrap(), "--json", "--verify"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["good"], acked, "{v}");
+    (w, s)
+}
+
+/// The first packet of a frame with its R_Key damaged (a fatal NACK: the worker stops).
+fn bad_rkey(p: &mut [u8]) {
+    p[20] ^= 0x80;
+}
+
+/// The first packet of a frame with its VA off the 64-byte grid (NACKed invalid VA).
+fn unaligned_va(p: &mut [u8]) {
+    let va = u64::from_be_bytes(p[12..20].try_into().unwrap()) + 32;
+    p[12..20].copy_from_slice(&va.to_be_bytes());
+}
+
+/// An ACK means the frame is recorded, for every way the stream ends: a worker's fatal
+/// NACK with frames pipelined past it (the unit then ends on `--seconds`, or on its count
+/// reached exactly at the refused frame), and a count smaller than what the worker sends
+/// (frames past it are never ACKed).
+#[test]
+fn every_frame_acked_is_recorded_whatever_ends_the_stream() {
+    // invalid R_Key at the sixth frame: five ACKed and recorded, the rest never ACKed
+    for (count, ips) in [
+        (10, ["127.0.0.140", "127.0.0.141", "127.0.0.142"]),
+        (5, ["127.0.0.143", "127.0.0.144", "127.0.0.145"]),
+    ] {
+        let ((wc, w, we), (sc, s, se)) = acked_is_recorded(ips, bad_rkey, 40, count);
+        assert_eq!(wc, Some(2), "the worker stops on the refusal: {w} {we}");
+        assert!(we.contains("invalid_rkey"), "{we}");
+        assert_eq!(w["frames"], 5, "{w}");
+        assert_eq!(sc, Some(0), "{s} {se}");
+        assert_eq!(s["nacked"]["invalid_rkey"], 1, "{s}");
+        assert!(
+            s["frames_delivered"].as_u64().unwrap() > 5,
+            "frames past the refused one came: {s}"
+        );
+    }
+    // invalid VA at the sixth frame (sent again on its timeout), and a count of 8 out of
+    // 40: the eight are ACKed and recorded, the frames past them never ACKed
+    let ((wc, w, we), (sc, s, se)) = acked_is_recorded(
+        ["127.0.0.146", "127.0.0.147", "127.0.0.148"],
+        unaligned_va,
+        40,
+        8,
+    );
+    assert_ne!(wc, Some(0), "frames never acknowledged: {w} {we}");
+    assert_eq!(w["frames"], 8, "{w}");
+    assert_eq!(sc, Some(0), "{s} {se}");
+    assert_eq!(s["nacked"]["invalid_va"], 1, "{s}");
+    assert!(s["frames_discarded"].as_u64().unwrap() > 0, "{s}");
+}
+
+/// Each channel keeps its own service level: a capture on loopback (tshark's) of a unit and
+/// a worker shows the status packets both ways with the status channel's DSCP, the WRITEs
+/// and their ACKs with the data channel's — by default (SL0 and SL1: CS0 and CS1) and as
+/// set on both roles; `decode` reads the same values and names the service level.
+#[test]
+fn the_status_and_data_channels_carry_their_own_service_levels() {
+    if !rocelink_testkit::netns::root_or_ci() || !rocelink_testkit::netns::need("tshark", "tshark")
+    {
+        return;
+    }
+    let ip = "127.0.0.151";
+    for (flags, status, data) in [
+        (vec![], 0u64, 8u64),
+        (vec!["--status-sl", "2", "--data-dscp", "46"], 16, 46),
+    ] {
+        let dir = common::tmpdir(&format!("ims_dscp_{data}"));
+        let pcap = dir.join("lo.pcap");
+        let port = free_port(ip);
+        let mut cap = Command::new("tshark")
+            .args([
+                "-i",
+                "lo",
+                "-f",
+                &format!("host {ip} and udp port {port}"),
+                "-w",
+            ])
+            .arg(&pcap)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // tshark says "Capturing on" once it is
+        let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0 {
+            if line.contains("Capturing on") {
+                break;
+            }
+            line.clear();
+        }
+        // (it says so a moment before its capture process takes packets)
+        std::thread::sleep(Duration::from_secs(1));
+        let port_s = port.to_string();
+        let mut serve_args = vec![
+            "ims", "serve", "--bind", ip, "--port", &port_s, "--ring", "1M",
+        ];
+        serve_args.extend(["--frames", "3", "--json"]);
+        serve_args.extend(&flags);
+        let serve = spawn(&[], &serve_args);
+        let unit = format!("{ip}:{port}");
+        let bind = format!("127.0.0.152:{port}");
+        let mut send_args = vec!["ims", "send", &unit, "--bind", &bind, "--frame", "64K"];
+        send_args.extend(["--frames", "3", "--json"]);
+        send_args.extend(&flags);
+        let (wc, w, we) = json_of(spawn(&[], &send_args));
+        let (sc, s, se) = json_of(serve);
+        assert_eq!((wc, sc), (Some(0), Some(0)), "{w} {we} {s} {se}");
+        std::thread::sleep(Duration::from_millis(300));
+        common::ctrl_c(cap.id());
+        let _ = cap.wait();
+        // tshark's reading: DSCP and UDP ports of every datagram
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-T", "fields", "-e", "ip.dsfield.dscp", "-e", "udp.length"])
+            .output()
+            .unwrap();
+        let theirs: Vec<(u64, u64)> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split('\t').map(|x| x.trim().parse::<u64>().ok());
+                Some((f.next()??, f.next()??))
+            })
+            .collect();
+        // rocelink's reading of the same capture: which channel each one is
+        let (code, ours, derr) = common::rocelink(&[
+            "decode",
+            "--json",
+            "--roce-port",
+            &port_s,
+            pcap.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{derr}");
+        let ours: Vec<Value> = ours
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(ours.len(), theirs.len(), "every datagram decoded");
+        assert!(
+            !ours.is_empty(),
+            "a capture: {derr} {:?}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (mut seen_status, mut seen_data) = (0, 0);
+        for (p, (dscp, _)) in ours.iter().zip(&theirs) {
+            assert_eq!(p["dscp"], *dscp, "tshark and decode agree: {p}");
+            // status packets are UD SENDs (to or from the status QP); the rest is the data
+            // channel: UC WRITEs one way, UC SENDs (ACK/NACK) the other
+            let opcode = p["opcode"].as_u64().unwrap();
+            // the transport bits: 0b011 is UD
+            let want = if opcode >> 5 == 3 {
+                seen_status += 1;
+                status
+            } else {
+                seen_data += 1;
+                data
+            };
+            assert_eq!(*dscp, want, "{p}");
+            let sl = rocelink_ims::levels::sl_of_dscp(want as u8);
+            assert_eq!(p["sl"], serde_json::json!(sl), "{p}");
+        }
+        // STAT_REQ/RES, DATA_REQ/RES, the TERMs and DOWNs; three frames (a WRITE's packets
+        // after its first are one segmented datagram on loopback) and their ACKs
+        assert!(seen_status >= 8, "{seen_status} status packets");
+        assert!(seen_data >= 3 + 3, "{seen_data} data-channel packets");
+    }
 }

@@ -19,14 +19,21 @@ pub struct Frame<'a> {
     pub intact: bool,
 }
 
-/// Takes delivered frames in order. While it is not ready, frames wait in the ring and the
-/// write window stays where it is (the worker is held back with outside-window NACKs).
+/// Takes delivered frames in order; each frame is ACKed to its worker once taken. While it
+/// is not ready, frames wait in the ring, unanswered, and the write window stays where it
+/// is (the worker waits for its ACKs, or is held back with outside-window NACKs).
 pub trait Consumer {
     /// Whether it takes a frame now.
     fn ready(&mut self, _now: Instant) -> bool {
         true
     }
-    /// Take `f`; its space in the ring may be written again afterwards.
+    /// Whether it takes no frame any more (a frame count reached): a stopping unit then
+    /// discards the frames still waiting instead of waiting for it.
+    fn done(&self) -> bool {
+        false
+    }
+    /// Take `f`; its space in the ring may be written again afterwards, and its worker
+    /// hears it is stored.
     fn consume(&mut self, now: Instant, f: &Frame<'_>);
     /// When to ask [`Consumer::ready`] again after it said no.
     fn wake(&self) -> Option<Instant> {
@@ -76,14 +83,13 @@ impl Consumer for RateConsumer {
 }
 
 /// Every frame to a recording (`rocelink inspect`/`export` read it): started at the first
-/// frame, whose size sizes the recorder's buffers. A frame the disk cannot keep up with is
-/// dropped and counted by the recorder, never stalling the buffer unit.
+/// frame, whose size sizes the recorder's buffers. While the disk falls behind frames wait
+/// in the ring; once the recording has stopped (a full disk, an I/O error) the frames
+/// taken are counted as the recorder's drops, with the reason in the recording's end.
 #[derive(Debug)]
 pub struct RecordConsumer {
     dir: PathBuf,
     max_bytes: Option<u64>,
-    /// Record only the first this many frames consumed.
-    max_frames: Option<u64>,
     rec: Option<Recorder>,
     frames: u64,
     error: Option<io::Error>,
@@ -97,25 +103,11 @@ impl RecordConsumer {
         RecordConsumer {
             dir,
             max_bytes,
-            max_frames: None,
             rec: None,
             frames: 0,
             error: None,
             room: true,
         }
-    }
-
-    /// Record only the first `n` frames consumed (`None`: all). The frames consumed after
-    /// them are consumed all the same (each was ACKed to its worker), not recorded, and not
-    /// counted as the recorder's drops.
-    pub fn with_max_frames(mut self, n: Option<u64>) -> RecordConsumer {
-        self.max_frames = n;
-        self
-    }
-
-    /// Whether the frame count is recorded.
-    fn full(&self) -> bool {
-        self.max_frames.is_some_and(|m| self.frames >= m)
     }
 
     /// Why recording stopped early, if it did.
@@ -146,9 +138,8 @@ impl Consumer for RecordConsumer {
     /// back for ever: frames are consumed, counted as the recorder's drops, and the
     /// recording's end says why.
     fn ready(&mut self, _now: Instant) -> bool {
-        let full = self.full();
         self.room = match self.rec.as_mut() {
-            Some(r) if !full && !r.stopped() => r.has_room(),
+            Some(r) if !r.stopped() => r.has_room(),
             _ => true,
         };
         self.room
@@ -157,10 +148,6 @@ impl Consumer for RecordConsumer {
         (!self.room).then(|| Instant::now() + Duration::from_millis(1))
     }
     fn consume(&mut self, _now: Instant, f: &Frame<'_>) {
-        if self.full() {
-            self.frames += 1;
-            return;
-        }
         if self.rec.is_none() && self.error.is_none() {
             let header = Header {
                 sensor: "ims".into(),

@@ -17,6 +17,14 @@ pub enum Error {
     /// No worker, no data channel, or no idle timeout.
     #[error("at least one worker and one data channel, and an idle timeout above 0")]
     Capacity,
+    /// A DSCP that is not 6 bits.
+    #[error("{channel} channel DSCP {dscp}: a DSCP is 0 to 63")]
+    Dscp {
+        /// Which channel.
+        channel: &'static str,
+        /// What was asked for.
+        dscp: u8,
+    },
     /// A first VA off the 64-byte grid.
     #[error("VA offset {0:#x} is not 64-byte aligned")]
     VaOffset(u64),

@@ -52,6 +52,9 @@
 //!   (big-endian); the buffer unit keys its worker table by (LID, QPN) as the specification
 //!   says and answers to the address the request came from.
 //! * Both directions of a data channel start at PSN 0 (status packets carry no PSN).
+//! * Service levels: the status and data channels keep the separate service levels the
+//!   specification's fabric configuration gives them (SL0 and SL1), carried as the DSCP
+//!   ([`ServiceLevels`]: SL n is the class selector CSn).
 //! * DATA_RES carries the buffer unit's data QPN in its QPND field (the worker addresses its
 //!   WRITEs to it), with the ring's R_Key and the first VA to write (VA_OFFS).
 //! * The write window is `[read pointer, read pointer + ring size)`: the transport checks a
@@ -67,6 +70,7 @@
 
 pub mod consumer;
 mod error;
+pub mod levels;
 mod mailbox;
 pub mod nack;
 pub mod ring;
@@ -78,6 +82,7 @@ pub mod worker;
 
 pub use consumer::{Consumer, RateConsumer, RecordConsumer};
 pub use error::{Error, Shared};
+pub use levels::ServiceLevels;
 pub use nack::{NackCounts, events_for, events_for_faults};
 pub use server::{Frame, Server, ServerConfig, ServerStats};
 pub use source::{

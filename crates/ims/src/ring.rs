@@ -123,6 +123,18 @@ impl RingBook {
             .any(|(&f, &n)| f + u64::from(n) > at)
     }
 
+    /// Frames delivered and not yet consumed that follow each other from the read pointer
+    /// on (those the consumer can take without a gap).
+    pub fn in_order(&self) -> usize {
+        let mut at = self.offset(self.rp);
+        let mut n = 0;
+        while let Some(&len) = self.delivered.get(&at) {
+            n += 1;
+            at = align_up(at.wrapping_add(u64::from(len)));
+        }
+        n
+    }
+
     /// Frames delivered and not yet consumed.
     pub fn pending(&self) -> usize {
         self.delivered.len()

@@ -67,12 +67,13 @@ impl Role for Sending<'_> {
     }
 }
 
-/// Longest a stopping buffer unit waits for its consumer to take the frames it ACKed.
+/// Longest a stopping buffer unit waits for its consumer to take the frames delivered.
 pub const DRAIN: Duration = Duration::from_secs(30);
 
-/// Serve until `stop` is set or `deadline` passes; then hand the consumer every frame
-/// that was ACKed and not yet consumed (waiting for it up to [`DRAIN`]). Returns how many
-/// it could not take in that time (0: every ACKed frame was consumed).
+/// Serve until `stop` is set or `deadline` passes; then hand the consumer the frames
+/// delivered and not yet taken, ACKing each (waiting for it up to [`DRAIN`], unless it is
+/// [done](Consumer::done)), and discard the rest, never ACKed. Returns how many the
+/// consumer could not take in that time (0: it took them all, or was done).
 pub fn serve(
     drv: &mut Driver,
     ep: &mut Endpoint,
@@ -90,8 +91,11 @@ pub fn serve(
     loop {
         let now = Instant::now();
         let left = server.drain(ep, now, consumer);
-        if left == 0 || now >= end {
-            return Ok(left);
+        // the ACKs of the frames just taken
+        drv.transmit(ep, now)?;
+        if left == 0 || consumer.done() || now >= end {
+            server.discard(ep);
+            return Ok(if consumer.done() { 0 } else { left });
         }
         let wake = consumer.wake().unwrap_or(now + Duration::from_millis(1));
         std::thread::sleep(

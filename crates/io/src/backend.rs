@@ -37,12 +37,20 @@ pub struct Outgoing<'a> {
     pub dst: SocketAddr,
     /// Its bytes, in order.
     pub parts: [&'a [u8]; 3],
+    /// The IP header's traffic class byte (DSCP << 2; RoCE v2 carries a service level
+    /// there); 0 leaves the socket's own.
+    pub tos: u8,
 }
 
 impl<'a> Outgoing<'a> {
     /// A datagram of `parts` to `dst`.
     pub fn new(dst: SocketAddr, parts: [&'a [u8]; 3]) -> Outgoing<'a> {
-        Outgoing { dst, parts }
+        Outgoing { dst, parts, tos: 0 }
+    }
+
+    /// The same, with traffic class byte `tos` in its IP header.
+    pub fn with_tos(self, tos: u8) -> Outgoing<'a> {
+        Outgoing { tos, ..self }
     }
 
     /// A datagram of one buffer.
@@ -209,19 +217,26 @@ impl Backend for UdpSocket {
     }
 
     fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
-        if let [one] = out {
+        if let [one] = out
+            && one.tos == 0
+        {
             // the common case of a request-response exchange: no allocation at all
             let (a, n) = one.iovecs();
             return self.send_parts(one.dst, &a[..n]);
         }
         // up to three slices each, in place: no allocation per datagram
         let parts: Vec<([IoSlice<'_>; 3], usize)> = out.iter().map(Outgoing::iovecs).collect();
-        let refs: Vec<(SocketAddr, &[IoSlice<'_>])> = out
+        let msgs: Vec<Mixed<'_>> = out
             .iter()
             .zip(&parts)
-            .map(|(o, (p, n))| (o.dst, &p[..*n]))
+            .map(|(o, (p, n))| Mixed {
+                dst: o.dst,
+                parts: &p[..*n],
+                segment: None,
+                tos: o.tos,
+            })
             .collect();
-        self.send_batch_parts(&refs)
+        self.send_mixed(&msgs)
     }
 
     fn send_segmented(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
@@ -238,10 +253,10 @@ impl Backend for UdpSocket {
                 a[n] = s;
                 n += 1;
             }
-            return self.send_gso(first.dst, &a[..n], seg);
+            return self.send_gso_tos(first.dst, &a[..n], seg, first.tos);
         }
         let parts: Vec<IoSlice<'_>> = out.iter().flat_map(|o| o.slices()).collect();
-        self.send_gso(first.dst, &parts, seg)
+        self.send_gso_tos(first.dst, &parts, seg, first.tos)
     }
 
     fn send_runs(&self, out: &[Outgoing<'_>], runs: &[usize]) -> io::Result<usize> {
@@ -263,6 +278,7 @@ impl Backend for UdpSocket {
                 dst: group[0].dst,
                 parts: &slices[s..s + k],
                 segment,
+                tos: group[0].tos,
             });
             (d, s) = (d + n, s + k);
         }
@@ -373,7 +389,7 @@ impl Transmitter {
     }
 
     /// How many datagrams at the head of `out` go as one segmented send: same peer, same
-    /// length (the last may be shorter), within the run limits.
+    /// traffic class, same length (the last may be shorter), within the run limits.
     pub fn run_len(&self, out: &[Outgoing<'_>]) -> usize {
         let Some(first) = out.first() else {
             return 0;
@@ -384,6 +400,7 @@ impl Transmitter {
             let l = o.len();
             if n == self.max_run
                 || o.dst != first.dst
+                || o.tos != first.tos
                 || l > seg
                 || l == 0
                 || total + l > self.max_bytes

@@ -35,6 +35,18 @@ impl Tap {
         payload: &[u8],
         ipv4_ident: u16,
     ) -> io::Result<()> {
+        self.record_with_tos(src, dst, payload, ipv4_ident, 0)
+    }
+
+    /// [`Tap::record`], the IP header carrying traffic class byte `tos` (as it was sent).
+    pub fn record_with_tos(
+        &mut self,
+        src: SocketAddr,
+        dst: SocketAddr,
+        payload: &[u8],
+        ipv4_ident: u16,
+        tos: u8,
+    ) -> io::Result<()> {
         let ts = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -50,7 +62,8 @@ impl Tap {
         match (src.ip(), dst.ip()) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 let mut h = icrc::socket_ipv4_header(s, d, udp_len);
-                if ipv4_ident != 0 {
+                if ipv4_ident != 0 || tos != 0 {
+                    h[1] = tos;
                     h[4..6].copy_from_slice(&ipv4_ident.to_be_bytes());
                     h[10..12].fill(0);
                     let c = rocelink_wire::ipv4::header_checksum(&h);

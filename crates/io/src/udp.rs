@@ -457,6 +457,7 @@ impl UdpSocket {
                 dst,
                 parts,
                 segment: None,
+                tos: 0,
             })
             .collect();
         self.send_mixed(&msgs)
@@ -514,15 +515,27 @@ impl UdpSocket {
         parts: &[IoSlice<'_>],
         segment: u16,
     ) -> io::Result<usize> {
+        self.send_gso_tos(dst, parts, segment, 0)
+    }
+
+    /// [`UdpSocket::send_gso`] with traffic class byte `tos` (DSCP << 2) in every
+    /// segment's IP header (0: the socket's own).
+    pub fn send_gso_tos(
+        &self,
+        dst: SocketAddr,
+        parts: &[IoSlice<'_>],
+        segment: u16,
+        tos: u8,
+    ) -> io::Result<usize> {
         let (mut addr, alen) = raw_addr(dst);
-        let mut cmsg = SegmentCmsg::default();
+        let mut cmsg = SendCmsg::default();
         // SAFETY: msghdr is plain C data.
         let mut h: libc::msghdr = unsafe { zeroed() };
         h.msg_name = (&mut addr as *mut RawAddr).cast();
         h.msg_namelen = alen;
         h.msg_iov = parts.as_ptr() as *mut libc::iovec; // IoSlice is ABI-compatible with iovec
         h.msg_iovlen = parts.len();
-        cmsg.attach(&mut h, segment)?;
+        cmsg.attach(&mut h, Some(segment), tos, dst.is_ipv6())?;
         // SAFETY: `h` points at the address, the caller's iovecs and our control buffer,
         // all alive for the call; the kernel only reads them.
         let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &h, libc::MSG_DONTWAIT) };
@@ -543,7 +556,7 @@ impl UdpSocket {
         }
         let mut addrs: Vec<(RawAddr, libc::socklen_t)> =
             msgs.iter().map(|m| raw_addr(m.dst)).collect();
-        let mut cmsgs: Vec<SegmentCmsg> = vec![SegmentCmsg::default(); msgs.len()];
+        let mut cmsgs: Vec<SendCmsg> = vec![SendCmsg::default(); msgs.len()];
         // SAFETY: mmsghdr is plain C data; zero is a valid initial value.
         let mut hdrs: Vec<libc::mmsghdr> = vec![unsafe { zeroed() }; msgs.len()];
         for (i, h) in hdrs.iter_mut().enumerate() {
@@ -552,8 +565,8 @@ impl UdpSocket {
             h.msg_namelen = addrs[i].1;
             h.msg_iov = msgs[i].parts.as_ptr() as *mut libc::iovec; // ABI-compatible
             h.msg_iovlen = msgs[i].parts.len();
-            if let Some(seg) = msgs[i].segment {
-                cmsgs[i].attach(h, seg)?;
+            if msgs[i].segment.is_some() || msgs[i].tos != 0 {
+                cmsgs[i].attach(h, msgs[i].segment, msgs[i].tos, msgs[i].dst.is_ipv6())?;
             }
         }
         // SAFETY: every header points at a live address, the caller's live iovecs over
@@ -585,32 +598,74 @@ pub struct Mixed<'a> {
     pub parts: &'a [IoSlice<'a>],
     /// The segment size of a super-datagram; `None` for one datagram.
     pub segment: Option<u16>,
+    /// The IP header's traffic class byte (DSCP << 2); 0 leaves the socket's own.
+    pub tos: u8,
 }
 
-/// The control buffer of one `UDP_SEGMENT` message (32 bytes ≥ CMSG_SPACE(2), aligned as
-/// `cmsghdr`).
+/// The control buffer of one message: `UDP_SEGMENT` and the traffic class (`IP_TOS`, or
+/// `IPV6_TCLASS` to an IPv6 peer), each when asked for (48 bytes ≥ CMSG_SPACE(2) +
+/// CMSG_SPACE(4), aligned as `cmsghdr`).
 #[derive(Debug, Clone, Copy, Default)]
-struct SegmentCmsg([u64; 4]);
+struct SendCmsg([u64; 6]);
 
-impl SegmentCmsg {
-    /// Point `h`'s control data at this buffer, holding `UDP_SEGMENT = segment`. The buffer
-    /// must stay where it is until `h` has been used.
-    fn attach(&mut self, h: &mut libc::msghdr, segment: u16) -> io::Result<()> {
+impl SendCmsg {
+    /// Point `h`'s control data at this buffer, holding `UDP_SEGMENT = segment` when given
+    /// and the traffic class `tos` when not 0. The buffer must stay where it is until `h`
+    /// has been used.
+    fn attach(
+        &mut self,
+        h: &mut libc::msghdr,
+        segment: Option<u16>,
+        tos: u8,
+        v6: bool,
+    ) -> io::Result<()> {
+        let seg_len = segment.map_or(0, |_| cmsg_space(size_of::<u16>()));
+        let tos_len = if tos != 0 {
+            cmsg_space(size_of::<libc::c_int>())
+        } else {
+            0
+        };
         h.msg_control = self.0.as_mut_ptr().cast();
-        h.msg_controllen = cmsg_space(size_of::<u16>());
-        // SAFETY: `h.msg_control` points at our 32 bytes ≥ CMSG_SPACE(2); CMSG_FIRSTHDR
-        // returns a pointer into them, and we write a u16 into its data area, which fits.
+        h.msg_controllen = seg_len + tos_len;
+        if h.msg_controllen == 0 {
+            h.msg_control = std::ptr::null_mut();
+            return Ok(());
+        }
+        // SAFETY: `h.msg_control` points at our 48 bytes, at least CMSG_SPACE(2) +
+        // CMSG_SPACE(4) and `h.msg_controllen` long; CMSG_FIRSTHDR/CMSG_NXTHDR return
+        // pointers into them (or null, checked), and each data area holds what is written.
         unsafe {
-            let c = libc::CMSG_FIRSTHDR(h);
-            if c.is_null() {
-                return Err(io::Error::other(
-                    "no room for the UDP_SEGMENT control message",
-                ));
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            if let Some(segment) = segment {
+                if c.is_null() {
+                    return Err(io::Error::other(
+                        "no room for the UDP_SEGMENT control message",
+                    ));
+                }
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = libc::UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment);
+                c = libc::CMSG_NXTHDR(h, c);
             }
-            (*c).cmsg_level = libc::SOL_UDP;
-            (*c).cmsg_type = libc::UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), segment);
+            if tos != 0 {
+                if c.is_null() {
+                    return Err(io::Error::other(
+                        "no room for the traffic class control message",
+                    ));
+                }
+                (*c).cmsg_level = if v6 {
+                    libc::IPPROTO_IPV6
+                } else {
+                    libc::IPPROTO_IP
+                };
+                (*c).cmsg_type = if v6 { libc::IPV6_TCLASS } else { libc::IP_TOS };
+                (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
+                std::ptr::write_unaligned(
+                    libc::CMSG_DATA(c).cast::<libc::c_int>(),
+                    libc::c_int::from(tos),
+                );
+            }
         }
         Ok(())
     }

@@ -67,7 +67,8 @@ pub(crate) struct BufferUnit {
 #[pymethods]
 impl BufferUnit {
     #[new]
-    #[pyo3(signature = (bind="127.0.0.1", port=4791, ring=64 << 20, verify="header", view=None, view_public=false))]
+    #[pyo3(signature = (bind="127.0.0.1", port=4791, ring=64 << 20, verify="header", view=None, view_public=false, status_dscp=0, data_dscp=8))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         bind: &str,
@@ -76,10 +77,16 @@ impl BufferUnit {
         verify: &str,
         view: Option<Bound<'_, PyAny>>,
         view_public: bool,
+        status_dscp: u8,
+        data_dscp: u8,
     ) -> PyResult<BufferUnit> {
         let mut cfg = UnitConfig::new(ip("bind", bind)?);
         cfg.port = port;
         cfg.server.ring_bytes = ring;
+        cfg.server.levels = rocelink_ims::ServiceLevels {
+            status_dscp,
+            data_dscp,
+        };
         cfg.server.verify = match verify {
             "header" => Verify::Header,
             "none" => Verify::None,
@@ -159,6 +166,7 @@ impl BufferUnit {
         let d = PyDict::new(py);
         d.set_item("frames_delivered", sum.stats.frames_delivered)?;
         d.set_item("frames_consumed", sum.stats.frames_consumed)?;
+        d.set_item("frames_discarded", sum.stats.frames_discarded)?;
         d.set_item("bytes", sum.stats.bytes)?;
         d.set_item("nacks", sum.stats.nacks)?;
         d.set_item("crc_failures", sum.stats.image_crc_failures)?;
@@ -301,7 +309,8 @@ pub(crate) struct Worker {
 #[pymethods]
 impl Worker {
     #[new]
-    #[pyo3(signature = (server="127.0.0.1", bind=None, port=None, max_frame=4 << 20, packet=None))]
+    #[pyo3(signature = (server="127.0.0.1", bind=None, port=None, max_frame=4 << 20, packet=None, status_dscp=0, data_dscp=8))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         server: &str,
@@ -309,6 +318,8 @@ impl Worker {
         port: Option<u16>,
         max_frame: usize,
         packet: Option<usize>,
+        status_dscp: u8,
+        data_dscp: u8,
     ) -> PyResult<Worker> {
         let unit = match server.parse::<SocketAddr>() {
             Ok(a) => a,
@@ -321,6 +332,10 @@ impl Worker {
             cfg.worker.packet_bytes = p;
         }
         cfg.worker.in_flight = WorkerConfig::in_flight_for(max_frame);
+        cfg.worker.levels = rocelink_ims::ServiceLevels {
+            status_dscp,
+            data_dscp,
+        };
         let wcfg = cfg.worker;
         let s = py
             .detach(|| WorkerSession::start(cfg, None))

@@ -22,6 +22,8 @@ struct Pending {
     dst: SocketAddr,
     /// An acknowledgement or READ response (see [`Driver::send_pending`]).
     response: bool,
+    /// Its QP's traffic class: the IP header's TOS byte.
+    tos: u8,
     buf: Vec<u8>,
     gather: Option<Gather>,
 }
@@ -29,7 +31,7 @@ struct Pending {
 impl Pending {
     /// The datagram: `buf`, then the region slice and the tail.
     fn outgoing<'a>(&'a self, ep: &'a Endpoint) -> Outgoing<'a> {
-        match &self.gather {
+        let o = match &self.gather {
             None => Outgoing::whole(self.dst, &self.buf),
             Some(g) => {
                 // the region was there when the packet was built and nothing ran since
@@ -40,7 +42,8 @@ impl Pending {
                     .unwrap_or(&[]);
                 Outgoing::new(self.dst, [&self.buf, body, &g.tail[..g.tail_len]])
             }
-        }
+        };
+        o.with_tos(self.tos)
     }
 }
 
@@ -241,12 +244,14 @@ impl<B: Backend> Driver<B> {
                         let p = Pending {
                             dst: t.dst,
                             response: t.response,
+                            tos: t.traffic_class,
                             buf,
                             gather: t.gather,
                         };
                         if let Some(tap) = self.tap.as_mut() {
                             let whole = p.outgoing(ep).parts.concat();
-                            tap.record(SocketAddr::new(local_ip, t.src_port), t.dst, &whole, 0)?;
+                            let from = SocketAddr::new(local_ip, t.src_port);
+                            tap.record_with_tos(from, t.dst, &whole, 0, t.traffic_class)?;
                         }
                         self.pending.push(p);
                     }

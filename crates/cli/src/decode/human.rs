@@ -91,7 +91,12 @@ fn ip_line(ip: &IpInfo) -> String {
             dont_frag,
             ..
         } => format!(
-            "IPv4 dscp {dscp} ecn {ecn} ttl {ttl} id {ident}{}{}",
+            "IPv4 dscp {dscp}{} ecn {ecn} ttl {ttl} id {ident}{}{}",
+            // a class selector other than the default: the service level it carries
+            match rocelink_ims::levels::sl_of_dscp(dscp) {
+                Some(sl) if sl > 0 => format!(" (SL{sl})"),
+                _ => String::new(),
+            },
             if dont_frag { " DF" } else { "" },
             if ip.checksum_ok { "" } else { " BAD-CHECKSUM" }
         ),

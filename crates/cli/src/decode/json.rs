@@ -83,7 +83,8 @@ fn ip_json(m: &mut Map<String, Value>, ip: &IpInfo) {
             ident,
             dont_frag,
             ..
-        } => json!({"ip_version": 4, "dscp": dscp, "ecn": ecn, "ttl": ttl, "ip_id": ident,
+        } => json!({"ip_version": 4, "dscp": dscp, "sl": rocelink_ims::levels::sl_of_dscp(dscp),
+                    "ecn": ecn, "ttl": ttl, "ip_id": ident,
                     "df": dont_frag, "ip_checksum_ok": ip.checksum_ok}),
         IpParams::V6 {
             traffic_class,

@@ -1,8 +1,14 @@
-//! One data channel of the buffer unit: its UC QP and ring, the ACK or NACK for every WRITE
+//! One data channel of the buffer unit: its UC QP and ring, the answer to every WRITE
 //! message that ends on it, and the hand-over of consecutively delivered frames to the
 //! consumer, which moves the write window.
+//!
+//! A frame is ACKed once the consumer has taken it, never before: a NACK goes out as soon
+//! as a message fails, but a frame delivered whole waits in the ring, unanswered, until it
+//! is its turn and the consumer takes it. So every frame a worker saw ACKed was taken
+//! (recorded, or counted as dropped with its reason), whatever stops the unit; a frame
+//! delivered and never taken (the unit stopped taking, its worker left) was never ACKed.
 
-use super::{Frame, Gaps, ServerConfig, ServerStats};
+use super::{Frame, ServerConfig, ServerStats};
 use crate::consumer::Consumer;
 use crate::mailbox::Mailbox;
 use crate::nack::events_for_faults;
@@ -16,6 +22,17 @@ use rocelink_wire::ims::{AckRepr, AckType, Events, ack, marks};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Instant;
+
+/// What a channel needs to hand frames to the consumer.
+pub(super) struct Take<'a> {
+    pub(super) now: Instant,
+    /// The worker: (LID, status QPN).
+    pub(super) worker: (u32, u32),
+    pub(super) verify: Verify,
+    pub(super) consumer: &'a mut dyn Consumer,
+    /// Where a frame that wraps past the ring's end is put together.
+    pub(super) scratch: &'a mut Vec<u8>,
+}
 
 /// Frames NACKed and not yet delivered that a channel remembers, to count them when they
 /// come again.
@@ -68,6 +85,7 @@ impl Channel {
             // that starts at 0 (a replay behind it is refused)
             pin_peer_port: true,
             psn_window: 1 << 23,
+            traffic_class: cfg.levels.data_tc(),
             ..QpInit::new(QpType::Uc)
         };
         let qpn = ep.create_qp(init)?;
@@ -102,8 +120,16 @@ impl Channel {
         moved
     }
 
-    /// ACK or NACK every WRITE message that ended since the last call.
-    pub(super) fn answer_frames(&mut self, ep: &mut Endpoint, stats: &mut ServerStats) {
+    /// Answer every WRITE message that ended since the last call, in their order: a NACK
+    /// for a failed one, an ACK for a frame taken before (sent again after a lost ACK); a
+    /// frame delivered is handed on at once if it is its turn and the consumer takes it,
+    /// and ACKed then ([`Channel::consume`]), else it waits, unanswered.
+    pub(super) fn answer_frames(
+        &mut self,
+        ep: &mut Endpoint,
+        take: &mut Take<'_>,
+        stats: &mut ServerStats,
+    ) {
         while let Some(e) = ep.poll_qp_event(self.qpn) {
             let Event::WriteMessage {
                 va,
@@ -128,6 +154,15 @@ impl Channel {
                     Delivery::New => {
                         stats.frames_delivered += 1;
                         stats.bytes += u64::from(len);
+                        // its ACK (and those of the frames it let through) before the
+                        // answers to the messages after it
+                        self.consume(ep, take, stats);
+                        continue;
+                    }
+                    // waiting for the consumer: its ACK comes when it is taken
+                    Delivery::Duplicate if self.book.holds(va) => {
+                        stats.duplicates += 1;
+                        continue;
                     }
                     Delivery::Duplicate => stats.duplicates += 1,
                 },
@@ -147,26 +182,40 @@ impl Channel {
             if events != 0 && va != 0 {
                 self.remember_nacked(va);
             }
-            let a = AckRepr {
-                kind: if events == 0 {
-                    AckType::Ack
-                } else {
-                    AckType::Nack
-                },
-                events: Events(events),
-                va,
-            };
-            let mut b = [0u8; ack::PACKET_LEN];
-            a.emit(&mut b);
-            if events == 0 {
-                stats.acked += 1;
-            } else {
-                stats.nacks += 1;
-                stats.nacked.add(a.events);
-            }
-            // a full send queue drops the answer: the worker's timeout sends the frame again
-            let _ = self.acks.send(ep, SendOp::Send, &b);
+            self.answer(ep, va, Events(events), stats);
         }
+    }
+
+    /// Send an ACK (no `events`) or a NACK for the frame at `va`.
+    fn answer(&mut self, ep: &mut Endpoint, va: u64, events: Events, stats: &mut ServerStats) {
+        let kind = if events.0 == 0 {
+            stats.acked += 1;
+            AckType::Ack
+        } else {
+            stats.nacks += 1;
+            stats.nacked.add(events);
+            AckType::Nack
+        };
+        let mut b = [0u8; ack::PACKET_LEN];
+        AckRepr { kind, events, va }.emit(&mut b);
+        // a full send queue drops the answer: the worker's timeout sends the frame again,
+        // and a frame taken before is ACKed again
+        let _ = self.acks.send(ep, SendOp::Send, &b);
+    }
+
+    /// Forget the frames delivered and not taken (never ACKed): counted discarded; how many.
+    pub(super) fn discard(&mut self, ep: &mut Endpoint, stats: &mut ServerStats) -> usize {
+        let mut n = 0;
+        while self.book.pass_gap().is_some() {
+            self.book.consume();
+            n += 1;
+        }
+        stats.frames_discarded += n as u64;
+        if n > 0 {
+            let (start, len) = self.book.window();
+            let _ = ep.set_ring_window(self.ring.lkey, start, len);
+        }
+        n
     }
 
     fn remember_nacked(&mut self, va: u64) {
@@ -181,27 +230,18 @@ impl Channel {
         self.nacked.insert(va);
     }
 
-    /// Hand frames at the read pointer to the consumer; move the window past those taken.
-    /// With [`Gaps::Pass`] (the channel takes no more writes) a frame that never came
-    /// does not hold back the delivered frames after it.
-    #[allow(clippy::too_many_arguments)]
+    /// Hand frames at the read pointer to the consumer, in order, each ACKed as it is
+    /// taken; move the window past those taken.
     pub(super) fn consume(
         &mut self,
         ep: &mut Endpoint,
-        now: Instant,
-        worker: (u32, u32),
-        verify: Verify,
-        gaps: Gaps,
-        consumer: &mut dyn Consumer,
+        take: &mut Take<'_>,
         stats: &mut ServerStats,
-        scratch: &mut Vec<u8>,
     ) {
+        let now = take.now;
         let mut moved = false;
-        while let Some((va, len)) = match gaps {
-            Gaps::Pass => self.book.pass_gap(),
-            Gaps::Wait => self.book.next(),
-        } {
-            if !consumer.ready(now) {
+        while let Some((va, len)) = self.book.next() {
+            if !take.consumer.ready(now) {
                 break;
             }
             let Ok(mr) = ep.mr(self.ring.lkey) else {
@@ -213,24 +253,26 @@ impl Channel {
             let bytes = if b.is_empty() {
                 a
             } else {
-                scratch.clear();
-                scratch.extend_from_slice(a);
-                scratch.extend_from_slice(b);
-                &scratch[..]
+                take.scratch.clear();
+                take.scratch.extend_from_slice(a);
+                take.scratch.extend_from_slice(b);
+                &take.scratch[..]
             };
             let f = Frame {
-                worker,
+                worker: take.worker,
                 va,
                 bytes,
-                intact: verify.check(bytes, va),
+                intact: take.verify.check(bytes, va),
             };
-            consumer.consume(now, &f);
+            take.consumer.consume(now, &f);
             if !f.intact {
                 stats.image_crc_failures += 1;
             }
             stats.frames_consumed += 1;
             self.book.consume();
             moved = true;
+            // taken: only now may its worker hear it is stored
+            self.answer(ep, va, Events(0), stats);
         }
         if moved {
             let (start, len) = self.book.window();

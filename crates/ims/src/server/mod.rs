@@ -1,27 +1,19 @@
 //! The buffer unit (WCU.BUF): answers the status channel, keeps a ring per data channel,
 //! answers every frame with an ACK or a NACK, and hands consecutively delivered frames to a
-//! [`Consumer`], whose pace moves the write window.
+//! [`Consumer`], whose pace moves the write window. A frame is ACKed once the consumer has
+//! taken it: every ACK a worker sees names a frame recorded or counted as dropped.
 
 pub use crate::consumer::{Consumer, Frame};
 use crate::mailbox::Mailbox;
 use crate::nack::NackCounts;
 use crate::{Error, STATUS_QKEY, STATUS_QPN, VERSION, source::Verify};
-use channel::Channel;
+use channel::{Channel, Take};
 use rocelink_transport::{Endpoint, Mtu, QpInit, QpType};
 use rocelink_wire::ims::StatusRepr;
 use status::Limiter;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-
-/// What a channel's consumer does at a frame that has not come (yet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Gaps {
-    /// Wait for it: the worker sends it (again).
-    Wait,
-    /// Pass over it: the channel takes no more writes.
-    Pass,
-}
 
 mod channel;
 mod status;
@@ -50,6 +42,9 @@ pub struct ServerConfig {
     pub answers_per_sec: u32,
     /// What is checked of each frame before it is consumed.
     pub verify: Verify,
+    /// The DSCP of status answers and of ACKs/NACKs (SL0 and SL1 by default).
+    #[serde(default)]
+    pub levels: crate::ServiceLevels,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +60,7 @@ impl Default for ServerConfig {
             idle_timeout: status::IDLE,
             answers_per_sec: 1000,
             verify: Verify::Header,
+            levels: crate::ServiceLevels::default(),
         }
     }
 }
@@ -84,7 +80,7 @@ impl ServerConfig {
         if !self.va_offset.is_multiple_of(crate::ALIGN) {
             return Err(Error::VaOffset(self.va_offset));
         }
-        Ok(())
+        self.levels.check()
     }
 }
 
@@ -95,15 +91,20 @@ pub struct ServerStats {
     pub frames_delivered: u64,
     /// Their bytes.
     pub bytes: u64,
-    /// Frames handed to the consumer.
+    /// Frames handed to the consumer (each then ACKed).
     pub frames_consumed: u64,
+    /// Frames delivered that the consumer never took, so never ACKed: their worker left
+    /// first (a fatal NACK, DATA_TERM, silence), or the unit stopped while they waited
+    /// behind a frame count the consumer had reached.
+    pub frames_discarded: u64,
     /// ACKs sent (duplicates included).
     pub acked: u64,
     /// NACK packets sent.
     pub nacks: u64,
     /// NACK causes sent (a NACK with two causes counts under each).
     pub nacked: NackCounts,
-    /// Frames delivered again (their ACK was lost), ACKed again.
+    /// Frames delivered again: their ACK was lost (ACKed again), or they came again while
+    /// waiting for the consumer (ACKed once taken).
     pub duplicates: u64,
     /// Frames that came again: sent again after a NACK, a lost ACK or a timeout.
     pub seen_again: u64,
@@ -147,9 +148,6 @@ pub struct Server {
     cfg: ServerConfig,
     status: Mailbox,
     table: HashMap<(u32, u32), WorkerEntry>,
-    /// Channels taken down whose delivered frames the consumer has not taken yet: no more
-    /// writes, the ring kept until it has.
-    draining: Vec<((u32, u32), Channel)>,
     stats: ServerStats,
     scratch: Vec<u8>,
     limiter: Limiter,
@@ -163,6 +161,7 @@ impl Server {
         let init = QpInit {
             send_cq: cq,
             recv_cq: cq,
+            traffic_class: cfg.levels.status_tc(),
             ..QpInit::new(QpType::Ud)
         };
         let qpn = ep.create_qp_numbered(cfg.status_qpn, init)?;
@@ -172,7 +171,6 @@ impl Server {
             cfg,
             status,
             table: HashMap::new(),
-            draining: Vec::new(),
             stats: ServerStats::default(),
             scratch: Vec::new(),
             limiter: Limiter::new(cfg.answers_per_sec),
@@ -218,7 +216,6 @@ impl Server {
             .table
             .values()
             .filter_map(|w| w.channel.as_ref())
-            .chain(self.draining.iter().map(|(_, c)| c))
             .any(|c| c.book.next().is_some());
         let consume = waiting.then(|| consumer.wake()).flatten();
         [consume, self.next_expiry()].into_iter().flatten().min()
@@ -235,82 +232,91 @@ impl Server {
             }
         }
         self.expire(ep, now);
-        for w in self.table.values_mut() {
-            if let Some(ch) = w.channel.as_mut() {
-                ch.answer_frames(ep, &mut self.stats);
-            }
-        }
-        self.consume(ep, now, consumer, false);
-    }
-
-    /// Frames delivered — and so ACKed — that the consumer has not taken yet.
-    pub fn pending(&self) -> usize {
-        let open = self.table.values().filter_map(|w| w.channel.as_ref());
-        open.chain(self.draining.iter().map(|(_, c)| c))
-            .map(|c| c.book.pending())
-            .sum()
-    }
-
-    /// Hand the consumer what it takes now of the frames delivered and not consumed,
-    /// answering nothing new; the number still waiting. A buffer unit that stops calls this
-    /// until it is 0, so every frame a worker saw ACKed reaches the consumer: nothing more
-    /// arrives once it stops, so a frame never delivered (NACKed, or lost with its worker)
-    /// no longer holds back the ACKed frames after it.
-    pub fn drain(&mut self, ep: &mut Endpoint, now: Instant, consumer: &mut dyn Consumer) -> usize {
-        self.consume(ep, now, consumer, true)
-    }
-
-    /// Hand the consumer the frames at each ring's read pointer; the number still waiting.
-    /// A channel that is closed (or every channel, when `stopping`) passes over the gaps
-    /// no frame will fill any more.
-    fn consume(
-        &mut self,
-        ep: &mut Endpoint,
-        now: Instant,
-        consumer: &mut dyn Consumer,
-        stopping: bool,
-    ) -> usize {
         let Server {
             table,
-            draining,
             stats,
             scratch,
             cfg,
             ..
         } = self;
-        for (&key, w) in table.iter_mut() {
+        for (&worker, w) in table.iter_mut() {
             if let Some(ch) = w.channel.as_mut() {
-                let gaps = if stopping { Gaps::Pass } else { Gaps::Wait };
-                ch.consume(ep, now, key, cfg.verify, gaps, consumer, stats, scratch);
+                let mut take = Take {
+                    now,
+                    worker,
+                    verify: cfg.verify,
+                    consumer: &mut *consumer,
+                    scratch: &mut *scratch,
+                };
+                ch.answer_frames(ep, &mut take, stats);
             }
         }
-        draining.retain_mut(|(key, ch)| {
-            ch.consume(
-                ep,
-                now,
-                *key,
-                cfg.verify,
-                Gaps::Pass,
-                consumer,
-                stats,
-                scratch,
-            );
-            let done = ch.book.pending() == 0;
-            if done {
-                ep.deregister_mr(ch.ring.lkey);
-            }
-            !done
-        });
-        self.pending()
+        self.consume(ep, now, consumer);
     }
 
-    /// Take a channel down: no more writes; its ring goes once its frames are consumed.
-    fn retire(&mut self, ep: &mut Endpoint, key: (u32, u32), mut ch: Channel) {
-        ch.close_qp(ep);
-        if ch.book.pending() == 0 {
-            ep.deregister_mr(ch.ring.lkey);
-        } else {
-            self.draining.push((key, ch));
+    /// Frames delivered that the consumer has not taken yet (none of them ACKed).
+    pub fn pending(&self) -> usize {
+        self.table
+            .values()
+            .filter_map(|w| w.channel.as_ref())
+            .map(|c| c.book.pending())
+            .sum()
+    }
+
+    /// A stopping buffer unit: hand the consumer what it takes now of the frames
+    /// delivered in order and not taken, ACKing each, and answering nothing new; the number
+    /// of those still waiting. A frame behind a gap (one never delivered: NACKed, or still
+    /// to be sent again) is not one of them: nothing fills the gap any more, and the
+    /// stream's frames are taken in order or not at all. A unit calls this until it is 0
+    /// or the consumer is [done](Consumer::done), then [`Server::discard`]s the rest.
+    pub fn drain(&mut self, ep: &mut Endpoint, now: Instant, consumer: &mut dyn Consumer) -> usize {
+        self.consume(ep, now, consumer);
+        self.table
+            .values()
+            .filter_map(|w| w.channel.as_ref())
+            .map(|c| c.book.in_order())
+            .sum()
+    }
+
+    /// Forget the frames delivered and not taken (never ACKed), counted as
+    /// [`ServerStats::frames_discarded`]; how many.
+    pub fn discard(&mut self, ep: &mut Endpoint) -> usize {
+        let Server { table, stats, .. } = self;
+        let mut n = 0;
+        for ch in table.values_mut().filter_map(|w| w.channel.as_mut()) {
+            n += ch.discard(ep, stats);
         }
+        n
+    }
+
+    /// Hand the consumer the frames at each ring's read pointer.
+    fn consume(&mut self, ep: &mut Endpoint, now: Instant, consumer: &mut dyn Consumer) {
+        let Server {
+            table,
+            stats,
+            scratch,
+            cfg,
+            ..
+        } = self;
+        for (&worker, w) in table.iter_mut() {
+            if let Some(ch) = w.channel.as_mut() {
+                let mut take = Take {
+                    now,
+                    worker,
+                    verify: cfg.verify,
+                    consumer: &mut *consumer,
+                    scratch: &mut *scratch,
+                };
+                ch.consume(ep, &mut take, stats);
+            }
+        }
+    }
+
+    /// Take a channel down: no more writes, and no ACK can reach its worker any more, so
+    /// the frames it delivered and the consumer has not taken are discarded.
+    fn retire(&mut self, ep: &mut Endpoint, mut ch: Channel) {
+        ch.discard(ep, &mut self.stats);
+        ch.close_qp(ep);
+        ep.deregister_mr(ch.ring.lkey);
     }
 }

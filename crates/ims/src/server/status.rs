@@ -141,13 +141,13 @@ impl Server {
             },
             Method::DataTerm => {
                 if let Some(ch) = self.table.get_mut(&key).and_then(|w| w.channel.take()) {
-                    self.retire(ep, key, ch);
+                    self.retire(ep, ch);
                 }
                 self.reply(ep, now, to, answer(Method::DataDown));
             }
             Method::StatTerm => {
                 if let Some(ch) = self.table.remove(&key).and_then(|w| w.channel) {
-                    self.retire(ep, key, ch);
+                    self.retire(ep, ch);
                 }
                 self.reply(ep, now, to, answer(Method::StatDown));
             }
@@ -198,7 +198,8 @@ impl Server {
     }
 
     /// Remove the workers silent for [`ServerConfig::idle_timeout`]; their channels are
-    /// retired (the frames they delivered are still consumed).
+    /// retired (the frames they delivered and the consumer has not taken, never ACKed, are
+    /// discarded).
     pub(super) fn expire(&mut self, ep: &mut Endpoint, now: Instant) {
         let idle = self.cfg.idle_timeout;
         let mut gone = Vec::new();
@@ -214,7 +215,7 @@ impl Server {
             if let Some(w) = self.table.remove(&key) {
                 self.stats.workers_expired += 1;
                 if let Some(ch) = w.channel {
-                    self.retire(ep, key, ch);
+                    self.retire(ep, ch);
                 }
             }
         }
@@ -261,7 +262,7 @@ impl Server {
         }
         let addr = w.addr;
         if let Some(old) = w.channel.take() {
-            self.retire(ep, key, old);
+            self.retire(ep, old);
         }
         // the worker's WRITEs go to our RoCE port from its address; its port is learnt
         let ch = Channel::open(

@@ -42,9 +42,9 @@ pub struct UnitConfig {
     pub server: ServerConfig,
     /// Where delivered frames go.
     pub consume: Consume,
-    /// End once this many frames were consumed (and their worker left, or 2 s on); a
-    /// recording holds the first this many (a fast worker's frames past the count are
-    /// consumed, as each was ACKed, but not recorded).
+    /// Take this many frames, then end (once their worker left, or 2 s on): a recording
+    /// holds exactly these, and only these are ACKed (a fast worker's frames past the
+    /// count are discarded, never ACKed).
     pub frames: Option<u64>,
     /// End after this long.
     pub duration: Option<Duration>,
@@ -140,8 +140,8 @@ pub struct UnitSummary {
     pub icrc_errors: u64,
     /// The recording, if one was made.
     pub recorded: Option<rocelink_record::Summary>,
-    /// Frames ACKed to their worker and not consumed when it stopped (0 unless the
-    /// consumer could not take them within [`run::DRAIN`]).
+    /// Frames delivered that the consumer could not take within [`run::DRAIN`] when the
+    /// unit stopped (discarded, never ACKed; 0 unless the consumer was stuck).
     pub unconsumed: usize,
     /// How long it ran.
     pub seconds: f64,
@@ -272,21 +272,28 @@ struct Ctx {
     data_every: Duration,
 }
 
-/// Passes frames on, each an event.
+/// Passes frames on, each an event, up to the frame count.
 struct Reporting<'a> {
     inner: &'a mut dyn Consumer,
     ctx: &'a Ctx,
     /// When bytes were last handed on.
     data_at: Option<Instant>,
+    /// Frames to take at most, and taken so far.
+    limit: Option<u64>,
+    taken: u64,
 }
 
 impl Consumer for Reporting<'_> {
     fn ready(&mut self, now: Instant) -> bool {
-        // frames past the count are still taken: each was ACKed to its worker
-        self.inner.ready(now)
+        // past the count nothing is taken, so nothing more is ACKed
+        !self.done() && self.inner.ready(now)
+    }
+    fn done(&self) -> bool {
+        self.limit.is_some_and(|n| self.taken >= n) || self.inner.done()
     }
     fn consume(&mut self, now: Instant, f: &Frame<'_>) {
         self.inner.consume(now, f);
+        self.taken += 1;
         let e = FrameEvent {
             worker: f.worker,
             va: f.va,
@@ -322,11 +329,7 @@ const LINGER: Duration = Duration::from_millis(750);
 
 fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<UnitSummary, Error> {
     let mut rec = match &cfg.consume {
-        // a frame count is the recording's too: frames a fast worker sends past it are
-        // consumed (each was ACKed) but not recorded
-        Consume::Record(d) => {
-            Some(RecordConsumer::new(d.clone(), None).with_max_frames(cfg.frames))
-        }
+        Consume::Record(d) => Some(RecordConsumer::new(d.clone(), None)),
         _ => None,
     };
     let mut rate = match cfg.consume {
@@ -343,6 +346,8 @@ fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<Uni
         inner,
         ctx: &ctx,
         data_at: None,
+        limit: cfg.frames,
+        taken: 0,
     };
     let t0 = Instant::now();
     let mut reached_at: Option<Instant> = None;

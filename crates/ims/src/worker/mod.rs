@@ -57,6 +57,9 @@ pub struct WorkerConfig {
     /// (a unit whose QPs each send from their own port). Answers from any other port are
     /// dropped ([`rocelink_transport::QpStats::foreign_port`]).
     pub unit_data_port: Option<u16>,
+    /// The DSCP of status requests and of WRITEs (SL0 and SL1 by default).
+    #[serde(default)]
+    pub levels: crate::ServiceLevels,
 }
 
 /// Which frames a worker marks bad ([`WorkerConfig::mark_bad`]): every `every`-th frame
@@ -91,6 +94,7 @@ impl WorkerConfig {
             silence: Duration::from_secs(60),
             answer_window: 1024,
             unit_data_port: None,
+            levels: crate::ServiceLevels::default(),
         }
     }
 
@@ -141,7 +145,7 @@ impl WorkerConfig {
                 marks: m.marks,
             });
         }
-        Ok(())
+        self.levels.check()
     }
 }
 
@@ -270,6 +274,7 @@ impl Worker {
         let status_qpn = ep.create_qp(QpInit {
             send_cq: scq,
             recv_cq: scq,
+            traffic_class: cfg.levels.status_tc(),
             ..QpInit::new(QpType::Ud)
         })?;
         ep.ready_qp(status_qpn, cfg.status_qkey, None, 0, Mtu::M4096)?;
@@ -281,6 +286,7 @@ impl Worker {
             // answers only from the unit's data QP as it first answered, in its PSN order
             pin_peer_port: true,
             psn_window: cfg.answer_window,
+            traffic_class: cfg.levels.data_tc(),
             ..QpInit::new(QpType::Uc)
         })?;
         // receives may be posted from INIT on; connected at DATA_RES

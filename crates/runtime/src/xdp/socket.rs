@@ -121,11 +121,14 @@ impl Backend for XdpSocket {
                     format!("AF_XDP port: IPv4 only, not {}", o.dst),
                 ));
             };
+            // a service level travels as the DSCP and, on a tagged port, as the 802.1Q
+            // priority: the class selector (DSCP / 8) is the PCP
+            let dscp = o.tos >> 2;
             let to = UdpTx {
                 dst,
                 src_port: self.local.port(),
-                dscp: 0,
-                pcp: 0,
+                dscp,
+                pcp: dscp >> 3,
             };
             let Inner { xsk, iface, .. } = &mut *g;
             let hop = iface.next_hop(*dst.ip());

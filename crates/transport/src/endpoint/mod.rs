@@ -130,6 +130,8 @@ pub struct Transmit {
     pub gather: Option<Gather>,
     /// An acknowledgement or READ response (what a responder sends), not a request.
     pub response: bool,
+    /// Its QP's traffic class ([`crate::QpInit::traffic_class`]): the IP header's TOS byte.
+    pub traffic_class: u8,
 }
 
 /// The rest of a datagram whose payload stays in a memory region: send the headers, then
@@ -505,6 +507,13 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Send what QP `qpn` sends with traffic class `tc` (the IP header's TOS byte on RoCE
+    /// v2: DSCP << 2 | ECN) from now on ([`QpInit::traffic_class`]).
+    pub fn set_traffic_class(&mut self, qpn: u32, tc: u8) -> Result<(), QpError> {
+        self.qp_mut(qpn)?.traffic_class = tc;
+        Ok(())
+    }
+
     /// A QP's state.
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         self.qps.get(&qpn).map(|q| q.state)
@@ -706,6 +715,7 @@ impl Endpoint {
                     qpn,
                     gather,
                     response: !request,
+                    traffic_class: q.traffic_class,
                 });
             }
         }

@@ -162,6 +162,10 @@ pub struct QpInit {
     /// The protection domain (0 by default): the QP reaches only regions of the same one
     /// ([`crate::Endpoint::set_mr_pd`]), locally and for its peer.
     pub pd: u32,
+    /// The traffic class of what it sends (the GRH's, which RoCE v2 carries as the IP
+    /// header's DSCP << 2 | ECN): how a service level reaches the network. 0 by default;
+    /// [`crate::Endpoint::set_traffic_class`] changes it.
+    pub traffic_class: u8,
 }
 
 impl QpInit {
@@ -181,6 +185,7 @@ impl QpInit {
             psn_window: 0,
             learn_first_psn: false,
             pd: 0,
+            traffic_class: 0,
         }
     }
 }
@@ -293,6 +298,8 @@ pub(crate) struct Qp {
     pub(crate) rx_solicited: bool,
     /// Its protection domain.
     pub(crate) pd_id: u32,
+    /// The traffic class of what it sends ([`QpInit::traffic_class`]).
+    pub(crate) traffic_class: u8,
     /// How long an ACK may wait for a request to ride with
     /// ([`crate::EndpointConfig::ack_delay`]).
     pub(crate) ack_delay: Duration,
@@ -349,6 +356,7 @@ impl Qp {
             rx_solicited: false,
             ack_delay: Duration::ZERO,
             pd_id: init.pd,
+            traffic_class: init.traffic_class,
             response_turn: false,
             local,
             remote: None,
@@ -438,6 +446,7 @@ impl Qp {
                     psn_window: self.psn_window,
                     learn_first_psn: self.learn_first_psn,
                     pd: self.pd_id,
+                    traffic_class: self.traffic_class,
                 };
                 let ack_delay = self.ack_delay;
                 *self = Qp::new(qpn, init, local);

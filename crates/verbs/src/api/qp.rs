@@ -312,6 +312,12 @@ pub unsafe extern "C" fn ibv_modify_qp(
         store(&mut after, &a, mask);
         after.qp_state = next;
         let ud_mtu = crate::devices::ib_mtu_for(o.r.nic.info.if_mtu);
+        if mask & IBV_QP_AV != 0 {
+            // the address vector's traffic class goes in the IP header (RoCE v2's DSCP)
+            let mut core = o.r.nic.lock().map_err(|e| e.errno())?;
+            let tc = a.ah_attr.grh.traffic_class;
+            core.ep.set_traffic_class(o.r.qpn, tc).map_err(qp_errno)?;
+        }
         if let Some(m) = transport_step(o.r.qp_type, cur, next, &after, ud_mtu)? {
             let mut core = o.r.nic.lock().map_err(|e| e.errno())?;
             core.ep.modify_qp(o.r.qpn, m).map_err(qp_errno)?;

@@ -103,23 +103,18 @@ impl Ends {
     /// address last; waits for the server's TCP exchange before the client starts.
     /// Returns (server, client) output; both are killed after `limit`.
     pub(crate) fn run(&self, program: &str, args: &[&str], limit: Duration) -> (Output, Output) {
-        let port = rocelink_testkit::ports::free_tcp_port().to_string();
+        // a port another test took between the look and the bind ends the server at once:
+        // then once more on another
+        let (server, port) = self.listening_server(program, args);
+        let (server, port) = match server {
+            Ok(s) => (s, port),
+            Err(_) => {
+                let (s, p) = self.listening_server(program, args);
+                (s.unwrap_or_else(|m| panic!("{m}")), p)
+            }
+        };
         let mut sargs: Vec<&str> = args.to_vec();
         sargs.extend(["-p", &port]);
-        let mut sc = command(self.server_ns.as_deref(), self.server_ip, program, &sargs);
-        if let Some(i) = &self.xdp.0 {
-            sc.env("ROCELINK_VERBS_XDP", i);
-        }
-        let server = sc.spawn().unwrap();
-        // (the server listens in its namespace: look from there)
-        let listening = match &self.server_ns {
-            None => rocelink_testkit::ports::wait_tcp_listening(
-                port.parse().unwrap(),
-                Duration::from_secs(10),
-            ),
-            Some(ns) => wait_listening_in(ns, &port),
-        };
-        assert!(listening, "{program} never listened on {port}");
         let mut cargs = sargs.clone();
         cargs.push(&self.connect);
         let mut cc = command(self.client_ns.as_deref(), self.client_ip, program, &cargs);
@@ -134,6 +129,36 @@ impl Ends {
 }
 
 impl Ends {
+    /// `program args -p PORT` as the server, on a free port, once it listens (or why not).
+    fn listening_server(&self, program: &str, args: &[&str]) -> (Result<Child, String>, String) {
+        let port = rocelink_testkit::ports::free_tcp_port().to_string();
+        let mut sargs: Vec<&str> = args.to_vec();
+        sargs.extend(["-p", &port]);
+        let mut sc = command(self.server_ns.as_deref(), self.server_ip, program, &sargs);
+        if let Some(i) = &self.xdp.0 {
+            sc.env("ROCELINK_VERBS_XDP", i);
+        }
+        let mut server = sc.spawn().unwrap();
+        // (the server listens in its namespace: look from there)
+        let listening = match &self.server_ns {
+            None => rocelink_testkit::ports::wait_tcp_listening(
+                port.parse().unwrap(),
+                Duration::from_secs(30),
+            ),
+            Some(ns) => wait_listening_in(ns, &port),
+        };
+        if listening && server.try_wait().unwrap().is_none() {
+            return (Ok(server), port);
+        }
+        let out = wait_output(server, Duration::from_millis(100));
+        let why = format!(
+            "{program} never listened on {port}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (Err(why), port)
+    }
+
     /// The server alone (nothing connects): its output once it ends or after 10 s.
     pub(crate) fn run_server_alone(&self, program: &str, args: &[&str]) -> (Output, ()) {
         let mut sc = command(self.server_ns.as_deref(), self.server_ip, program, args);
