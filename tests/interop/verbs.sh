@@ -2,13 +2,14 @@
 # Interop of unmodified RDMA programs over librocelink_verbs.so with the same programs over
 # the Linux kernel's RoCE (Soft-RoCE, rdma_rxe) in a Debian guest booted by
 # ../shared/tools/rxe-vm: rdma-core's ibv_rc_pingpong and ibv_ud_pingpong, perftest's
-# ib_write_bw, ib_read_lat and ib_send_bw — the library as server and as client. Not in CI
+# ib_write_bw, ib_read_lat, ib_send_bw, ib_atomic_bw and ib_atomic_lat — the library as
+# server and as client. Not in CI
 # (it boots QEMU); needs root and ~2 GB of disk, and the first run builds the guest image
 # (a few minutes). Each run's two outputs go to $OUT/verbs-<program>-<library role>.{verbs,rxe}.log;
 # with CAPTURE=1 the RoCE traffic of each run goes to .pcap and every ICRC is checked
 # (`rocelink decode`).
 #
-# usage: tests/interop/verbs.sh [PROGRAM...]   (default: all five)
+# usage: tests/interop/verbs.sh [PROGRAM...]   (default: all seven)
 #   LIB=/path/to/librocelink_verbs.so          a built library (no cargo build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,7 @@ NS=${RXEVM_NS:-rxevm}
 HOST=10.77.0.1
 GUEST=10.77.0.11
 PROGRAMS=("$@")
-[ ${#PROGRAMS[@]} -gt 0 ] || PROGRAMS=(ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_read_lat ib_send_bw)
+[ ${#PROGRAMS[@]} -gt 0 ] || PROGRAMS=(ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_read_lat ib_send_bw ib_atomic_bw ib_atomic_lat)
 mkdir -p "$OUT"
 if [ -z "${LIB:-}" ]; then
   cargo build --release -q

@@ -78,8 +78,8 @@ pub use mr::{
 pub use qp::{Faults, MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
 pub use stats::{EndpointStats, QpStats};
 pub use wr::{
-    DISCARD_LKEY, MAX_INLINE, MAX_RECV_SGE, MAX_SGE, RecvWr, SendOp, SendWr, SgList, Sge, UdDest,
-    WcOpcode, WcStatus, WorkCompletion,
+    ATOMIC_LEN, DISCARD_LKEY, MAX_INLINE, MAX_RECV_SGE, MAX_SGE, RecvWr, SendOp, SendWr, SgList,
+    Sge, UdDest, WcOpcode, WcStatus, WorkCompletion,
 };
 
 /// Something that happened that is not a work completion.

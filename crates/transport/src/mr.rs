@@ -18,6 +18,8 @@ impl Access {
     pub const REMOTE_WRITE: Access = Access(2);
     /// Peers may RDMA READ.
     pub const REMOTE_READ: Access = Access(4);
+    /// Peers may run atomics (compare-and-swap, fetch-and-add) on 8-byte words.
+    pub const REMOTE_ATOMIC: Access = Access(8);
     /// No rights beyond local read.
     pub const NONE: Access = Access(0);
 

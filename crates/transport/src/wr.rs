@@ -56,6 +56,30 @@ pub enum SendOp {
         /// Remote key.
         rkey: u32,
     },
+    /// Atomic compare-and-swap of the 8-byte word at `va` of `rkey` (RC only, `va` 8-byte
+    /// aligned): when it equals `compare` it becomes `swap`. The word as it was before
+    /// lands in the local 8-byte `sge`.
+    CompareSwap {
+        /// Remote VA.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// The value expected.
+        compare: u64,
+        /// The value written when it is there.
+        swap: u64,
+    },
+    /// Atomic fetch-and-add: `add` is added (modulo 2⁶⁴) to the 8-byte word at `va` of
+    /// `rkey` (RC only, `va` 8-byte aligned); the word as it was lands in the local 8-byte
+    /// `sge`.
+    FetchAdd {
+        /// Remote VA.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// What is added.
+        add: u64,
+    },
     /// UD SEND (optionally with immediate) to `dest`.
     UdSend {
         /// Destination.
@@ -64,6 +88,16 @@ pub enum SendOp {
         imm: Option<u32>,
     },
 }
+
+impl SendOp {
+    /// An atomic (compare-and-swap or fetch-and-add).
+    pub const fn is_atomic(&self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+}
+
+/// Bytes an atomic reads and writes (and lands locally).
+pub const ATOMIC_LEN: u32 = 8;
 
 /// A send work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -256,6 +290,10 @@ pub enum WcOpcode {
     RdmaWrite,
     /// An RDMA READ finished.
     RdmaRead,
+    /// An atomic compare-and-swap finished.
+    CompareSwap,
+    /// An atomic fetch-and-add finished.
+    FetchAdd,
     /// A SEND was received.
     Recv,
     /// An RDMA WRITE with immediate was received.

@@ -192,6 +192,7 @@ pub const IBV_DEVICE_PORT_ACTIVE_EVENT: c_uint = 1 << 10;
 pub const IBV_DEVICE_SYS_IMAGE_GUID: c_uint = 1 << 11;
 pub const IBV_DEVICE_CHANGE_PHY_PORT: c_uint = 1 << 9;
 pub const IBV_ATOMIC_NONE: c_int = 0;
+pub const IBV_ATOMIC_HCA: c_int = 1;
 
 pub const IBV_PORT_ACTIVE: u32 = 4;
 pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
@@ -440,6 +441,8 @@ pub const IBV_WR_RDMA_WRITE_WITH_IMM: u32 = 1;
 pub const IBV_WR_SEND: u32 = 2;
 pub const IBV_WR_SEND_WITH_IMM: u32 = 3;
 pub const IBV_WR_RDMA_READ: u32 = 4;
+pub const IBV_WR_ATOMIC_CMP_AND_SWP: u32 = 5;
+pub const IBV_WR_ATOMIC_FETCH_AND_ADD: u32 = 6;
 
 pub const IBV_SEND_FENCE: c_uint = 1;
 pub const IBV_SEND_SIGNALED: c_uint = 1 << 1;
@@ -481,6 +484,18 @@ impl ibv_send_wr {
     pub fn rdma_rkey(&self) -> u32 {
         self.wr[1] as u32
     }
+    /// `wr.atomic.compare_add`.
+    pub fn atomic_compare_add(&self) -> u64 {
+        self.wr[1]
+    }
+    /// `wr.atomic.swap`.
+    pub fn atomic_swap(&self) -> u64 {
+        self.wr[2]
+    }
+    /// `wr.atomic.rkey`.
+    pub fn atomic_rkey(&self) -> u32 {
+        self.wr[3] as u32
+    }
     /// `wr.ud.ah`.
     pub fn ud_ah(&self) -> *mut ibv_ah {
         self.wr[0] as usize as *mut ibv_ah
@@ -519,6 +534,8 @@ pub const IBV_WC_GENERAL_ERR: u32 = 21;
 pub const IBV_WC_SEND: u32 = 0;
 pub const IBV_WC_RDMA_WRITE: u32 = 1;
 pub const IBV_WC_RDMA_READ: u32 = 2;
+pub const IBV_WC_COMP_SWAP: u32 = 3;
+pub const IBV_WC_FETCH_ADD: u32 = 4;
 pub const IBV_WC_RECV: u32 = 1 << 7;
 pub const IBV_WC_RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
 

@@ -47,7 +47,9 @@ pub fn device_attr(d: &DeviceInfo) -> ibv_device_attr {
         max_res_rd_atom: i32::from(MAX_RD_ATOMIC) * 1024,
         max_qp_init_rd_atom: i32::from(MAX_RD_ATOMIC),
         max_ee_init_rd_atom: 0,
-        atomic_cap: IBV_ATOMIC_NONE,
+        // atomic with respect to this device's other atomics (one endpoint runs them in
+        // turn), not to the CPU's own accesses: IBV_ATOMIC_HCA, as rxe
+        atomic_cap: IBV_ATOMIC_HCA,
         max_ee: 0,
         max_rdd: 0,
         max_mw: 0,

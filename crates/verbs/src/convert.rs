@@ -29,6 +29,8 @@ pub fn wc_of(wc: &WorkCompletion, ud: bool) -> ibv_wc {
         WcOpcode::Send => IBV_WC_SEND,
         WcOpcode::RdmaWrite => IBV_WC_RDMA_WRITE,
         WcOpcode::RdmaRead => IBV_WC_RDMA_READ,
+        WcOpcode::CompareSwap => IBV_WC_COMP_SWAP,
+        WcOpcode::FetchAdd => IBV_WC_FETCH_ADD,
         WcOpcode::Recv => IBV_WC_RECV,
         WcOpcode::RecvRdmaWithImm => IBV_WC_RECV_RDMA_WITH_IMM,
         _ => IBV_WC_SEND,
@@ -92,7 +94,7 @@ pub fn status_str(s: u32) -> &'static CStr {
 
 /// The transport operation of a send WR on a QP of type `t`; `ah` is the destination
 /// of a UD send's address handle. EINVAL for an opcode the QP type does not have,
-/// EOPNOTSUPP for one this device does not offer (atomics, memory windows, TSO, …).
+/// EOPNOTSUPP for one this device does not offer (memory windows, TSO, …).
 pub fn send_op(wr: &ibv_send_wr, t: QpType, ah: Option<SocketAddr>) -> Result<SendOp, i32> {
     let imm = u32::from_be(wr.imm_data);
     let (va, rkey) = (wr.remote_addr(), wr.rdma_rkey());
@@ -105,14 +107,26 @@ pub fn send_op(wr: &ibv_send_wr, t: QpType, ah: Option<SocketAddr>) -> Result<Se
             },
             imm: (wr.opcode == IBV_WR_SEND_WITH_IMM).then_some(imm),
         },
-        (QpType::Ud, IBV_WR_RDMA_WRITE..=IBV_WR_RDMA_READ) => return Err(libc::EINVAL),
+        (QpType::Ud, IBV_WR_RDMA_WRITE..=IBV_WR_ATOMIC_FETCH_AND_ADD) => return Err(libc::EINVAL),
         (_, IBV_WR_SEND) => SendOp::Send,
         (_, IBV_WR_SEND_WITH_IMM) => SendOp::SendImm(imm),
         (_, IBV_WR_RDMA_WRITE) => SendOp::Write { va, rkey },
         (_, IBV_WR_RDMA_WRITE_WITH_IMM) => SendOp::WriteImm { va, rkey, imm },
         (QpType::Rc, IBV_WR_RDMA_READ) => SendOp::Read { va, rkey },
         (_, IBV_WR_RDMA_READ) => return Err(libc::EINVAL),
-        // atomics, local invalidate, memory windows, send with invalidate, TSO, …
+        (QpType::Rc, IBV_WR_ATOMIC_CMP_AND_SWP) => SendOp::CompareSwap {
+            va,
+            rkey: wr.atomic_rkey(),
+            compare: wr.atomic_compare_add(),
+            swap: wr.atomic_swap(),
+        },
+        (QpType::Rc, IBV_WR_ATOMIC_FETCH_AND_ADD) => SendOp::FetchAdd {
+            va,
+            rkey: wr.atomic_rkey(),
+            add: wr.atomic_compare_add(),
+        },
+        (_, IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD) => return Err(libc::EINVAL),
+        // local invalidate, memory windows, send with invalidate, TSO, …
         _ => return Err(libc::EOPNOTSUPP),
     };
     Ok(op)
@@ -155,7 +169,29 @@ mod tests {
             send_op(&wr(IBV_WR_RDMA_WRITE), QpType::Ud, None),
             Err(libc::EINVAL)
         );
-        assert_eq!(send_op(&wr(5), QpType::Rc, None), Err(libc::EOPNOTSUPP));
+        // the atomic union: remote_addr, compare_add, swap, rkey
+        let mut a = wr(IBV_WR_ATOMIC_CMP_AND_SWP);
+        a.wr = [0x2000, 7, 9, 0x55];
+        assert_eq!(
+            send_op(&a, QpType::Rc, None),
+            Ok(SendOp::CompareSwap {
+                va: 0x2000,
+                rkey: 0x55,
+                compare: 7,
+                swap: 9
+            })
+        );
+        a.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+        assert_eq!(
+            send_op(&a, QpType::Rc, None),
+            Ok(SendOp::FetchAdd {
+                va: 0x2000,
+                rkey: 0x55,
+                add: 7
+            })
+        );
+        assert_eq!(send_op(&a, QpType::Uc, None), Err(libc::EINVAL));
+        assert_eq!(send_op(&wr(7), QpType::Rc, None), Err(libc::EOPNOTSUPP));
         assert_eq!(
             send_op(&wr(IBV_WR_SEND), QpType::Ud, None),
             Err(libc::EINVAL)

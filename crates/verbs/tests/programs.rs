@@ -88,8 +88,8 @@ fn ud_pingpong_runs_between_two_processes() {
 }
 
 /// A perftest test between two processes: the client prints `rows` result rows, the
-/// server as many — but one with `-a` (it reports the last size) and none for a READ
-/// latency test (its server is passive), as on an RNIC.
+/// server as many — but one with `-a` (it reports the last size) and none for a READ or
+/// atomic latency test (its server is passive), as on an RNIC.
 fn perftest(program: &str, args: &[&str], rows: usize) -> Vec<Vec<f64>> {
     if !have(program, "perftest") {
         return Vec::new();
@@ -97,7 +97,7 @@ fn perftest(program: &str, args: &[&str], rows: usize) -> Vec<Vec<f64>> {
     let ends = Ends::loopback();
     let (s, c) = ends.run(program, args, LIMIT);
     let server_rows = match (program, args.contains(&"-a")) {
-        ("ib_read_lat", _) => 0,
+        ("ib_read_lat" | "ib_atomic_lat", _) => 0,
         (p, true) if p.ends_with("_bw") => 1,
         _ => rows,
     };
@@ -170,6 +170,14 @@ fn event_mode_sleeps_on_completion_channels() {
     }
     perftest("ib_send_lat", &["-e", "-n", "300"], 1);
     perftest("ib_send_bw", &["-e", "-n", "300"], 1);
+}
+
+#[test]
+fn atomic_bw_and_atomic_lat_fetch_and_add_and_compare_and_swap() {
+    for op in ["FETCH_AND_ADD", "CMP_AND_SWAP"] {
+        perftest("ib_atomic_bw", &["-A", op, "-n", "500"], 1);
+        perftest("ib_atomic_lat", &["-A", op, "-n", "500"], 1);
+    }
 }
 
 #[test]

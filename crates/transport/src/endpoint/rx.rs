@@ -376,7 +376,13 @@ impl Endpoint {
         if q.qp_type != QpType::Ud && in_sequence {
             q.learn_peer_port(src);
         }
-        if op == Opcode::RC_ACKNOWLEDGE || op == Opcode::RC_ATOMIC_ACKNOWLEDGE {
+        if op == Opcode::RC_ATOMIC_ACKNOWLEDGE {
+            if matches!(q.state, QpState::Rts)
+                && let (Some(a), Some(orig)) = (ib.aeth, ib.atomic_ack)
+            {
+                q.handle_atomic_ack(now, ib.bth.psn, a, orig, mrs, sinks);
+            }
+        } else if op == Opcode::RC_ACKNOWLEDGE {
             if matches!(q.state, QpState::Rts)
                 && let Some(a) = ib.aeth
             {

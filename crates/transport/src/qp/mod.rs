@@ -526,6 +526,8 @@ impl Qp {
             Send | SendImm(_) | UdSend { .. } => WcOpcode::Send,
             Write { .. } | WriteImm { .. } => WcOpcode::RdmaWrite,
             Read { .. } => WcOpcode::RdmaRead,
+            CompareSwap { .. } => WcOpcode::CompareSwap,
+            FetchAdd { .. } => WcOpcode::FetchAdd,
         };
         WorkCompletion {
             wr_id: wr.wr_id,

@@ -132,6 +132,9 @@ pub(crate) fn access_of(flags: c_int) -> Result<Access, i32> {
     if flags & IBV_ACCESS_REMOTE_READ != 0 {
         a = a | Access::REMOTE_READ;
     }
+    if flags & IBV_ACCESS_REMOTE_ATOMIC != 0 {
+        a = a | Access::REMOTE_ATOMIC;
+    }
     Ok(a)
 }
 

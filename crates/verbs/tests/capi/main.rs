@@ -338,7 +338,8 @@ fn bad_arguments() {
             "RoCE needs a GRH"
         );
         let _ = (g, p);
-        // posting: too many SGEs, an unknown opcode, atomics, a UD send without an AH
+        // posting: too many SGEs, an unknown opcode, an atomic's wrong size, a UD send
+        // without an AH
         let qb = a.qp(IBV_QPT_RC);
         assert_eq!(connect(qb, IBV_QPT_RC, a.gid, qpn(qb), PATIENT), 0);
         let mut sge = [ibv_sge {
@@ -354,8 +355,16 @@ fn bad_arguments() {
         w.num_sge = 1;
         w.opcode = 99;
         assert_eq!(post_send(qb, &mut w).0, libc::EOPNOTSUPP);
-        w.opcode = 6; // IBV_WR_ATOMIC_FETCH_AND_ADD
-        assert_eq!(post_send(qb, &mut w).0, libc::EOPNOTSUPP);
+        // IBV_WR_ATOMIC_FETCH_AND_ADD: its original value lands in one 8-byte word, no
+        // more, no less
+        w.opcode = 6;
+        sge[0].length = 16;
+        assert_eq!(
+            post_send(qb, &mut w).0,
+            libc::EINVAL,
+            "an atomic of 16 bytes"
+        );
+        sge[0].length = 8;
         w.opcode = IBV_WR_SEND;
         w.send_flags = IBV_SEND_INLINE;
         sge[0].length = 65;

@@ -134,7 +134,7 @@ impl Qp {
             .req
             .sq
             .iter()
-            .position(|w| w.is_read() && !w.done && w.contains(p))
+            .position(|w| matches!(w.wr.op, SendOp::Read { .. }) && !w.done && w.contains(p))
         else {
             self.stats.duplicates += 1;
             return;
@@ -216,6 +216,70 @@ impl Qp {
         } else {
             psn::add(p, 1)
         };
+        self.req.advance_una(una);
+        self.retire(now, sinks);
+        self.req.progress(now);
+    }
+
+    /// ATOMIC ACKNOWLEDGE: the word as it was before the atomic at `p` ran, which lands in
+    /// that atomic's local buffer (in this host's byte order) and completes it.
+    pub(crate) fn handle_atomic_ack(
+        &mut self,
+        now: Instant,
+        p: u32,
+        aeth: AethRepr,
+        orig: u64,
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) {
+        if !matches!(aeth.kind(), AethKind::Ack { .. }) {
+            // a NAK comes as a plain acknowledgement
+            self.stats.drops += 1;
+            return;
+        }
+        let Some(idx) = self
+            .req
+            .sq
+            .iter()
+            .position(|w| w.wr.op.is_atomic() && !w.done && w.contains(p))
+        else {
+            self.stats.duplicates += 1;
+            return;
+        };
+        // the responder answers in order: an earlier READ or atomic still unanswered was
+        // lost on the way (request or answer): ask again from there
+        if let Some(resume) = self
+            .req
+            .sq
+            .iter()
+            .take(idx)
+            .find(|w| w.is_read() && !w.done)
+            .map(|w| psn::add(w.first_psn, w.read_pkts))
+        {
+            if self.req.start_retry(resume) {
+                self.stats.psn_gaps += 1;
+            } else {
+                self.stats.duplicates += 1;
+            }
+            return;
+        }
+        let sg = self.req.sq[idx].wr.sg_list;
+        let word = orig.to_ne_bytes();
+        if mrs
+            .check_scatter(&sg, 0, word.len() as u64)
+            .and_then(|()| mrs.scatter_within(&sg, 0, &word))
+            .is_err()
+        {
+            self.fail(Some(p), WcStatus::LocalProtectionError, sinks);
+            return;
+        }
+        self.stats.rx_bytes += word.len() as u64;
+        let Some(w) = self.req.sq.get_mut(idx) else {
+            return;
+        };
+        w.read_pkts = 1;
+        w.done = true;
+        let una = psn::add(w.first_psn, 1);
         self.req.advance_una(una);
         self.retire(now, sinks);
         self.req.progress(now);

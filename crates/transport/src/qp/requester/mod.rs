@@ -5,7 +5,9 @@ use super::{Body, Qp, QpState, QpType, Sinks, build_datagram};
 use crate::mr::{Access, MrTable};
 use crate::wr::{SendOp, SendWr, WcStatus};
 use rocelink_wire::ib::ext::{AethKind, NakCode, RNR_TIMER_USEC};
-use rocelink_wire::ib::{AethRepr, BthRepr, DethRepr, IbRepr, Opcode, RethRepr, Transport, psn};
+use rocelink_wire::ib::{
+    AethRepr, AtomicEthRepr, BthRepr, DethRepr, IbRepr, Opcode, RethRepr, Transport, psn,
+};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -24,9 +26,9 @@ pub(crate) struct SendWqe {
     /// not read).
     pub(crate) inline: Option<std::sync::Arc<[u8]>>,
     first_psn: u32,
-    /// PSNs the message uses (READ: the responses' PSNs).
+    /// PSNs the message uses (READ: the responses' PSNs; an atomic: one).
     npkts: u32,
-    /// Next packet index to (re)send; READ: 0 = request to (re)send, 1 = sent.
+    /// Next packet index to (re)send; READ and atomics: 0 = request to (re)send, 1 = sent.
     next_pkt: u32,
     /// Packets sent at least once (to count retransmissions).
     max_sent: u32,
@@ -45,8 +47,10 @@ impl SendWqe {
     fn last_psn(&self) -> u32 {
         psn::add(self.first_psn, self.npkts - 1)
     }
+    /// A READ or an atomic: one request, answered with data (READ responses, or an atomic
+    /// acknowledgement) that completes it.
     fn is_read(&self) -> bool {
-        matches!(self.wr.op, SendOp::Read { .. })
+        matches!(self.wr.op, SendOp::Read { .. }) || self.wr.op.is_atomic()
     }
     fn contains(&self, p: u32) -> bool {
         let d = psn::diff(p, self.first_psn);
@@ -332,9 +336,16 @@ impl Qp {
         if self.req.outstanding() >= self.max_send_wr {
             return Err(crate::QpError::QueueFull);
         }
-        let is_read = matches!(wr.op, SendOp::Read { .. });
+        let atomic = wr.op.is_atomic();
+        let is_read = matches!(wr.op, SendOp::Read { .. }) || atomic;
         if inline.is_some_and(|d| is_read || d.len() > crate::MAX_INLINE) {
             return Err(crate::QpError::InvalidAttr("inline data"));
+        }
+        if atomic && wr.sg_list.total_len() != u64::from(crate::wr::ATOMIC_LEN) {
+            // the original value lands in exactly one word
+            return Err(crate::QpError::InvalidAttr(
+                "an atomic's local buffer (8 bytes)",
+            ));
         }
         let len = match inline {
             Some(d) => d.len(),
@@ -371,7 +382,7 @@ impl Qp {
                     .map_err(crate::QpError::LocalAccess)?;
             }
         }
-        let npkts = if self.qp_type == QpType::Ud {
+        let npkts = if self.qp_type == QpType::Ud || atomic {
             1
         } else {
             self.mtu.packets(len)

@@ -51,6 +51,33 @@ impl Qp {
                 ib.bth.ack_req = true;
                 (off, plen) = (0, 0);
             }
+            SendOp::CompareSwap {
+                va,
+                rkey,
+                compare,
+                swap,
+            } => {
+                ib.bth.opcode = Opcode::RC_COMPARE_SWAP;
+                ib.atomic_eth = Some(AtomicEthRepr {
+                    va,
+                    rkey,
+                    swap_add: swap,
+                    compare,
+                });
+                ib.bth.ack_req = true;
+                (off, plen) = (0, 0);
+            }
+            SendOp::FetchAdd { va, rkey, add } => {
+                ib.bth.opcode = Opcode::RC_FETCH_ADD;
+                ib.atomic_eth = Some(AtomicEthRepr {
+                    va,
+                    rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+                ib.bth.ack_req = true;
+                (off, plen) = (0, 0);
+            }
             SendOp::UdSend { dest, imm } => {
                 ib.bth.opcode = if imm.is_some() {
                     Opcode::UD_SEND_ONLY_WITH_IMMEDIATE

@@ -29,10 +29,19 @@ struct ReadReply {
     next: u32,
 }
 
+/// An atomic executed: its PSN and the word as it was before, answered again (never run
+/// again) when the request comes again.
+#[derive(Debug, Clone, Copy)]
+struct AtomicReply {
+    psn: u32,
+    orig: u64,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Resp {
     Ack { psn: u32, aeth: AethRepr },
     Read(ReadReply),
+    Atomic(AtomicReply),
 }
 
 /// A message being received.
@@ -59,6 +68,8 @@ pub(crate) struct Responder {
     why: Option<(MsgId, MessageOutcome, Faults)>,
     out: VecDeque<Resp>,
     history: VecDeque<ReadReply>,
+    /// Atomics executed, for a duplicate's answer (as many as READs).
+    atomics: VecDeque<AtomicReply>,
     /// An ACK held back to ride with the next request this QP sends (see
     /// [`crate::EndpointConfig::ack_delay`]): the PSN it acknowledges, its AETH, and when
     /// it goes alone.
@@ -98,6 +109,7 @@ impl Responder {
         self.msg = None;
         self.why = None;
         self.history.clear();
+        self.atomics.clear();
         self.out.retain(|r| matches!(r, Resp::Ack { .. }));
     }
 }
@@ -353,6 +365,26 @@ impl Qp {
                             ..Default::default()
                         },
                         aeth: Some(aeth),
+                        ..Default::default()
+                    };
+                    self.stats.tx_packets += 1;
+                    return Some((dst, build_packet(buf, &ib, &[], self.route(dst)), None));
+                }
+                Resp::Atomic(a) => {
+                    self.resp.out.pop_front();
+                    if self.state == QpState::Error {
+                        continue;
+                    }
+                    let ib = IbRepr {
+                        bth: BthRepr {
+                            opcode: Opcode::RC_ATOMIC_ACKNOWLEDGE,
+                            dest_qp: self.dest_qpn,
+                            psn: a.psn,
+                            pkey: self.pkey,
+                            ..Default::default()
+                        },
+                        aeth: Some(AethRepr::ack(self.resp.msn)),
+                        atomic_ack: Some(a.orig),
                         ..Default::default()
                     };
                     self.stats.tx_packets += 1;

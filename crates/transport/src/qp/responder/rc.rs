@@ -1,4 +1,5 @@
-//! RC requests: PSN order with NAK-sequence and duplicate re-ACK, READ and its replay.
+//! RC requests: PSN order with NAK-sequence and duplicate re-ACK, READ and its replay,
+//! atomics and theirs.
 
 use super::*;
 
@@ -28,6 +29,8 @@ impl Qp {
             self.stats.duplicates += 1;
             if ib.bth.opcode == Opcode::RC_RDMA_READ_REQUEST {
                 self.replay_read(p, ib);
+            } else if is_atomic(ib.bth.opcode) {
+                self.replay_atomic(p);
             } else if ib.bth.ack_req {
                 // executed already: acknowledge again, do not execute again (C9-105)
                 let last = psn::sub1(self.resp.epsn);
@@ -43,12 +46,14 @@ impl Qp {
             self.rc_uc_write(src, ib, payload, mrs, sinks)
         } else if op == Opcode::RC_RDMA_READ_REQUEST {
             self.rc_read(ib, mrs)
+        } else if is_atomic(op) {
+            self.rc_atomic(ib, mrs)
         } else {
-            Err(Refuse::Nak(NakCode::InvalidRequest)) // atomics are not supported
+            Err(Refuse::Nak(NakCode::InvalidRequest))
         };
         match result {
             Ok(()) => {
-                if op != Opcode::RC_RDMA_READ_REQUEST {
+                if op != Opcode::RC_RDMA_READ_REQUEST && !is_atomic(op) {
                     self.resp.epsn = psn::add(p, 1);
                     self.stats.rx_bytes += payload.len() as u64;
                     if ib.bth.ack_req {
@@ -107,6 +112,66 @@ impl Qp {
         Ok(())
     }
 
+    /// Compare-and-swap or fetch-and-add on an 8-byte aligned word of a region that allows
+    /// atomics: run once, serialised with every other request of this endpoint (atomic
+    /// with respect to this device's atomics: `IBV_ATOMIC_HCA`), and answered with the word
+    /// as it was.
+    pub(super) fn rc_atomic(&mut self, ib: &IbRepr, mrs: &mut MrTable) -> Result<(), Refuse> {
+        let Some(a) = ib.atomic_eth.filter(|_| self.resp.msg.is_none()) else {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        };
+        if a.va % u64::from(crate::wr::ATOMIC_LEN) != 0 {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let mut word = [0u8; 8];
+        let region = mrs.get_mut_in(self.pd_id, a.rkey).map_err(|_| ());
+        let orig = region
+            .and_then(|r| {
+                r.read(a.va, &mut word, Access::REMOTE_ATOMIC)
+                    .map_err(|_| ())?;
+                let orig = u64::from_ne_bytes(word);
+                let new = if ib.bth.opcode == Opcode::RC_COMPARE_SWAP {
+                    if orig == a.compare { a.swap_add } else { orig }
+                } else {
+                    orig.wrapping_add(a.swap_add)
+                };
+                if new != orig {
+                    r.write(a.va, &new.to_ne_bytes(), Access::REMOTE_ATOMIC)
+                        .map_err(|_| ())?;
+                }
+                Ok(orig)
+            })
+            .map_err(|()| {
+                self.stats.access_violations += 1;
+                Refuse::Nak(NakCode::RemoteAccessError)
+            })?;
+        let reply = AtomicReply {
+            psn: ib.bth.psn,
+            orig,
+        };
+        self.resp.msn = psn::add(self.resp.msn, 1);
+        self.resp.release_held();
+        self.resp.out.push_back(Resp::Atomic(reply));
+        if self.resp.atomics.len() == READ_HISTORY {
+            self.resp.atomics.pop_front();
+        }
+        self.resp.atomics.push_back(reply);
+        self.resp.epsn = psn::add(ib.bth.psn, 1);
+        Ok(())
+    }
+
+    /// A duplicate atomic: the answer it got, again (it is not run again: C9-112 of the
+    /// specification, as rxe keeps its atomic replies).
+    pub(super) fn replay_atomic(&mut self, p: u32) {
+        match self.resp.atomics.iter().rev().find(|a| a.psn == p) {
+            Some(&a) => {
+                self.resp.release_held();
+                self.resp.out.push_back(Resp::Atomic(a));
+            }
+            None => self.stats.drops += 1,
+        }
+    }
+
     /// A duplicate READ request: send the responses again from its PSN, if it lies inside
     /// a READ we executed and asks for nothing beyond it.
     pub(super) fn replay_read(&mut self, p: u32, ib: &IbRepr) {
@@ -137,4 +202,9 @@ impl Qp {
         self.resp.release_held();
         self.resp.out.push_back(Resp::Read(r));
     }
+}
+
+/// Compare-and-swap or fetch-and-add.
+fn is_atomic(op: Opcode) -> bool {
+    op == Opcode::RC_COMPARE_SWAP || op == Opcode::RC_FETCH_ADD
 }
