@@ -35,7 +35,7 @@ pub(crate) struct Common {
     /// Status Q_Key.
     #[arg(long, default_value = "0x494d5300", value_parser = args::u32_num)]
     status_qkey: u32,
-    /// Service level of the status channel (0-7): sent as DSCP CS<n> (8·n) and, on a
+    /// Service level of the status channel (0-7): sent as DSCP CS*n* (8·n) and, on a
     /// tagged AF_XDP port, priority n.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7), conflicts_with = "status_dscp")]
     status_sl: u8,

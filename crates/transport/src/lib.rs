@@ -62,6 +62,7 @@ mod mr;
 mod prefix;
 mod qp;
 pub mod sim;
+mod srq;
 mod stats;
 mod wr;
 
@@ -76,6 +77,7 @@ pub use mr::{
     SharedMemory,
 };
 pub use qp::{Faults, MessageOutcome, Modify, Mtu, QpInit, QpState, QpType, WriteRules};
+pub use srq::{MAX_SRQS, SrqInfo, SrqInit};
 pub use stats::{EndpointStats, QpStats};
 pub use wr::{
     ATOMIC_LEN, DISCARD_LKEY, MAX_INLINE, MAX_RECV_SGE, MAX_SGE, RecvWr, SendOp, SendWr, SgList,
@@ -90,6 +92,14 @@ pub enum Event {
     QpError {
         /// Which QP.
         qpn: u32,
+    },
+    /// A shared receive queue ran below its armed limit (the limit is now disarmed): a
+    /// receive for QP `qpn` took it there.
+    SrqLimit {
+        /// The QP whose message took the receive.
+        qpn: u32,
+        /// Which shared receive queue.
+        srq: u32,
     },
     /// A WRITE packet's payload was placed from a datagram (only for QPs created with
     /// [`QpInit::report_writes`]; [`Endpoint::handle_landed`] returns its [`Placement`]
@@ -160,6 +170,7 @@ impl Event {
     pub fn qpn(&self) -> u32 {
         match *self {
             Event::QpError { qpn }
+            | Event::SrqLimit { qpn, .. }
             | Event::Placed { qpn, .. }
             | Event::WriteMessage { qpn, .. }
             | Event::MessageDamaged { qpn, .. } => qpn,

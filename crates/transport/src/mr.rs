@@ -27,6 +27,16 @@ impl Access {
     pub const fn contains(self, o: Access) -> bool {
         self.0 & o.0 == o.0
     }
+
+    /// These rights less those of `o`.
+    pub const fn without(self, o: Access) -> Access {
+        Access(self.0 & !o.0)
+    }
+
+    /// The rights granted by both.
+    pub const fn intersection(self, o: Access) -> Access {
+        Access(self.0 & o.0)
+    }
 }
 
 impl core::ops::BitOr for Access {

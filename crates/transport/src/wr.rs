@@ -119,7 +119,7 @@ pub struct SendWr {
 }
 
 /// Most scatter/gather entries in one work request (send or receive).
-pub const MAX_SGE: usize = 4;
+pub const MAX_SGE: usize = 8;
 
 /// Most bytes of an inline send ([`crate::Endpoint::post_send_inline`]).
 pub const MAX_INLINE: usize = 512;

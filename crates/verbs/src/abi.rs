@@ -184,7 +184,16 @@ pub struct ibv_device_attr {
 #[repr(C)]
 pub struct ibv_device_attr_ex {
     pub orig_attr: ibv_device_attr,
-    pub _rest: [u64; 21],
+    pub comp_mask: u32,
+    /// `struct ibv_odp_caps` (no on-demand paging here: zero).
+    pub odp_caps: [u64; 3],
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    /// TSO, RSS, WQ, packet pacing, raw packet, tag matching, CQ moderation, device
+    /// memory, PCI atomic and XRC ODP capabilities: none here (zero).
+    pub _caps: [u32; 27],
+    pub phys_port_cnt_ex: u32,
 }
 
 pub const IBV_DEVICE_RC_RNR_NAK_GEN: c_uint = 1 << 12;

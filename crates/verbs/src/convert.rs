@@ -40,8 +40,10 @@ pub fn wc_of(wc: &WorkCompletion, ud: bool) -> ibv_wc {
         flags |= IBV_WC_WITH_IMM;
     }
     let recv = opcode & IBV_WC_RECV != 0;
+    let mut sl = 0;
     if ud && recv && wc.status == WcStatus::Success {
         flags |= IBV_WC_GRH;
+        sl = network_type(wc.src);
     }
     ibv_wc {
         wr_id: wc.wr_id,
@@ -56,8 +58,22 @@ pub fn wc_of(wc: &WorkCompletion, ud: bool) -> ibv_wc {
         wc_flags: flags,
         pkey_index: 0,
         slid: 0,
-        sl: 0,
+        sl,
         dlid_path_bits: 0,
+    }
+}
+
+/// A UD receive's `sl` as ConnectX devices report it on RoCE: the network header the GRH
+/// slot holds — bit 3 set for a UDP-carried (RoCE v2) packet, bits 2:0 2 for IPv4 and 1
+/// for IPv6. RoCE v2 carries no service level, and UCX's UD transport reads these bits to
+/// know which bytes of the slot are the destination GID (see `docs/verbs.md`).
+fn network_type(src: Option<SocketAddr>) -> u8 {
+    const ROCE_V2: u8 = 0x8;
+    match src {
+        Some(SocketAddr::V4(_)) => ROCE_V2 | 0x2,
+        Some(SocketAddr::V6(a)) if a.ip().to_ipv4_mapped().is_some() => ROCE_V2 | 0x2,
+        Some(SocketAddr::V6(_)) => ROCE_V2 | 0x1,
+        None => 0,
     }
 }
 

@@ -27,6 +27,8 @@ pub enum Kind {
     Qp,
     /// `struct ibv_ah`.
     Ah,
+    /// `struct ibv_srq`.
+    Srq,
 }
 
 /// An object: the C structure `C` first (so its address is the object's), then `R`.

@@ -38,7 +38,8 @@ fn rust_layouts() -> Vec<(String, usize)> {
             max_sge_rd, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom, max_res_rd_atom,
             max_qp_init_rd_atom, atomic_cap, max_mw, max_mcast_grp, max_ah, max_srq,
             max_srq_wr, max_srq_sge, max_pkeys, local_ca_ack_delay, phys_port_cnt }
-        ibv_device_attr_ex { orig_attr }
+        ibv_device_attr_ex { orig_attr, comp_mask, odp_caps, completion_timestamp_mask,
+            hca_core_clock, device_cap_flags_ex, phys_port_cnt_ex }
         ibv_port_attr { state, max_mtu, active_mtu, gid_tbl_len, port_cap_flags, max_msg_sz,
             bad_pkey_cntr, qkey_viol_cntr, pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl,
             subnet_timeout, init_type_reply, active_width, active_speed, phys_state,

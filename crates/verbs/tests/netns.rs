@@ -19,6 +19,7 @@ fn ends(pair: &VethPair) -> Ends {
         client_ip: "10.91.0.2".parse().unwrap(),
         connect: "10.91.0.1".into(),
         xdp: (None, None),
+        env: Vec::new(),
     }
 }
 

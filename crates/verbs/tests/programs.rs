@@ -181,18 +181,27 @@ fn atomic_bw_and_atomic_lat_fetch_and_add_and_compare_and_swap() {
 }
 
 #[test]
+fn srq_pingpong_shares_one_receive_queue_among_sixteen_qps() {
+    pingpong("srq", "4096");
+}
+
+#[test]
 fn a_program_that_needs_what_the_device_lacks_is_told_so() {
-    // ibv_srq_pingpong needs a shared receive queue: ibv_create_srq answers EOPNOTSUPP
-    if !have("ibv_srq_pingpong", "ibverbs-utils") {
+    // ibv_xsrq_pingpong needs an XRC domain: ibv_open_xrcd answers EOPNOTSUPP (95)
+    if !have("ibv_xsrq_pingpong", "ibverbs-utils") {
         return;
     }
     let ip = rocelink_testkit::ports::free_roce_ips(1)[0];
     let o = wait_output(
-        command(None, ip, "ibv_srq_pingpong", &["-g", "0"])
+        command(None, ip, "ibv_xsrq_pingpong", &["-g", "0"])
             .spawn()
             .unwrap(),
         LIMIT,
     );
     assert!(!o.status.success());
-    assert!(text(&o).contains("Couldn't create SRQ"), "{}", text(&o));
+    assert!(
+        text(&o).contains("Couldn't Open the XRC Domain 95"),
+        "{}",
+        text(&o)
+    );
 }

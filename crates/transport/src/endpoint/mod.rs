@@ -399,7 +399,94 @@ impl Endpoint {
         if !self.sinks.cqs.exists(init.send_cq) || !self.sinks.cqs.exists(init.recv_cq) {
             return Err(QpError::InvalidAttr("no such completion queue"));
         }
+        if let Some(id) = init.srq {
+            let s = self
+                .sinks
+                .srqs
+                .get(id)
+                .ok_or(QpError::InvalidAttr("no such shared receive queue"))?;
+            if s.pd != init.pd {
+                return Err(QpError::InvalidAttr("a shared receive queue of another PD"));
+            }
+        }
         Ok(())
+    }
+
+    /// Create a shared receive queue ([`QpInit::srq`] names it): `None` when
+    /// [`crate::MAX_SRQS`] exist.
+    pub fn create_srq(&mut self, init: crate::SrqInit) -> Option<u32> {
+        self.sinks.srqs.create(init)
+    }
+
+    /// Post a receive to shared receive queue `srq` (its buffers checked as a QP's are, in
+    /// the queue's protection domain).
+    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr) -> Result<(), QpError> {
+        let Endpoint { sinks, mrs, .. } = self;
+        let s = sinks
+            .srqs
+            .get_mut(srq)
+            .ok_or(QpError::InvalidAttr("no such shared receive queue"))?;
+        if s.rq.len() >= s.max_wr {
+            return Err(QpError::QueueFull);
+        }
+        mrs.check_scatter(&wr.sg_list, 0, wr.sg_list.total_len())
+            .map_err(QpError::LocalAccess)?;
+        for g in wr.sg_list.as_slice().iter().filter(|g| !g.is_discard()) {
+            mrs.get_in(s.pd, g.lkey).map_err(QpError::LocalAccess)?;
+        }
+        s.rq.push_back(wr);
+        Ok(())
+    }
+
+    /// Change shared receive queue `srq`: its most receives (not below those posted) and
+    /// its limit (0 disarms it; armed, [`crate::Event::SrqLimit`] comes once the queue
+    /// falls below it).
+    pub fn modify_srq(
+        &mut self,
+        srq: u32,
+        max_wr: Option<usize>,
+        limit: Option<u32>,
+    ) -> Result<(), QpError> {
+        let s = self
+            .sinks
+            .srqs
+            .get_mut(srq)
+            .ok_or(QpError::InvalidAttr("no such shared receive queue"))?;
+        if let Some(m) = max_wr {
+            if m < s.rq.len() {
+                return Err(QpError::InvalidAttr("fewer receives than are posted"));
+            }
+            s.max_wr = m;
+        }
+        if let Some(l) = limit {
+            if l as usize > s.max_wr {
+                return Err(QpError::InvalidAttr("a limit above the queue's size"));
+            }
+            s.limit = l;
+        }
+        Ok(())
+    }
+
+    /// What shared receive queue `srq` holds now.
+    pub fn srq_info(&self, srq: u32) -> Option<crate::SrqInfo> {
+        self.sinks.srqs.get(srq).map(|s| crate::SrqInfo {
+            max_wr: s.max_wr,
+            limit: s.limit,
+            posted: s.rq.len(),
+        })
+    }
+
+    /// Destroy shared receive queue `srq` (its receives go with it): `Busy` while a QP
+    /// uses it.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<(), QpError> {
+        match self.sinks.srqs.get(srq) {
+            None => Err(QpError::InvalidAttr("no such shared receive queue")),
+            Some(s) if s.users > 0 => Err(QpError::Busy),
+            Some(_) => {
+                self.sinks.srqs.remove(srq);
+                Ok(())
+            }
+        }
     }
 
     /// Create a QP with a chosen number (for a peer that was configured with it, e.g. a
@@ -421,6 +508,9 @@ impl Endpoint {
         let local = SocketAddr::new(self.cfg.local.ip(), port);
         let mut q = Qp::new(qpn, init, local);
         q.ack_delay = self.cfg.ack_delay;
+        if let Some(s) = init.srq.and_then(|id| self.sinks.srqs.get_mut(id)) {
+            s.users += 1;
+        }
         self.qps.insert(qpn, q);
         self.order.push(qpn);
     }
@@ -436,7 +526,10 @@ impl Endpoint {
 
     /// Destroy a QP (its outstanding WRs are dropped without completions).
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), QpError> {
-        self.qps.remove(&qpn).ok_or(QpError::NoQp(qpn))?;
+        let q = self.qps.remove(&qpn).ok_or(QpError::NoQp(qpn))?;
+        if let Some(s) = q.srq.and_then(|id| self.sinks.srqs.get_mut(id)) {
+            s.users -= 1;
+        }
         self.order.retain(|&q| q != qpn);
         Ok(())
     }
@@ -514,6 +607,17 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Let QP `qpn`'s peer do what `access` allows of [`Access::REMOTE_WRITE`],
+    /// [`Access::REMOTE_READ`] and [`Access::REMOTE_ATOMIC`] from now on
+    /// ([`QpInit::remote_access`]; other bits are ignored). A request the QP does not allow
+    /// is refused as one the region does not allow: RC answers a remote access error, UC
+    /// drops the message.
+    pub fn set_remote_access(&mut self, qpn: u32, access: Access) -> Result<(), QpError> {
+        let remote = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+        self.qp_mut(qpn)?.remote_access = access.intersection(remote);
+        Ok(())
+    }
+
     /// A QP's state.
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         self.qps.get(&qpn).map(|q| q.state)
@@ -588,6 +692,11 @@ impl Endpoint {
         if q.state == QpState::Error {
             sinks.cqs.push(q.recv_cq, q.recv_flushed(&wr));
             return Ok(());
+        }
+        if q.srq.is_some() {
+            return Err(QpError::InvalidAttr(
+                "the QP takes its receives from a shared queue",
+            ));
         }
         if q.rq.len() >= q.max_recv_wr {
             return Err(QpError::QueueFull);

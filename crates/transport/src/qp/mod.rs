@@ -166,6 +166,13 @@ pub struct QpInit {
     /// header's DSCP << 2 | ECN): how a service level reaches the network. 0 by default;
     /// [`crate::Endpoint::set_traffic_class`] changes it.
     pub traffic_class: u8,
+    /// The shared receive queue it takes its receives from ([`crate::Endpoint::create_srq`];
+    /// `None`: its own).
+    pub srq: Option<u32>,
+    /// What its peer may do to this QP's regions (the QP's `qp_access_flags`): RDMA WRITE,
+    /// READ and atomics each need their right here as well as the region's. All three by
+    /// default; [`crate::Endpoint::set_remote_access`] changes it.
+    pub remote_access: Access,
 }
 
 impl QpInit {
@@ -186,6 +193,8 @@ impl QpInit {
             learn_first_psn: false,
             pd: 0,
             traffic_class: 0,
+            srq: None,
+            remote_access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
         }
     }
 }
@@ -300,6 +309,10 @@ pub(crate) struct Qp {
     pub(crate) pd_id: u32,
     /// The traffic class of what it sends ([`QpInit::traffic_class`]).
     pub(crate) traffic_class: u8,
+    /// What its peer may do ([`QpInit::remote_access`]).
+    pub(crate) remote_access: Access,
+    /// Its shared receive queue ([`QpInit::srq`]).
+    pub(crate) srq: Option<u32>,
     /// How long an ACK may wait for a request to ride with
     /// ([`crate::EndpointConfig::ack_delay`]).
     pub(crate) ack_delay: Duration,
@@ -334,12 +347,39 @@ pub(crate) struct Qp {
 #[derive(Debug, Default)]
 pub(crate) struct Sinks {
     pub(crate) cqs: crate::cq::Cqs,
+    /// Shared receive queues (a QP created on one takes its receives there).
+    pub(crate) srqs: crate::srq::Srqs,
     pub(crate) events: crate::events::EventQueue,
     /// Set when a landed payload was accepted (see `Endpoint::handle_landed`).
     pub(crate) landing: Option<crate::Landing>,
 }
 
 impl Qp {
+    /// The next receive for a message arriving now: its own queue's, or its shared
+    /// queue's (which may say it ran below its limit).
+    pub(crate) fn take_recv(&mut self, sinks: &mut Sinks) -> Option<RecvWr> {
+        let Some(id) = self.srq else {
+            return self.rq.pop_front();
+        };
+        let (r, low) = sinks.srqs.take(id);
+        if low {
+            sinks.events.push_back(crate::Event::SrqLimit {
+                qpn: self.qpn,
+                srq: id,
+            });
+        }
+        r
+    }
+
+    /// A receive taken for a message that was then refused: back to the front of the
+    /// queue it came from.
+    pub(crate) fn put_back_recv(&mut self, sinks: &mut Sinks, r: RecvWr) {
+        match self.srq {
+            Some(id) => sinks.srqs.put_back(id, r),
+            None => self.rq.push_front(r),
+        }
+    }
+
     pub(crate) fn new(qpn: u32, init: QpInit, local: SocketAddr) -> Qp {
         Qp {
             qpn,
@@ -357,6 +397,8 @@ impl Qp {
             ack_delay: Duration::ZERO,
             pd_id: init.pd,
             traffic_class: init.traffic_class,
+            remote_access: init.remote_access,
+            srq: init.srq,
             response_turn: false,
             local,
             remote: None,
@@ -447,6 +489,8 @@ impl Qp {
                     learn_first_psn: self.learn_first_psn,
                     pd: self.pd_id,
                     traffic_class: self.traffic_class,
+                    srq: self.srq,
+                    remote_access: self.remote_access,
                 };
                 let ack_delay = self.ack_delay;
                 *self = Qp::new(qpn, init, local);

@@ -18,6 +18,14 @@ pub(crate) struct Device {
     nic: Mutex<Weak<Nic>>,
 }
 
+/// An `ibv_device` as a program receives it: at the start of libibverbs' `verbs_device`,
+/// whose next member is the provider's ops pointer (null here).
+#[repr(C)]
+struct DeviceBlock {
+    device: ibv_device,
+    _verbs_device_rest: [usize; 8],
+}
+
 /// The devices, found at the first call (`ROCELINK_VERBS` or the interfaces).
 pub(crate) fn devices() -> &'static [Device] {
     static DEVICES: OnceLock<Vec<Device>> = OnceLock::new();
@@ -41,22 +49,35 @@ impl Device {
         d.node_type = IBV_NODE_CA;
         d.transport_type = IBV_TRANSPORT_IB;
         put_cstr(&mut d.name, &info.name);
-        put_cstr(&mut d.dev_name, &format!("uverbs-{}", info.name));
+        let node = format!("uverbs-{}", info.name);
+        put_cstr(&mut d.dev_name, &node);
         put_cstr(
             &mut d.dev_path,
-            &format!("/sys/class/infiniband_verbs/uverbs-{}", info.name),
+            &format!("/sys/class/infiniband_verbs/{node}"),
         );
         put_cstr(
             &mut d.ibdev_path,
             &format!("/sys/class/infiniband/{}", info.name),
         );
-        let ibv = Box::into_raw(Box::new(d)) as usize;
+        // followed by the rest of a `verbs_device` with a null ops pointer: what a
+        // provider's "is this mine" check (`mlx5dv_is_supported`) reads behind it
+        let block = DeviceBlock {
+            device: d,
+            _verbs_device_rest: [0; 8],
+        };
+        let ibv = Box::into_raw(Box::new(block)) as usize;
         objects::register_static(ibv, Kind::Device);
         Device {
             info,
             ibv,
             nic: Mutex::new(Weak::new()),
         }
+    }
+
+    /// Its device node's name (`ibv_device.dev_name`): `uverbs-<name>`, which no kernel
+    /// device has.
+    pub(crate) fn node_name(&self) -> String {
+        format!("uverbs-{}", self.info.name)
     }
 
     /// The device's port in this process: the one its open contexts share, or a new one.

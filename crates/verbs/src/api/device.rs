@@ -115,7 +115,7 @@ fn new_verbs_context(dev: *mut ibv_device, async_fd: c_int) -> verbs_context {
     c.ops.req_notify_cq = Some(super::cq::req_notify_cq);
     c.ops.post_send = Some(super::post::post_send);
     c.ops.post_recv = Some(super::post::post_recv);
-    c.ops.post_srq_recv = Some(super::post::post_srq_recv);
+    c.ops.post_srq_recv = Some(super::srq::post_srq_recv);
     v
 }
 

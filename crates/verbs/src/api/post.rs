@@ -16,7 +16,7 @@ use rocelink_transport::{QpError, QpType, RecvWr, SendWr, SgList, Sge};
 ///
 /// # Safety
 /// `list` points at `num_sge` entries when `num_sge > 0`.
-unsafe fn sg_list(
+pub(crate) unsafe fn sg_list(
     list: *const ibv_sge,
     num_sge: c_int,
     max: u32,
@@ -101,7 +101,7 @@ fn post_one_send(core: &mut Core, q: &Qp, wr: &ibv_send_wr) -> Result<(), i32> {
 ///
 /// # Safety
 /// `first` is null or the head of a list of valid WRs; `bad` is null or writable.
-unsafe fn each_wr<W>(
+pub(crate) unsafe fn each_wr<W>(
     first: *mut W,
     bad: *mut *mut W,
     next: impl Fn(&W) -> *mut W,
@@ -178,18 +178,4 @@ pub unsafe extern "C" fn post_recv(
         }
         r
     })
-}
-
-/// `ops.post_srq_recv`: no SRQ can exist here.
-pub unsafe extern "C" fn post_srq_recv(
-    srq: *mut ibv_srq,
-    wr: *mut ibv_recv_wr,
-    bad: *mut *mut ibv_recv_wr,
-) -> c_int {
-    let _ = srq;
-    if !bad.is_null() {
-        // SAFETY: room for the pointer (non-null, checked).
-        unsafe { bad.write(wr) };
-    }
-    libc::EINVAL
 }

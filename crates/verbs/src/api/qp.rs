@@ -10,7 +10,7 @@ use crate::nic::Nic;
 use crate::objects::{self, Kind, Obj, Object};
 use crate::transitions;
 use libc::c_int;
-use rocelink_transport::{MAX_INLINE, MAX_SGE, Modify, Mtu, QpInit, QpState, QpType};
+use rocelink_transport::{Access, MAX_INLINE, MAX_SGE, Modify, Mtu, QpInit, QpState, QpType};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -72,10 +72,16 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
         // which it does not touch during the call.
         let a = unsafe { &mut *init };
         let qp_type = qp_type_of(a.qp_type)?;
-        if !a.srq.is_null() {
-            // no SRQ can exist (ibv_create_srq answers EOPNOTSUPP)
-            return Err(libc::EINVAL);
-        }
+        // a shared receive queue of the same PD: the QP's receives are taken there
+        let shared = if a.srq.is_null() {
+            None
+        } else {
+            let s = super::srq::srq(a.srq).ok_or(libc::EINVAL)?;
+            if s.r.pd != p as usize {
+                return Err(libc::EINVAL);
+            }
+            Some(s.r.id)
+        };
         check_cap(&a.cap)?;
         let (scq, rcq) = (
             cq(a.send_cq).ok_or(libc::EINVAL)?,
@@ -95,6 +101,9 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
         qi.send_cq = scq.r.id;
         qi.recv_cq = rcq.r.id;
         qi.pd = d.id;
+        qi.srq = shared;
+        // as on an RNIC, the peer may do nothing until IBV_QP_ACCESS_FLAGS says otherwise
+        qi.remote_access = Access::NONE;
         let qpn = core.ep.create_qp(qi).map_err(qp_errno)?;
         drop(core);
         for c in [scq, rcq] {
@@ -186,6 +195,22 @@ fn check_values(a: &ibv_qp_attr, mask: c_int) -> Result<(), i32> {
         || (has(IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31)
         || (has(IBV_QP_ACCESS_FLAGS) && a.qp_access_flags & !0xF != 0);
     if bad { Err(libc::EINVAL) } else { Ok(()) }
+}
+
+/// What a QP's access flags let its peer do (the local-write rule of regions does not
+/// apply to a QP's flags).
+fn remote_access_of(flags: std::ffi::c_uint) -> Access {
+    let mut a = Access::NONE;
+    for (flag, right) in [
+        (IBV_ACCESS_REMOTE_WRITE, Access::REMOTE_WRITE),
+        (IBV_ACCESS_REMOTE_READ, Access::REMOTE_READ),
+        (IBV_ACCESS_REMOTE_ATOMIC, Access::REMOTE_ATOMIC),
+    ] {
+        if flags & flag as std::ffi::c_uint != 0 {
+            a = a | right;
+        }
+    }
+    a
 }
 
 /// Copy the attributes in `mask` from `a` into `stored`.
@@ -317,6 +342,18 @@ pub unsafe extern "C" fn ibv_modify_qp(
             let mut core = o.r.nic.lock().map_err(|e| e.errno())?;
             let tc = a.ah_attr.grh.traffic_class;
             core.ep.set_traffic_class(o.r.qpn, tc).map_err(qp_errno)?;
+        }
+        if mask & IBV_QP_ACCESS_FLAGS != 0 || next == IBV_QPS_RESET {
+            let mut core = o.r.nic.lock().map_err(|e| e.errno())?;
+            let flags = if next == IBV_QPS_RESET {
+                0
+            } else {
+                a.qp_access_flags
+            };
+            let remote = remote_access_of(flags);
+            core.ep
+                .set_remote_access(o.r.qpn, remote)
+                .map_err(qp_errno)?;
         }
         if let Some(m) = transport_step(o.r.qp_type, cur, next, &after, ud_mtu)? {
             let mut core = o.r.nic.lock().map_err(|e| e.errno())?;

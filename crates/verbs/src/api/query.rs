@@ -1,7 +1,7 @@
 //! What a program asks of a device and its port: attributes, GIDs, P_Keys, and the sysfs
 //! files `ibv_devinfo` reads.
 
-use super::context::{Context, Device, context, devices};
+use super::context::{Context, context, devices};
 use super::util::{guard, minus_one, status};
 use crate::abi::*;
 use crate::attrs;
@@ -46,8 +46,8 @@ pub(crate) unsafe extern "C" fn vctx_query_device_ex(
         // more than our structure.
         unsafe {
             std::ptr::write_bytes(attr.cast::<u8>(), 0, n);
-            attr.cast::<ibv_device_attr>()
-                .write(attrs::device_attr(&c.device.info));
+            let full = attrs::device_attr_ex(&c.device.info);
+            std::ptr::copy_nonoverlapping((&raw const full).cast::<u8>(), attr.cast::<u8>(), n);
         }
         Ok(())
     })
@@ -220,27 +220,6 @@ pub unsafe extern "C" fn ibv_get_pkey_index(ctx: *mut ibv_context, port: u8, pke
     })
 }
 
-/// The files a device's sysfs directory would hold, for programs that read them
-/// (`ibv_devinfo` reads `board_id`).
-fn sysfs_file(d: &Device, file: &str) -> Option<String> {
-    Some(match file {
-        "board_id" => "rocelink".to_owned(),
-        "node_desc" => format!("rocelink {} ({})", d.info.name, d.info.ip),
-        "fw_ver" => env!("CARGO_PKG_VERSION").to_owned(),
-        "hw_rev" => "0".to_owned(),
-        "node_type" => "1: CA".to_owned(),
-        "node_guid" => {
-            let g = d.info.guid;
-            format!(
-                "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
-                g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]
-            )
-        }
-        "device/numa_node" => "-1".to_owned(),
-        _ => return None,
-    })
-}
-
 /// `ibv_read_sysfs_file`: a device of ours answers from the files it would have; any other path is
 /// read from the file system as libibverbs does (the trailing newline dropped, the rest
 /// NUL-terminated). Returns the length, or -1.
@@ -268,7 +247,7 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
             dir.trim_end_matches('/') == format!("/sys/class/infiniband/{}", d.info.name)
         });
         let text = match ours {
-            Some(d) => match sysfs_file(d, &file) {
+            Some(d) => match super::files::sysfs_file(d, &file) {
                 Some(t) => t,
                 None => return -1,
             },

@@ -15,37 +15,6 @@ fn unsupported<T>() -> *mut T {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_create_srq(
-    pd: *mut ibv_pd,
-    attr: *mut ibv_srq_init_attr,
-) -> *mut ibv_srq {
-    let _ = (pd, attr);
-    unsupported()
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
-    let _ = srq;
-    libc::EINVAL
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_modify_srq(
-    srq: *mut ibv_srq,
-    attr: *mut ibv_srq_attr,
-    mask: c_int,
-) -> c_int {
-    let _ = (srq, attr, mask);
-    libc::EINVAL
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
-    let _ = (srq, attr);
-    libc::EINVAL
-}
-
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
     let _ = (qp, gid, lid);
     libc::EOPNOTSUPP

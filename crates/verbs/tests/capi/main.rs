@@ -276,7 +276,7 @@ fn bad_arguments() {
             cap: ibv_qp_cap {
                 max_send_wr: 8,
                 max_recv_wr: 8,
-                max_send_sge: 5,
+                max_send_sge: 9, // one more than the 8 a WR may have
                 max_recv_sge: 1,
                 max_inline_data: 0,
             },

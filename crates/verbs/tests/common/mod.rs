@@ -83,6 +83,8 @@ pub(crate) struct Ends {
     /// Interfaces the server and the client run their devices on through AF_XDP
     /// (`ROCELINK_VERBS_XDP`), if any.
     pub(crate) xdp: (Option<String>, Option<String>),
+    /// Variables both ends run with besides the library's (e.g. UCX's `UCX_TLS`).
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl Ends {
@@ -96,6 +98,7 @@ impl Ends {
             client_ip: ips[1],
             connect: ips[0].to_string(),
             xdp: (None, None),
+            env: Vec::new(),
         }
     }
 
@@ -118,6 +121,7 @@ impl Ends {
         let mut cargs = sargs.clone();
         cargs.push(&self.connect);
         let mut cc = command(self.client_ns.as_deref(), self.client_ip, program, &cargs);
+        cc.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(i) = &self.xdp.1 {
             cc.env("ROCELINK_VERBS_XDP", i);
         }
@@ -135,6 +139,7 @@ impl Ends {
         let mut sargs: Vec<&str> = args.to_vec();
         sargs.extend(["-p", &port]);
         let mut sc = command(self.server_ns.as_deref(), self.server_ip, program, &sargs);
+        sc.envs(self.env.iter().map(|(k, v)| (k, v)));
         if let Some(i) = &self.xdp.0 {
             sc.env("ROCELINK_VERBS_XDP", i);
         }

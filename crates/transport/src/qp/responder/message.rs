@@ -29,7 +29,7 @@ impl Qp {
             if !len_ok {
                 return Err(Refuse::Nak(NakCode::InvalidRequest));
             }
-            let Some(recv) = self.rq.pop_front() else {
+            let Some(recv) = self.take_recv(sinks) else {
                 if self.qp_type == QpType::Uc {
                     self.resp.uc_drop = !end;
                 }
@@ -122,6 +122,11 @@ impl Qp {
                 rkey: reth.rkey,
                 len: u32::try_from(dma_len).unwrap_or(0),
             };
+            if !self.remote_access.contains(Access::REMOTE_WRITE) {
+                self.stats.access_violations += 1;
+                self.note_refusal(id, MessageOutcome::Denied);
+                return Err(Refuse::Nak(NakCode::RemoteAccessError));
+            }
             let mut faults = Faults::default();
             if dma_len > 1 << 31 {
                 faults.add(MessageOutcome::FrameLength);
@@ -205,7 +210,7 @@ impl Qp {
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
         let recv = if op.has_immediate() {
-            match self.rq.pop_front() {
+            match self.take_recv(sinks) {
                 Some(r) => Some(r),
                 None => {
                     if start {
@@ -253,7 +258,7 @@ impl Qp {
                 }
                 Err(e) => {
                     if let Some(r) = recv {
-                        self.rq.push_front(r);
+                        self.put_back_recv(sinks, r);
                     }
                     self.resp.msg = None;
                     self.count_refusal(&e);

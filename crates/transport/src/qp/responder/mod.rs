@@ -207,6 +207,10 @@ impl Qp {
     /// the next posted), where in it the message's next payload goes, and whether that
     /// message is under way; `None` past the posted receives or while a WRITE is.
     pub(crate) fn recv_under_way(&self, k: usize) -> Option<(RecvWr, u64, bool)> {
+        if self.srq.is_some() {
+            // a shared queue's next receive may go to another QP's message first
+            return None;
+        }
         match self.resp.msg {
             Some(m) if m.write => None,
             Some(m) if k == 0 => m.recv.map(|r| (r, m.offset, true)),

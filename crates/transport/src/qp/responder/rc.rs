@@ -45,9 +45,11 @@ impl Qp {
         } else if op.is_write() {
             self.rc_uc_write(src, ib, payload, mrs, sinks)
         } else if op == Opcode::RC_RDMA_READ_REQUEST {
-            self.rc_read(ib, mrs)
+            self.allows(Access::REMOTE_READ)
+                .and_then(|()| self.rc_read(ib, mrs))
         } else if is_atomic(op) {
-            self.rc_atomic(ib, mrs)
+            self.allows(Access::REMOTE_ATOMIC)
+                .and_then(|()| self.rc_atomic(ib, mrs))
         } else {
             Err(Refuse::Nak(NakCode::InvalidRequest))
         };
@@ -71,6 +73,17 @@ impl Qp {
                 self.queue_nak(p, code);
                 self.enter_error(sinks);
             }
+        }
+    }
+
+    /// Refuse what the QP's own access flags do not allow its peer
+    /// ([`crate::QpInit::remote_access`]), whatever the region allows.
+    pub(super) fn allows(&mut self, need: Access) -> Result<(), Refuse> {
+        if self.remote_access.contains(need) {
+            Ok(())
+        } else {
+            self.stats.access_violations += 1;
+            Err(Refuse::Nak(NakCode::RemoteAccessError))
         }
     }
 

@@ -99,7 +99,7 @@ impl Qp {
                 self.report_faults(sinks, MsgId::from(&m), why, faults);
             }
             if let Some(r) = m.recv {
-                self.rq.push_front(r);
+                self.put_back_recv(sinks, r);
             }
             sinks.events.push_back(Event::MessageDamaged {
                 qpn: self.qpn,
@@ -127,6 +127,7 @@ impl Qp {
             && len > 0
             && len <= self.mtu_bytes
             && self.write_rules == crate::WriteRules::NONE
+            && self.remote_access.contains(crate::Access::REMOTE_WRITE)
     }
 
     /// Account a placed UC WRITE ONLY that [`Qp::uc_write_only_ready`] passed, exactly as

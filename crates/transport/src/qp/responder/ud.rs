@@ -26,7 +26,7 @@ impl Qp {
             self.stats.access_violations += 1;
             return;
         }
-        let Some(recv) = self.rq.pop_front() else {
+        let Some(recv) = self.take_recv(sinks) else {
             self.stats.drops += 1;
             return;
         };
