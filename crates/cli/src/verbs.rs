@@ -103,8 +103,8 @@ fn list(d: &DevicesArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where `librocelink_verbs.so` is: `ROCELINK_VERBS_LIB`, or beside this executable (as
-/// cargo builds it), or in `../lib/rocelink` (as installed).
+/// Where `librocelink_verbs.so` is: `ROCELINK_VERBS_LIB`, or the newest of the copies
+/// beside this executable (as cargo builds it) and in `../lib/rocelink` (as installed).
 pub(crate) fn library() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("ROCELINK_VERBS_LIB") {
         let p = PathBuf::from(p);
@@ -120,7 +120,11 @@ pub(crate) fn library() -> Result<PathBuf> {
         dir.join("deps/librocelink_verbs.so"),
         dir.join("../lib/rocelink/librocelink_verbs.so"),
     ];
-    candidates.into_iter().find(|p| p.is_file()).with_context(|| {
+    // cargo leaves a copy beside the executable and one in deps/, and updates them with
+    // different commands (`cargo build` the first, `cargo test` the second): the newer
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let found = candidates.into_iter().filter(|p| p.is_file());
+    found.max_by_key(modified).with_context(|| {
         format!(
             "librocelink_verbs.so is not beside {} (build it with `cargo build --release -p rocelink-verbs`, or point ROCELINK_VERBS_LIB at it)",
             exe.display()

@@ -92,6 +92,8 @@ pub enum Event {
     QpError {
         /// Which QP.
         qpn: u32,
+        /// What moved it there.
+        why: ErrorCause,
     },
     /// A shared receive queue ran below its armed limit (the limit is now disarmed): a
     /// receive for QP `qpn` took it there.
@@ -153,6 +155,22 @@ pub enum Event {
     },
 }
 
+/// What moved a QP to the error state ([`Event::QpError`]) — how verbs tells an
+/// asynchronous error from one a completion already reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCause {
+    /// Its owner asked ([`Modify::Error`]).
+    Modified,
+    /// A send WR completed in error (retries spent, a NAK, a region gone); its completion
+    /// says why.
+    Completion,
+    /// As responder, it refused an invalid request from its peer (and NAKed it).
+    InvalidRequest,
+    /// As responder, it refused a request its access rights or the region's did not allow
+    /// (and NAKed it).
+    AccessError,
+}
+
 impl Event {
     /// QP `qpn` placed `p`.
     pub(crate) fn placed(qpn: u32, p: Placement) -> Event {
@@ -169,7 +187,7 @@ impl Event {
     /// The QP the event is about.
     pub fn qpn(&self) -> u32 {
         match *self {
-            Event::QpError { qpn }
+            Event::QpError { qpn, .. }
             | Event::SrqLimit { qpn, .. }
             | Event::Placed { qpn, .. }
             | Event::WriteMessage { qpn, .. }

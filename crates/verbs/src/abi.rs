@@ -121,12 +121,14 @@ pub struct verbs_context {
     pub query_port: Option<QueryPort>,
     /// advise_mr … query_rt_values (24 operations).
     pub _ops1: [*mut c_void; 24],
-    pub create_cq_ex: *mut c_void,
+    pub create_cq_ex:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex>,
     pub priv_: *mut c_void,
     pub query_device_ex: Option<QueryDeviceEx>,
     /// ibv_destroy_flow … open_qp (5 members).
     pub _ops2: [*mut c_void; 5],
-    pub create_qp_ex: *mut c_void,
+    pub create_qp_ex:
+        Option<unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp>,
     /// get_srq_num, create_srq_ex, open_xrcd, close_xrcd.
     pub _ops3: [*mut c_void; 4],
     pub _abi_placeholder3: u64,
@@ -288,6 +290,130 @@ pub struct ibv_cq {
     pub comp_events_completed: u32,
     pub async_events_completed: u32,
 }
+
+/// `struct ibv_cq_ex`: an `ibv_cq` followed by the current completion's status and WR ID
+/// and the extended polling functions. Every CQ of this library is one.
+#[repr(C)]
+pub struct ibv_cq_ex {
+    pub cq: ibv_cq,
+    pub comp_mask: u32,
+    pub status: u32,
+    pub wr_id: u64,
+    pub start_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> c_int>,
+    pub next_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>,
+    pub end_poll: Option<unsafe extern "C" fn(*mut ibv_cq_ex)>,
+    pub read_opcode: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_vendor_err: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_byte_len: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_imm_data: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_qp_num: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_src_qp: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_wc_flags: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_uint>,
+    pub read_slid: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u32>,
+    pub read_sl: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    pub read_dlid_path_bits: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u8>,
+    /// read_completion_ts, read_cvlan, read_flow_tag, read_tm_info,
+    /// read_completion_wallclock_ns: null (a CQ cannot be created with them).
+    pub _read_unsupported: [*mut c_void; 5],
+}
+
+/// `struct ibv_poll_cq_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_poll_cq_attr {
+    pub comp_mask: u32,
+}
+
+/// `struct ibv_cq_init_attr_ex`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_cq_init_attr_ex {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut ibv_comp_channel,
+    pub comp_vector: u32,
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    pub flags: u32,
+    pub parent_domain: *mut ibv_pd,
+}
+
+/// `IBV_WC_STANDARD_FLAGS`: byte length, immediate, QP number, source QP, SLID, SL, DLID
+/// path bits — what an extended CQ here can report.
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7F;
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1;
+pub const IBV_CQ_INIT_ATTR_MASK_PD: u32 = 2;
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1;
+
+/// `struct ibv_qp_ex`: an `ibv_qp` followed by the work-request builder's functions. Every
+/// QP of this library is one; `ibv_qp_to_qp_ex` gives it to QPs created with send
+/// operations.
+#[repr(C)]
+pub struct ibv_qp_ex {
+    pub qp_base: ibv_qp,
+    pub comp_mask: u64,
+    pub wr_id: u64,
+    pub wr_flags: c_uint,
+    pub wr_atomic_cmp_swp: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64, u64)>,
+    pub wr_atomic_fetch_add: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u64)>,
+    pub wr_bind_mw: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u32, *const c_void)>,
+    pub wr_local_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_rdma_read: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64)>,
+    pub wr_rdma_write_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_send: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_send_imm: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_inv: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_send_tso: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, u16, u16)>,
+    pub wr_set_ud_addr: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut ibv_ah, u32, u32)>,
+    pub wr_set_xrc_srqn: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32)>,
+    pub wr_set_inline_data: Option<unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize)>,
+    pub wr_set_inline_data_list:
+        Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf)>,
+    pub wr_set_sge: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, u32)>,
+    pub wr_set_sge_list: Option<unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_sge)>,
+    pub wr_start: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_complete: Option<unsafe extern "C" fn(*mut ibv_qp_ex) -> c_int>,
+    pub wr_abort: Option<unsafe extern "C" fn(*mut ibv_qp_ex)>,
+    pub wr_atomic_write: Option<unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, *const c_void)>,
+}
+
+/// `struct ibv_data_buf`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
+
+/// `struct ibv_qp_init_attr_ex` (the receive-hash configuration as opaque words).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ibv_qp_init_attr_ex {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: u32,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut ibv_pd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    pub rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    pub send_ops_flags: u64,
+}
+
+pub const IBV_QP_INIT_ATTR_PD: u32 = 1;
+pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+/// The send operations an extended QP here builds: RDMA WRITE (with immediate), SEND (with
+/// immediate), RDMA READ, compare-and-swap, fetch-and-add.
+pub const IBV_QP_EX_SUPPORTED_OPS: u64 = 0x7F;
 
 #[repr(C)]
 pub struct ibv_srq {
@@ -471,6 +597,7 @@ pub struct ibv_sge {
 /// (`remote_addr`, `compare_add`, `swap`, `rkey`) or UD (`ah`, `remote_qpn`, `remote_qkey`),
 /// read by the accessors.
 #[repr(C)]
+#[derive(Debug, Clone, Copy)]
 pub struct ibv_send_wr {
     pub wr_id: u64,
     pub next: *mut ibv_send_wr,
@@ -583,6 +710,10 @@ pub struct ibv_srq_init_attr {
 }
 
 pub const IBV_EVENT_QP_FATAL: u32 = 1;
+pub const IBV_EVENT_QP_REQ_ERR: u32 = 2;
+pub const IBV_EVENT_QP_ACCESS_ERR: u32 = 3;
+pub const IBV_EVENT_SRQ_LIMIT_REACHED: u32 = 15;
+pub const IBV_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
 pub const IBV_EVENT_PORT_ACTIVE: u32 = 9;
 
 #[repr(C)]

@@ -2,12 +2,58 @@
 //! endpoint, its driver (socket or AF_XDP port), the CQs armed for an event, and who did the
 //! work.
 
+use crate::abi::{
+    IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_LAST_WQE_REACHED, IBV_EVENT_QP_REQ_ERR,
+    IBV_EVENT_SRQ_LIMIT_REACHED,
+};
 use crate::channel::{Channel, CqEvent};
 use rocelink_io::backend::Backend;
+use rocelink_io::event::EventFd;
 use rocelink_runtime::Driver;
-use rocelink_transport::{CqCounts, CqId, Endpoint};
+use rocelink_transport::{CqCounts, CqId, Endpoint, ErrorCause, Event};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
+
+/// An asynchronous event (`ibv_get_async_event`), by the transport's numbers: the program's
+/// object is looked up when it is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AsyncEvent {
+    /// `enum ibv_event_type`.
+    pub(crate) kind: u32,
+    /// The QP's number, or the SRQ's id for `IBV_EVENT_SRQ_LIMIT_REACHED`.
+    pub(crate) id: u32,
+}
+
+/// Most asynchronous events kept for the program; more are counted and dropped (a peer
+/// must not grow what a program that never reads them holds).
+pub(crate) const MAX_ASYNC_EVENTS: usize = 1024;
+
+/// The device's asynchronous events, and the descriptor that counts them (one count per
+/// event: a semaphore `eventfd`, readable while any waits).
+#[derive(Debug)]
+pub(crate) struct AsyncEvents {
+    queue: VecDeque<AsyncEvent>,
+    pub(crate) fd: Arc<EventFd>,
+    /// Events dropped for want of room.
+    pub(crate) dropped: u64,
+}
+
+impl AsyncEvents {
+    fn push(&mut self, e: AsyncEvent) {
+        if self.queue.len() >= MAX_ASYNC_EVENTS {
+            self.dropped += 1;
+            return;
+        }
+        self.queue.push_back(e);
+        let _ = self.fd.signal();
+    }
+
+    /// The oldest event (after its count was taken from the descriptor).
+    pub(crate) fn pop(&mut self) -> Option<AsyncEvent> {
+        self.queue.pop_front()
+    }
+}
 
 /// A CQ armed for one event (`ibv_req_notify_cq`).
 #[derive(Debug)]
@@ -30,6 +76,8 @@ pub struct Core {
     pub io_errors: u64,
     /// Who did the work.
     pub work: Work,
+    /// Asynchronous events for the program.
+    pub(crate) asyncs: AsyncEvents,
 }
 
 /// Who ran the endpoint, and how much came of it: the program's calls or the device's
@@ -47,14 +95,20 @@ pub struct Work {
 }
 
 impl Core {
-    /// The state of a device whose endpoint is `ep`, with no socket yet.
-    pub fn new(ep: Endpoint) -> Core {
+    /// The state of a device whose endpoint is `ep`, with no socket yet; its asynchronous
+    /// events counted on `async_fd`.
+    pub fn new(ep: Endpoint, async_fd: Arc<EventFd>) -> Core {
         Core {
             ep,
             driver: None,
             armed: Vec::new(),
             io_errors: 0,
             work: Work::default(),
+            asyncs: AsyncEvents {
+                queue: VecDeque::new(),
+                fd: async_fd,
+                dropped: 0,
+            },
         }
     }
 
@@ -85,6 +139,7 @@ impl Core {
 
     /// Wake every armed CQ that got a completion it waits for since it was armed.
     pub fn settle(&mut self) {
+        self.take_events();
         let ep = &self.ep;
         self.armed.retain(|a| {
             let now = ep.cq_counts(a.cq).unwrap_or_default();
@@ -98,6 +153,36 @@ impl Core {
             }
             !due
         });
+    }
+
+    /// Turn the endpoint's events into the program's asynchronous ones: a responder's error
+    /// that no completion reports (an invalid request, an access violation), the last WQE
+    /// of a QP on a shared receive queue, an SRQ below its limit. The rest (UC messages
+    /// damaged, …) have no verbs event and are dropped.
+    fn take_events(&mut self) {
+        while let Some(e) = self.ep.poll_event() {
+            match e {
+                Event::QpError { qpn, why } => {
+                    let kind = match why {
+                        ErrorCause::InvalidRequest => Some(IBV_EVENT_QP_REQ_ERR),
+                        ErrorCause::AccessError => Some(IBV_EVENT_QP_ACCESS_ERR),
+                        _ => None,
+                    };
+                    if let Some(kind) = kind {
+                        self.asyncs.push(AsyncEvent { kind, id: qpn });
+                    }
+                    if self.ep.qp_srq(qpn).is_some() {
+                        let kind = IBV_EVENT_QP_LAST_WQE_REACHED;
+                        self.asyncs.push(AsyncEvent { kind, id: qpn });
+                    }
+                }
+                Event::SrqLimit { srq, .. } => {
+                    let kind = IBV_EVENT_SRQ_LIMIT_REACHED;
+                    self.asyncs.push(AsyncEvent { kind, id: srq });
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Arm `cq` for one event on `channel` (again: once).

@@ -90,7 +90,8 @@ impl Nic {
         // Linux rxe numbers IPv4 IDs, which a socket never shows; the ICRC gives them back
         cfg.icrc = IcrcPolicy::RecoverIpv4Id;
         cfg.ack_delay = ACK_DELAY;
-        let core = Core::new(Endpoint::new(cfg));
+        let async_fd = Arc::new(EventFd::new(true, false)?);
+        let core = Core::new(Endpoint::new(cfg), async_fd);
         Ok(Nic {
             info,
             shared: Arc::new(Shared {
@@ -105,6 +106,12 @@ impl Nic {
             thread: Mutex::new(None),
             generation: FORK_GENERATION.load(Ordering::Relaxed),
         })
+    }
+
+    /// The descriptor that counts the device's asynchronous events (`ibv_context.async_fd`
+    /// of every context on it).
+    pub fn async_fd(&self) -> Result<Arc<EventFd>, NicError> {
+        Ok(self.lock()?.asyncs.fd.clone())
     }
 
     /// The device's state, locked.

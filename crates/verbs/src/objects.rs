@@ -99,6 +99,21 @@ pub fn get<R: Obj>(handle: *const R::C) -> Option<&'static Object<R::C, R>> {
     Some(unsafe { &*(base as *const Object<R::C, R>) })
 }
 
+/// The pointer programs hold of the first live object of type `R` whose state `pred`
+/// accepts (a slow search, for rare look-ups by another key: an event's QP number).
+pub fn find<R: Obj>(pred: impl Fn(&R) -> bool) -> Option<*mut R::C> {
+    let live = LIVE.read().ok()?;
+    live.iter().find_map(|(&handle, &(kind, base))| {
+        if kind != R::KIND {
+            return None;
+        }
+        // SAFETY: as in `get`: a registered object of this kind, not freed while the
+        // registry's lock is held (`retire` takes it to unregister).
+        let o = unsafe { &*(base as *const Object<R::C, R>) };
+        pred(&o.r).then_some(handle as *mut R::C)
+    })
+}
+
 /// Unregister the object a program's pointer names and give it back, to be dropped.
 pub fn retire<R: Obj>(handle: *const R::C) -> Option<Box<Object<R::C, R>>> {
     let mut live = LIVE.write().ok()?;

@@ -49,6 +49,21 @@ fn rust_layouts() -> Vec<(String, usize)> {
         ibv_comp_channel { context, fd, refcnt }
         ibv_cq { context, channel, cq_context, handle, cqe, mutex, cond,
             comp_events_completed, async_events_completed }
+        ibv_cq_ex { comp_mask, status, wr_id, start_poll, next_poll, end_poll, read_opcode,
+            read_vendor_err, read_byte_len, read_imm_data, read_qp_num, read_src_qp,
+            read_wc_flags, read_slid, read_sl, read_dlid_path_bits,
+            _read_unsupported = "read_completion_ts" }
+        ibv_cq_init_attr_ex { cqe, cq_context, channel, comp_vector, wc_flags, comp_mask, flags,
+            parent_domain }
+        ibv_qp_ex { comp_mask, wr_id, wr_flags, wr_atomic_cmp_swp, wr_atomic_fetch_add,
+            wr_bind_mw, wr_local_inv, wr_rdma_read, wr_rdma_write, wr_rdma_write_imm, wr_send,
+            wr_send_imm, wr_send_inv, wr_send_tso, wr_set_ud_addr, wr_set_xrc_srqn,
+            wr_set_inline_data, wr_set_inline_data_list, wr_set_sge, wr_set_sge_list,
+            wr_start, wr_complete, wr_abort, wr_atomic_write }
+        ibv_data_buf { addr, length }
+        ibv_qp_init_attr_ex { qp_context, send_cq, recv_cq, srq, cap, qp_type, sq_sig_all,
+            comp_mask, pd, xrcd, create_flags, max_tso_header, rwq_ind_tbl, rx_hash_conf,
+            source_qpn, send_ops_flags }
         ibv_srq { context, srq_context, pd, handle, mutex, cond, events_completed }
         ibv_qp { context, qp_context, pd, send_cq, recv_cq, srq, handle, qp_num, state,
             qp_type, mutex, cond, events_completed }

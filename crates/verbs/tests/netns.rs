@@ -127,3 +127,115 @@ fn devices_run_over_af_xdp_when_told() {
     assert!(!s.status.success(), "{:?} {}", s.status, text(&s));
     assert!(text(&s).contains("AF_XDP on no-such-if"), "{}", text(&s));
 }
+
+#[test]
+fn ucx_crosses_a_veth_pair_over_rc_verbs_and_ud_verbs() {
+    if !root_or_ci() || !have("ucx_perftest", "ucx-utils") {
+        return;
+    }
+    let pair = VethPair::new("vu", &["10.91.0.1/24"], &["10.91.0.2/24"]);
+    let mut e = ends(&pair);
+    for tls in ["rc_verbs,ud_verbs,self", "ud_verbs,self"] {
+        for test in [
+            &["-t", "tag_bw", "-s", "1048576"][..],
+            &["-t", "ucp_get", "-s", "65536"],
+        ] {
+            ucx_perftest(&mut e, tls, &[test, &["-n", "300", "-w", "20"]].concat());
+        }
+    }
+}
+
+/// An Open MPI job of two ranks, one in each namespace of `pair` ("hosts" named by their
+/// namespace, the remote one started through `ip netns exec` as Open MPI's rsh agent): its
+/// exit status and output.
+fn mpi_across(pair: &VethPair, program: &[&str]) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("rocelink-mpi-{}", pair.a));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let agent = dir.join("agent");
+    std::fs::write(
+        &agent,
+        "#!/bin/sh\nns=\"$1\"; shift\nexec ip netns exec \"$ns\" sh -c \"$*\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, format!("{} slots=1\n{} slots=1\n", pair.a, pair.b)).unwrap();
+    let lib = library();
+    let mut c = std::process::Command::new("ip");
+    c.args([
+        "netns",
+        "exec",
+        &pair.a,
+        "mpirun",
+        "--allow-run-as-root",
+        "-np",
+        "2",
+    ]);
+    c.arg("--hostfile").arg(&hosts);
+    c.arg("--mca").arg("plm_rsh_agent").arg(&agent);
+    for (k, v) in [
+        ("pml", "ucx"),
+        ("pml_ucx_devices", "rocelink*"),
+        ("pml_ucx_tls", "any"),
+        ("btl", "self"),
+        // the launcher's channel over the veth pair only
+        ("oob_tcp_if_include", "10.91.0.0/24"),
+    ] {
+        c.args(["--mca", k, v]);
+    }
+    for (k, v) in [
+        ("LD_PRELOAD", lib.display().to_string()),
+        ("UCX_TLS", "rc_verbs,ud_verbs,self".into()),
+        ("UCX_NET_DEVICES", "rocelink0:1".into()),
+        ("UCX_LOG_LEVEL", "info".into()),
+    ] {
+        c.args(["-x", &format!("{k}={v}")]);
+    }
+    c.args(program)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let o = wait_output(c.spawn().unwrap(), LIMIT);
+    let _ = std::fs::remove_dir_all(&dir);
+    o
+}
+
+#[test]
+fn open_mpi_ranks_in_two_namespaces_ping_pong_and_allreduce_over_the_library() {
+    if !root_or_ci() || !have("mpirun", "openmpi-bin") {
+        return;
+    }
+    let python = "/usr/bin/python3";
+    let mpi4py = std::process::Command::new(python)
+        .args(["-c", "import mpi4py.MPI"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mpi4py {
+        let msg = "this test needs mpi4py for Debian's python3 (apt-get install python3-mpi4py)";
+        assert!(std::env::var_os("CI").is_none(), "{msg}");
+        eprintln!("skipping: {msg}");
+        return;
+    }
+    let pair = VethPair::new("vm", &["10.91.0.1/24"], &["10.91.0.2/24"]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mpi_pingpong.py");
+    // each rank's device: the one address of its namespace (no ROCELINK_VERBS needed)
+    let o = mpi_across(&pair, &[python, script]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for rank in 0..2 {
+        let line = t
+            .split("rank ")
+            .find(|l| l.starts_with(&format!("{rank}:")))
+            .unwrap_or_default();
+        assert!(
+            line.contains("intact=True") && line.contains("sums right=True"),
+            "rank {rank}: `{line}`\n{t}"
+        );
+    }
+    let over_verbs = t
+        .lines()
+        .filter(|l| l.contains("ep_cfg") && l.contains("rc_verbs/rocelink0:1"))
+        .count();
+    assert!(over_verbs >= 2, "UCX did not name the device:\n{t}");
+}

@@ -1,6 +1,7 @@
 //! Suites and middleware written by others, run against the library: rdma-core's own
-//! pyverbs tests (Debian's `python3-pyverbs` ships them) and UCX's `ucx_perftest` over its
-//! verbs transports (`rc_verbs`, `ud_verbs`), two processes on two loopback addresses.
+//! pyverbs tests (Debian's `python3-pyverbs` ships them), UCX's `ucx_perftest` over its
+//! verbs transports (`rc_verbs`, `ud_verbs`) and Open MPI on UCX (two ranks), two processes
+//! on two loopback addresses.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -104,14 +105,20 @@ fn rdma_cores_pyverbs_suite_passes_with_no_failure_and_no_error() {
     let passed = ran - skipped;
     eprintln!("pyverbs: {ran} ran, {passed} passed, {skipped} skipped");
     assert!(o.status.success() && failures == 0 && errors == 0, "{t}");
-    // every test that applies to a RoCE v2 device without the extended QP/CQ API, memory
-    // windows, XRC or on-demand paging (docs/verbs.md lists the skips)
-    assert!(ran > 200 && passed >= 50, "{passed} of {ran} passed:\n{t}");
+    // every test that applies to a RoCE v2 device without memory windows, XRC, on-demand
+    // paging or device memory (docs/verbs.md lists the skips; a host's huge pages or GPU
+    // may move a few)
+    assert!(ran > 200 && passed >= 70, "{passed} of {ran} passed:\n{t}");
     for test in [
         "test_atomic_invalid_qp_access",
         "test_cq_events_rc",
         "test_query_device_ex",
         "test_ro_rc_traffic",
+        "test_qp_ex_rc_rdma_write",
+        "test_qp_ex_rc_atomic_cmp_swp",
+        "test_qp_ex_ud_send_imm",
+        "test_rc_traffic_cq_ex",
+        "test_ud_traffic_cq_ex",
     ] {
         // `name (module)`, then its docstring's line if it has one, ending in the verdict
         let lines: Vec<&str> = t.lines().collect();
@@ -120,50 +127,6 @@ fn rdma_cores_pyverbs_suite_passes_with_no_failure_and_no_error() {
         let verdict = verdict.unwrap_or_default();
         assert!(verdict.contains("... ok"), "{test}: `{verdict}`");
     }
-}
-
-/// `ucx_perftest ARGS` between two processes over UCX's verbs transports `tls` on the
-/// library's device: both end well, the client prints its result row, and its device
-/// carried the traffic (the library's counters, printed at close).
-fn ucx_perftest(e: &mut Ends, tls: &str, args: &[&str]) {
-    e.env = vec![
-        ("UCX_TLS".into(), tls.into()),
-        ("UCX_NET_DEVICES".into(), "rocelink0:1".into()),
-        ("ROCELINK_VERBS_STATS".into(), "1".into()),
-    ];
-    let (s, c) = e.run("ucx_perftest", args, LIMIT);
-    let (st, ct) = (text(&s), text(&c));
-    let what = format!("UCX_TLS={tls} ucx_perftest {args:?}");
-    assert!(
-        s.status.success() && c.status.success(),
-        "{what}: server {:?}, client {:?}\n--- server\n{st}\n--- client\n{ct}",
-        s.status,
-        c.status
-    );
-    let row = ct
-        .lines()
-        .find(|l| l.starts_with("Final:"))
-        .unwrap_or_default();
-    let iters: Vec<f64> = row
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    assert!(
-        iters.len() >= 7 && iters[0] >= 200.0,
-        "{what}: no result row\n{ct}"
-    );
-    let received = ct
-        .lines()
-        .find_map(|l| {
-            let at = l.find("rx_datagrams: ")? + "rx_datagrams: ".len();
-            l[at..].split(',').next()?.trim().parse::<u64>().ok()
-        })
-        .unwrap_or(0);
-    assert!(
-        received >= 200,
-        "{what}: the device received {received} datagrams\n{ct}"
-    );
 }
 
 #[test]
@@ -197,6 +160,84 @@ fn ucx_runs_tag_put_and_get_over_rc_verbs_and_ud_verbs() {
             &[&args.concat()[..], &["-d", "rocelink0:1"]].concat(),
         );
     }
+}
+
+#[test]
+fn open_mpi_runs_a_ping_pong_and_an_allreduce_over_ucx_on_the_library() {
+    if !have("mpirun", "openmpi-bin")
+        || !Command::new(DEBIAN_PYTHON)
+            .args(["-c", "import mpi4py.MPI"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    {
+        let msg = "this test needs mpi4py for Debian's python3 (apt-get install python3-mpi4py)";
+        assert!(std::env::var_os("CI").is_none(), "{msg}");
+        eprintln!("skipping: {msg}");
+        return;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mpi_pingpong.py");
+    let ips = rocelink_testkit::ports::free_roce_ips(2);
+    let lib = library();
+    let mut c = Command::new("mpirun");
+    // pml ucx over UCX's verbs transports on each rank's own device; the launcher's own
+    // channel on loopback only (a test sends nothing beyond 127/8)
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--mca",
+        "pml",
+        "ucx",
+        "--mca",
+        "pml_ucx_devices",
+        "rocelink*",
+        "--mca",
+        "pml_ucx_tls",
+        "any",
+        "--mca",
+        "btl",
+        "self",
+        "--mca",
+        "oob_tcp_if_include",
+        "lo",
+    ]);
+    for (i, ip) in ips.iter().enumerate() {
+        if i > 0 {
+            c.arg(":");
+        }
+        c.args(["-np", "1"]);
+        for (k, v) in [
+            ("LD_PRELOAD", lib.display().to_string()),
+            ("ROCELINK_VERBS", ip.to_string()),
+            ("UCX_TLS", "rc_verbs,ud_verbs,self".into()),
+            ("UCX_NET_DEVICES", "rocelink0:1".into()),
+            ("UCX_LOG_LEVEL", "info".into()),
+        ] {
+            c.args(["-x", &format!("{k}={v}")]);
+        }
+        c.args([DEBIAN_PYTHON, script]);
+    }
+    c.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let o = wait_output(c.spawn().unwrap(), LIMIT);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for rank in 0..2 {
+        let line = t
+            .split("rank ")
+            .find(|l| l.starts_with(&format!("{rank}:")))
+            .unwrap_or_default();
+        assert!(
+            line.contains("intact=True") && line.contains("sums right=True"),
+            "rank {rank}: `{line}`\n{t}"
+        );
+    }
+    // both ranks' tag matching ran over rc_verbs on the library's device
+    let over_verbs = t
+        .lines()
+        .filter(|l| l.contains("ep_cfg") && l.contains("rc_verbs/rocelink0:1"))
+        .count();
+    assert!(over_verbs >= 2, "UCX did not name the device:\n{t}");
 }
 
 #[test]

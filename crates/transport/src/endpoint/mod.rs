@@ -618,6 +618,11 @@ impl Endpoint {
         Ok(())
     }
 
+    /// The shared receive queue QP `qpn` takes its receives from, if it has one.
+    pub fn qp_srq(&self, qpn: u32) -> Option<u32> {
+        self.qps.get(&qpn)?.srq
+    }
+
     /// A QP's state.
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         self.qps.get(&qpn).map(|q| q.state)

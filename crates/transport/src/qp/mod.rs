@@ -471,7 +471,7 @@ impl Qp {
                     .configure(sq_psn & psn::MASK, timeout, retry_cnt, rnr_retry);
                 self.state = Rts;
             }
-            (_, Modify::Error) => self.enter_error(sinks),
+            (_, Modify::Error) => self.enter_error(sinks, crate::ErrorCause::Modified),
             (_, Modify::Reset) => {
                 let (qpn, local) = (self.qpn, self.local);
                 let init = QpInit {
@@ -533,7 +533,7 @@ impl Qp {
     }
 
     /// Enter ERROR: flush every send and receive WR with `WrFlushError`.
-    pub(crate) fn enter_error(&mut self, sinks: &mut Sinks) {
+    pub(crate) fn enter_error(&mut self, sinks: &mut Sinks, why: crate::ErrorCause) {
         if self.state == QpState::Error {
             return;
         }
@@ -546,7 +546,9 @@ impl Qp {
             sinks.cqs.push(self.recv_cq, self.recv_flushed(&r));
         }
         self.resp.clear();
-        sinks.events.push_back(Event::QpError { qpn: self.qpn });
+        sinks
+            .events
+            .push_back(Event::QpError { qpn: self.qpn, why });
     }
 
     /// The completion of receive `r`, flushed.

@@ -104,7 +104,12 @@ pub(crate) fn device(p: *const ibv_device) -> Option<&'static Device> {
 pub(crate) struct Context {
     pub(crate) nic: Arc<Nic>,
     pub(crate) device: &'static Device,
-    pub(crate) async_fd: EventFd,
+    /// The device's asynchronous events' descriptor (`ibv_context.async_fd`).
+    pub(crate) async_fd: Arc<EventFd>,
+    /// What `ibv_context.cmd_fd` holds: a descriptor of its own that no command is ever
+    /// sent on (there is no kernel device), so that a program may `dup` or `poll` it as on
+    /// an RNIC; importing it elsewhere answers EOPNOTSUPP.
+    pub(crate) _cmd_fd: EventFd,
 }
 
 impl Obj for Context {

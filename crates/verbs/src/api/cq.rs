@@ -72,16 +72,19 @@ pub(crate) struct Cq {
     pub(crate) users: AtomicUsize,
     /// Whether its QPs are UD (their receives carry a GRH): set by the first QP.
     pub(crate) ud: std::sync::atomic::AtomicBool,
+    /// The completion the extended polling functions read (between `start_poll` and
+    /// `end_poll`).
+    pub(crate) current: Mutex<ibv_wc>,
 }
 
 impl Obj for Cq {
-    type C = ibv_cq;
+    type C = ibv_cq_ex;
     const KIND: Kind = Kind::Cq;
 }
 
-/// The CQ an `ibv_cq *` names.
-pub(crate) fn cq(p: *const ibv_cq) -> Option<&'static objects::Object<ibv_cq, Cq>> {
-    objects::get::<Cq>(p)
+/// The CQ an `ibv_cq *` (or `ibv_cq_ex *`: the same address) names.
+pub(crate) fn cq(p: *const ibv_cq) -> Option<&'static objects::Object<ibv_cq_ex, Cq>> {
+    objects::get::<Cq>(p.cast())
 }
 
 #[unsafe(no_mangle)]
@@ -93,42 +96,58 @@ pub unsafe extern "C" fn ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut ibv_cq {
     ptr_or_errno(|| {
-        let c = context(ctx).ok_or(libc::EINVAL)?;
-        if cqe < 1 || cqe as u32 > MAX_CQE || comp_vector != 0 {
-            return Err(libc::EINVAL);
-        }
-        let chan = if channel.is_null() {
-            None
-        } else {
-            let ch = objects::get::<ChannelObj>(channel).ok_or(libc::EINVAL)?;
-            Some((channel as usize, ch))
-        };
-        let id = c.nic.lock().map_err(|e| e.errno())?.ep.create_cq();
-        if let Some((_, ch)) = chan {
-            ch.r.users.fetch_add(1, Ordering::AcqRel);
-            // SAFETY: a live channel (checked): its refcnt is an int we own the writes of.
-            unsafe { (*ch.c()).refcnt += 1 };
-        }
-        // SAFETY: `ibv_cq` is C data whose all-zero bytes are valid (null pointers, zero
-        // integers, glibc's static initialisers for the mutex and condition).
-        let mut c_cq: ibv_cq = unsafe { std::mem::zeroed() };
-        c_cq.context = ctx;
-        c_cq.channel = channel;
-        c_cq.cq_context = cq_context;
-        c_cq.handle = super::memory::next_handle();
-        c_cq.cqe = cqe;
-        Ok(objects::publish(
-            c_cq,
-            Cq {
-                nic: c.nic.clone(),
-                id,
-                channel: chan.map(|(h, ch)| (h, ch.r.chan.clone())),
-                events: Mutex::new((0, 0)),
-                users: AtomicUsize::new(0),
-                ud: std::sync::atomic::AtomicBool::new(false),
-            },
-        ))
+        let cqe = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
+        let vector = u32::try_from(comp_vector).map_err(|_| libc::EINVAL)?;
+        create(ctx, cqe, cq_context, channel, vector).map(|p| p.cast::<ibv_cq>())
     })
+}
+
+/// A CQ of `cqe` entries on context `ctx` (its events to `channel`, if not null).
+pub(crate) fn create(
+    ctx: *mut ibv_context,
+    cqe: u32,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: u32,
+) -> Result<*mut ibv_cq_ex, i32> {
+    let c = context(ctx).ok_or(libc::EINVAL)?;
+    if !(1..=MAX_CQE).contains(&cqe) || comp_vector != 0 {
+        return Err(libc::EINVAL);
+    }
+    let chan = if channel.is_null() {
+        None
+    } else {
+        let ch = objects::get::<ChannelObj>(channel).ok_or(libc::EINVAL)?;
+        Some((channel as usize, ch))
+    };
+    let id = c.nic.lock().map_err(|e| e.errno())?.ep.create_cq();
+    if let Some((_, ch)) = chan {
+        ch.r.users.fetch_add(1, Ordering::AcqRel);
+        // SAFETY: a live channel (checked): its refcnt is an int we own the writes of.
+        unsafe { (*ch.c()).refcnt += 1 };
+    }
+    // SAFETY: `ibv_cq_ex` is C data whose all-zero bytes are valid (null pointers and
+    // absent functions, zero integers, glibc's static initialisers for the mutex and
+    // condition).
+    let mut c_cq: ibv_cq_ex = unsafe { std::mem::zeroed() };
+    c_cq.cq.context = ctx;
+    c_cq.cq.channel = channel;
+    c_cq.cq.cq_context = cq_context;
+    c_cq.cq.handle = super::memory::next_handle();
+    c_cq.cq.cqe = cqe as c_int;
+    super::cq_ex::fill_ops(&mut c_cq);
+    Ok(objects::publish(
+        c_cq,
+        Cq {
+            nic: c.nic.clone(),
+            id,
+            channel: chan.map(|(h, ch)| (h, ch.r.chan.clone())),
+            events: Mutex::new((0, 0)),
+            users: AtomicUsize::new(0),
+            ud: std::sync::atomic::AtomicBool::new(false),
+            current: Mutex::new(ibv_wc::default()),
+        },
+    ))
 }
 
 #[unsafe(no_mangle)]
@@ -150,7 +169,9 @@ pub unsafe extern "C" fn ibv_destroy_cq(p: *mut ibv_cq) -> c_int {
             // SAFETY: a live channel: its refcnt is ours to write.
             unsafe { (*ch.c()).refcnt -= 1 };
         }
-        objects::retire::<Cq>(p).map(drop).ok_or(libc::EINVAL)
+        objects::retire::<Cq>(p.cast())
+            .map(drop)
+            .ok_or(libc::EINVAL)
     })
 }
 
@@ -166,7 +187,7 @@ pub unsafe extern "C" fn ibv_resize_cq(p: *mut ibv_cq, cqe: c_int) -> c_int {
             return Err(libc::EINVAL);
         }
         // SAFETY: a live CQ; `cqe` is an int the program reads and we write.
-        unsafe { (*q.c()).cqe = cqe };
+        unsafe { (*q.c()).cq.cqe = cqe };
         Ok(())
     })
 }
@@ -206,7 +227,7 @@ pub unsafe extern "C" fn req_notify_cq(p: *mut ibv_cq, solicited_only: c_int) ->
         let q = cq(p).ok_or(libc::EINVAL)?;
         let (_, chan) = q.r.channel.as_ref().ok_or(libc::EINVAL)?;
         // SAFETY: a live CQ: its `cq_context` was set when it was made.
-        let context = unsafe { (*q.c()).cq_context } as usize;
+        let context = unsafe { (*q.c()).cq.cq_context } as usize;
         let ev = CqEvent {
             cq: p as usize,
             context,
@@ -254,7 +275,7 @@ pub unsafe extern "C" fn ibv_ack_cq_events(p: *mut ibv_cq, nevents: c_uint) {
         if let Ok(mut e) = q.r.events.lock() {
             e.1 = (e.1 + u64::from(nevents)).min(e.0);
             // SAFETY: a live CQ; the count is ours to write, under `events`' lock.
-            unsafe { (*q.c()).comp_events_completed = e.1 as u32 };
+            unsafe { (*q.c()).cq.comp_events_completed = e.1 as u32 };
         }
     })
 }

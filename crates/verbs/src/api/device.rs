@@ -1,7 +1,7 @@
 //! Devices and contexts: the device list, opening and closing, fork and async events.
 
-use super::context::{Context, context, device, devices};
-use super::util::{guard, minus_one, ptr_or_errno, set_errno, status};
+use super::context::{Context, device, devices};
+use super::util::{guard, ptr_or_errno, set_errno, status};
 use crate::abi::*;
 use crate::objects;
 use libc::{c_char, c_int};
@@ -81,16 +81,19 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
     ptr_or_errno(|| {
         let d = device(dev).ok_or(libc::ENODEV)?;
         let nic = d.open_nic()?;
-        let async_fd =
+        let async_fd = nic.async_fd().map_err(|e| e.errno())?;
+        let cmd_fd =
             EventFd::new(false, false).map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
         let fd = async_fd.as_raw_fd();
-        let vctx = new_verbs_context(dev, fd);
+        let mut vctx = new_verbs_context(dev, fd);
+        vctx.context.cmd_fd = cmd_fd.as_raw_fd();
         let p = objects::publish(
             vctx,
             Context {
                 nic,
                 device: d,
                 async_fd,
+                _cmd_fd: cmd_fd,
             },
         );
         Ok(p.cast::<ibv_context>())
@@ -104,6 +107,8 @@ fn new_verbs_context(dev: *mut ibv_device, async_fd: c_int) -> verbs_context {
     let mut v: verbs_context = unsafe { std::mem::zeroed() };
     v.query_port = Some(super::query::vctx_query_port);
     v.query_device_ex = Some(super::query::vctx_query_device_ex);
+    v.create_cq_ex = Some(super::cq_ex::vctx_create_cq_ex);
+    v.create_qp_ex = Some(super::qp_ex::vctx_create_qp_ex);
     v.sz = size_of::<verbs_context>();
     let c = &mut v.context;
     c.device = dev;
@@ -139,28 +144,4 @@ pub extern "C" fn ibv_fork_init() -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn ibv_is_fork_initialized() -> c_int {
     2
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_get_async_event(
-    ctx: *mut ibv_context,
-    event: *mut ibv_async_event,
-) -> c_int {
-    minus_one(|| {
-        let c = context(ctx).ok_or(libc::EINVAL)?;
-        if event.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // no event is ever queued yet: this sleeps as on a device with none to report,
-        // or fails with EAGAIN where the program made the descriptor non-blocking
-        c.async_fd
-            .take()
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
-        Err(libc::EAGAIN)
-    })
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    let _ = event;
 }

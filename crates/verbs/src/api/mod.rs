@@ -14,11 +14,14 @@
 pub mod ah;
 pub mod context;
 pub mod cq;
+pub mod cq_ex;
 pub mod device;
+pub mod events;
 pub mod files;
 pub mod memory;
 pub mod post;
 pub mod qp;
+pub mod qp_ex;
 pub mod query;
 pub mod srq;
 pub mod stubs;

@@ -164,6 +164,19 @@ pub unsafe extern "C" fn post_send(
     })
 }
 
+/// Post the WRs an extended QP's builder made, in order, as `post_send` posts a list: 0, or
+/// the errno of the first refused (those before it stay posted).
+pub(crate) fn post_built(p: *mut ibv_qp, wrs: &[ibv_send_wr]) -> c_int {
+    on_qp(p, |q, core| {
+        let r = wrs
+            .iter()
+            .find_map(|w| post_one_send(core, q, w).err())
+            .unwrap_or(0);
+        q.nic.app_transmit(core);
+        r
+    })
+}
+
 pub unsafe extern "C" fn post_recv(
     p: *mut ibv_qp,
     wr: *mut ibv_recv_wr,

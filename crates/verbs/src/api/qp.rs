@@ -1,6 +1,6 @@
 //! Queue pairs: create, modify through InfiniBand's state machine, query, destroy.
 
-use super::cq::{Cq, cq};
+use super::cq::cq;
 use super::memory::{Pd, next_handle, pd};
 use super::util::{ptr_or_errno, qp_errno, status};
 use crate::abi::*;
@@ -29,16 +29,21 @@ pub(crate) struct Qp {
     send_cq: usize,
     recv_cq: usize,
     attr: Mutex<ibv_qp_attr>,
+    /// The send operations it was created with (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`): with
+    /// any, `ibv_qp_to_qp_ex` gives its work-request builder.
+    pub(crate) send_ops: u64,
+    /// The work requests being built (`ibv_wr_start` … `ibv_wr_complete`).
+    pub(crate) builder: Mutex<super::qp_ex::Builder>,
 }
 
 impl Obj for Qp {
-    type C = ibv_qp;
+    type C = ibv_qp_ex;
     const KIND: Kind = Kind::Qp;
 }
 
-/// The QP an `ibv_qp *` names.
-pub(crate) fn qp(p: *const ibv_qp) -> Option<&'static Object<ibv_qp, Qp>> {
-    objects::get::<Qp>(p)
+/// The QP an `ibv_qp *` (or `ibv_qp_ex *`: the same address) names.
+pub(crate) fn qp(p: *const ibv_qp) -> Option<&'static Object<ibv_qp_ex, Qp>> {
+    objects::get::<Qp>(p.cast())
 }
 
 fn qp_type_of(t: u32) -> Result<QpType, i32> {
@@ -64,13 +69,25 @@ fn check_cap(c: &ibv_qp_cap) -> Result<(), i32> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
     ptr_or_errno(|| {
-        let d: &Pd = pd(p).ok_or(libc::EINVAL)?;
         if init.is_null() {
             return Err(libc::EINVAL);
         }
         // SAFETY: the caller passes an initialised `ibv_qp_init_attr` (non-null, checked),
         // which it does not touch during the call.
         let a = unsafe { &mut *init };
+        create(p, a, 0).map(|q| q.cast::<ibv_qp>())
+    })
+}
+
+/// A QP of PD `p` as `a` describes it (its capabilities written back), building the send
+/// operations `send_ops` through `ibv_qp_ex` if any.
+pub(crate) fn create(
+    p: *mut ibv_pd,
+    a: &mut ibv_qp_init_attr,
+    send_ops: u64,
+) -> Result<*mut ibv_qp_ex, i32> {
+    {
+        let d: &Pd = pd(p).ok_or(libc::EINVAL)?;
         let qp_type = qp_type_of(a.qp_type)?;
         // a shared receive queue of the same PD: the QP's receives are taken there
         let shared = if a.srq.is_null() {
@@ -126,8 +143,13 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
         c.qp_num = qpn;
         c.state = IBV_QPS_RESET;
         c.qp_type = a.qp_type;
+        // SAFETY: `ibv_qp_ex` is C data whose all-zero bytes are valid (absent functions,
+        // zero integers).
+        let mut x: ibv_qp_ex = unsafe { std::mem::zeroed() };
+        x.qp_base = c;
+        super::qp_ex::fill_ops(&mut x);
         Ok(objects::publish(
-            c,
+            x,
             Qp {
                 nic: d.nic.clone(),
                 qpn,
@@ -142,14 +164,16 @@ pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_at
                     port_num: 1,
                     ..Default::default()
                 }),
+                send_ops,
+                builder: Mutex::new(super::qp_ex::Builder::default()),
             },
         ))
-    })
+    }
 }
 
 /// The QP's state as verbs names it: ERR once the transport has moved it there itself (a
 /// fatal NAK, retries spent), else what was last set.
-fn current_state(o: &Object<ibv_qp, Qp>, stored: &ibv_qp_attr) -> u32 {
+fn current_state(o: &Object<ibv_qp_ex, Qp>, stored: &ibv_qp_attr) -> u32 {
     let t = o.r.nic.lock().ok().and_then(|c| c.ep.qp_state(o.r.qpn));
     if t == Some(QpState::Error) {
         IBV_QPS_ERR
@@ -374,7 +398,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
         *stored = after;
         // SAFETY: a live QP; `state` is a field libibverbs also keeps current this way,
         // written under the QP's attribute lock.
-        unsafe { (*o.c()).state = next };
+        unsafe { (*o.c()).qp_base.state = next };
         Ok(())
     })
 }
@@ -398,7 +422,7 @@ pub unsafe extern "C" fn ibv_query_qp(
         a.cur_qp_state = a.qp_state;
         a.cap = o.r.cap;
         // SAFETY: a live QP, whose C part holds what it was created with.
-        let c = unsafe { &*o.c() };
+        let c = unsafe { &(*o.c()).qp_base };
         let i = ibv_qp_init_attr {
             qp_context: c.qp_context,
             send_cq: o.r.send_cq as *mut ibv_cq,
@@ -428,22 +452,15 @@ pub unsafe extern "C" fn ibv_destroy_qp(p: *mut ibv_qp) -> c_int {
         core.ep.destroy_qp(o.r.qpn).map_err(qp_errno)?;
         drop(core);
         for c in [o.r.send_cq, o.r.recv_cq] {
-            if let Some(q) = objects::get::<Cq>(c as *const ibv_cq) {
+            if let Some(q) = cq(c as *const ibv_cq) {
                 q.r.users.fetch_sub(1, Ordering::AcqRel);
             }
         }
         if let Some(d) = pd(o.r.pd as *const ibv_pd) {
             d.users.fetch_sub(1, Ordering::AcqRel);
         }
-        objects::retire::<Qp>(p).map(drop).ok_or(libc::EINVAL)
+        objects::retire::<Qp>(p.cast())
+            .map(drop)
+            .ok_or(libc::EINVAL)
     })
-}
-
-/// `ibv_qp_to_qp_ex`: QPs made by `ibv_create_qp` have no extended interface (as on
-/// providers without `ibv_wr_*`): null.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_qp_to_qp_ex(p: *mut ibv_qp) -> *mut libc::c_void {
-    let _ = p;
-    super::util::set_errno(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
 }

@@ -11,7 +11,7 @@
 mod verbs;
 
 use rocelink_verbs::abi::*;
-use rocelink_verbs::api::{cq::*, device::*, memory::*, qp::*, query::*};
+use rocelink_verbs::api::{cq::*, device::*, events::*, memory::*, qp::*, query::*, srq::*};
 use rocelink_verbs::objects::{self, Kind};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -55,6 +55,10 @@ fn main() {
         ),
         ("completion_channels_deliver_events", channel_events),
         ("a_qp_reaches_only_regions_of_its_pd", other_pd),
+        (
+            "asynchronous_events_name_the_qp_or_srq_they_are_about",
+            async_events,
+        ),
     ];
     let filter = args.iter().skip(1).find(|a| !a.starts_with('-'));
     let mut failed = 0;
@@ -780,6 +784,161 @@ fn other_pd() {
         assert_eq!(ibv_dereg_mr(mr2), 0);
         assert_eq!(ibv_dealloc_pd(pd2), 0);
     }
+    a.close();
+    b.close();
+}
+
+/// The next asynchronous event of `ctx` within `limit` (its descriptor polled first), acked.
+fn next_async_event(ctx: *mut ibv_context, limit: Duration) -> Option<ibv_async_event> {
+    // SAFETY: a live context; its async_fd is a descriptor we may poll.
+    let fd = unsafe { (*ctx).async_fd };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd.
+    if unsafe { libc::poll(&mut p, 1, limit.as_millis() as i32) } != 1 {
+        return None;
+    }
+    let mut e = ibv_async_event {
+        element: std::ptr::null_mut(),
+        event_type: 0,
+    };
+    // SAFETY: a live context and room for the event; one waits (the descriptor said so).
+    assert_eq!(unsafe { ibv_get_async_event(ctx, &mut e) }, 0);
+    // SAFETY: the event just taken.
+    unsafe { ibv_ack_async_event(&mut e) };
+    Some(e)
+}
+
+fn async_events() {
+    let (a, b) = (Side::open(0), Side::open(1));
+    // nothing happened: nothing to read
+    assert!(next_async_event(b.ctx, Duration::from_millis(50)).is_none());
+
+    // a WRITE B's QP does not allow: the requester's completion says so, the responder's
+    // QP gets IBV_EVENT_QP_ACCESS_ERR
+    let (qa, qb) = rc_pair(&a, &b, PATIENT, PATIENT);
+    let mut none = ibv_qp_attr {
+        qp_access_flags: 0,
+        ..Default::default()
+    };
+    // SAFETY: a live QP and initialised attributes.
+    assert_eq!(
+        unsafe { ibv_modify_qp(qb, &mut none, IBV_QP_ACCESS_FLAGS) },
+        0
+    );
+    let mut sge = ibv_sge {
+        addr: a.addr(),
+        length: 64,
+        lkey: a.lkey(),
+    };
+    let mut w = send_wr(1, IBV_WR_RDMA_WRITE, &mut sge, b.addr(), b.rkey());
+    assert_eq!(post_send(qa, &mut w), (0, None));
+    let wcs = a.completions(1, WAIT);
+    assert_eq!(wcs.first().map(|w| w.status), Some(IBV_WC_REM_ACCESS_ERR));
+    let e = next_async_event(b.ctx, WAIT).expect("no event at the responder");
+    assert_eq!(
+        (e.event_type, e.element),
+        (IBV_EVENT_QP_ACCESS_ERR, qb.cast())
+    );
+    // SAFETY: a live QP: the acknowledgement was counted
+    assert_eq!(unsafe { (*qb).events_completed }, 1);
+    // the requester's error was its completion's: no event there
+    assert!(next_async_event(a.ctx, Duration::from_millis(50)).is_none());
+    destroy(qa);
+    destroy(qb);
+
+    // an SRQ armed at 2 with 3 receives: the second message takes it below
+    let mut sa = ibv_srq_init_attr {
+        srq_context: std::ptr::null_mut(),
+        attr: ibv_srq_attr {
+            max_wr: 16,
+            max_sge: 1,
+            srq_limit: 0,
+        },
+    };
+    // SAFETY: a live PD and initialised attributes.
+    let srq = unsafe { ibv_create_srq(b.pd, &mut sa) };
+    assert!(!srq.is_null(), "errno {}", errno());
+    for i in 0..3u64 {
+        let mut sge = ibv_sge {
+            addr: b.addr() + i * 4096,
+            length: 4096,
+            lkey: b.lkey(),
+        };
+        let mut r = recv_wr(i, &mut sge);
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: a live SRQ, a WR and its list on the stack.
+        assert_eq!(unsafe { post_srq_recv(srq, &mut r, &mut bad) }, 0);
+    }
+    let mut limit = ibv_srq_attr {
+        max_wr: 0,
+        max_sge: 0,
+        srq_limit: 2,
+    };
+    // SAFETY: a live SRQ; IBV_SRQ_LIMIT (2) arms the limit.
+    assert_eq!(unsafe { ibv_modify_srq(srq, &mut limit, 2) }, 0);
+    let mut init = ibv_qp_init_attr {
+        qp_context: std::ptr::null_mut(),
+        send_cq: b.cq,
+        recv_cq: b.cq,
+        srq,
+        cap: ibv_qp_cap {
+            max_send_wr: 8,
+            max_recv_wr: 0,
+            max_send_sge: 1,
+            max_recv_sge: 0,
+            max_inline_data: 0,
+        },
+        qp_type: IBV_QPT_RC,
+        sq_sig_all: 0,
+    };
+    // SAFETY: a live PD and initialised attributes.
+    let qb = unsafe { ibv_create_qp(b.pd, &mut init) };
+    assert!(!qb.is_null(), "errno {}", errno());
+    let qa = a.qp(IBV_QPT_RC);
+    assert_eq!(connect(qa, IBV_QPT_RC, b.gid, qpn(qb), PATIENT), 0);
+    assert_eq!(connect(qb, IBV_QPT_RC, a.gid, qpn(qa), PATIENT), 0);
+    for i in 0..2 {
+        let mut sge = ibv_sge {
+            addr: a.addr(),
+            length: 100,
+            lkey: a.lkey(),
+        };
+        let mut w = send_wr(i, IBV_WR_SEND, &mut sge, 0, 0);
+        w.send_flags = IBV_SEND_SIGNALED;
+        assert_eq!(post_send(qa, &mut w), (0, None));
+    }
+    assert_eq!(a.completions(2, WAIT).len(), 2);
+    let e = next_async_event(b.ctx, WAIT).expect("no SRQ limit event");
+    assert_eq!(
+        (e.event_type, e.element),
+        (IBV_EVENT_SRQ_LIMIT_REACHED, srq.cast())
+    );
+    // SAFETY: a live SRQ: the acknowledgement was counted
+    assert_eq!(unsafe { (*srq).events_completed }, 1);
+    // the limit fires once: it is disarmed now
+    assert!(next_async_event(b.ctx, Duration::from_millis(50)).is_none());
+
+    // a QP on an SRQ moved to ERR: its last WQE is reached
+    let mut err = ibv_qp_attr {
+        qp_state: IBV_QPS_ERR,
+        ..Default::default()
+    };
+    // SAFETY: a live QP and initialised attributes.
+    assert_eq!(unsafe { ibv_modify_qp(qb, &mut err, IBV_QP_STATE) }, 0);
+    let e = next_async_event(b.ctx, WAIT).expect("no last-WQE event");
+    assert_eq!(
+        (e.event_type, e.element),
+        (IBV_EVENT_QP_LAST_WQE_REACHED, qb.cast())
+    );
+    let _ = b.completions(2, Duration::from_millis(200));
+    destroy(qa);
+    destroy(qb);
+    // SAFETY: the SRQ, no QP uses it any more.
+    assert_eq!(unsafe { ibv_destroy_srq(srq) }, 0);
     a.close();
     b.close();
 }

@@ -245,3 +245,47 @@ pub(crate) fn assert_rows(
     );
     cr
 }
+
+/// `ucx_perftest ARGS` between two processes over UCX's verbs transports `tls` on the
+/// library's device: both end well, the client prints its result row, and its device
+/// carried the traffic (the library's counters, printed at close).
+pub(crate) fn ucx_perftest(e: &mut Ends, tls: &str, args: &[&str]) {
+    e.env = vec![
+        ("UCX_TLS".into(), tls.into()),
+        ("UCX_NET_DEVICES".into(), "rocelink0:1".into()),
+        ("ROCELINK_VERBS_STATS".into(), "1".into()),
+    ];
+    let (s, c) = e.run("ucx_perftest", args, Duration::from_secs(120));
+    let (st, ct) = (text(&s), text(&c));
+    let what = format!("UCX_TLS={tls} ucx_perftest {args:?}");
+    assert!(
+        s.status.success() && c.status.success(),
+        "{what}: server {:?}, client {:?}\n--- server\n{st}\n--- client\n{ct}",
+        s.status,
+        c.status
+    );
+    let row = ct
+        .lines()
+        .find(|l| l.starts_with("Final:"))
+        .unwrap_or_default();
+    let iters: Vec<f64> = row
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(
+        iters.len() >= 7 && iters[0] >= 200.0,
+        "{what}: no result row\n{ct}"
+    );
+    let received = ct
+        .lines()
+        .find_map(|l| {
+            let at = l.find("rx_datagrams: ")? + "rx_datagrams: ".len();
+            l[at..].split(',').next()?.trim().parse::<u64>().ok()
+        })
+        .unwrap_or(0);
+    assert!(
+        received >= 200,
+        "{what}: the device received {received} datagrams\n{ct}"
+    );
+}

@@ -50,7 +50,7 @@ impl Qp {
             let wc = self.wc_send(&w.wr, status);
             sinks.cqs.push(self.send_cq, wc);
         }
-        self.enter_error(sinks);
+        self.enter_error(sinks, crate::ErrorCause::Completion);
     }
 
     /// ACKNOWLEDGE (or ATOMIC ACKNOWLEDGE) from the responder.

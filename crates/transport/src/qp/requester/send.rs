@@ -165,7 +165,7 @@ impl Qp {
             let wc = self.wc_send(&w.wr, WcStatus::LocalProtectionError);
             sinks.cqs.push(self.send_cq, wc);
             self.req.sq.remove(idx);
-            self.enter_error(sinks);
+            self.enter_error(sinks, crate::ErrorCause::Completion);
             return None;
         };
         self.stats.tx_packets += 1;

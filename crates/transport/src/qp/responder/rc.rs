@@ -71,7 +71,12 @@ impl Qp {
             }
             Err(Refuse::Nak(code)) => {
                 self.queue_nak(p, code);
-                self.enter_error(sinks);
+                let why = if code == NakCode::RemoteAccessError {
+                    crate::ErrorCause::AccessError
+                } else {
+                    crate::ErrorCause::InvalidRequest
+                };
+                self.enter_error(sinks, why);
             }
         }
     }
