@@ -15,8 +15,6 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// Where Debian's `python3-pyverbs` puts rdma-core's tests (some files gzipped).
 const PYVERBS_TESTS: &str = "/usr/share/doc/rdma-core/tests";
-/// Debian's own Python, which the `pyverbs` modules are built for.
-const DEBIAN_PYTHON: &str = "/usr/bin/python3";
 
 /// Whether the pyverbs suite is installed; a skip (or, in CI, a failure) otherwise.
 fn have_pyverbs() -> bool {
@@ -164,18 +162,9 @@ fn ucx_runs_tag_put_and_get_over_rc_verbs_and_ud_verbs() {
 
 #[test]
 fn open_mpi_runs_a_ping_pong_and_an_allreduce_over_ucx_on_the_library() {
-    if !have("mpirun", "openmpi-bin")
-        || !Command::new(DEBIAN_PYTHON)
-            .args(["-c", "import mpi4py.MPI"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    {
-        let msg = "this test needs mpi4py for Debian's python3 (apt-get install python3-mpi4py)";
-        assert!(std::env::var_os("CI").is_none(), "{msg}");
-        eprintln!("skipping: {msg}");
+    if !have_mpi() {
         return;
     }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mpi_pingpong.py");
     let ips = rocelink_testkit::ports::free_roce_ips(2);
     let lib = library();
     let mut c = Command::new("mpirun");
@@ -214,30 +203,13 @@ fn open_mpi_runs_a_ping_pong_and_an_allreduce_over_ucx_on_the_library() {
         ] {
             c.args(["-x", &format!("{k}={v}")]);
         }
-        c.args([DEBIAN_PYTHON, script]);
+        c.args([DEBIAN_PYTHON, MPI_PINGPONG]);
     }
     c.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let o = wait_output(c.spawn().unwrap(), LIMIT);
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    for rank in 0..2 {
-        let line = t
-            .split("rank ")
-            .find(|l| l.starts_with(&format!("{rank}:")))
-            .unwrap_or_default();
-        assert!(
-            line.contains("intact=True") && line.contains("sums right=True"),
-            "rank {rank}: `{line}`\n{t}"
-        );
-    }
-    // both ranks' tag matching ran over rc_verbs on the library's device
-    let over_verbs = t
-        .lines()
-        .filter(|l| l.contains("ep_cfg") && l.contains("rc_verbs/rocelink0:1"))
-        .count();
-    assert!(over_verbs >= 2, "UCX did not name the device:\n{t}");
+    assert_mpi_run(&o);
 }
 
 #[test]

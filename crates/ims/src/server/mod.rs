@@ -232,25 +232,9 @@ impl Server {
             }
         }
         self.expire(ep, now);
-        let Server {
-            table,
-            stats,
-            scratch,
-            cfg,
-            ..
-        } = self;
-        for (&worker, w) in table.iter_mut() {
-            if let Some(ch) = w.channel.as_mut() {
-                let mut take = Take {
-                    now,
-                    worker,
-                    verify: cfg.verify,
-                    consumer: &mut *consumer,
-                    scratch: &mut *scratch,
-                };
-                ch.answer_frames(ep, &mut take, stats);
-            }
-        }
+        self.each_channel(now, consumer, |ch, take, stats| {
+            ch.answer_frames(ep, take, stats)
+        });
         self.consume(ep, now, consumer);
     }
 
@@ -291,6 +275,16 @@ impl Server {
 
     /// Hand the consumer the frames at each ring's read pointer.
     fn consume(&mut self, ep: &mut Endpoint, now: Instant, consumer: &mut dyn Consumer) {
+        self.each_channel(now, consumer, |ch, take, stats| ch.consume(ep, take, stats));
+    }
+
+    /// Run `f` on every open channel with what taking its frames needs.
+    fn each_channel(
+        &mut self,
+        now: Instant,
+        consumer: &mut dyn Consumer,
+        mut f: impl FnMut(&mut Channel, &mut Take<'_>, &mut ServerStats),
+    ) {
         let Server {
             table,
             stats,
@@ -307,7 +301,7 @@ impl Server {
                     consumer: &mut *consumer,
                     scratch: &mut *scratch,
                 };
-                ch.consume(ep, &mut take, stats);
+                f(ch, &mut take, stats);
             }
         }
     }

@@ -289,3 +289,50 @@ pub(crate) fn ucx_perftest(e: &mut Ends, tls: &str, args: &[&str]) {
         "{what}: the device received {received} datagrams\n{ct}"
     );
 }
+
+/// Debian's own Python, which its `pyverbs` and `mpi4py` modules are built for.
+pub(crate) const DEBIAN_PYTHON: &str = "/usr/bin/python3";
+
+/// The MPI test program (`tests/data/mpi_pingpong.py`).
+pub(crate) const MPI_PINGPONG: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/mpi_pingpong.py");
+
+/// Whether Open MPI and mpi4py (for Debian's python3) are installed; a skip (or, in CI, a
+/// failure) otherwise.
+pub(crate) fn have_mpi() -> bool {
+    if !have("mpirun", "openmpi-bin") {
+        return false;
+    }
+    let mpi4py = Command::new(DEBIAN_PYTHON)
+        .args(["-c", "import mpi4py.MPI"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mpi4py {
+        let msg = "this test needs mpi4py for Debian's python3 (apt-get install python3-mpi4py)";
+        assert!(std::env::var_os("CI").is_none(), "{msg}");
+        eprintln!("skipping: {msg}");
+    }
+    mpi4py
+}
+
+/// Assert that an MPI run of `MPI_PINGPONG` ended well: both ranks' bytes intact and sums
+/// right, and UCX's log naming `rc_verbs` on the library's device for both.
+pub(crate) fn assert_mpi_run(o: &Output) {
+    let t = text(o);
+    assert!(o.status.success(), "{t}");
+    for rank in 0..2 {
+        let line = t
+            .split("rank ")
+            .find(|l| l.starts_with(&format!("{rank}:")))
+            .unwrap_or_default();
+        assert!(
+            line.contains("intact=True") && line.contains("sums right=True"),
+            "rank {rank}: `{line}`\n{t}"
+        );
+    }
+    let over_verbs = t
+        .lines()
+        .filter(|l| l.contains("ep_cfg") && l.contains("rc_verbs/rocelink0:1"))
+        .count();
+    assert!(over_verbs >= 2, "UCX did not name the device:\n{t}");
+}

@@ -4,6 +4,38 @@
 use super::*;
 
 impl Qp {
+    /// The WR of `kind` (a READ, an atomic) that a response with PSN `p` answers, if it is
+    /// one to take now. The responder answers in order: a response for a later request means
+    /// an earlier READ or atomic still unanswered was lost on the way (its request or its
+    /// answer), so the requester asks again from the first missing packet (and everything
+    /// after it, go-back-N as InfiniBand's requester does) — once: the answers to the old
+    /// requests still on their way say nothing new. A response for nothing outstanding is a
+    /// duplicate.
+    fn answered(&mut self, p: u32, kind: impl Fn(&SendOp) -> bool) -> Option<usize> {
+        let sq = &self.req.sq;
+        let Some(idx) = sq
+            .iter()
+            .position(|w| kind(&w.wr.op) && !w.done && w.contains(p))
+        else {
+            self.stats.duplicates += 1;
+            return None;
+        };
+        let resume = sq
+            .iter()
+            .take(idx)
+            .find(|w| w.is_read() && !w.done)
+            .map(|w| psn::add(w.first_psn, w.read_pkts));
+        let Some(resume) = resume else {
+            return Some(idx);
+        };
+        if self.req.start_retry(resume) {
+            self.stats.psn_gaps += 1;
+        } else {
+            self.stats.duplicates += 1;
+        }
+        None
+    }
+
     /// Complete finished WQEs from the front, in order; a message sent once gives a
     /// round-trip sample.
     pub(super) fn retire(&mut self, now: Instant, sinks: &mut Sinks) {
@@ -130,34 +162,9 @@ impl Qp {
         sinks: &mut Sinks,
     ) {
         let p = ib.bth.psn;
-        let Some(idx) = self
-            .req
-            .sq
-            .iter()
-            .position(|w| matches!(w.wr.op, SendOp::Read { .. }) && !w.done && w.contains(p))
-        else {
-            self.stats.duplicates += 1;
+        let Some(idx) = self.answered(p, |op| matches!(op, SendOp::Read { .. })) else {
             return;
         };
-        // The responder answers in order: a response for this READ means the rest of an
-        // earlier, unfinished READ was sent and lost. Ask again from the first missing one
-        // (and everything after it, go-back-N as InfiniBand's requester does) — once: the
-        // responses to the old requests still on their way say nothing new.
-        if let Some(resume) = self
-            .req
-            .sq
-            .iter()
-            .take(idx)
-            .find(|w| w.is_read() && !w.done)
-            .map(|w| psn::add(w.first_psn, w.read_pkts))
-        {
-            if self.req.start_retry(resume) {
-                self.stats.psn_gaps += 1;
-            } else {
-                self.stats.duplicates += 1;
-            }
-            return;
-        }
         let mtu = self.mtu.bytes();
         let w = &self.req.sq[idx];
         let expected = psn::add(w.first_psn, w.read_pkts);
@@ -237,32 +244,9 @@ impl Qp {
             self.stats.drops += 1;
             return;
         }
-        let Some(idx) = self
-            .req
-            .sq
-            .iter()
-            .position(|w| w.wr.op.is_atomic() && !w.done && w.contains(p))
-        else {
-            self.stats.duplicates += 1;
+        let Some(idx) = self.answered(p, SendOp::is_atomic) else {
             return;
         };
-        // the responder answers in order: an earlier READ or atomic still unanswered was
-        // lost on the way (request or answer): ask again from there
-        if let Some(resume) = self
-            .req
-            .sq
-            .iter()
-            .take(idx)
-            .find(|w| w.is_read() && !w.done)
-            .map(|w| psn::add(w.first_psn, w.read_pkts))
-        {
-            if self.req.start_retry(resume) {
-                self.stats.psn_gaps += 1;
-            } else {
-                self.stats.duplicates += 1;
-            }
-            return;
-        }
         let sg = self.req.sq[idx].wr.sg_list;
         let word = orig.to_ne_bytes();
         if mrs
