@@ -222,3 +222,32 @@ impl Core {
         self.ep.poll_timeout()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn asynchronous_events_are_bounded_and_counted_on_their_descriptor() {
+        let fd = Arc::new(EventFd::new(true, true).unwrap());
+        let mut q = AsyncEvents {
+            queue: VecDeque::new(),
+            fd: fd.clone(),
+            dropped: 0,
+        };
+        for id in 0..(MAX_ASYNC_EVENTS + 6) as u32 {
+            q.push(AsyncEvent {
+                kind: IBV_EVENT_QP_REQ_ERR,
+                id,
+            });
+        }
+        assert_eq!(q.dropped, 6);
+        // one count per event kept, in the order they came
+        for id in 0..MAX_ASYNC_EVENTS as u32 {
+            assert_eq!(fd.take().unwrap(), 1);
+            assert_eq!(q.pop().map(|e| e.id), Some(id));
+        }
+        assert!(fd.take().is_err(), "no count left");
+        assert_eq!(q.pop(), None);
+    }
+}
