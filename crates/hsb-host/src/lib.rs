@@ -32,6 +32,7 @@ mod meta;
 mod pipeline;
 pub mod session;
 mod sink;
+#[cfg(feature = "view")]
 pub mod view;
 
 pub use handoff::{Handed, HandedData, Handoff, TakeError, Taker};
@@ -39,6 +40,7 @@ pub use meta::{frame_json, frame_line, frame_meta, record_header};
 pub use pipeline::{Limits, Outcome, StopReason, finish, refusals, run};
 pub use rocelink_hsb::host::receiver::Receiver;
 pub use sink::{Delivered, FrameSink, JsonLines, Lines, RecordSink, SnapshotSink};
+#[cfg(feature = "view")]
 pub use view::ViewSink;
 
 /// What can go wrong above the transport.

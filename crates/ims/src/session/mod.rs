@@ -9,9 +9,10 @@
 //!   to a buffer unit, sending again what it NACKs or never answers.
 //!
 //! Each runs on a thread of its own over a UDP socket, in `rocelink-runtime`'s loop.
-//! [`view`] serves a buffer unit's live view in the browser.
+//! [`view`] (feature `view`) serves a buffer unit's live view in the browser.
 
 pub mod unit;
+#[cfg(feature = "view")]
 pub mod view;
 pub mod worker;
 

@@ -9,11 +9,12 @@
 //! * [`round_trip::RoundTrip`] — the trigger-to-shot round trip, one shot at a time, per
 //!   shot size, each size a row.
 //!
-//! [`view`] serves a shots session's live view in the browser.
+//! [`view`] (feature `view`) serves a shots session's live view in the browser.
 
 pub mod probe;
 pub mod round_trip;
 pub mod shots;
+#[cfg(feature = "view")]
 pub mod view;
 
 use crate::Error;
