@@ -267,3 +267,57 @@ fn ip_octets(ip: std::net::IpAddr) -> [u8; 4] {
         std::net::IpAddr::V6(_) => panic!("loopback test addresses are IPv4"),
     }
 }
+
+#[test]
+fn a_fortified_c_program_reads_the_devices_sysfs_files_too() {
+    // `_FORTIFY_SOURCE` turns `open(path, flags)` with flags not known at compile time into
+    // `__open_2`: the library answers that as `open`
+    if !have("gcc", "gcc") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("rocelink-fortify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let src = dir.join("read.c");
+    std::fs::write(
+        &src,
+        r#"#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int flags = atoi(argv[2]); /* not a constant: __open_2 under _FORTIFY_SOURCE */
+    int fd = open(argv[1], flags);
+    if (fd < 0) { perror("open"); return 1; }
+    char buf[64] = {0};
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    printf("%zd [%s]\n", n, buf);
+    return close(fd);
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("read");
+    let built = Command::new("gcc")
+        .args(["-O2", "-D_FORTIFY_SOURCE=2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let nm = Command::new("nm").arg("-D").arg(&exe).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&nm.stdout).contains("__open_2"),
+        "the compiler did not fortify the call"
+    );
+    let ip = rocelink_testkit::ports::free_roce_ips(1)[0];
+    let path = "/sys/class/infiniband/rocelink0/ports/1/gid_attrs/types/0";
+    let exe_s = exe.display().to_string();
+    let o = wait_output(
+        command(None, ip, &exe_s, &[path, "0"]).spawn().unwrap(),
+        LIMIT,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(text(&o).trim(), "8 [RoCE v2\n]", "{}", text(&o));
+}

@@ -6,7 +6,8 @@
 //! - `stat`, `stat64` and `access` answer for exactly the node names of this library's
 //!   devices (`uverbs-rocelink0`, …: names no kernel device has) — a character device,
 //!   mode 0666;
-//! - `open`/`open64` (read-only) and `ibv_read_sysfs_file` serve the files of `sysfs_file` under
+//! - `open`/`open64` (and the fortified `__open_2`/`__open64_2`; read-only) and
+//!   `ibv_read_sysfs_file` serve the files of `sysfs_file` under
 //!   `/sys/class/infiniband/<dev>/`, each as an anonymous memory file (`memfd_create`).
 //!
 //! Every other path goes to the C library's own function untouched (a prefix compare is
@@ -185,6 +186,39 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: libc::c
         // SAFETY: as `open`'s.
         f => unsafe { std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode) },
     }
+}
+
+type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+
+/// `open` without a mode, as programs built with `_FORTIFY_SOURCE` call it when the flags
+/// are not known at compile time (`__open_2`, `__open64_2`): `served` for this library's
+/// files, else the C library's function of that name.
+fn open2(next_slot: &OnceLock<usize>, name: &CStr, path: *const c_char, flags: c_int) -> c_int {
+    if let Some(r) = super::util::guard(None, || open_served(path, flags)) {
+        return r;
+    }
+    match next(next_slot, name) {
+        0 => {
+            set_errno(libc::ENOSYS);
+            -1
+        }
+        // SAFETY: the C library's `__open_2`/`__open64_2` take these two arguments.
+        f => unsafe { std::mem::transmute::<usize, Open2Fn>(f)(path, flags) },
+    }
+}
+
+/// `__open_2`: see [`open2`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    static NEXT: OnceLock<usize> = OnceLock::new();
+    open2(&NEXT, c"__open_2", path, flags)
+}
+
+/// `__open64_2`: see [`open2`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    static NEXT: OnceLock<usize> = OnceLock::new();
+    open2(&NEXT, c"__open64_2", path, flags)
 }
 
 type StatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;
