@@ -1,5 +1,6 @@
-//! Completion channels and queues: create and destroy, `poll_cq` and `req_notify_cq`
-//! (reached through the context's ops table), and the events a channel delivers.
+//! Completion channels, and completion queues once made (`cq_make`): destroy and resize,
+//! `poll_cq` and `req_notify_cq` (reached through the context's ops table), and the events
+//! a channel delivers.
 
 use super::context::context;
 use super::util::{guard, minus_one, ptr_or_errno, status};
@@ -17,9 +18,9 @@ use std::sync::{Arc, Mutex};
 /// A completion channel.
 #[derive(Debug)]
 pub(crate) struct ChannelObj {
-    chan: Arc<Channel>,
+    pub(crate) chan: Arc<Channel>,
     /// CQs that deliver to it.
-    users: AtomicUsize,
+    pub(crate) users: AtomicUsize,
 }
 
 impl Obj for ChannelObj {
@@ -65,9 +66,9 @@ pub(crate) struct Cq {
     pub(crate) nic: Arc<Nic>,
     pub(crate) id: CqId,
     /// The channel its events go to, and that channel's handle.
-    channel: Option<(usize, Arc<Channel>)>,
+    pub(crate) channel: Option<(usize, Arc<Channel>)>,
     /// Events delivered and acknowledged (`ibv_ack_cq_events`).
-    events: Mutex<(u64, u64)>,
+    pub(crate) events: Mutex<(u64, u64)>,
     /// QPs that complete into it.
     pub(crate) users: AtomicUsize,
     /// Whether its QPs are UD (their receives carry a GRH): set by the first QP.
@@ -85,69 +86,6 @@ impl Obj for Cq {
 /// The CQ an `ibv_cq *` (or `ibv_cq_ex *`: the same address) names.
 pub(crate) fn cq(p: *const ibv_cq) -> Option<&'static objects::Object<ibv_cq_ex, Cq>> {
     objects::get::<Cq>(p.cast())
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_create_cq(
-    ctx: *mut ibv_context,
-    cqe: c_int,
-    cq_context: *mut c_void,
-    channel: *mut ibv_comp_channel,
-    comp_vector: c_int,
-) -> *mut ibv_cq {
-    ptr_or_errno(|| {
-        let cqe = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
-        let vector = u32::try_from(comp_vector).map_err(|_| libc::EINVAL)?;
-        create(ctx, cqe, cq_context, channel, vector).map(|p| p.cast::<ibv_cq>())
-    })
-}
-
-/// A CQ of `cqe` entries on context `ctx` (its events to `channel`, if not null).
-pub(crate) fn create(
-    ctx: *mut ibv_context,
-    cqe: u32,
-    cq_context: *mut c_void,
-    channel: *mut ibv_comp_channel,
-    comp_vector: u32,
-) -> Result<*mut ibv_cq_ex, i32> {
-    let c = context(ctx).ok_or(libc::EINVAL)?;
-    if !(1..=MAX_CQE).contains(&cqe) || comp_vector != 0 {
-        return Err(libc::EINVAL);
-    }
-    let chan = if channel.is_null() {
-        None
-    } else {
-        let ch = objects::get::<ChannelObj>(channel).ok_or(libc::EINVAL)?;
-        Some((channel as usize, ch))
-    };
-    let id = c.nic.lock().map_err(|e| e.errno())?.ep.create_cq();
-    if let Some((_, ch)) = chan {
-        ch.r.users.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: a live channel (checked): its refcnt is an int we own the writes of.
-        unsafe { (*ch.c()).refcnt += 1 };
-    }
-    // SAFETY: `ibv_cq_ex` is C data whose all-zero bytes are valid (null pointers and
-    // absent functions, zero integers, glibc's static initialisers for the mutex and
-    // condition).
-    let mut c_cq: ibv_cq_ex = unsafe { std::mem::zeroed() };
-    c_cq.cq.context = ctx;
-    c_cq.cq.channel = channel;
-    c_cq.cq.cq_context = cq_context;
-    c_cq.cq.handle = super::memory::next_handle();
-    c_cq.cq.cqe = cqe as c_int;
-    super::cq_ex::fill_ops(&mut c_cq);
-    Ok(objects::publish(
-        c_cq,
-        Cq {
-            nic: c.nic.clone(),
-            id,
-            channel: chan.map(|(h, ch)| (h, ch.r.chan.clone())),
-            events: Mutex::new((0, 0)),
-            users: AtomicUsize::new(0),
-            ud: std::sync::atomic::AtomicBool::new(false),
-            current: Mutex::new(ibv_wc::default()),
-        },
-    ))
 }
 
 #[unsafe(no_mangle)]

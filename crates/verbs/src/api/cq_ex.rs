@@ -1,13 +1,10 @@
-//! The extended CQ (`ibv_create_cq_ex`, reached through the context's `create_cq_ex`):
-//! completions read one at a time between `start_poll` and `end_poll`, each field by its
-//! own function. Every CQ of this library carries these functions (an `ibv_cq_ex` is an
-//! `ibv_cq` with more behind it), so a CQ from `ibv_create_cq` polls either way; a CQ made
-//! by `ibv_create_cq_ex` reports the standard fields (byte length, immediate, QP numbers,
-//! SLID, SL, DLID path bits) — a timestamp, VLAN, flow tag or tag-matching field is
-//! refused with EOPNOTSUPP when the CQ is created, as on a device without them.
+//! The extended CQ's polling: completions read one at a time between `start_poll` and
+//! `end_poll`, each field by its own function. Every CQ of this library carries these
+//! functions (an `ibv_cq_ex` is an `ibv_cq` with more behind it, `cq_make` puts them in),
+//! so a CQ polls either way.
 
 use super::cq::{Cq, cq};
-use super::util::{guard, ptr_or_errno};
+use super::util::guard;
 use crate::abi::*;
 use crate::convert::wc_of;
 use crate::objects::Object;
@@ -29,43 +26,6 @@ pub(crate) fn fill_ops(c: &mut ibv_cq_ex) {
     c.read_slid = Some(read_slid);
     c.read_sl = Some(read_sl);
     c.read_dlid_path_bits = Some(read_dlid_path_bits);
-}
-
-/// `verbs_context.create_cq_ex`.
-pub(crate) unsafe extern "C" fn vctx_create_cq_ex(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_cq_init_attr_ex,
-) -> *mut ibv_cq_ex {
-    ptr_or_errno(|| {
-        if attr.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: the caller passes an initialised attribute structure (non-null, checked).
-        let a = unsafe { attr.read() };
-        check_ex_attr(&a)?;
-        super::cq::create(ctx, a.cqe, a.cq_context, a.channel, a.comp_vector)
-    })
-}
-
-/// What an extended CQ may ask for: the standard fields, the single-threaded hint; no
-/// parent domain, no overrun-ignoring CQ.
-fn check_ex_attr(a: &ibv_cq_init_attr_ex) -> Result<(), i32> {
-    if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0 {
-        return Err(libc::EINVAL);
-    }
-    let flags = if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
-        a.flags
-    } else {
-        0
-    };
-    let unsupported = a.wc_flags & !IBV_WC_STANDARD_FLAGS != 0
-        || a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0
-        || flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0;
-    if unsupported {
-        Err(libc::EOPNOTSUPP)
-    } else {
-        Ok(())
-    }
 }
 
 /// The live CQ behind an extended CQ pointer.

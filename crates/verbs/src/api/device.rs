@@ -107,8 +107,8 @@ fn new_verbs_context(dev: *mut ibv_device, async_fd: c_int) -> verbs_context {
     let mut v: verbs_context = unsafe { std::mem::zeroed() };
     v.query_port = Some(super::query::vctx_query_port);
     v.query_device_ex = Some(super::query::vctx_query_device_ex);
-    v.create_cq_ex = Some(super::cq_ex::vctx_create_cq_ex);
-    v.create_qp_ex = Some(super::qp_ex::vctx_create_qp_ex);
+    v.create_cq_ex = Some(super::cq_make::vctx_create_cq_ex);
+    v.create_qp_ex = Some(super::qp_make::vctx_create_qp_ex);
     v.sz = size_of::<verbs_context>();
     let c = &mut v.context;
     c.device = dev;

@@ -6,46 +6,12 @@
 use super::ah::ah_dest;
 use super::qp::{Qp, qp};
 use super::util::{guard, qp_errno};
+use super::wr::{each_wr, sg_list};
 use crate::abi::*;
 use crate::convert::send_op;
 use crate::core::Core;
 use libc::c_int;
-use rocelink_transport::{QpError, QpType, RecvWr, SendWr, SgList, Sge};
-
-/// The scatter/gather list of a WR: `num_sge` entries at `list` (at most `max`).
-///
-/// # Safety
-/// `list` points at `num_sge` entries when `num_sge > 0`.
-pub(crate) unsafe fn sg_list(
-    list: *const ibv_sge,
-    num_sge: c_int,
-    max: u32,
-) -> Result<(SgList, Vec<ibv_sge>), i32> {
-    if num_sge < 0 || num_sge as u32 > max || (num_sge > 0 && list.is_null()) {
-        return Err(libc::EINVAL);
-    }
-    let raw: Vec<ibv_sge> = if num_sge == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: `num_sge` entries at `list` (the caller's promise; the count was checked).
-        unsafe { std::slice::from_raw_parts(list, num_sge as usize) }.to_vec()
-    };
-    let sges: Vec<Sge> = raw
-        .iter()
-        .map(|s| Sge {
-            lkey: s.lkey,
-            va: s.addr,
-            len: s.length,
-        })
-        .collect();
-    let sg = match SgList::new(&sges) {
-        Some(l) => l,
-        // no entries: a zero-length message
-        None if sges.is_empty() => SgList::one(Sge::discard(0)),
-        None => return Err(libc::EINVAL),
-    };
-    Ok((sg, raw))
-}
+use rocelink_transport::{QpError, QpType, RecvWr, SendWr};
 
 /// The bytes of an inline send: its entries' memory, read now.
 fn inline_data(sges: &[ibv_sge], max: u32) -> Result<Vec<u8>, i32> {
@@ -95,32 +61,6 @@ fn post_one_send(core: &mut Core, q: &Qp, wr: &ibv_send_wr) -> Result<(), i32> {
         QpError::BadState(_) => libc::EINVAL,
         e => qp_errno(e),
     })
-}
-
-/// Walk a WR list, `post` each, stop at the first refused (into `bad`).
-///
-/// # Safety
-/// `first` is null or the head of a list of valid WRs; `bad` is null or writable.
-pub(crate) unsafe fn each_wr<W>(
-    first: *mut W,
-    bad: *mut *mut W,
-    next: impl Fn(&W) -> *mut W,
-    mut post: impl FnMut(&W) -> Result<(), i32>,
-) -> c_int {
-    let mut wr = first;
-    while !wr.is_null() {
-        // SAFETY: a WR of the program's list, not touched by it during the call.
-        let w = unsafe { &*wr };
-        if let Err(e) = post(w) {
-            if !bad.is_null() {
-                // SAFETY: room for the pointer (non-null, checked).
-                unsafe { bad.write(wr) };
-            }
-            return e;
-        }
-        wr = next(w);
-    }
-    0
 }
 
 /// Run `f` on the live QP `p` and its device's state, locked: EINVAL for a QP that is not

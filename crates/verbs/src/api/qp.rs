@@ -1,16 +1,17 @@
-//! Queue pairs: create, modify through InfiniBand's state machine, query, destroy.
+//! Queue pairs once made (`qp_make`): modify through InfiniBand's state machine, query,
+//! destroy.
 
 use super::cq::cq;
-use super::memory::{Pd, next_handle, pd};
-use super::util::{ptr_or_errno, qp_errno, status};
+use super::memory::pd;
+use super::util::{qp_errno, status};
 use crate::abi::*;
-use crate::attrs::{MAX_QP_WR, MAX_RD_ATOMIC};
+use crate::attrs::MAX_RD_ATOMIC;
 use crate::devices::ip_of_gid;
 use crate::nic::Nic;
 use crate::objects::{self, Kind, Obj, Object};
 use crate::transitions;
 use libc::c_int;
-use rocelink_transport::{Access, MAX_INLINE, MAX_SGE, Modify, Mtu, QpInit, QpState, QpType};
+use rocelink_transport::{Access, Modify, Mtu, QpState, QpType};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -25,15 +26,15 @@ pub(crate) struct Qp {
     pub(crate) qp_type: QpType,
     pub(crate) sq_sig_all: bool,
     pub(crate) cap: ibv_qp_cap,
-    pd: usize,
-    send_cq: usize,
-    recv_cq: usize,
-    attr: Mutex<ibv_qp_attr>,
+    pub(crate) pd: usize,
+    pub(crate) send_cq: usize,
+    pub(crate) recv_cq: usize,
+    pub(crate) attr: Mutex<ibv_qp_attr>,
     /// The send operations it was created with (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`): with
     /// any, `ibv_qp_to_qp_ex` gives its work-request builder.
     pub(crate) send_ops: u64,
     /// The work requests being built (`ibv_wr_start` … `ibv_wr_complete`).
-    pub(crate) builder: Mutex<super::qp_ex::Builder>,
+    pub(crate) builder: Mutex<super::wr::Builder>,
 }
 
 impl Obj for Qp {
@@ -44,131 +45,6 @@ impl Obj for Qp {
 /// The QP an `ibv_qp *` (or `ibv_qp_ex *`: the same address) names.
 pub(crate) fn qp(p: *const ibv_qp) -> Option<&'static Object<ibv_qp_ex, Qp>> {
     objects::get::<Qp>(p.cast())
-}
-
-fn qp_type_of(t: u32) -> Result<QpType, i32> {
-    match t {
-        IBV_QPT_RC => Ok(QpType::Rc),
-        IBV_QPT_UC => Ok(QpType::Uc),
-        IBV_QPT_UD => Ok(QpType::Ud),
-        // raw packet, XRC, driver-specific: not offered
-        8..=10 | 0xff => Err(libc::EOPNOTSUPP),
-        _ => Err(libc::EINVAL),
-    }
-}
-
-fn check_cap(c: &ibv_qp_cap) -> Result<(), i32> {
-    let ok = c.max_send_wr <= MAX_QP_WR
-        && c.max_recv_wr <= MAX_QP_WR
-        && c.max_send_sge as usize <= MAX_SGE
-        && c.max_recv_sge as usize <= MAX_SGE
-        && c.max_inline_data as usize <= MAX_INLINE;
-    if ok { Ok(()) } else { Err(libc::EINVAL) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_create_qp(p: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> *mut ibv_qp {
-    ptr_or_errno(|| {
-        if init.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: the caller passes an initialised `ibv_qp_init_attr` (non-null, checked),
-        // which it does not touch during the call.
-        let a = unsafe { &mut *init };
-        create(p, a, 0).map(|q| q.cast::<ibv_qp>())
-    })
-}
-
-/// A QP of PD `p` as `a` describes it (its capabilities written back), building the send
-/// operations `send_ops` through `ibv_qp_ex` if any.
-pub(crate) fn create(
-    p: *mut ibv_pd,
-    a: &mut ibv_qp_init_attr,
-    send_ops: u64,
-) -> Result<*mut ibv_qp_ex, i32> {
-    {
-        let d: &Pd = pd(p).ok_or(libc::EINVAL)?;
-        let qp_type = qp_type_of(a.qp_type)?;
-        // a shared receive queue of the same PD: the QP's receives are taken there
-        let shared = if a.srq.is_null() {
-            None
-        } else {
-            let s = super::srq::srq(a.srq).ok_or(libc::EINVAL)?;
-            if s.r.pd != p as usize {
-                return Err(libc::EINVAL);
-            }
-            Some(s.r.id)
-        };
-        check_cap(&a.cap)?;
-        let (scq, rcq) = (
-            cq(a.send_cq).ok_or(libc::EINVAL)?,
-            cq(a.recv_cq).ok_or(libc::EINVAL)?,
-        );
-        if !Arc::ptr_eq(&scq.r.nic, &d.nic) || !Arc::ptr_eq(&rcq.r.nic, &d.nic) {
-            return Err(libc::EINVAL);
-        }
-        let mut core = d.nic.lock().map_err(|e| e.errno())?;
-        if let Err(e) = d.nic.start_io(&mut core) {
-            eprintln!("rocelink-verbs: {}: {e}", d.nic.info.name);
-            return Err(e.errno());
-        }
-        let mut qi = QpInit::new(qp_type);
-        qi.max_send_wr = a.cap.max_send_wr as usize;
-        qi.max_recv_wr = a.cap.max_recv_wr as usize;
-        qi.send_cq = scq.r.id;
-        qi.recv_cq = rcq.r.id;
-        qi.pd = d.id;
-        qi.srq = shared;
-        // as on an RNIC, the peer may do nothing until IBV_QP_ACCESS_FLAGS says otherwise
-        qi.remote_access = Access::NONE;
-        let qpn = core.ep.create_qp(qi).map_err(qp_errno)?;
-        drop(core);
-        for c in [scq, rcq] {
-            c.r.users.fetch_add(1, Ordering::AcqRel);
-            if qp_type == QpType::Ud {
-                c.r.ud.store(true, Ordering::Relaxed);
-            }
-        }
-        d.users.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: `ibv_qp` is C data whose all-zero bytes are valid (null pointers, zero
-        // integers, glibc's static initialisers).
-        let mut c: ibv_qp = unsafe { std::mem::zeroed() };
-        // SAFETY: `p` is a live PD (checked): its context pointer was set when made.
-        c.context = unsafe { (*p).context };
-        c.qp_context = a.qp_context;
-        c.pd = p;
-        c.send_cq = a.send_cq;
-        c.recv_cq = a.recv_cq;
-        c.handle = next_handle();
-        c.qp_num = qpn;
-        c.state = IBV_QPS_RESET;
-        c.qp_type = a.qp_type;
-        // SAFETY: `ibv_qp_ex` is C data whose all-zero bytes are valid (absent functions,
-        // zero integers).
-        let mut x: ibv_qp_ex = unsafe { std::mem::zeroed() };
-        x.qp_base = c;
-        super::qp_ex::fill_ops(&mut x);
-        Ok(objects::publish(
-            x,
-            Qp {
-                nic: d.nic.clone(),
-                qpn,
-                qp_type,
-                sq_sig_all: a.sq_sig_all != 0,
-                cap: a.cap,
-                pd: p as usize,
-                send_cq: a.send_cq as usize,
-                recv_cq: a.recv_cq as usize,
-                attr: Mutex::new(ibv_qp_attr {
-                    cap: a.cap,
-                    port_num: 1,
-                    ..Default::default()
-                }),
-                send_ops,
-                builder: Mutex::new(super::qp_ex::Builder::default()),
-            },
-        ))
-    }
 }
 
 /// The QP's state as verbs names it: ERR once the transport has moved it there itself (a

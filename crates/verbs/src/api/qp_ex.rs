@@ -1,6 +1,5 @@
-//! The extended QP (`ibv_create_qp_ex`, reached through the context's `create_qp_ex`) and
-//! its work-request builder (`ibv_wr_start`, `ibv_wr_rdma_write`, `ibv_wr_set_sge`, …,
-//! `ibv_wr_complete`). The builder collects the requests as `ibv_send_wr`s and posts them
+//! The extended QP's work-request builder (`ibv_wr_start`, `ibv_wr_rdma_write`,
+//! `ibv_wr_set_sge`, …, `ibv_wr_complete`), and `ibv_qp_to_qp_ex`. The builder collects the requests as `ibv_send_wr`s and posts them
 //! with `ibv_post_send`'s own checks when completed, all or — at the first one refused —
 //! those before it, as `ibv_post_send` does; a builder call this device cannot carry out
 //! (memory windows, TSO, XRC, atomic write) makes `ibv_wr_complete` answer EOPNOTSUPP and
@@ -9,29 +8,9 @@
 use super::post::post_built;
 use super::qp::qp;
 use super::util::{guard, ptr_or_errno};
+use super::wr::{Builder, Pending};
 use crate::abi::*;
 use libc::{c_int, c_void};
-
-/// One request being built: the WR and what its lists point at.
-#[derive(Debug)]
-struct Pending {
-    wr: ibv_send_wr,
-    sges: Vec<ibv_sge>,
-    /// Inline data, copied when set (the program may reuse its buffer at once).
-    inline: Vec<u8>,
-}
-
-/// A QP's requests between `wr_start` and `wr_complete`, and the first error met.
-#[derive(Debug, Default)]
-pub(crate) struct Builder {
-    pending: Vec<Pending>,
-    error: Option<c_int>,
-}
-
-// SAFETY: the raw pointers inside (`ibv_send_wr`'s list and next, an AH) are addresses
-// the builder only hands to the posting code on the thread that completes the batch,
-// under the QP's builder lock; they own nothing.
-unsafe impl Send for Builder {}
 
 /// Put the builder's functions in a QP being made.
 pub(crate) fn fill_ops(x: &mut ibv_qp_ex) {
@@ -56,59 +35,6 @@ pub(crate) fn fill_ops(x: &mut ibv_qp_ex) {
     x.wr_complete = Some(wr_complete);
     x.wr_abort = Some(wr_abort);
     x.wr_atomic_write = Some(wr_atomic_write);
-}
-
-/// `verbs_context.create_qp_ex`: a QP of the attribute's PD, with the builder if send
-/// operations are asked for. XRC, TSO, RSS, creation flags and source QPNs are not offered
-/// (EOPNOTSUPP).
-pub(crate) unsafe extern "C" fn vctx_create_qp_ex(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_qp_init_attr_ex,
-) -> *mut ibv_qp {
-    ptr_or_errno(|| {
-        if attr.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: the caller passes an initialised attribute structure (non-null, checked),
-        // which it does not touch during the call.
-        let a = unsafe { &mut *attr };
-        // creation flags are accepted when there are none
-        let known =
-            IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
-        let flags = a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0;
-        if a.comp_mask & !known != 0 || flags {
-            return Err(libc::EOPNOTSUPP);
-        }
-        if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: a non-null PD pointer is checked against the live PDs by `create`; its
-        // context is read only if it is one.
-        let pd_ctx = super::memory::pd(a.pd).map(|_| unsafe { (*a.pd).context });
-        if pd_ctx != Some(ctx) {
-            return Err(libc::EINVAL);
-        }
-        let ops = if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
-            a.send_ops_flags
-        } else {
-            0
-        };
-        if ops & !IBV_QP_EX_SUPPORTED_OPS != 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
-        let mut init = ibv_qp_init_attr {
-            qp_context: a.qp_context,
-            send_cq: a.send_cq,
-            recv_cq: a.recv_cq,
-            srq: a.srq,
-            cap: a.cap,
-            qp_type: a.qp_type,
-            sq_sig_all: a.sq_sig_all,
-        };
-        let q = super::qp::create(a.pd, &mut init, ops)?;
-        a.cap = init.cap;
-        Ok(q.cast::<ibv_qp>())
-    })
 }
 
 /// `ibv_qp_to_qp_ex`: the builder of a QP created with send operations; null otherwise

@@ -3,8 +3,8 @@
 //! its receives there; the transport keeps the queue and checks every receive's buffers.
 
 use super::memory::{Pd, next_handle};
-use super::post::{each_wr, sg_list};
 use super::util::{ptr_or_errno, qp_errno, status};
+use super::wr::{each_wr, sg_list};
 use crate::abi::*;
 use crate::attrs::MAX_QP_WR;
 use crate::nic::Nic;

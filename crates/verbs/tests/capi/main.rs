@@ -11,7 +11,9 @@
 mod verbs;
 
 use rocelink_verbs::abi::*;
-use rocelink_verbs::api::{cq::*, device::*, events::*, memory::*, qp::*, query::*, srq::*};
+use rocelink_verbs::api::{
+    cq::*, cq_make::*, device::*, events::*, memory::*, qp::*, qp_make::*, query::*, srq::*,
+};
 use rocelink_verbs::objects::{self, Kind};
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};

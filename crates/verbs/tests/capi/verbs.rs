@@ -4,7 +4,9 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use rocelink_verbs::abi::*;
-use rocelink_verbs::api::{ah::*, cq::*, device::*, memory::*, qp::*, query::*};
+use rocelink_verbs::api::{
+    ah::*, cq::*, cq_make::*, device::*, memory::*, qp::*, qp_make::*, query::*,
+};
 use std::time::{Duration, Instant};
 
 /// The thread's errno.
