@@ -207,14 +207,14 @@ fn open2(next_slot: &OnceLock<usize>, name: &CStr, path: *const c_char, flags: c
     }
 }
 
-/// `__open_2`: see [`open2`].
+/// `__open_2`: `open` without a mode, as a fortified program calls it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
     static NEXT: OnceLock<usize> = OnceLock::new();
     open2(&NEXT, c"__open_2", path, flags)
 }
 
-/// `__open64_2`: see [`open2`].
+/// `__open64_2`: `open64` without a mode, as a fortified program calls it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
     static NEXT: OnceLock<usize> = OnceLock::new();
