@@ -149,25 +149,45 @@ fn open_served(path: *const c_char, flags: c_int) -> Option<c_int> {
     }))
 }
 
+/// Call the C library's own function `name` (looked up once into `slot`) with `call`; -1
+/// with ENOSYS where there is none.
+fn forward(slot: &OnceLock<usize>, name: &CStr, call: impl FnOnce(usize) -> c_int) -> c_int {
+    match next(slot, name) {
+        0 => {
+            set_errno(libc::ENOSYS);
+            -1
+        }
+        f => call(f),
+    }
+}
+
+/// An `open` of any form: this library's sysfs file, or the C library's `name` by `call`.
+fn open_or(
+    slot: &OnceLock<usize>,
+    name: &CStr,
+    path: *const c_char,
+    flags: c_int,
+    call: impl FnOnce(usize) -> c_int,
+) -> c_int {
+    match super::util::guard(None, || open_served(path, flags)) {
+        Some(r) => r,
+        None => forward(slot, name, call),
+    }
+}
+
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, libc::c_uint) -> c_int;
+type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
 
 /// `open(2)`, as the C library's, except for this library's sysfs files. (C declares it
 /// variadic; the mode, when there is one, comes in the third integer register either way.)
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: libc::c_uint) -> c_int {
     static NEXT: OnceLock<usize> = OnceLock::new();
-    if let Some(r) = super::util::guard(None, || open_served(path, flags)) {
-        return r;
-    }
-    match next(&NEXT, c"open") {
-        0 => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
-        // SAFETY: the C library's `open` takes these three arguments (the mode is read
-        // only with O_CREAT or O_TMPFILE); they are the caller's.
-        f => unsafe { std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode) },
-    }
+    // SAFETY: the C library's `open` takes these three arguments (the mode is read only
+    // with O_CREAT or O_TMPFILE); they are the caller's.
+    open_or(&NEXT, c"open", path, flags, |f| unsafe {
+        std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode)
+    })
 }
 
 /// `open64(2)`: `open` for programs built with 64-bit file offsets (the same call on
@@ -175,50 +195,31 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: libc::c_u
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: libc::c_uint) -> c_int {
     static NEXT: OnceLock<usize> = OnceLock::new();
-    if let Some(r) = super::util::guard(None, || open_served(path, flags)) {
-        return r;
-    }
-    match next(&NEXT, c"open64") {
-        0 => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
-        // SAFETY: as `open`'s.
-        f => unsafe { std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode) },
-    }
+    // SAFETY: as `open`'s.
+    open_or(&NEXT, c"open64", path, flags, |f| unsafe {
+        std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode)
+    })
 }
 
-type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
-
-/// `open` without a mode, as programs built with `_FORTIFY_SOURCE` call it when the flags
-/// are not known at compile time (`__open_2`, `__open64_2`): `served` for this library's
-/// files, else the C library's function of that name.
-fn open2(next_slot: &OnceLock<usize>, name: &CStr, path: *const c_char, flags: c_int) -> c_int {
-    if let Some(r) = super::util::guard(None, || open_served(path, flags)) {
-        return r;
-    }
-    match next(next_slot, name) {
-        0 => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
-        // SAFETY: the C library's `__open_2`/`__open64_2` take these two arguments.
-        f => unsafe { std::mem::transmute::<usize, Open2Fn>(f)(path, flags) },
-    }
-}
-
-/// `__open_2`: `open` without a mode, as a fortified program calls it.
+/// `__open_2`: `open` without a mode, as a program built with `_FORTIFY_SOURCE` calls it
+/// when the flags are not known at compile time.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
     static NEXT: OnceLock<usize> = OnceLock::new();
-    open2(&NEXT, c"__open_2", path, flags)
+    // SAFETY: the C library's `__open_2` takes these two arguments.
+    open_or(&NEXT, c"__open_2", path, flags, |f| unsafe {
+        std::mem::transmute::<usize, Open2Fn>(f)(path, flags)
+    })
 }
 
 /// `__open64_2`: `open64` without a mode, as a fortified program calls it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
     static NEXT: OnceLock<usize> = OnceLock::new();
-    open2(&NEXT, c"__open64_2", path, flags)
+    // SAFETY: the C library's `__open64_2` takes these two arguments.
+    open_or(&NEXT, c"__open64_2", path, flags, |f| unsafe {
+        std::mem::transmute::<usize, Open2Fn>(f)(path, flags)
+    })
 }
 
 type StatFn = unsafe extern "C" fn(*const c_char, *mut libc::stat) -> c_int;
@@ -237,14 +238,10 @@ pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_in
         unsafe { buf.write(node_stat(i)) };
         return 0;
     }
-    match next(&NEXT, c"stat") {
-        0 => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
-        // SAFETY: the C library's `stat` has this signature; the arguments are the caller's.
-        f => unsafe { std::mem::transmute::<usize, StatFn>(f)(path, buf) },
-    }
+    // SAFETY: the C library's `stat` has this signature; the arguments are the caller's.
+    forward(&NEXT, c"stat", |f| unsafe {
+        std::mem::transmute::<usize, StatFn>(f)(path, buf)
+    })
 }
 
 /// `stat64(2)`: the same structure as `stat` on 64-bit Linux.
@@ -255,14 +252,10 @@ pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat) -> c_
         // SAFETY: as `stat`'s contract.
         return unsafe { stat(path, buf) };
     }
-    match next(&NEXT, c"stat64") {
-        0 => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
-        // SAFETY: the C library's `stat64` has this signature on x86-64 and aarch64.
-        f => unsafe { std::mem::transmute::<usize, StatFn>(f)(path, buf) },
-    }
+    // SAFETY: the C library's `stat64` has this signature on x86-64 and aarch64.
+    forward(&NEXT, c"stat64", |f| unsafe {
+        std::mem::transmute::<usize, StatFn>(f)(path, buf)
+    })
 }
 
 /// `access(2)`, as the C library's, except for this library's device nodes: readable and
@@ -277,12 +270,8 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
         }
         return 0;
     }
-    match next(&NEXT, c"access") {
-        0 => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
-        // SAFETY: the C library's `access` has this signature; the arguments are the caller's.
-        f => unsafe { std::mem::transmute::<usize, AccessFn>(f)(path, mode) },
-    }
+    // SAFETY: the C library's `access` has this signature; the arguments are the caller's.
+    forward(&NEXT, c"access", |f| unsafe {
+        std::mem::transmute::<usize, AccessFn>(f)(path, mode)
+    })
 }
