@@ -123,6 +123,18 @@ pub(crate) struct EmulateArgs {
     /// be an address of this host (and should not be: the kernel would answer too).
     #[arg(long, value_name = "IFACE")]
     xdp: Option<String>,
+    /// Priority flow control (802.1Qbb) on the --xdp port: a class paused by the host's
+    /// PFC frames sends nothing until the pause runs out (quanta at --link-gbps) or a
+    /// resume comes; its packets wait meanwhile (--pfc-hold), as in a device's buffer.
+    #[arg(long, requires = "xdp")]
+    pfc: bool,
+    /// With --pfc: packets held per paused class; what overflows is dropped and counted.
+    #[arg(long, default_value_t = 4096, requires = "pfc", value_parser = args::usize_in(1, 1 << 20))]
+    pfc_hold: usize,
+    /// DSCP of the stream's packets (0–63); its class selector (DSCP / 8) is the PFC
+    /// class, and the 802.1Q priority on a tagged port.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=63))]
+    dscp: u8,
     /// Send Camera-over-Ethernet frames (for a virtual port the host sets to CoE, e.g.
     /// `receive --coe`) from a raw socket on IFACE, as HSB's emulator does (root). With
     /// --xdp they leave through the AF_XDP port.
@@ -209,6 +221,7 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
         _ => rocelink_wire::hsb::coe::MetadataForm::Trailing,
     };
     cfg.allow = allow_list(a);
+    cfg.dscp = a.dscp;
     Ok(cfg)
 }
 
@@ -272,6 +285,7 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
             i.arp_replies,
             i.echo_replies
         );
+        crate::sinks::pfc_lines("emulate", x);
     }
     emulate_summary(&s);
     Ok(ExitCode::SUCCESS)
@@ -287,6 +301,11 @@ fn emulate_xdp(a: &EmulateArgs, ifname: &str, cfg: &mut EmulatorConfig) -> Resul
         );
     }
     let mut x = XdpPortConfig::new(ifname, cfg.device.ip, XdpRole::Device);
+    if a.pfc {
+        let mut p = rocelink_runtime::xdp::PfcConfig::new(a.link_gbps);
+        p.hold = a.pfc_hold;
+        x.pfc = Some(p);
+    }
     match &a.mac {
         // the device's MAC is the interface's unless told (then the NIC must take it)
         Some(_) => x.mac = Some(cfg.device.mac.0),
@@ -541,6 +560,14 @@ pub(crate) struct RxTuning {
     /// AF_XDP: copy (any driver), zero-copy (the driver must have it) or auto.
     #[arg(long, default_value = "auto", requires = "xdp", value_parser = ["auto", "copy", "zero-copy"])]
     xdp_mode: String,
+    /// Priority flow control (802.1Qbb) on the --xdp port: when a receive ring passes
+    /// half full, pause the classes arriving until it drains to a quarter, so the device
+    /// holds its packets instead of this host dropping them.
+    #[arg(long, requires = "xdp")]
+    pfc: bool,
+    /// The link's rate in Gbit/s, for --pfc: one pause quantum is 512 bit times at it.
+    #[arg(long, default_value = "10", requires = "pfc", value_parser = args::rate)]
+    link_gbps: f64,
 }
 
 impl RxTuning {
@@ -591,6 +618,9 @@ impl RxTuning {
             ifname: ifname.clone(),
             queues: self.xdp_queue.clone(),
             mode: self.xdp_mode(),
+            pfc: self
+                .pfc
+                .then(|| rocelink_runtime::xdp::PfcConfig::new(self.link_gbps)),
         };
         Ok((tuning, Some(xdp)))
     }

@@ -365,6 +365,7 @@ fn xdp_lines(xdp: &[rocelink_runtime::xdp::XdpPort]) {
             continue;
         }
         eprintln!("rocelink receive: {}", crate::sinks::xdp_summary(x));
+        crate::sinks::pfc_lines("receive", x);
         if x.stats().no_port > 0 && xdp.iter().any(|y| y.queue() != x.queue()) {
             eprintln!(
                 "rocelink receive: warning: queue {} got datagrams for a data port \

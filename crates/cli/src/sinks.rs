@@ -229,3 +229,30 @@ pub(crate) fn xdp_summary(x: &rocelink_runtime::xdp::XdpPort) -> String {
         s.no_port
     )
 }
+
+/// One line per PFC class that saw anything on an AF_XDP port (none without PFC).
+pub(crate) fn pfc_lines(role: &str, x: &rocelink_runtime::xdp::XdpPort) {
+    let Some(stats) = x.pfc_stats() else { return };
+    let (ifname, queue) = x.bound();
+    let mut any = false;
+    for (c, s) in stats.iter().enumerate() {
+        if s.is_idle() {
+            continue;
+        }
+        any = true;
+        eprintln!(
+            "rocelink {role}: PFC class {c} on {ifname} queue {queue}: {} pauses and {} resumes received, paused {:.1} ms, {} packets held, {} dropped; {} pauses and {} resumes sent, peer paused {:.1} ms",
+            s.pauses_in,
+            s.resumes_in,
+            s.paused.as_secs_f64() * 1e3,
+            s.held,
+            s.dropped,
+            s.pauses_out,
+            s.resumes_out,
+            s.asked.as_secs_f64() * 1e3
+        );
+    }
+    if !any {
+        eprintln!("rocelink {role}: PFC on {ifname} queue {queue}: no pause sent or received");
+    }
+}

@@ -161,3 +161,69 @@ fn decode_matches_tshark() {
     }
     assert!(compared > 60, "compared {compared}");
 }
+
+/// PFC frames: `decode` names each enabled class with its quanta, as Wireshark's MAC
+/// control dissector reads the same frames (scapy's: a pause of two classes, a resume of
+/// two others).
+#[test]
+fn decode_names_pfc_classes_and_quanta_as_tshark() {
+    if !common::need("tshark", "tshark") {
+        return;
+    }
+    let dir = common::tmpdir("tshark_pfc");
+    let pcap = dir.join("scapy.pcap");
+    let st = Command::new(common::scapy_python())
+        .arg(common::test_file("scapy/gen_roce.py"))
+        .args([&pcap, &dir.join("expected.jsonl")])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (code, ours, _) = common::rocelink(&["decode", "--json", pcap.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let mut fields = vec!["macc.cbfc.enbv".to_owned()];
+    fields.extend((0..8).map(|c| format!("macc.cbfc.pause_time.c{c}")));
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r")
+        .arg(&pcap)
+        .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
+    for f in &fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    let rows = String::from_utf8(out.stdout).unwrap();
+    let mut seen = 0;
+    for (row, line) in rows.lines().zip(ours.lines()) {
+        let j: Value = serde_json::from_str(line).unwrap();
+        if j["kind"] != "pfc" {
+            continue;
+        }
+        seen += 1;
+        let c: Vec<&str> = row.split('|').collect();
+        let cev = num(c[0], false).unwrap();
+        assert_eq!(Some(cev), j["pfc"]["class_enable"].as_u64(), "{row}");
+        let classes = j["pfc"]["classes"].as_array().unwrap();
+        assert_eq!(classes.len() as u32, cev.count_ones(), "{line}");
+        for k in classes {
+            let class = k["class"].as_u64().unwrap() as usize;
+            assert_eq!(
+                num(c[1 + class], false),
+                k["quanta"].as_u64(),
+                "{row} / {line}"
+            );
+            assert_eq!(k["pause"], k["quanta"].as_u64() != Some(0), "{line}");
+        }
+    }
+    assert_eq!(seen, 2, "two PFC frames in the capture");
+    // and the human form names them
+    let (_, human, _) = common::rocelink(&["decode", pcap.to_str().unwrap()]);
+    assert!(
+        human.contains(
+            "PFC: class 0 pause 65535 quanta (3355.4 µs at 10 Gbit/s), class 3 pause 4660 quanta"
+        ),
+        "{human}"
+    );
+    assert!(
+        human.contains("PFC: class 2 resume, class 7 resume"),
+        "{human}"
+    );
+}

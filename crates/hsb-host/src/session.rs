@@ -120,6 +120,9 @@ pub struct Xdp {
     pub queues: Vec<u32>,
     /// Copy, zero-copy or whichever the driver has.
     pub mode: XdpMode,
+    /// Priority flow control: pause the device while a receive ring is full, before the
+    /// kernel would drop (`None`: off).
+    pub pfc: Option<rocelink_runtime::xdp::PfcConfig>,
 }
 
 /// What a host session is: plain data.
@@ -735,6 +738,7 @@ fn open_xdp(cfg: &HostConfig) -> Result<Vec<XdpPort>, HostError> {
         c.xsk.busy_poll_us = 50;
     }
     c.rx_coalesce = cfg.tuning.rx_coalesce;
+    c.pfc = x.pfc;
     let first = XdpPort::open(&c).map_err(err(queue_of(0)))?;
     let mut ports = vec![first.clone()];
     for i in 1..n {

@@ -38,6 +38,9 @@ pub struct ClassStats {
     pub pauses: u64,
     /// Resumes (quanta 0) sent or honoured.
     pub resumes: u64,
+    /// How long the class was paused (transmit side: by the peer's frames, overlapping
+    /// pauses counted once, a resume ending one early).
+    pub paused: Duration,
 }
 
 /// Receive side: queues, thresholds, pause frames.
@@ -188,11 +191,17 @@ impl<T> PfcTx<T> {
                 continue;
             }
             let q = frame.quanta[c];
+            // a pause still running: its rest is counted again below, or given back
+            let rest =
+                self.paused_until[c].map_or(Duration::ZERO, |u| u.saturating_duration_since(now));
+            self.stats[c].paused = self.stats[c].paused.saturating_sub(rest);
             if q == 0 {
                 self.paused_until[c] = None;
                 self.stats[c].resumes += 1;
             } else {
-                self.paused_until[c] = Some(now + pause_time(q, self.link_bps));
+                let d = pause_time(q, self.link_bps);
+                self.paused_until[c] = Some(now + d);
+                self.stats[c].paused += d;
                 self.stats[c].pauses += 1;
             }
         }
@@ -234,6 +243,93 @@ impl<T> PfcTx<T> {
     /// True when no class holds a packet.
     pub fn is_empty(&self) -> bool {
         self.queues.iter().all(VecDeque::is_empty)
+    }
+}
+
+/// Receive side for one buffer shared by every class and seen only by its fill level (an
+/// AF_XDP receive ring): past `xoff` entries it pauses the classes that were arriving,
+/// refreshes the pause at half its time while the level stays above `xon`, and resumes
+/// them (quanta 0) once the level falls to `xon`.
+#[derive(Debug)]
+pub struct LevelPause {
+    xoff: u32,
+    xon: u32,
+    quanta: u16,
+    link_bps: u64,
+    /// The classes paused, since when, and when their pause needs refreshing.
+    paused: u8,
+    since: [Option<Instant>; CLASSES],
+    refresh_at: Option<Instant>,
+    /// Per-class counters of what was sent.
+    pub stats: [ClassStats; CLASSES],
+}
+
+impl LevelPause {
+    /// Pause at `xoff` entries, resume at `xon`, pauses of `quanta` on a link of `link_bps`.
+    pub fn new(xoff: u32, xon: u32, quanta: u16, link_bps: u64) -> LevelPause {
+        LevelPause {
+            xoff: xoff.max(1),
+            xon: xon.min(xoff.saturating_sub(1)),
+            quanta: quanta.max(1),
+            link_bps,
+            paused: 0,
+            since: [None; CLASSES],
+            refresh_at: None,
+            stats: [ClassStats::default(); CLASSES],
+        }
+    }
+
+    /// The buffer holds `level` entries at `now`; `arriving` is the classes seen arriving
+    /// lately (bit n = class n; none known: every class). The frame to send, if any.
+    pub fn handle_level(&mut self, now: Instant, level: u32, arriving: u8) -> Option<pfc::Repr> {
+        let time = pause_time(self.quanta, self.link_bps);
+        if self.paused != 0 && level <= self.xon {
+            let f = pfc::Repr {
+                class_enable: std::mem::take(&mut self.paused),
+                quanta: [0; CLASSES],
+            };
+            self.refresh_at = None;
+            for c in 0..CLASSES {
+                if let Some(t) = self.since[c].take() {
+                    self.stats[c].resumes += 1;
+                    self.stats[c].paused += now.saturating_duration_since(t);
+                }
+            }
+            return Some(f);
+        }
+        let due = self.refresh_at.is_some_and(|t| now >= t);
+        let newly = if level >= self.xoff {
+            let want = if arriving == 0 { 0xFF } else { arriving };
+            want & !self.paused
+        } else {
+            0
+        };
+        if newly == 0 && !due {
+            return None;
+        }
+        self.paused |= newly;
+        self.refresh_at = Some(now + time / 2);
+        let mut f = pfc::Repr {
+            class_enable: self.paused,
+            quanta: [0; CLASSES],
+        };
+        for c in 0..CLASSES {
+            if self.paused & (1 << c) != 0 {
+                f.quanta[c] = self.quanta;
+            }
+        }
+        for c in 0..CLASSES {
+            if self.paused & (1 << c) != 0 {
+                self.stats[c].pauses += 1;
+                self.since[c].get_or_insert(now);
+            }
+        }
+        Some(f)
+    }
+
+    /// The classes paused now (bit n = class n).
+    pub fn paused(&self) -> u8 {
+        self.paused
     }
 }
 
@@ -313,5 +409,57 @@ mod tests {
         }
         assert_eq!(rx.len(2), 8);
         assert_eq!(rx.stats[2].dropped, 1);
+    }
+
+    #[test]
+    fn paused_time_counts_overlaps_once_and_ends_at_a_resume() {
+        let t = Instant::now();
+        let link = 10_000_000_000;
+        let q = pause_time(1000, link);
+        let mut tx: PfcTx<u8> = PfcTx::new(4, link);
+        tx.handle_pause(t, &pfc::Repr::pause(1, 1000));
+        // refreshed half-way: the second half is not counted twice
+        tx.handle_pause(t + q / 2, &pfc::Repr::pause(1, 1000));
+        assert_eq!(tx.stats[1].paused, q + q / 2);
+        // resumed a quarter into the refreshed pause
+        tx.handle_pause(t + q / 2 + q / 4, &pfc::Repr::pause(1, 0));
+        assert_eq!(tx.stats[1].paused, q / 2 + q / 4);
+        assert_eq!(tx.stats[0].paused, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_filling_ring_pauses_the_arriving_classes_refreshes_and_resumes() {
+        let t = Instant::now();
+        let link = 10_000_000_000;
+        let half = pause_time(0xFFFF, link) / 2;
+        let mut lp = LevelPause::new(1536, 512, 0xFFFF, link);
+        assert_eq!(lp.handle_level(t, 1000, 0b1), None);
+        let f = lp.handle_level(t, 1600, 0b1).unwrap();
+        assert_eq!(f.class_enable, 0b1);
+        assert_eq!(f.quanta[0], 0xFFFF);
+        assert_eq!(f.quanta[1], 0);
+        // nothing new before half the pause has run
+        assert_eq!(lp.handle_level(t + half / 2, 1600, 0b1), None);
+        // another class arrives while full: paused with the first
+        let f = lp.handle_level(t + half / 2, 1700, 0b1000).unwrap();
+        assert_eq!(f.class_enable, 0b1001);
+        // still above xon at the refresh: paused again
+        let f = lp.handle_level(t + half * 2, 800, 0).unwrap();
+        assert_eq!(f.class_enable, 0b1001);
+        assert_eq!(f.quanta[3], 0xFFFF);
+        // drained: resumed, quanta 0
+        let f = lp.handle_level(t + half * 2, 500, 0).unwrap();
+        assert_eq!(f.class_enable, 0b1001);
+        assert_eq!(f.quanta, [0; 8]);
+        assert_eq!(lp.paused(), 0);
+        assert_eq!(lp.handle_level(t + half * 9, 0, 0), None);
+        assert_eq!(lp.stats[0].pauses, 3);
+        assert_eq!(lp.stats[3].pauses, 2);
+        assert_eq!(lp.stats[0].resumes, 1);
+        assert_eq!(lp.stats[0].paused, half * 2);
+        assert_eq!(lp.stats[3].paused, half * 2 - half / 2);
+        // nothing known to arrive: every class
+        let f = lp.handle_level(t + half * 10, 2000, 0).unwrap();
+        assert_eq!(f.class_enable, 0xFF);
     }
 }

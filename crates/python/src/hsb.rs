@@ -264,6 +264,7 @@ fn receiver_args(
         ifname,
         queues: vec![0],
         mode: rocelink_io::xdp::XdpMode::Auto,
+        pfc: None,
     });
     cfg.bring_up = BringUp {
         ptp: None,

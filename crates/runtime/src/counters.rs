@@ -262,6 +262,81 @@ pub const QP: &[Desc] = &[
     ),
 ];
 
+/// Priority flow control counters, per class, in table order.
+pub const PFC: &[Desc] = &[
+    d(
+        "pauses_in",
+        "Pauses received",
+        "PFC pause frames received for the class",
+    ),
+    d(
+        "resumes_in",
+        "Resumes received",
+        "PFC frames with quanta 0 received for the class",
+    ),
+    d(
+        "paused_us",
+        "Paused (us)",
+        "microseconds the class was paused by the peer",
+    ),
+    d(
+        "held",
+        "Held pkgs",
+        "datagrams held while the class was paused",
+    ),
+    d(
+        "dropped",
+        "Dropped pkgs",
+        "datagrams dropped: the class's hold queue was full",
+    ),
+    d(
+        "pauses_out",
+        "Pauses sent",
+        "PFC pauses sent for the class (the receive ring filling)",
+    ),
+    d(
+        "resumes_out",
+        "Resumes sent",
+        "PFC resumes sent for the class (the ring drained)",
+    ),
+    d(
+        "asked_us",
+        "Peer paused (us)",
+        "microseconds this port kept the peer's class paused",
+    ),
+];
+
+/// One PFC class's counters on an owned port.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PfcCounters {
+    /// The class (0–7).
+    pub class: u8,
+    /// Counters by key ([`PFC`]).
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl PfcCounters {
+    /// The counters of `class`.
+    pub fn of(class: u8, s: &crate::xdp::PfcClassStats) -> PfcCounters {
+        let us = |d: std::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let pairs = [
+            ("pauses_in", s.pauses_in),
+            ("resumes_in", s.resumes_in),
+            ("paused_us", us(s.paused)),
+            ("held", s.held),
+            ("dropped", s.dropped),
+            ("pauses_out", s.pauses_out),
+            ("resumes_out", s.resumes_out),
+            ("asked_us", us(s.asked)),
+        ];
+        PfcCounters {
+            class,
+            counters: pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
+        }
+    }
+}
+
 /// One QP's counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -315,6 +390,9 @@ pub struct Link {
     pub net: BTreeMap<String, u64>,
     /// Per QP.
     pub qps: Vec<QpCounters>,
+    /// Per PFC class that saw anything (owned ports with PFC on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pfc: Vec<PfcCounters>,
 }
 
 impl Link {
@@ -362,7 +440,18 @@ impl Link {
             local: ep.config().local.to_string(),
             net: pairs.iter().map(|&(k, v)| (k.to_owned(), v)).collect(),
             qps,
+            pfc: Vec::new(),
         }
+    }
+
+    /// Add an owned port's PFC counters (the classes that saw anything).
+    pub fn set_pfc(&mut self, stats: &[crate::xdp::PfcClassStats]) {
+        self.pfc = stats
+            .iter()
+            .zip(0u8..)
+            .filter(|(s, _)| !s.is_idle())
+            .map(|(s, c)| PfcCounters::of(c, s))
+            .collect();
     }
 
     /// A link with no counters yet, for a loop that keeps its own (an emulated device).
@@ -442,6 +531,13 @@ impl Snapshot {
                         d.label,
                         q.counters.get(d.key).copied().unwrap_or(0)
                     );
+                }
+            }
+            for p in &l.pfc {
+                let _ = writeln!(s, " -- PFC class {}", p.class);
+                for d in PFC {
+                    let v = p.counters.get(d.key).copied().unwrap_or(0);
+                    let _ = writeln!(s, "{}: {v}", d.label);
                 }
             }
         }
@@ -577,6 +673,26 @@ impl Snapshot {
                 }
             }
         }
+        for d in PFC {
+            if self.links.iter().all(|l| l.pfc.is_empty()) {
+                break;
+            }
+            let _ = writeln!(s, "# HELP rocelink_pfc_{}_total {}", d.key, d.help);
+            let _ = writeln!(s, "# TYPE rocelink_pfc_{}_total counter", d.key);
+            for l in &self.links {
+                for p in &l.pfc {
+                    let _ = writeln!(
+                        s,
+                        "rocelink_pfc_{}_total{{link=\"{}\",local=\"{}\",class=\"{}\",command=\"{cmd}\",pid=\"{pid}\"}} {}",
+                        d.key,
+                        escape(&l.name),
+                        escape(&l.local),
+                        p.class,
+                        p.counters.get(d.key).copied().unwrap_or(0)
+                    );
+                }
+            }
+        }
         s
     }
 }
@@ -651,6 +767,38 @@ mod tests {
         assert_eq!(s.links.len(), 2);
         assert_eq!(s.total("rx_packets"), 9);
         assert_eq!(s.line(), "RX pkgs 9");
+    }
+
+    #[test]
+    fn pfc_classes_that_saw_anything_show_in_the_table_the_metrics_and_json() {
+        use crate::xdp::PfcClassStats;
+        let mut stats = [PfcClassStats::default(); 8];
+        stats[3] = PfcClassStats {
+            pauses_in: 7,
+            paused: std::time::Duration::from_micros(2500),
+            held: 40,
+            ..PfcClassStats::default()
+        };
+        let mut l = link("data", 1);
+        l.set_pfc(&stats);
+        assert_eq!(l.pfc.len(), 1, "idle classes are left out");
+        let mut s = Snapshot::new("t");
+        s.links.push(l);
+        let t = s.table();
+        assert!(t.contains(" -- PFC class 3\nPauses received: 7\n"), "{t}");
+        assert!(t.contains("\nPaused (us): 2500\nHeld pkgs: 40\n"), "{t}");
+        let p = s.prometheus();
+        assert!(
+            p.contains(
+                "rocelink_pfc_pauses_in_total{link=\"data\",local=\"127.0.0.1:4791\",class=\"3\""
+            ),
+            "{p}"
+        );
+        let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        // a link without PFC reads as before
+        let plain = serde_json::to_value(link("x", 0)).unwrap();
+        assert!(plain.get("pfc").is_none(), "{plain}");
     }
 
     #[test]

@@ -74,11 +74,22 @@ fn arp_line(a: &arp::Repr) -> String {
     )
 }
 
+/// "PFC: class 0 pause 65535 quanta (3.4 ms at 10 Gbit/s), class 3 resume".
 fn pfc_line(p: &pfc::Repr) -> String {
-    format!(
-        "PFC class-enable {:#04x} quanta {:?}",
-        p.class_enable, p.quanta
-    )
+    let classes: Vec<String> = (0..8)
+        .filter(|c| p.class_enable & (1 << c) != 0)
+        .map(|c| match p.quanta[c] {
+            0 => format!("class {c} resume"),
+            q => format!(
+                "class {c} pause {q} quanta ({:.1} µs at 10 Gbit/s)",
+                f64::from(q) * 512.0 / 10e3
+            ),
+        })
+        .collect();
+    if classes.is_empty() {
+        return "PFC: no class enabled".into();
+    }
+    format!("PFC: {}", classes.join(", "))
 }
 
 fn ip_line(ip: &IpInfo) -> String {

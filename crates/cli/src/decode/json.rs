@@ -25,7 +25,10 @@ pub(crate) fn to_json(index: usize, d: &Dissection) -> Map<String, Value> {
     if let Some(p) = &d.pfc {
         m.insert(
             "pfc".into(),
-            json!({"class_enable": p.class_enable, "quanta": p.quanta}),
+            json!({"class_enable": p.class_enable, "quanta": p.quanta,
+                   "classes": (0..8usize).filter(|c| p.class_enable & (1 << c) != 0)
+                       .map(|c| json!({"class": c, "quanta": p.quanta[c], "pause": p.quanta[c] > 0}))
+                       .collect::<Vec<_>>()}),
         );
     }
     if let Some(ip) = &d.ip {

@@ -237,6 +237,8 @@ def main():
         (Ether(src=MAC_A, dst=MAC_B) / IP(src=SRC4, dst=DST4) / UDP(sport=5000, dport=5001) / Raw(b"x" * 20), "udp"),
         (Ether(src=MAC_A, dst="01:80:c2:00:00:01", type=0x8808) /
          Raw(struct.pack("!HH8H", 0x0101, 0x09, 0xFFFF, 0, 0, 0x1234, 0, 0, 0, 0) + b"\x00" * 26), "pfc"),
+        (Ether(src=MAC_A, dst="01:80:c2:00:00:01", type=0x8808) /
+         Raw(struct.pack("!HH8H", 0x0101, 0x84, 0, 0, 0, 0, 0, 0, 0, 0) + b"\x00" * 26), "pfc"),
         (Ether(src=MAC_A, dst=MAC_B, type=0x88B5) / Raw(b"\x00" * 46), "other"),
     ]
     for pkt, kind in others:

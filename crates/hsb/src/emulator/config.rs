@@ -75,6 +75,9 @@ pub struct EmulatorConfig {
     /// protocol proves no sender's address, so a spoofed register write could otherwise
     /// point a multi-gigabit stream anywhere. `None`: every host (an FPGA's behaviour).
     pub allow: Option<Vec<rocelink_io::net::Prefix>>,
+    /// DSCP of the stream's packets (6 bits): its class selector is the PFC class on an
+    /// owned port. 0: best effort, as HSB sends.
+    pub dscp: u8,
 }
 
 impl EmulatorConfig {
@@ -106,6 +109,7 @@ impl EmulatorConfig {
             coe_iface: None,
             coe_form: Default::default(),
             allow: None,
+            dscp: 0,
         }
     }
 

@@ -207,11 +207,11 @@ fn send_events(core: &mut DeviceCore, sock: &Dgram, stats: &mut EmulatorStats) {
 /// Send `pkts` (gather packets point into `src`) to `dst`, spreading them at `gbps`: runs of
 /// equal-sized packets (up to the transmitter's 16, under 64 KB) as one segmented send —
 /// header, the frame's bytes where they are, pad and ICRC — the rest batched. Returns bytes
-/// sent.
+/// sent. `to`: the destination and the traffic class every packet carries.
 fn send_paced(
     sock: &dyn Backend,
     tx: &mut Transmitter,
-    dst: SocketAddr,
+    (dst, tos): (SocketAddr, u8),
     pkts: &[OutPacket],
     src: &[u8],
     gbps: f64,
@@ -219,7 +219,7 @@ fn send_paced(
 ) -> io::Result<u64> {
     let out: Vec<Outgoing<'_>> = pkts
         .iter()
-        .map(|p| Outgoing::new(dst, p.parts(src)))
+        .map(|p| Outgoing::new(dst, p.parts(src)).with_tos(tos))
         .collect();
     let t0 = Instant::now();
     let mut sent = 0usize;

@@ -136,7 +136,11 @@ impl Serving {
 
     fn publish(&self) {
         if let Some(b) = &self.cfg.counters {
-            b.set_link(self.stats.link(&self.cfg.device.ip.to_string()));
+            let mut l = self.stats.link(&self.cfg.device.ip.to_string());
+            if let Some(p) = self.cfg.xdp.as_ref().and_then(|x| x.pfc_stats()) {
+                l.set_pfc(&p);
+            }
+            b.set_link(l);
         }
     }
 
@@ -479,7 +483,7 @@ impl Serving {
         let sent = send_paced(
             &*self.socks.data,
             &mut self.tx,
-            dst,
+            (dst, self.cfg.dscp << 2),
             pkts,
             fb,
             self.cfg.link_gbps,

@@ -561,6 +561,9 @@ impl Receiver {
             l.set("landed", s.in_place);
             l.set("landed_elsewhere", s.moved);
         }
+        if let Some(p) = self.cfg.xdp.as_ref().and_then(|x| x.pfc_stats()) {
+            l.set_pfc(&p);
+        }
         l
     }
 

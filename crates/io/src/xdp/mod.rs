@@ -13,7 +13,7 @@ pub mod txq;
 mod xsk;
 
 pub use prog::{Steer, XdpProgram};
-pub use ring::Desc;
+pub use ring::{Desc, Level};
 pub use txq::TxQueueSteer;
 pub use xsk::{XdpMode, Xsk, XskConfig, XskCounters, XskStats};
 

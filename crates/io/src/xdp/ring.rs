@@ -9,6 +9,7 @@
 use std::io;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One RX/TX descriptor (`struct xdp_desc`).
@@ -43,6 +44,10 @@ pub(crate) struct Mapping {
 // SAFETY: the mapping is plain memory owned by this value; which thread unmaps it does not
 // matter.
 unsafe impl Send for Mapping {}
+// SAFETY: a shared `&Mapping` gives only the address and length; what is read or written
+// through them is the business of the ring or frame code, which does so atomically or
+// under its owner's `&mut`.
+unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// Map `len` bytes of `fd` at page offset `pgoff` (a ring), or anonymous memory when
@@ -94,8 +99,8 @@ impl Drop for Mapping {
 /// One ring of entries `T` (u64 frame addresses or [`Desc`]).
 #[derive(Debug)]
 pub(crate) struct Ring<T: Copy> {
-    /// Kept for its lifetime: unmapped when the ring is dropped.
-    _map: Mapping,
+    /// Kept for its lifetime: unmapped when the ring and every [`Level`] of it are dropped.
+    _map: Arc<Mapping>,
     producer: NonNull<AtomicU32>,
     consumer: NonNull<AtomicU32>,
     flags: NonNull<u32>,
@@ -116,7 +121,7 @@ impl<T: Copy> Ring<T> {
     /// Map the ring of `size` entries (a power of two) at `pgoff` of socket `fd`.
     pub(crate) fn map(fd: i32, off: RingOffset, size: u32, pgoff: i64) -> io::Result<Ring<T>> {
         let len = off.desc as usize + size as usize * size_of::<T>();
-        let map = Mapping::new(fd, len, pgoff)?;
+        let map = Arc::new(Mapping::new(fd, len, pgoff)?);
         let at = |o: u64| -> io::Result<NonNull<u8>> {
             if o as usize + 4 > len {
                 return Err(io::Error::other("ring offsets outside the mapping"));
@@ -155,6 +160,16 @@ impl<T: Copy> Ring<T> {
     fn shared_cons(&self) -> u32 {
         // SAFETY: as in `shared_prod`.
         unsafe { self.consumer.as_ref() }.load(Ordering::Acquire)
+    }
+
+    /// A handle that reads how full the ring is, from any thread.
+    pub(crate) fn level(&self) -> Level {
+        Level {
+            _map: self._map.clone(),
+            producer: self.producer,
+            consumer: self.consumer,
+            size: self.size,
+        }
     }
 
     /// The ring's size.
@@ -243,6 +258,42 @@ impl<T: Copy> Ring<T> {
     }
 }
 
+/// How full a ring is, read from its shared indices: for a thread that watches the ring
+/// while another consumes it (flow control on the receive ring).
+#[derive(Debug, Clone)]
+pub struct Level {
+    _map: Arc<Mapping>,
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    size: u32,
+}
+
+// SAFETY: the two indices are atomics inside a mapping the `Arc` keeps alive; `Level` only
+// loads them, which any thread may do while the ring's owner and the kernel store them.
+unsafe impl Send for Level {}
+// SAFETY: as for `Send`: loads only.
+unsafe impl Sync for Level {}
+
+impl Level {
+    /// Entries produced and not yet released by the consumer.
+    pub fn get(&self) -> u32 {
+        // SAFETY: both indices lie inside the live mapping, 4-byte aligned as the kernel
+        // lays them out, and are only ever accessed atomically.
+        let (p, c) = unsafe {
+            (
+                self.producer.as_ref().load(Ordering::Acquire),
+                self.consumer.as_ref().load(Ordering::Acquire),
+            )
+        };
+        p.wrapping_sub(c).min(self.size)
+    }
+
+    /// The ring's size.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +335,26 @@ mod tests {
             r.push(a);
         }
         assert_eq!(r.free(1), 0);
+    }
+
+    #[test]
+    fn a_level_reads_what_is_published_and_not_yet_released_from_another_thread() {
+        let (mut r, cons) = ring();
+        let level = r.level();
+        assert_eq!(level.size(), 8);
+        for a in 0..5 {
+            r.push(a);
+        }
+        assert_eq!(level.get(), 0, "pushed but not published");
+        r.publish();
+        let seen = std::thread::spawn(move || level.get()).join().unwrap();
+        assert_eq!(seen, 5);
+        let level = r.level();
+        // SAFETY: the consumer index lies in the live mapping.
+        unsafe { cons.as_ref() }.store(3, Ordering::Release);
+        assert_eq!(level.get(), 2);
+        drop(r);
+        // the mapping lives on with the level
+        assert_eq!(level.get(), 2);
     }
 }

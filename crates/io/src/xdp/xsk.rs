@@ -525,6 +525,11 @@ impl Xsk {
         self.fd.as_raw_fd()
     }
 
+    /// A handle that reads how full the RX ring is, from any thread.
+    pub fn rx_level(&self) -> super::ring::Level {
+        self.rx.level()
+    }
+
     /// Entries of the RX ring.
     pub fn rx_size(&self) -> u32 {
         self.rx.size()

@@ -12,6 +12,10 @@ pub(super) struct Inner {
     pub(super) other: Option<VecDeque<(u16, Vec<u8>)>>,
     /// PFC frames received, for the transmit scheduler (the latest 64).
     pub(super) pauses: VecDeque<rocelink_wire::pfc::Repr>,
+    /// PFC, transmit side: datagrams held while their class is paused.
+    pub(super) held: Option<super::pfc::Held>,
+    /// PFC, receive side: the thread pausing the peer while the ring is full.
+    pub(super) watch: Option<super::pfc::Watch>,
     /// A frame the stack gave that the socket had no room for.
     pub(super) unsent: Option<Vec<u8>>,
     /// The last look at the ring found frames (receive coalescing).
@@ -21,6 +25,9 @@ pub(super) struct Inner {
 
 /// Datagrams a port's queue holds before dropping.
 pub(super) const PORT_QUEUE: usize = 4096;
+
+/// Held datagrams handed to the stack per look.
+const HELD_BATCH: usize = 256;
 
 impl Inner {
     /// Take frames from the socket: those for `port` appended to `batch` (while it has
@@ -66,15 +73,22 @@ impl Inner {
             ports,
             other,
             pauses,
+            held,
+            watch,
             stats,
             ..
         } = self;
         let now = Instant::now();
         let mut mine = 0;
+        let mut classes = 0u8;
+        let watching = watch.is_some();
         let n = xsk.recv_while(max, |f| {
             stats.rx_frames += 1;
             match iface.handle_frame(now, f) {
                 Some(Rx::Udp(u)) => {
+                    if watching && let Some(&tos) = u.ip_header.get(1) {
+                        classes |= 1 << (tos >> 5);
+                    }
                     let ip = (u.ip_header.len() == 20).then_some(u.ip_header);
                     let src = SocketAddr::V4(u.src);
                     if u.dst_port == port
@@ -94,6 +108,9 @@ impl Inner {
                     }
                 }
                 Some(Rx::Pause(f)) => {
+                    if let Some(h) = held.as_mut() {
+                        h.handle_pause(now, &f);
+                    }
                     if pauses.len() == 64 {
                         pauses.pop_front();
                     }
@@ -113,11 +130,38 @@ impl Inner {
             }
             true
         })?;
+        if let Some(w) = watch.as_ref()
+            && n > 0
+        {
+            w.after_batch(classes);
+        }
         if n > 0 {
             self.flowing = true;
+            self.send_held(now);
             self.transmit_stack()?;
         }
         Ok(mine)
+    }
+
+    /// Hand the stack the held datagrams whose class may send again (as many as the
+    /// socket has room for); [`Inner::transmit_stack`] sends them.
+    pub(super) fn send_held(&mut self, now: Instant) {
+        let Some(h) = self.held.as_mut() else { return };
+        for _ in 0..HELD_BATCH {
+            if !self.xsk.can_push() {
+                break;
+            }
+            let Some((to, bytes)) = h.next(now) else {
+                break;
+            };
+            // its size was checked when it was held
+            let _ = self.iface.send_udp(now, to, &bytes);
+        }
+    }
+
+    /// When a held datagram may go next.
+    pub(super) fn held_timeout(&self, now: Instant) -> Option<Instant> {
+        self.held.as_ref().and_then(|h| h.poll_timeout(now))
     }
 
     /// Send what the stack queued (its replies, frames released by ARP).

@@ -26,9 +26,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod inner;
+mod pfc;
 mod socket;
 
 use inner::Inner;
+pub use pfc::{PfcClassStats, PfcConfig};
 pub use socket::XdpSocket;
 
 /// How the port is shared with the kernel (see the module documentation).
@@ -71,6 +73,9 @@ pub struct XdpPortConfig {
     /// for at most this much added latency. Once a look finds nothing, the next wait sleeps
     /// until a frame comes, as without. Zero (the default): off.
     pub rx_coalesce: Duration,
+    /// Priority flow control: honour the peer's pauses when sending, pause the peer when
+    /// the receive ring fills (see [`PfcConfig`]). `None` (the default): off.
+    pub pfc: Option<PfcConfig>,
 }
 
 impl XdpPortConfig {
@@ -87,6 +92,7 @@ impl XdpPortConfig {
             host_ports: (rocelink_wire::ROCE_V2_PORT, rocelink_wire::ROCE_V2_PORT),
             arp: Default::default(),
             rx_coalesce: Duration::ZERO,
+            pfc: None,
         }
     }
 }
@@ -219,12 +225,18 @@ impl XdpPort {
         let iface = Interface::new(ic)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let fd = xsk.fd();
+        let watch = match &cfg.pfc {
+            Some(p) => Some(pfc::Watch::start(p, &cfg.ifname, Mac(mac), xsk.rx_level())?),
+            None => None,
+        };
         let mut inner = Inner {
             xsk,
             iface,
             ports: HashMap::new(),
             other: None,
             pauses: VecDeque::new(),
+            held: cfg.pfc.as_ref().map(pfc::Held::new),
+            watch,
             unsent: None,
             flowing: false,
             stats: XdpPortStats::default(),
@@ -328,6 +340,13 @@ impl XdpPort {
         g.pauses.drain(..).collect()
     }
 
+    /// The PFC counters per class (`None` when the port does not take part in PFC).
+    pub fn pfc_stats(&self) -> Option<[PfcClassStats; 8]> {
+        self.cfg.pfc?;
+        let g = self.lock();
+        Some(pfc::stats(g.held.as_ref(), g.watch.as_ref()))
+    }
+
     /// The stack's counters.
     pub fn iface_stats(&self) -> IfaceStats {
         self.lock().iface.stats
@@ -370,6 +389,7 @@ impl XdpPort {
     pub fn poll(&self) -> io::Result<()> {
         let mut g = self.lock();
         g.iface.handle_timeout(Instant::now());
+        g.send_held(Instant::now());
         g.transmit_stack().map(|_| ())
     }
 
@@ -381,6 +401,7 @@ impl XdpPort {
             let mut g = self.lock();
             let now = Instant::now();
             g.iface.handle_timeout(now);
+            g.send_held(now);
             g.transmit_stack()?;
             let coalesce = self.cfg.rx_coalesce;
             if !coalesce.is_zero() && std::mem::take(&mut g.flowing) {
@@ -389,7 +410,11 @@ impl XdpPort {
                 std::thread::sleep(timeout.map_or(coalesce, |t| t.min(coalesce)));
                 return Ok(true);
             }
-            match (g.iface.poll_timeout(), timeout) {
+            let next = match (g.iface.poll_timeout(), g.held_timeout(now)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            match (next, timeout) {
                 (Some(t), Some(d)) => Some(d.min(t.saturating_duration_since(now))),
                 (Some(t), None) => Some(t.saturating_duration_since(now)),
                 (None, d) => d,

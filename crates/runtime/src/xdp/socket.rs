@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The largest UDP payload an IPv4 datagram carries.
+const MAX_UDP_PAYLOAD: usize = 65_535 - 20 - 8;
+
 /// A UDP port of an [`XdpPort`]: a [`Backend`].
 #[derive(Debug, Clone)]
 pub struct XdpSocket {
@@ -110,6 +113,12 @@ impl Backend for XdpSocket {
     fn send(&self, out: &[Outgoing<'_>]) -> io::Result<usize> {
         let mut g = self.port.lock();
         let now = Instant::now();
+        if g.held.is_some() {
+            // a pause must stop what follows it: look for one first (and let go what
+            // a pause that ran out held)
+            g.receive(0, None)?;
+            g.send_held(now);
+        }
         if g.unsent.is_some() && !g.transmit_stack()? {
             return Ok(0);
         }
@@ -130,6 +139,20 @@ impl Backend for XdpSocket {
                 dscp,
                 pcp: dscp >> 3,
             };
+            if let Some(h) = g.held.as_mut() {
+                let class = super::pfc::Held::class(&to);
+                if h.must_hold(class, now) {
+                    if o.len() > MAX_UDP_PAYLOAD {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("a {}-byte datagram does not fit IPv4", o.len()),
+                        ));
+                    }
+                    h.hold(class, to, o.parts.concat());
+                    sent += 1;
+                    continue;
+                }
+            }
             let Inner { xsk, iface, .. } = &mut *g;
             let hop = iface.next_hop(*dst.ip());
             if self.port.cfg.role == XdpRole::Host
@@ -183,6 +206,7 @@ impl Backend for XdpSocket {
 
     fn wait_writable(&self, timeout: Option<Duration>) -> io::Result<bool> {
         let mut g = self.port.lock();
+        g.send_held(Instant::now());
         if g.unsent.is_some() {
             g.transmit_stack()?;
         }
