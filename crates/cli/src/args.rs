@@ -211,3 +211,24 @@ mod tests {
         assert!(u64_num("0x1_0000_0000_0000_0000").is_err());
     }
 }
+
+/// `--pfc` and the link rate its quanta are counted at, for a role with `--xdp`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct PfcArgs {
+    /// Priority flow control (802.1Qbb) on the --xdp port: honour the peer's pauses when
+    /// sending (a paused class's packets wait, bounded, until it may go) and pause the
+    /// peer's arriving classes when a receive ring is half full, resuming at a quarter.
+    #[arg(long, requires = "xdp")]
+    pub(crate) pfc: bool,
+    /// The link's rate in Gbit/s, for --pfc: one pause quantum is 512 bit times at it.
+    #[arg(long, default_value = "10", requires = "pfc", value_parser = rate)]
+    pub(crate) link_gbps: f64,
+}
+
+impl PfcArgs {
+    /// The port's PFC setting (`None` without --pfc).
+    pub(crate) fn config(&self) -> Option<rocelink_runtime::xdp::PfcConfig> {
+        self.pfc
+            .then(|| rocelink_runtime::xdp::PfcConfig::new(self.link_gbps))
+    }
+}

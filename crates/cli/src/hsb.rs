@@ -560,14 +560,8 @@ pub(crate) struct RxTuning {
     /// AF_XDP: copy (any driver), zero-copy (the driver must have it) or auto.
     #[arg(long, default_value = "auto", requires = "xdp", value_parser = ["auto", "copy", "zero-copy"])]
     xdp_mode: String,
-    /// Priority flow control (802.1Qbb) on the --xdp port: when a receive ring passes
-    /// half full, pause the classes arriving until it drains to a quarter, so the device
-    /// holds its packets instead of this host dropping them.
-    #[arg(long, requires = "xdp")]
-    pfc: bool,
-    /// The link's rate in Gbit/s, for --pfc: one pause quantum is 512 bit times at it.
-    #[arg(long, default_value = "10", requires = "pfc", value_parser = args::rate)]
-    link_gbps: f64,
+    #[command(flatten)]
+    pfc: args::PfcArgs,
 }
 
 impl RxTuning {
@@ -618,9 +612,7 @@ impl RxTuning {
             ifname: ifname.clone(),
             queues: self.xdp_queue.clone(),
             mode: self.xdp_mode(),
-            pfc: self
-                .pfc
-                .then(|| rocelink_runtime::xdp::PfcConfig::new(self.link_gbps)),
+            pfc: self.pfc.config(),
         };
         Ok((tuning, Some(xdp)))
     }

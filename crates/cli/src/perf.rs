@@ -116,6 +116,8 @@ pub(crate) struct Args {
     /// exchange, ARP); every ICRC is checked over the IPv4 header as received.
     #[arg(long, value_name = "IFACE")]
     xdp: Option<String>,
+    #[command(flatten)]
+    pfc: crate::args::PfcArgs,
     /// Seconds to wait for the peer at each exchange step.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
@@ -294,6 +296,7 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         && !a.json
     {
         eprintln!("rocelink perf: {}", crate::sinks::xdp_summary(x));
+        crate::sinks::pfc_lines("perf", x);
     }
     if a.json || a.counters {
         counters.print(a.json, false);
@@ -320,7 +323,7 @@ fn session_config(a: &Args, cfg: &PerfConfig) -> Result<PerfSessionConfig> {
         test: cfg.clone(),
         peer,
         bind: a.bind,
-        backend: BackendChoice::xdp_or_socket(a.xdp.as_deref()),
+        backend: BackendChoice::xdp_or_socket(a.xdp.as_deref()).with_pfc(a.pfc.config()),
         link_mtu: a.mtu.is_none(),
     })
 }

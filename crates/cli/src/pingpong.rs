@@ -72,6 +72,8 @@ pub(crate) struct Args {
     /// ARP); every ICRC is checked over the IPv4 header as received.
     #[arg(long, value_name = "IFACE")]
     xdp: Option<String>,
+    #[command(flatten)]
+    pfc: crate::args::PfcArgs,
     /// UC/UD: seconds without an answer before an exchange counts as lost (server: before
     /// it stops waiting).
     #[arg(long, default_value = "1", value_parser = crate::args::secs)]
@@ -195,7 +197,7 @@ fn session_config(args: &Args, pingpong: PingpongConfig) -> Result<PingpongSessi
         side,
         bind: args.bind,
         roce_port: args.roce_port,
-        backend: BackendChoice::xdp_or_socket(args.xdp.as_deref()),
+        backend: BackendChoice::xdp_or_socket(args.xdp.as_deref()).with_pfc(args.pfc.config()),
         pcap: args.pcap.clone(),
     })
 }
@@ -228,5 +230,6 @@ fn report(r: &rocelink_perftest::pingpong::PingpongReport, xdp: Option<&XdpPort>
     );
     if let Some(x) = xdp {
         println!("rocelink: {}", crate::sinks::xdp_summary(x));
+        crate::sinks::pfc_lines("pingpong", x);
     }
 }

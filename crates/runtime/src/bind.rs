@@ -60,6 +60,9 @@ pub enum BackendChoice {
     Xdp {
         /// The interface.
         ifname: String,
+        /// Priority flow control on the port (`None`: off).
+        #[serde(default)]
+        pfc: Option<crate::xdp::PfcConfig>,
     },
 }
 
@@ -90,8 +93,17 @@ impl BackendChoice {
         match ifname {
             Some(i) => BackendChoice::Xdp {
                 ifname: i.to_owned(),
+                pfc: None,
             },
             None => BackendChoice::Socket,
+        }
+    }
+
+    /// The same, with priority flow control `pfc` on an AF_XDP port (a socket has none).
+    pub fn with_pfc(self, pfc: Option<crate::xdp::PfcConfig>) -> BackendChoice {
+        match self {
+            BackendChoice::Xdp { ifname, .. } => BackendChoice::Xdp { ifname, pfc },
+            other => other,
         }
     }
 
@@ -110,7 +122,7 @@ impl BackendChoice {
                     notes,
                 })
             }
-            BackendChoice::Xdp { ifname } => {
+            BackendChoice::Xdp { ifname, pfc } => {
                 use crate::xdp::{XdpPort, XdpPortConfig, XdpRole};
                 let IpAddr::V4(v4) = ip else {
                     return Err(io::Error::new(
@@ -120,6 +132,7 @@ impl BackendChoice {
                 };
                 let mut x = XdpPortConfig::new(ifname, v4, XdpRole::Host);
                 x.host_ports = (port, port);
+                x.pfc = *pfc;
                 let named =
                     |e: io::Error| io::Error::new(e.kind(), format!("AF_XDP on {ifname}: {e}"));
                 let xdp = XdpPort::open(&x).map_err(named)?;

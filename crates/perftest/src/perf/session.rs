@@ -244,6 +244,7 @@ mod tests {
         let mut cfg = PerfSessionConfig::client(test, IpAddr::V4(Ipv4Addr::LOCALHOST));
         cfg.backend = BackendChoice::Xdp {
             ifname: "veth0".into(),
+            pfc: Some(rocelink_runtime::xdp::PfcConfig::new(25.0)),
         };
         let v = serde_json::to_value(&cfg).unwrap();
         let back: PerfSessionConfig = serde_json::from_value(v.clone()).unwrap();
