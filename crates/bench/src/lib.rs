@@ -442,7 +442,6 @@ fn rocelink_rx(
     stop: &AtomicBool,
 ) -> io::Result<RxOut> {
     let port = if xdp { rocelink_wire::ROCE_V2_PORT } else { 0 };
-    let mut xdp_port = None;
     let mut rc = ReceiverConfig::new(
         SocketAddr::new(IpAddr::V4(cfg.host), port),
         cfg.device,
@@ -452,7 +451,7 @@ fn rocelink_rx(
         let Some(v) = &cfg.veth else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "the xdp receiver runs over a veth link (--backend xdp)",
+                "the xdp receiver runs over a veth link (the xdp backend)",
             ));
         };
         let mut xc = rocelink_runtime::xdp::XdpPortConfig::new(
@@ -462,7 +461,6 @@ fn rocelink_rx(
         );
         xc.rx_coalesce = cfg.coalesce;
         rc.xdp = Some(rocelink_runtime::xdp::XdpPort::open(&xc)?);
-        xdp_port = rc.xdp.clone();
     }
     rc.pages = PAGES;
     rc.qp_rkey = Some((QP, RKEY));
@@ -479,16 +477,6 @@ fn rocelink_rx(
     let cpu0 = thread_cpu();
     while !stop.load(Ordering::Relaxed) {
         let _ = rx.next_frame(Duration::from_millis(50))?;
-    }
-    if std::env::var_os("ROCELINK_BENCH_DEBUG").is_some() {
-        eprintln!(
-            "rocelink receiver: {:?} fast {:?}",
-            rx.stats,
-            rx.fast_stats()
-        );
-        if let Some(p) = &xdp_port {
-            eprintln!("xdp port: {:?} {:?}", p.stats(), p.xsk_stats());
-        }
     }
     Ok(RxOut {
         received: rx.stats.datagrams,

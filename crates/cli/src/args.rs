@@ -116,6 +116,12 @@ pub(crate) fn record_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
         // the file rules' errors name the directory themselves
         let what = match e {
             rocelink_record::DirError::Own(_) => "--record".to_string(),
+            rocelink_record::DirError::NotEmpty(_) => {
+                format!("--record {} (--force replaces a recording)", dir.display())
+            }
+            rocelink_record::DirError::NotARecording => {
+                format!("--record {} --force", dir.display())
+            }
             _ => format!("--record {}", dir.display()),
         };
         anyhow::Error::new(e).context(what)

@@ -195,6 +195,9 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
                 .with_context(|| format!("bad --bootp-target {}", a.bootp_target))?,
         )
     };
+    if matches!(a.sensor, SensorSpec::File(_)) && a.frame_size.is_none() {
+        bail!("--sensor {}: a file replay needs --frame-size", a.sensor);
+    }
     cfg.sensor = a
         .sensor
         .source(a.frame_size)
@@ -222,6 +225,7 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     };
     cfg.allow = allow_list(a);
     cfg.dscp = a.dscp;
+    cfg.notes = rocelink_runtime::Notes::to(|n| eprintln!("rocelink emulate: {n}"));
     Ok(cfg)
 }
 

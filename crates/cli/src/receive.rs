@@ -53,6 +53,9 @@ pub(crate) fn report_recording(
     s: &rocelink_record::Summary,
     dir: &std::path::Path,
 ) -> bool {
+    if let Some(why) = &s.direct_refused {
+        eprintln!("rocelink {cmd}: {why}; writing through the page cache");
+    }
     eprintln!(
         "rocelink {cmd}: recorded {} frames ({} bytes, {}) to {}; {} dropped by the recorder{}",
         s.frames,
@@ -208,7 +211,8 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         } else {
             eprintln!("rocelink receive: {n}");
         }
-    })?;
+    })
+    .map_err(with_flag_hint)?;
     let stopper = session.stopper();
     while !session.is_finished() {
         if stop.is_set() {
@@ -437,6 +441,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     ecfg.pacing = Pacing::Fps(a.fps);
     ecfg.pcap = a.pcap.clone();
     ecfg.counters = Some(counters.board.clone());
+    ecfg.notes = rocelink_runtime::Notes::to(|n| eprintln!("rocelink demo: device: {n}"));
     // the device is bound (or the error names what is taken) before the host starts
     let emu = EmulatorSession::start(&ecfg).context("emulated device")?;
     let view = crate::view::camera(
@@ -491,7 +496,8 @@ fn demo_host(
                 a.fps,
             );
         }
-    })?;
+    })
+    .map_err(with_flag_hint)?;
     crate::stop::watch(
         stop,
         &session.stopper(),
@@ -569,4 +575,35 @@ fn free_device_ip() -> Ipv4Addr {
         .map(|k| Ipv4Addr::new(127, 0, 0, k))
         .find(|&ip| std::net::UdpSocket::bind((ip, rocelink_wire::hsb::CONTROL_PORT)).is_ok())
         .unwrap_or(Ipv4Addr::new(127, 0, 0, 2))
+}
+
+/// A host session's error with what this command's flags can do about it: another
+/// address or port for a receiver whose port is held, cameras for an emulator that has
+/// none.
+fn with_flag_hint(e: rocelink_hsb_host::session::HostError) -> anyhow::Error {
+    use rocelink_hsb::host::bring_up::BringUpError;
+    use rocelink_hsb_host::session::HostError;
+    let hint = match &e {
+        HostError::Receiver { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse => {
+            Some("--bind or --port choose another address or port")
+        }
+        HostError::BringUp { source, .. }
+            if matches!(
+                **source,
+                BringUpError::Configure {
+                    no_camera: true,
+                    ..
+                }
+            ) =>
+        {
+            Some("an emulator needs `rocelink emulate --cameras N`")
+        }
+        _ => None,
+    };
+    let e = anyhow::Error::new(e);
+    match hint {
+        // the hint last, after what went wrong
+        Some(h) => anyhow::anyhow!("{e:#} ({h})"),
+        None => e,
+    }
 }

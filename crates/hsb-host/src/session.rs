@@ -298,6 +298,14 @@ pub enum Note {
         /// Where it receives.
         local: SocketAddr,
     },
+    /// What a virtual port's socket setup noticed (a buffer capped below what was asked,
+    /// with the setting that raises it).
+    Socket {
+        /// The virtual port.
+        vp: u32,
+        /// What was noticed.
+        note: String,
+    },
     /// PTP reported synchronised.
     PtpSynchronised,
     /// A camera is streaming.
@@ -325,6 +333,7 @@ impl fmt::Display for Note {
                 "HSB IP {:#06x}; vp {vp} QP {qpn:#x} R_Key {rkey:#x} at {local}",
                 version & 0xFFFF
             ),
+            Note::Socket { vp, note } => write!(f, "note: vp {vp}: {note}"),
             Note::PtpSynchronised => write!(f, "PTP synchronised"),
             Note::Camera {
                 index,
@@ -553,6 +562,12 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
             let vp = cfg.vps[i];
             let mut rx = Receiver::new(cfg.receiver(i, xdp.get(i).cloned()))
                 .map_err(|source| HostError::Receiver { vp, source })?;
+            for note in rx.notes() {
+                notes(&Note::Socket {
+                    vp,
+                    note: note.clone(),
+                });
+            }
             if let Some(b) = &board {
                 match cfg.several() {
                     true => rx.publish_as(b.clone(), &format!("vp{vp}")),

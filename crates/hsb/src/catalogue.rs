@@ -188,15 +188,15 @@ impl SensorSpec {
             },
             SensorSpec::Coe { .. } => {
                 return Err(SensorError(format!(
-                    "{self} is a receive/record geometry; emulate it with file:PATH and --frame-size"
+                    "{self} is a receive/record geometry; emulate it as a file replay of its frame size"
                 )));
             }
             SensorSpec::File(path) => {
                 let size = frame_size
-                    .ok_or_else(|| SensorError("file replay needs --frame-size".into()))?;
+                    .ok_or_else(|| SensorError("file replay needs a frame size".into()))?;
                 if size == 0 || size > MAX_FRAME {
                     return Err(SensorError(format!(
-                        "--frame-size {size}: must be from 1 to {MAX_FRAME} bytes"
+                        "frame size {size}: must be from 1 to {MAX_FRAME} bytes"
                     )));
                 }
                 Sensor::replay(path, size)

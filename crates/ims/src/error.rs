@@ -196,7 +196,7 @@ pub enum Error {
     },
     /// The buffer unit refused this worker: it holds as many as it takes.
     #[error(
-        "the buffer unit at {server} refused another {what}: it is full (try again later, or raise its --max-workers)"
+        "the buffer unit at {server} refused another {what}: it is full (try again later, or raise its worker limit)"
     )]
     Full {
         /// The buffer unit.

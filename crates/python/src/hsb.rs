@@ -37,7 +37,12 @@ fn sensor_spec(s: &str) -> PyResult<SensorSpec> {
 pub(crate) struct Emulator {
     session: Mutex<Option<EmulatorSession>>,
     control: SocketAddr,
+    /// The device's notes (the latest [`NOTES_KEPT`]).
+    notes: std::sync::Arc<Mutex<std::collections::VecDeque<String>>>,
 }
+
+/// Notes an emulator keeps for `stop()`'s dict.
+const NOTES_KEPT: usize = 64;
 
 #[pymethods]
 impl Emulator {
@@ -62,12 +67,23 @@ impl Emulator {
             .source(frame_size)
             .map_err(|e| config(format!("sensor: {e}")))?;
         cfg.pacing = Pacing::Fps(fps);
+        let notes = std::sync::Arc::new(Mutex::new(std::collections::VecDeque::new()));
+        let kept = notes.clone();
+        cfg.notes = rocelink_runtime::Notes::to(move |n| {
+            if let Ok(mut q) = kept.lock() {
+                if q.len() == NOTES_KEPT {
+                    q.pop_front();
+                }
+                q.push_back(n.to_owned());
+            }
+        });
         let session = py
             .detach(|| EmulatorSession::start(&cfg))
             .map_err(|e| errors::net(&e))?;
         Ok(Emulator {
             control: session.control_addr(),
             session: Mutex::new(Some(session)),
+            notes,
         })
     }
 
@@ -88,6 +104,12 @@ impl Emulator {
         d.set_item("packets", st.packets)?;
         d.set_item("bytes", st.bytes)?;
         d.set_item("ecb_requests", st.ecb_requests)?;
+        let notes: Vec<String> = self
+            .notes
+            .lock()
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default();
+        d.set_item("notes", notes)?;
         Ok(Some(d))
     }
 

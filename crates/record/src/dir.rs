@@ -14,11 +14,11 @@ pub enum DirError {
     Own(io::Error),
     /// It holds files and replacing was not asked for.
     #[error(
-        "the directory is not empty ({0} entries); choose another, or --force to replace the recording in it"
+        "the directory is not empty ({0} entries); choose another, or ask to replace the recording in it"
     )]
     NotEmpty(usize),
     /// Replacing was asked for, but it holds something other than a recording.
-    #[error("--force replaces only a recording, and this directory holds other files")]
+    #[error("only a recording is replaced, and this directory holds other files")]
     NotARecording,
     /// An earlier recording's file could not be removed.
     #[error("cannot remove {path}")]

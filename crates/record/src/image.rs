@@ -11,7 +11,7 @@ use rocelink_wire::pixel::{unpack_coe_raw10, unpack_coe_raw12, unpack_raw10, unp
 pub enum ImageError {
     /// The recording's layout is not an image layout.
     #[error(
-        "recording layout is {0:?}, not an image (record with --sensor imx274-… or coe-raw10:WxH)"
+        "recording layout is {0:?}, not an image (record with an image sensor's layout: imx274-… or coe-raw10:WxH)"
     )]
     NotAnImage(String),
     /// The frame holds fewer bytes than its geometry needs.

@@ -105,6 +105,9 @@ pub struct Summary {
     pub dropped: u64,
     /// Whether `O_DIRECT` was used.
     pub direct: bool,
+    /// Why `O_DIRECT`, asked for, was refused (the file system's answer): the data went
+    /// through the page cache.
+    pub direct_refused: Option<String>,
     /// Why it stopped early, if it did (limit reached, disk full, I/O error).
     pub stopped: Option<String>,
 }
@@ -241,7 +244,7 @@ impl Recorder {
     /// Let the writer drain the queue and close the files.
     pub fn finish(mut self) -> io::Result<Summary> {
         self.close();
-        let (direct, stopped) = match self.writer.take().map(|h| h.join()) {
+        let done = match self.writer.take().map(|h| h.join()) {
             Some(Ok(r)) => r?,
             _ => return Err(io::Error::other("recorder thread panicked")),
         };
@@ -249,8 +252,9 @@ impl Recorder {
             frames: self.shared.written.load(Ordering::Relaxed),
             bytes: self.shared.bytes.load(Ordering::Relaxed),
             dropped: self.shared.dropped.load(Ordering::Relaxed),
-            direct,
-            stopped,
+            direct: done.direct,
+            direct_refused: done.direct_refused,
+            stopped: done.stopped,
         })
     }
 }

@@ -29,13 +29,25 @@ pub(crate) enum Msg {
     Close,
 }
 
-/// What the coordinator returns: whether O_DIRECT was used, and why it stopped early.
-pub(crate) type WriterResult = io::Result<(bool, Option<String>)>;
+/// What the coordinator returns.
+pub(crate) struct Finished {
+    /// Whether O_DIRECT was used.
+    pub(crate) direct: bool,
+    /// Why O_DIRECT, asked for, was refused (the data then went through the page cache).
+    pub(crate) direct_refused: Option<String>,
+    /// Why it stopped early.
+    pub(crate) stopped: Option<String>,
+}
+
+/// What the coordinator thread ends with.
+pub(crate) type WriterResult = io::Result<Finished>;
 
 /// Index bytes reserved at a time (2048 records).
 const INDEX_CHUNK: u64 = 256 * 1024;
 
-fn open_data(cfg: &RecordConfig) -> io::Result<(File, bool)> {
+/// `data.bin`, with O_DIRECT when asked for and allowed: (file, O_DIRECT used, why it was
+/// refused).
+fn open_data(cfg: &RecordConfig) -> io::Result<(File, bool, Option<String>)> {
     let path = cfg.dir.join("data.bin");
     let mut o = OpenOptions::new();
     // inside a directory of our own (own_dir); never through a link placed there
@@ -49,14 +61,14 @@ fn open_data(cfg: &RecordConfig) -> io::Result<(File, bool)> {
             .custom_flags(libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
         {
-            Ok(f) => return Ok((f, true)),
-            Err(e) => eprintln!(
-                "rocelink record: O_DIRECT refused on {} ({e}); writing through the page cache",
-                cfg.dir.display()
-            ),
+            Ok(f) => return Ok((f, true, None)),
+            Err(e) => {
+                let why = format!("O_DIRECT refused on {} ({e})", cfg.dir.display());
+                return Ok((o.open(&path)?, false, Some(why)));
+            }
         }
     }
-    Ok((o.open(&path)?, false))
+    Ok((o.open(&path)?, false, None))
 }
 
 fn why(e: &io::Error) -> String {
@@ -207,7 +219,7 @@ pub(crate) fn run(
     free: SyncSender<AlignedBuf>,
     shared: &Shared,
 ) -> WriterResult {
-    let (data, direct) = open_data(&cfg)?;
+    let (data, direct, direct_refused) = open_data(&cfg)?;
     let data = Arc::new(data);
     let mut index = Index {
         file: OpenOptions::new()
@@ -292,5 +304,9 @@ pub(crate) fn run(
     if let Err(e) = index.flush(&data) {
         c.stop(format!("sync error: {e}"));
     }
-    Ok((direct, c.stopped))
+    Ok(Finished {
+        direct,
+        direct_refused,
+        stopped: c.stopped,
+    })
 }

@@ -270,7 +270,7 @@ impl Hosting<'_> {
             return Err(io::Error::new(
                 io::ErrorKind::NotConnected,
                 format!(
-                    "no probe answers at {to}{}: is `rocelink probe` running there, and does it --allow this host?",
+                    "no probe answers at {to}{}: is `rocelink probe` running there, and does it allow this host?",
                     if self.refused { " (port closed)" } else { "" }
                 ),
             ));

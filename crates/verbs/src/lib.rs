@@ -23,6 +23,7 @@ pub mod channel;
 pub mod convert;
 pub mod core;
 pub mod devices;
+pub mod diag;
 pub mod nic;
 pub mod objects;
 pub mod progress;

@@ -203,13 +203,13 @@ impl Drop for Nic {
         if std::env::var_os("ROCELINK_VERBS_STATS").is_some()
             && let Ok(c) = self.lock()
         {
-            eprintln!(
-                "rocelink-verbs: {}: {:?}, {:?}, I/O errors {}",
+            crate::diag::warn(&format!(
+                "{}: {:?}, {:?}, I/O errors {}",
                 self.info.name,
                 c.work,
                 c.ep.stats(),
                 c.io_errors
-            );
+            ));
         }
         self.shared.stop.store(true, Ordering::Release);
         self.wake_thread();

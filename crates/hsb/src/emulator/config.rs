@@ -17,8 +17,9 @@ pub enum Pacing {
     Gbps(f64),
 }
 
-/// Emulator settings: plain data, but for two handles a program gives it (the counters
-/// board, an open AF_XDP port), which a serialised configuration leaves out.
+/// Emulator settings: plain data, but for three handles a program gives it (the counters
+/// board, an open AF_XDP port, where notes go), which a serialised configuration leaves
+/// out.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EmulatorConfig {
     /// The device.
@@ -78,6 +79,9 @@ pub struct EmulatorConfig {
     /// DSCP of the stream's packets (6 bits): its class selector is the PFC class on an
     /// owned port. 0: best effort, as HSB sends.
     pub dscp: u8,
+    /// Where the device's notes go (an address kept, a port it could not take).
+    #[serde(skip)]
+    pub notes: rocelink_runtime::Notes,
 }
 
 impl EmulatorConfig {
@@ -110,6 +114,7 @@ impl EmulatorConfig {
             coe_form: Default::default(),
             allow: None,
             dscp: 0,
+            notes: rocelink_runtime::Notes::default(),
         }
     }
 

@@ -80,6 +80,7 @@ impl Emulator {
             cfg.control_port,
             cfg.sensor_tx_port,
             rocelink_wire::hsb::DATA_SOURCE_PORT,
+            &cfg.notes,
         )?;
         let raw = coe::RawLink::open(cfg.xdp.as_ref(), cfg.coe_iface.as_deref())?;
         let tap = match &cfg.pcap {

@@ -226,7 +226,9 @@ impl Serving {
 
     fn move_to(&mut self, old: Ipv4Addr, ip: Ipv4Addr) {
         if self.cfg.xdp.is_some() {
-            eprintln!("rocelink emulate: keeps {old} over AF_XDP (asked for {ip})");
+            self.cfg
+                .notes
+                .say(&format!("keeps {old} over AF_XDP (asked for {ip})"));
             return;
         }
         let c = &self.cfg;
@@ -236,15 +238,16 @@ impl Serving {
             c.control_port,
             c.sensor_tx_port,
             self.data_port,
+            &c.notes,
         ) {
             Ok(s) => {
                 self.socks = s;
                 self.stats.ip_changes += 1;
                 self.vps.iter_mut().for_each(|v| *v = None);
             }
-            Err(e) => eprintln!(
-                "rocelink emulate: cannot take address {ip} ({e}); add it to the interface"
-            ),
+            Err(e) => self.cfg.notes.say(&format!(
+                "cannot take address {ip} ({e}); add it to the interface"
+            )),
         }
     }
 
@@ -343,10 +346,9 @@ impl Serving {
                 }
                 Err(e) if self.bad_port != Some(stream.src_port) => {
                     self.bad_port = Some(stream.src_port);
-                    eprintln!(
-                        "rocelink emulate: data source port stays {}: {e}",
-                        self.data_port
-                    );
+                    self.cfg
+                        .notes
+                        .say(&format!("data source port stays {}: {e}", self.data_port));
                 }
                 Err(_) => {}
             }
@@ -427,9 +429,9 @@ impl Serving {
         let Some(link) = self.raw.as_ref() else {
             if !self.coe_warned {
                 self.coe_warned = true;
-                eprintln!(
-                    "rocelink emulate: vp {vp} is set to CoE (raw Ethernet); give --xdp IFACE or --coe-iface IFACE to send it"
-                );
+                self.cfg.notes.say(&format!(
+                    "vp {vp} is set to CoE (raw Ethernet): it needs an AF_XDP port or a CoE interface to send it"
+                ));
             }
             return Ok(None);
         };

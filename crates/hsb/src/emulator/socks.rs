@@ -101,6 +101,7 @@ pub(super) fn bind(
     control_port: u16,
     stx_port: Option<u16>,
     data_port: u16,
+    notes: &rocelink_runtime::Notes,
 ) -> io::Result<Sockets> {
     if let Some(x) = xdp {
         return Ok(Sockets {
@@ -130,7 +131,7 @@ pub(super) fn bind(
             Some(Dgram::Kernel(s))
         }
         Some(Err(e)) => {
-            eprintln!("rocelink emulate: no sensor TX: {e}");
+            notes.say(&format!("no sensor TX: {e}"));
             None
         }
         None => None,

@@ -51,7 +51,7 @@ pub enum BringUpError {
     },
     /// The camera did not take its configuration.
     #[error("configuring the IMX274 camera {camera} for {sensor}{}", if *.no_camera {
-        " — the device has no camera on its I2C bus (an emulator needs `rocelink emulate --cameras N`)"
+        " — the device has no camera on its I2C bus (an emulated device needs cameras configured)"
     } else { "" })]
     Configure {
         /// Which camera.

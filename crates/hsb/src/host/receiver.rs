@@ -138,6 +138,8 @@ pub struct Receiver {
     posted: usize,
     /// Where the network counters go, and when next.
     publish: Option<(Board, Instant, String)>,
+    /// What the socket's setup noticed (buffers capped, …).
+    notes: Vec<String>,
     /// Counters.
     pub stats: ReceiverStats,
 }
@@ -208,6 +210,7 @@ impl Receiver {
                 ),
             ));
         }
+        let mut notes = Vec::new();
         let mut drv = match &cfg.xdp {
             Some(port) => Driver::with_backend(
                 Box::new(port.socket(cfg.local.port())) as Box<dyn Backend + Send>,
@@ -226,16 +229,14 @@ impl Receiver {
                     let holder = (e.kind() == io::ErrorKind::AddrInUse)
                         .then(|| rocelink_io::net::udp_port_holder(cfg.local))
                         .flatten()
-                        .map(|h| format!(" (held by {h}; --bind or --port choose another)"))
+                        .map(|h| format!(" (held by {h})"))
                         .unwrap_or_default();
                     io::Error::new(
                         e.kind(),
                         format!("cannot receive at {}: {e}{holder}", cfg.local),
                     )
                 })?;
-                for n in &sock.notes {
-                    eprintln!("rocelink: note: {n}");
-                }
+                notes.clone_from(&sock.notes);
                 let size = if sock.gro() { 65_536 } else { 9_216 };
                 Driver::with_backend(
                     Box::new(sock) as Box<dyn Backend + Send>,
@@ -336,6 +337,7 @@ impl Receiver {
             lender: None,
             posted: 0,
             publish: None,
+            notes,
             stats: ReceiverStats::default(),
         };
         r.replenish()?;
@@ -577,6 +579,12 @@ impl Receiver {
     pub fn publish_as(&mut self, board: Board, name: &str) {
         board.set_link(self.link(name));
         self.publish = Some((board, Instant::now() + PUBLISH_EVERY, name.to_string()));
+    }
+
+    /// What setting up the socket noticed (a receive buffer capped below what was asked,
+    /// with the sysctl that raises it), for the front end to show.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Fast-path counters (`None` when every datagram goes through the endpoint).

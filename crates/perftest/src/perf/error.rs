@@ -24,7 +24,7 @@ pub enum Setting {
     #[error("please check that DURATION > 2*MARGIN (-D and -f, as perftest)")]
     Duration,
     /// Running infinitely in a latency test.
-    #[error("--run_infinitely exists only in bw tests (as perftest)")]
+    #[error("running indefinitely exists only in bw tests (as in perftest)")]
     InfiniteNotBw,
     /// READ over UC.
     #[error("READ needs RC (perftest refuses -c UC for read tests too)")]

@@ -33,7 +33,7 @@ pub(crate) fn devices() -> &'static [Device] {
         let found = match devices::discover(std::env::var(devices::ENV).ok().as_deref()) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("rocelink-verbs: {e}");
+                crate::diag::warn(&e.to_string());
                 Vec::new()
             }
         };

@@ -76,7 +76,7 @@ pub(crate) fn create(
         }
         let mut core = d.nic.lock().map_err(|e| e.errno())?;
         if let Err(e) = d.nic.start_io(&mut core) {
-            eprintln!("rocelink-verbs: {}: {e}", d.nic.info.name);
+            crate::diag::warn(&format!("{}: {e}", d.nic.info.name));
             return Err(e.errno());
         }
         let mut qi = QpInit::new(qp_type);
