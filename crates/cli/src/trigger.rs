@@ -4,6 +4,8 @@
 use crate::args;
 use crate::stop::StopFlag;
 use anyhow::{Context, Result};
+// the `p` quantile of sorted round trips (NaN when empty; printed as "-")
+use rocelink_ultrasound::session::round_trip::quantile as pct;
 use rocelink_ultrasound::session::round_trip::{RoundTrip, RoundTripConfig, Row};
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -48,13 +50,6 @@ pub(crate) struct TriggerArgs {
     /// One JSON object per size.
     #[arg(long)]
     json: bool,
-}
-
-/// The `p` quantile of sorted `v` (NaN when empty; printed as "-").
-fn pct(v: &[f64], p: f64) -> f64 {
-    v.get(((v.len() as f64 - 1.0) * p).round() as usize)
-        .copied()
-        .unwrap_or(f64::NAN)
 }
 
 pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {

@@ -69,16 +69,20 @@ pub struct Row {
 impl Row {
     /// The `p` quantile of the round trips in µs (NaN when there are none).
     pub fn quantile(&self, p: f64) -> f64 {
-        let v = &self.rtt_us;
-        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
-            .copied()
-            .unwrap_or(f64::NAN)
+        quantile(&self.rtt_us, p)
     }
 
     /// The shot's bits over the median round trip, Gbit/s.
     pub fn gbps_at_median(&self) -> f64 {
         self.geometry.bytes() as f64 * 8.0 / (self.quantile(0.5) * 1e3)
     }
+}
+
+/// The `p` quantile (0 to 1) of sorted `v`: the nearest rank; NaN when `v` is empty.
+pub fn quantile(v: &[f64], p: f64) -> f64 {
+    v.get(((v.len() as f64 - 1.0) * p.clamp(0.0, 1.0)).round() as usize)
+        .copied()
+        .unwrap_or(f64::NAN)
 }
 
 /// A running measurement.
