@@ -446,40 +446,7 @@ impl Host {
         wc: &WorkCompletion,
         w: &Posted,
     ) -> Option<u64> {
-        if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
-            self.stats.recv_errors += 1;
-            return None;
-        }
-        let g = self.cfg.geometry;
-        if let Some((ip, qpn)) = self.source {
-            let from_probe =
-                wc.src.is_some_and(|s| s.ip() == ip) && qpn.is_none_or(|q| q == wc.src_qp);
-            if !from_probe {
-                self.stats.stray += 1;
-                return None;
-            }
-        }
-        let Some(v) = wc.imm else {
-            self.stats.malformed += 1;
-            return None;
-        };
-        let (low, index) = imm::decode(v);
-        let shot = imm::extend(low, self.max_seen.unwrap_or(self.next_report));
-        let len = (wc.byte_len as usize).saturating_sub(grh::SLOT_LEN);
-        if index >= self.messages || len != g.message_range(index).len() {
-            self.stats.malformed += 1;
-            return None;
-        }
-        if shot < self.next_report {
-            self.stats.late += 1;
-            return None;
-        }
-        if shot - self.next_report > self.cfg.ahead {
-            self.stats.stray += 1;
-            let (newest, count) = self.beyond.unwrap_or((shot, 0));
-            self.beyond = Some((newest.max(shot), count + 1));
-            return None;
-        }
+        let (shot, index, len) = self.admit(wc)?;
         let pos = self.pos(shot, index);
         let messages = self.messages;
         let t = self
@@ -519,6 +486,47 @@ impl Host {
         self.last_arrival = Some(now);
         self.beyond = None;
         Some(pos)
+    }
+
+    /// Whether `wc` is a message of the stream: a receive from the probe, its immediate a
+    /// known message of a shot not yet reported nor too far ahead, its length the
+    /// message's. (shot, message index, bytes) when it is; counted when it is not.
+    fn admit(&mut self, wc: &WorkCompletion) -> Option<(u64, u32, usize)> {
+        if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv {
+            self.stats.recv_errors += 1;
+            return None;
+        }
+        let g = self.cfg.geometry;
+        if let Some((ip, qpn)) = self.source {
+            let from_probe =
+                wc.src.is_some_and(|s| s.ip() == ip) && qpn.is_none_or(|q| q == wc.src_qp);
+            if !from_probe {
+                self.stats.stray += 1;
+                return None;
+            }
+        }
+        let Some(v) = wc.imm else {
+            self.stats.malformed += 1;
+            return None;
+        };
+        let (low, index) = imm::decode(v);
+        let shot = imm::extend(low, self.max_seen.unwrap_or(self.next_report));
+        let len = (wc.byte_len as usize).saturating_sub(grh::SLOT_LEN);
+        if index >= self.messages || len != g.message_range(index).len() {
+            self.stats.malformed += 1;
+            return None;
+        }
+        if shot < self.next_report {
+            self.stats.late += 1;
+            return None;
+        }
+        if shot - self.next_report > self.cfg.ahead {
+            self.stats.stray += 1;
+            let (newest, count) = self.beyond.unwrap_or((shot, 0));
+            self.beyond = Some((newest.max(shot), count + 1));
+            return None;
+        }
+        Some((shot, index, len))
     }
 
     fn release(&mut self, w: &Posted) {

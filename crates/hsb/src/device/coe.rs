@@ -146,6 +146,13 @@ impl CoePacketizer {
             rest = &rest[take..];
         }
         let flags = end?;
+        Some(self.close_window(flags, now, out))
+    }
+
+    /// Close the window: its metadata (closing the last data packet, or a packet of its
+    /// own), its summary, and the counts reset for the next.
+    fn close_window(&mut self, flags: u32, now: Ptp, out: &mut Vec<Vec<u8>>) -> WindowSummary {
+        let p = self.s.payload.max(1);
         let data_end = self.offset + self.staged.len() as u64;
         let md_at = self
             .metadata_offset()
@@ -206,7 +213,7 @@ impl CoePacketizer {
         self.offset = 0;
         self.line_offset = 0;
         self.packets = 0;
-        Some(summary)
+        summary
     }
 }
 

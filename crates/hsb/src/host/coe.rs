@@ -177,8 +177,34 @@ impl CoeAssembler {
         acc.packets += 1;
         acc.numbers_agree &= h.frame_number == acc.number;
         let payload = view.payload();
-        let va = u64::from(acc.page) * self.page_size as u64 + u64::from(h.offset);
-        let in_page = u64::from(h.offset) + payload.len() as u64 <= self.page_size as u64;
+        let placed = self.place(&mut acc, h.offset, payload);
+        if h.flags & coe::FRAME_END == 0 {
+            if placed {
+                acc.bytes += payload.len() as u64;
+            }
+            self.cur = Some(acc);
+            return;
+        }
+        let Some(md) = frame_metadata(payload, self.endian) else {
+            self.coe.runts += 1;
+            self.stats.refused += 1;
+            acc.refused += 1;
+            self.cur = Some(acc);
+            return;
+        };
+        if placed {
+            // the data in this packet: what lies below the bytes written
+            let data = md.bytes_written.saturating_sub(u64::from(h.offset));
+            acc.bytes += data.min(payload.len() as u64);
+        }
+        self.finished(acc, Some(&md));
+    }
+
+    /// Place a packet's `payload` at `offset` of the frame's page; false (counted) when
+    /// it would not lie inside the page and the registered region.
+    fn place(&mut self, acc: &mut Acc, offset: u32, payload: &[u8]) -> bool {
+        let va = u64::from(acc.page) * self.page_size as u64 + u64::from(offset);
+        let in_page = u64::from(offset) + payload.len() as u64 <= self.page_size as u64;
         let placed = in_page
             && match self.mrs.get_mut(self.key) {
                 Ok(r) => match r.slice_mut(va, payload.len() as u64, Access::REMOTE_WRITE) {
@@ -195,37 +221,7 @@ impl CoeAssembler {
             self.stats.refused += 1;
             acc.refused += 1;
         }
-        if h.flags & coe::FRAME_END == 0 {
-            if placed {
-                acc.bytes += payload.len() as u64;
-            }
-            self.cur = Some(acc);
-            return;
-        }
-        let md = match payload.len() {
-            coe::SHORT_METADATA_LEN => {
-                let mut rec = [0u8; metadata::RECORD_LEN];
-                rec[..coe::SHORT_METADATA_LEN].copy_from_slice(payload);
-                Metadata::parse(&rec, self.endian).ok()
-            }
-            n if n >= metadata::RECORD_LEN => {
-                Metadata::parse(&payload[n - metadata::RECORD_LEN..], self.endian).ok()
-            }
-            _ => None,
-        };
-        let Some(md) = md else {
-            self.coe.runts += 1;
-            self.stats.refused += 1;
-            acc.refused += 1;
-            self.cur = Some(acc);
-            return;
-        };
-        if placed {
-            // the data in this packet: what lies below the bytes written
-            let data = md.bytes_written.saturating_sub(u64::from(h.offset));
-            acc.bytes += data.min(payload.len() as u64);
-        }
-        self.finished(acc, Some(&md));
+        placed
     }
 
     /// Report a frame whose end never came: damaged.
@@ -283,6 +279,22 @@ impl CoeAssembler {
         s.dropped_packets += f.dropped_packets;
         s.bytes += f.bytes;
         self.ready.push_back(f);
+    }
+}
+
+/// The metadata a frame's last packet carries: a short record of its own, or the whole
+/// record closing the packet.
+fn frame_metadata(payload: &[u8], endian: Endian) -> Option<Metadata> {
+    match payload.len() {
+        coe::SHORT_METADATA_LEN => {
+            let mut rec = [0u8; metadata::RECORD_LEN];
+            rec[..coe::SHORT_METADATA_LEN].copy_from_slice(payload);
+            Metadata::parse(&rec, endian).ok()
+        }
+        n if n >= metadata::RECORD_LEN => {
+            Metadata::parse(&payload[n - metadata::RECORD_LEN..], endian).ok()
+        }
+        _ => None,
     }
 }
 

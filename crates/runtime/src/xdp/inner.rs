@@ -26,6 +26,25 @@ pub(super) struct Inner {
 /// Datagrams a port's queue holds before dropping.
 pub(super) const PORT_QUEUE: usize = 4096;
 
+/// Queue a datagram (sender, IPv4 header, payload) for the socket of `port`, or count why
+/// not: nobody opened the port, or its queue is full.
+fn queue_for_port(
+    ports: &mut HashMap<u16, VecDeque<Queued>>,
+    stats: &mut XdpPortStats,
+    port: u16,
+    (src, ip, payload): (SocketAddr, Option<&[u8]>, &[u8]),
+) {
+    match ports.get_mut(&port) {
+        Some(q) if q.len() < PORT_QUEUE => q.push_back((
+            src,
+            ip.and_then(|h| <[u8; 20]>::try_from(h).ok()),
+            payload.to_vec(),
+        )),
+        Some(_) => stats.queue_full += 1,
+        None => stats.no_port += 1,
+    }
+}
+
 /// Held datagrams handed to the stack per look.
 const HELD_BATCH: usize = 256;
 
@@ -97,15 +116,7 @@ impl Inner {
                         mine += 1;
                         return take(src, ip, u.payload);
                     }
-                    match ports.get_mut(&u.dst_port) {
-                        Some(q) if q.len() < PORT_QUEUE => q.push_back((
-                            src,
-                            ip.and_then(|h| <[u8; 20]>::try_from(h).ok()),
-                            u.payload.to_vec(),
-                        )),
-                        Some(_) => stats.queue_full += 1,
-                        None => stats.no_port += 1,
-                    }
+                    queue_for_port(ports, stats, u.dst_port, (src, ip, u.payload));
                 }
                 Some(Rx::Pause(f)) => {
                     if let Some(h) = held.as_mut() {

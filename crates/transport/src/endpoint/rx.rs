@@ -344,33 +344,10 @@ impl Endpoint {
             stats,
             ..
         } = self;
-        let Some(q) = qps.get_mut(&ib.bth.dest_qp) else {
-            stats.unknown_qp += 1;
+        let Some(q) = qp_for(qps, stats, d.src, ib) else {
             return;
         };
-        if !pkey_match(ib.bth.pkey, q.pkey) {
-            stats.pkey_errors += 1;
-            return;
-        }
         let src = d.src;
-        if q.qp_type != QpType::Ud && !q.is_peer(src) {
-            if q.remote.is_some_and(|r| r.ip() == src.ip()) {
-                q.stats.foreign_port += 1; // the peer's address, another port
-            } else {
-                stats.unknown_qp += 1; // not this QP's peer
-            }
-            return;
-        }
-        q.stats.rx_packets += 1;
-        let want = match q.qp_type {
-            QpType::Rc => Transport::Rc,
-            QpType::Uc => Transport::Uc,
-            QpType::Ud => Transport::Ud,
-        };
-        if ib.bth.opcode.transport() != want {
-            q.stats.drops += 1;
-            return;
-        }
         let op = ib.bth.opcode;
         let in_sequence = q.in_sequence(ib);
         if q.qp_type != QpType::Ud && in_sequence {
@@ -482,6 +459,44 @@ pub(super) fn check_icrc(
 /// Linux rxe `pkey_match`: low 15 bits equal and non-zero, one of them a full member.
 pub(super) fn pkey_match(a: u16, b: u16) -> bool {
     (a & 0x7FFF) == (b & 0x7FFF) && (a & 0x7FFF) != 0 && (a | b) & 0x8000 != 0
+}
+
+/// The QP a checked packet from `src` is for, when it may take it: the QP exists, the
+/// P_Key matches, the sender is its peer (any sender for UD), the opcode is of its
+/// transport. Counted where not.
+fn qp_for<'q>(
+    qps: &'q mut crate::keymap::KeyMap<crate::qp::Qp>,
+    stats: &mut crate::stats::EndpointStats,
+    src: SocketAddr,
+    ib: &IbRepr,
+) -> Option<&'q mut crate::qp::Qp> {
+    let Some(q) = qps.get_mut(&ib.bth.dest_qp) else {
+        stats.unknown_qp += 1;
+        return None;
+    };
+    if !pkey_match(ib.bth.pkey, q.pkey) {
+        stats.pkey_errors += 1;
+        return None;
+    }
+    if q.qp_type != QpType::Ud && !q.is_peer(src) {
+        if q.remote.is_some_and(|r| r.ip() == src.ip()) {
+            q.stats.foreign_port += 1; // the peer's address, another port
+        } else {
+            stats.unknown_qp += 1; // not this QP's peer
+        }
+        return None;
+    }
+    q.stats.rx_packets += 1;
+    let want = match q.qp_type {
+        QpType::Rc => Transport::Rc,
+        QpType::Uc => Transport::Uc,
+        QpType::Ud => Transport::Ud,
+    };
+    if ib.bth.opcode.transport() != want {
+        q.stats.drops += 1;
+        return None;
+    }
+    Some(q)
 }
 
 #[cfg(test)]
