@@ -351,36 +351,9 @@ impl Qp {
             Some(d) => d.len(),
             None => usize::try_from(wr.sg_list.total_len()).unwrap_or(usize::MAX),
         };
-        let allowed = match (self.qp_type, wr.op) {
-            (QpType::Ud, SendOp::UdSend { .. }) => true,
-            (
-                QpType::Uc,
-                SendOp::Send | SendOp::SendImm(_) | SendOp::Write { .. } | SendOp::WriteImm { .. },
-            ) => true,
-            (QpType::Rc, SendOp::UdSend { .. }) => false,
-            (QpType::Rc, _) => true,
-            _ => false,
-        };
-        if !allowed {
-            return Err(crate::QpError::UnsupportedOp);
-        }
-        if self.qp_type == QpType::Ud && len > self.mtu.bytes() {
-            return Err(crate::QpError::TooLong);
-        }
-        if len > 1 << 31 {
-            return Err(crate::QpError::TooLong);
-        }
+        self.check_op(&wr, len)?;
         if inline.is_none() {
-            let need = if is_read {
-                Access::LOCAL_WRITE
-            } else {
-                Access::NONE
-            };
-            for s in wr.sg_list.as_slice().iter().filter(|s| s.len > 0) {
-                mrs.get_in(self.pd_id, s.lkey)
-                    .and_then(|m| m.check(s.va, u64::from(s.len), need))
-                    .map_err(crate::QpError::LocalAccess)?;
-            }
+            self.check_gather(&wr, is_read, mrs)?;
         }
         let npkts = if self.qp_type == QpType::Ud || atomic {
             1
@@ -402,6 +375,52 @@ impl Qp {
             read_pkts: 0,
             done: false,
         });
+        Ok(())
+    }
+
+    /// Whether this QP's transport has `wr`'s operation, and a message of `len` bytes
+    /// fits.
+    fn check_op(&self, wr: &SendWr, len: usize) -> Result<(), crate::QpError> {
+        let allowed = match (self.qp_type, wr.op) {
+            (QpType::Ud, SendOp::UdSend { .. }) => true,
+            (
+                QpType::Uc,
+                SendOp::Send | SendOp::SendImm(_) | SendOp::Write { .. } | SendOp::WriteImm { .. },
+            ) => true,
+            (QpType::Rc, SendOp::UdSend { .. }) => false,
+            (QpType::Rc, _) => true,
+            _ => false,
+        };
+        if !allowed {
+            return Err(crate::QpError::UnsupportedOp);
+        }
+        if self.qp_type == QpType::Ud && len > self.mtu.bytes() {
+            return Err(crate::QpError::TooLong);
+        }
+        if len > 1 << 31 {
+            return Err(crate::QpError::TooLong);
+        }
+        Ok(())
+    }
+
+    /// Whether every element of `wr`'s gather list lies in a region of this QP's PD that
+    /// allows what the operation does with it (a READ or atomic writes it locally).
+    fn check_gather(
+        &self,
+        wr: &SendWr,
+        is_read: bool,
+        mrs: &MrTable,
+    ) -> Result<(), crate::QpError> {
+        let need = if is_read {
+            Access::LOCAL_WRITE
+        } else {
+            Access::NONE
+        };
+        for s in wr.sg_list.as_slice().iter().filter(|s| s.len > 0) {
+            mrs.get_in(self.pd_id, s.lkey)
+                .and_then(|m| m.check(s.va, u64::from(s.len), need))
+                .map_err(crate::QpError::LocalAccess)?;
+        }
         Ok(())
     }
 }

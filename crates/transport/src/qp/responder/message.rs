@@ -23,27 +23,7 @@ impl Qp {
             payload.len() <= mtu
         };
         if start {
-            if self.resp.msg.is_some() {
-                return Err(Refuse::Nak(NakCode::InvalidRequest));
-            }
-            if !len_ok {
-                return Err(Refuse::Nak(NakCode::InvalidRequest));
-            }
-            let Some(recv) = self.take_recv(sinks) else {
-                if self.qp_type == QpType::Uc {
-                    self.resp.uc_drop = !end;
-                }
-                return Err(Refuse::Rnr);
-            };
-            self.resp.msg = Some(InMsg {
-                write: false,
-                first_psn: ib.bth.psn,
-                offset: 0,
-                va: 0,
-                rkey: 0,
-                dma_len: 0,
-                recv: Some(recv),
-            });
+            self.begin_send(ib, end, len_ok, sinks)?;
         } else if !matches!(self.resp.msg, Some(InMsg { write: false, .. })) || !len_ok {
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
@@ -53,30 +33,7 @@ impl Qp {
         let Some(recv) = m.recv else {
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         };
-        if m.offset + payload.len() as u64 > recv.sg_list.total_len() {
-            self.resp.msg = None;
-            let wc = self.recv_failed(recv, WcStatus::LocalLengthError, 0, src);
-            sinks.cqs.push(self.recv_cq, wc);
-            return Err(Refuse::Nak(NakCode::InvalidRequest));
-        }
-        if payload.len() > 0 {
-            match place_payload(mrs, &recv.sg_list, m.offset, payload) {
-                Ok(in_place) => {
-                    if let Payload::Landed { .. } = payload {
-                        sinks.landing = Some(crate::Landing::Received { in_place });
-                    }
-                }
-                Err(_) => {
-                    self.resp.msg = None;
-                    let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, 0, src);
-                    sinks.cqs.push(self.recv_cq, wc);
-                    return Err(Refuse::Nak(NakCode::RemoteOperationalError));
-                }
-            }
-        }
-        if payload.len() == 0 && matches!(payload, Payload::Landed { .. }) {
-            sinks.landing = Some(crate::Landing::Received { in_place: true });
-        }
+        self.place_send(src, &recv, m.offset, payload, mrs, sinks)?;
         m.offset += payload.len() as u64;
         if end {
             self.resp.msg = None;
@@ -97,6 +54,76 @@ impl Qp {
         Ok(())
     }
 
+    /// A SEND message's first packet: no message may be open, its length must be the
+    /// MTU's unless it is the only one, and it takes the next posted receive (none: RNR,
+    /// and a UC message's rest is dropped).
+    fn begin_send(
+        &mut self,
+        ib: &IbRepr,
+        end: bool,
+        len_ok: bool,
+        sinks: &mut Sinks,
+    ) -> Result<(), Refuse> {
+        if self.resp.msg.is_some() || !len_ok {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let Some(recv) = self.take_recv(sinks) else {
+            if self.qp_type == QpType::Uc {
+                self.resp.uc_drop = !end;
+            }
+            return Err(Refuse::Rnr);
+        };
+        self.resp.msg = Some(InMsg {
+            write: false,
+            first_psn: ib.bth.psn,
+            offset: 0,
+            va: 0,
+            rkey: 0,
+            dma_len: 0,
+            recv: Some(recv),
+        });
+        Ok(())
+    }
+
+    /// Place a SEND packet's payload at `offset` of the receive's scatter list; a packet
+    /// past its end or outside its regions fails the receive (completed in error) and is
+    /// refused.
+    fn place_send(
+        &mut self,
+        src: SocketAddr,
+        recv: &RecvWr,
+        offset: u64,
+        payload: Payload<'_>,
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) -> Result<(), Refuse> {
+        if offset + payload.len() as u64 > recv.sg_list.total_len() {
+            self.resp.msg = None;
+            let wc = self.recv_failed(*recv, WcStatus::LocalLengthError, 0, src);
+            sinks.cqs.push(self.recv_cq, wc);
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        if payload.len() > 0 {
+            match place_payload(mrs, &recv.sg_list, offset, payload) {
+                Ok(in_place) => {
+                    if let Payload::Landed { .. } = payload {
+                        sinks.landing = Some(crate::Landing::Received { in_place });
+                    }
+                }
+                Err(_) => {
+                    self.resp.msg = None;
+                    let wc = self.recv_failed(*recv, WcStatus::LocalProtectionError, 0, src);
+                    sinks.cqs.push(self.recv_cq, wc);
+                    return Err(Refuse::Nak(NakCode::RemoteOperationalError));
+                }
+            }
+        }
+        if payload.len() == 0 && matches!(payload, Payload::Landed { .. }) {
+            sinks.landing = Some(crate::Landing::Received { in_place: true });
+        }
+        Ok(())
+    }
+
     pub(super) fn rc_uc_write(
         &mut self,
         src: SocketAddr,
@@ -106,68 +133,11 @@ impl Qp {
         sinks: &mut Sinks,
     ) -> Result<(), Refuse> {
         let op = ib.bth.opcode;
-        let mtu = self.mtu.bytes() as u64;
         let start = op.is_first() || op.is_only();
         let end = op.is_last() || op.is_only();
         let plen = payload.len() as u64;
         let mut m = if start {
-            if self.resp.msg.is_some() {
-                return Err(Refuse::Nak(NakCode::InvalidRequest));
-            }
-            let reth = ib.reth.unwrap_or_default();
-            let dma_len = u64::from(reth.dma_len);
-            let id = MsgId {
-                first_psn: ib.bth.psn,
-                va: reth.va,
-                rkey: reth.rkey,
-                len: u32::try_from(dma_len).unwrap_or(0),
-            };
-            if !self.remote_access.contains(Access::REMOTE_WRITE) {
-                self.stats.access_violations += 1;
-                self.note_refusal(id, MessageOutcome::Denied);
-                return Err(Refuse::Nak(NakCode::RemoteAccessError));
-            }
-            let mut faults = Faults::default();
-            if dma_len > 1 << 31 {
-                faults.add(MessageOutcome::FrameLength);
-            }
-            if !self.write_rules.aligned(reth.va) {
-                faults.add(MessageOutcome::Misaligned);
-            }
-            if !faults.is_empty() {
-                // refused: say everything else wrong with it too (IMS reports every cause)
-                let access = mrs
-                    .get_in(self.pd_id, reth.rkey)
-                    .and_then(|r| r.check_remote_write(reth.va, dma_len.min(1 << 31)));
-                if let Err(e) = access {
-                    faults.add(MessageOutcome::from(e));
-                }
-                let first = InMsg::first(ib, dma_len);
-                faults = self.packet_faults(faults, ib, &first, payload.len() as u64);
-                let primary = faults.iter().find(|o| {
-                    matches!(o, MessageOutcome::FrameLength | MessageOutcome::Misaligned)
-                });
-                let primary = primary.unwrap_or(MessageOutcome::Misaligned);
-                self.note_refusal_all(id, primary, faults);
-                return Err(Refuse::Nak(NakCode::InvalidRequest));
-            }
-            // a WRITE ONLY without immediate is checked once, where it is placed (the same
-            // range, after the length check as in rxe); a longer message or one that takes
-            // a RECV is checked whole here, before anything else happens
-            if dma_len > 0 && (!op.is_only() || op.has_immediate()) {
-                let ok = mrs
-                    .get_in(self.pd_id, reth.rkey)
-                    .and_then(|r| r.check_remote_write(reth.va, dma_len));
-                if let Err(e) = ok {
-                    self.count_refusal(&e);
-                    let outcome = MessageOutcome::from(e);
-                    let first = InMsg::first(ib, dma_len);
-                    let all = self.packet_faults(Faults::of(outcome), ib, &first, plen);
-                    self.note_refusal_all(id, outcome, all);
-                    return Err(Refuse::Nak(NakCode::RemoteAccessError));
-                }
-            }
-            InMsg::first(ib, dma_len)
+            self.begin_write(ib, plen, mrs)?
         } else {
             match self.resp.msg {
                 Some(m @ InMsg { write: true, .. }) => m,
@@ -177,38 +147,7 @@ impl Qp {
                 }
             }
         };
-        let rules = self.write_rules;
-        let marked = ib.bth.resv7 & rules.marks;
-        if marked != 0 {
-            // the sender says this packet or its message is bad: nothing of it is placed
-            self.resp.msg = None;
-            self.note_refusal(MsgId::from(&m), MessageOutcome::Marked(marked));
-            return Err(Refuse::Nak(NakCode::InvalidRequest));
-        }
-        let remaining = m.dma_len - m.offset;
-        let len_ok = if op.is_first() || op.is_middle() {
-            (plen == mtu || rules.variable_packets && plen <= mtu)
-                && rules.stepped(plen)
-                && remaining > plen
-        } else {
-            plen == remaining && plen <= mtu
-        };
-        if !len_ok || plen < u64::from(rules.min_packet) {
-            self.resp.msg = None;
-            let mut faults = self.packet_faults(Faults::default(), ib, &m, plen);
-            let why = faults.iter().next().unwrap_or(MessageOutcome::Length);
-            if start && op.is_only() && !op.has_immediate() && m.dma_len > 0 {
-                // its access is checked where it would be placed: say if that is wrong too
-                let access = mrs
-                    .get_in(self.pd_id, m.rkey)
-                    .and_then(|r| r.check_remote_write(m.va, m.dma_len));
-                if let Err(e) = access {
-                    faults.add(MessageOutcome::from(e));
-                }
-            }
-            self.note_refusal_all(MsgId::from(&m), why, faults);
-            return Err(Refuse::Nak(NakCode::InvalidRequest));
-        }
+        self.check_write_packet(ib, &m, start, plen, mrs)?;
         let recv = if op.has_immediate() {
             match self.take_recv(sinks) {
                 Some(r) => Some(r),
@@ -223,53 +162,7 @@ impl Qp {
         } else {
             None
         };
-        if plen > 0 {
-            // checked against the whole message at its first packet; re-checked here in case
-            // the region was deregistered in between
-            let va = m.va.wrapping_add(m.offset);
-            let placed = match payload {
-                Payload::Bytes(b) => mrs
-                    .get_mut_in(self.pd_id, m.rkey)
-                    .and_then(|r| r.write_remote(va, b))
-                    .map(|()| false),
-                Payload::Landed { lkey, offset, .. } => {
-                    mrs.place_landed(self.pd_id, m.rkey, va, plen, lkey, offset)
-                }
-            };
-            match placed {
-                Ok(in_place) => {
-                    let p = crate::Placement {
-                        psn: ib.bth.psn,
-                        rkey: m.rkey,
-                        va,
-                        len: plen as u32,
-                        crc: self.rx_payload_crc,
-                    };
-                    if let Payload::Landed { .. } = payload {
-                        // returned by `handle_landed`, not queued
-                        sinks.landing = Some(if in_place {
-                            crate::Landing::InPlace(Some(p))
-                        } else {
-                            crate::Landing::Copied(p)
-                        });
-                    } else if self.report_writes {
-                        sinks.events.push_back(Event::placed(self.qpn, p));
-                    }
-                }
-                Err(e) => {
-                    if let Some(r) = recv {
-                        self.put_back_recv(sinks, r);
-                    }
-                    self.resp.msg = None;
-                    self.count_refusal(&e);
-                    self.note_refusal(MsgId::from(&m), MessageOutcome::from(e));
-                    return Err(Refuse::Nak(NakCode::RemoteAccessError));
-                }
-            }
-        }
-        if plen == 0 && matches!(payload, Payload::Landed { .. }) {
-            sinks.landing = Some(crate::Landing::InPlace(None));
-        }
+        self.place_write(ib, &m, payload, recv, mrs, sinks)?;
         m.offset += plen;
         if end {
             self.resp.msg = None;
@@ -291,6 +184,182 @@ impl Qp {
             self.resp.msg = Some(m);
         }
         Ok(())
+    }
+
+    /// A WRITE message's first packet: no message may be open, the QP must allow remote
+    /// writes, the length and alignment must pass the write rules, and — unless it is a
+    /// WRITE ONLY without immediate, checked where it is placed — the whole target range
+    /// must lie in a region that allows it. Refused with every cause noted.
+    fn begin_write(&mut self, ib: &IbRepr, plen: u64, mrs: &MrTable) -> Result<InMsg, Refuse> {
+        let op = ib.bth.opcode;
+        if self.resp.msg.is_some() {
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let reth = ib.reth.unwrap_or_default();
+        let dma_len = u64::from(reth.dma_len);
+        let id = MsgId {
+            first_psn: ib.bth.psn,
+            va: reth.va,
+            rkey: reth.rkey,
+            len: u32::try_from(dma_len).unwrap_or(0),
+        };
+        if !self.remote_access.contains(Access::REMOTE_WRITE) {
+            self.stats.access_violations += 1;
+            self.note_refusal(id, MessageOutcome::Denied);
+            return Err(Refuse::Nak(NakCode::RemoteAccessError));
+        }
+        let mut faults = Faults::default();
+        if dma_len > 1 << 31 {
+            faults.add(MessageOutcome::FrameLength);
+        }
+        if !self.write_rules.aligned(reth.va) {
+            faults.add(MessageOutcome::Misaligned);
+        }
+        if !faults.is_empty() {
+            // refused: say everything else wrong with it too (IMS reports every cause)
+            let access = mrs
+                .get_in(self.pd_id, reth.rkey)
+                .and_then(|r| r.check_remote_write(reth.va, dma_len.min(1 << 31)));
+            if let Err(e) = access {
+                faults.add(MessageOutcome::from(e));
+            }
+            let first = InMsg::first(ib, dma_len);
+            faults = self.packet_faults(faults, ib, &first, plen);
+            let primary = faults
+                .iter()
+                .find(|o| matches!(o, MessageOutcome::FrameLength | MessageOutcome::Misaligned));
+            let primary = primary.unwrap_or(MessageOutcome::Misaligned);
+            self.note_refusal_all(id, primary, faults);
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        // a WRITE ONLY without immediate is checked once, where it is placed (the same
+        // range, after the length check as in rxe); a longer message or one that takes
+        // a RECV is checked whole here, before anything else happens
+        if dma_len > 0 && (!op.is_only() || op.has_immediate()) {
+            let ok = mrs
+                .get_in(self.pd_id, reth.rkey)
+                .and_then(|r| r.check_remote_write(reth.va, dma_len));
+            if let Err(e) = ok {
+                self.count_refusal(&e);
+                let outcome = MessageOutcome::from(e);
+                let first = InMsg::first(ib, dma_len);
+                let all = self.packet_faults(Faults::of(outcome), ib, &first, plen);
+                self.note_refusal_all(id, outcome, all);
+                return Err(Refuse::Nak(NakCode::RemoteAccessError));
+            }
+        }
+        Ok(InMsg::first(ib, dma_len))
+    }
+
+    /// A WRITE packet of message `m`: not marked bad by its sender, and its length the
+    /// MTU's (or what the rules allow) in the middle, the rest of the message at its end.
+    /// Refused, the message closed, with every cause noted.
+    fn check_write_packet(
+        &mut self,
+        ib: &IbRepr,
+        m: &InMsg,
+        start: bool,
+        plen: u64,
+        mrs: &MrTable,
+    ) -> Result<(), Refuse> {
+        let op = ib.bth.opcode;
+        let mtu = self.mtu.bytes() as u64;
+        let rules = self.write_rules;
+        let marked = ib.bth.resv7 & rules.marks;
+        if marked != 0 {
+            // the sender says this packet or its message is bad: nothing of it is placed
+            self.resp.msg = None;
+            self.note_refusal(MsgId::from(m), MessageOutcome::Marked(marked));
+            return Err(Refuse::Nak(NakCode::InvalidRequest));
+        }
+        let remaining = m.dma_len - m.offset;
+        let len_ok = if op.is_first() || op.is_middle() {
+            (plen == mtu || rules.variable_packets && plen <= mtu)
+                && rules.stepped(plen)
+                && remaining > plen
+        } else {
+            plen == remaining && plen <= mtu
+        };
+        if len_ok && plen >= u64::from(rules.min_packet) {
+            return Ok(());
+        }
+        self.resp.msg = None;
+        let mut faults = self.packet_faults(Faults::default(), ib, m, plen);
+        let why = faults.iter().next().unwrap_or(MessageOutcome::Length);
+        if start && op.is_only() && !op.has_immediate() && m.dma_len > 0 {
+            // its access is checked where it would be placed: say if that is wrong too
+            let access = mrs
+                .get_in(self.pd_id, m.rkey)
+                .and_then(|r| r.check_remote_write(m.va, m.dma_len));
+            if let Err(e) = access {
+                faults.add(MessageOutcome::from(e));
+            }
+        }
+        self.note_refusal_all(MsgId::from(m), why, faults);
+        Err(Refuse::Nak(NakCode::InvalidRequest))
+    }
+
+    /// Place a WRITE packet's payload at its offset in message `m` (the range was checked
+    /// at the message's first packet; checked again here in case the region went away in
+    /// between) and say so: the landing, or an event for a QP that reports writes. Refused,
+    /// the receive it took put back, when it does not fit.
+    fn place_write(
+        &mut self,
+        ib: &IbRepr,
+        m: &InMsg,
+        payload: Payload<'_>,
+        recv: Option<RecvWr>,
+        mrs: &mut MrTable,
+        sinks: &mut Sinks,
+    ) -> Result<(), Refuse> {
+        let plen = payload.len() as u64;
+        if plen == 0 {
+            if matches!(payload, Payload::Landed { .. }) {
+                sinks.landing = Some(crate::Landing::InPlace(None));
+            }
+            return Ok(());
+        }
+        let va = m.va.wrapping_add(m.offset);
+        let placed = match payload {
+            Payload::Bytes(b) => mrs
+                .get_mut_in(self.pd_id, m.rkey)
+                .and_then(|r| r.write_remote(va, b))
+                .map(|()| false),
+            Payload::Landed { lkey, offset, .. } => {
+                mrs.place_landed(self.pd_id, m.rkey, va, plen, lkey, offset)
+            }
+        };
+        match placed {
+            Ok(in_place) => {
+                let p = crate::Placement {
+                    psn: ib.bth.psn,
+                    rkey: m.rkey,
+                    va,
+                    len: plen as u32,
+                    crc: self.rx_payload_crc,
+                };
+                if let Payload::Landed { .. } = payload {
+                    // returned by `handle_landed`, not queued
+                    sinks.landing = Some(if in_place {
+                        crate::Landing::InPlace(Some(p))
+                    } else {
+                        crate::Landing::Copied(p)
+                    });
+                } else if self.report_writes {
+                    sinks.events.push_back(Event::placed(self.qpn, p));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(r) = recv {
+                    self.put_back_recv(sinks, r);
+                }
+                self.resp.msg = None;
+                self.count_refusal(&e);
+                self.note_refusal(MsgId::from(m), MessageOutcome::from(e));
+                Err(Refuse::Nak(NakCode::RemoteAccessError))
+            }
+        }
     }
 }
 
