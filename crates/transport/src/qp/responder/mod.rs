@@ -394,57 +394,73 @@ impl Qp {
                     self.stats.tx_packets += 1;
                     return Some((dst, build_packet(buf, &ib, &[], self.route(dst)), None));
                 }
-                Resp::Read(mut r) => {
+                Resp::Read(r) => {
                     if self.state == QpState::Error {
                         self.resp.out.pop_front();
                         continue;
                     }
-                    let mtu = self.mtu.bytes() as u64;
-                    let k = r.next;
-                    let off = u64::from(k) * mtu;
-                    let plen = (r.len - off.min(r.len)).min(mtu);
-                    let (first, last) = (k == 0, k + 1 == r.npkts);
-                    let opcode = match (first, last) {
-                        (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-                        (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-                        (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-                        (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
-                    };
-                    let ib = IbRepr {
-                        bth: BthRepr {
-                            opcode,
-                            dest_qp: self.dest_qpn,
-                            psn: psn::add(r.first_psn, k),
-                            pkey: self.pkey,
-                            pad_count: rocelink_wire::ib::pad_for(plen as usize),
-                            ..Default::default()
-                        },
-                        aeth: (first || last).then(|| AethRepr::ack(self.resp.msn)),
-                        payload_len: plen as usize,
-                        ..Default::default()
-                    };
-                    let sg = crate::wr::Sge {
-                        lkey: r.rkey,
-                        va: r.va + off,
-                        len: plen as u32,
-                    };
-                    let body = Body::of(mrs, &sg.into(), 0, plen as usize, Access::REMOTE_READ);
-                    let Ok((n, g)) = build_datagram(buf, &ib, body, gather, self.route(dst)) else {
-                        // deregistered since the request was accepted
-                        self.resp.out.pop_front();
-                        continue;
-                    };
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += plen;
-                    r.next += 1;
-                    if r.next >= r.npkts {
-                        self.resp.out.pop_front();
-                    } else if let Some(Resp::Read(x)) = self.resp.out.front_mut() {
-                        *x = r;
+                    match self.read_response(r, mrs, buf, gather, dst) {
+                        Some((n, g)) => return Some((dst, n, g)),
+                        None => continue,
                     }
-                    return Some((dst, n, g));
                 }
             }
         }
+    }
+
+    /// The next packet of READ response `r` into `buf` (the payload left in the region with
+    /// `gather`); `None`, the response dropped, when its region went away.
+    fn read_response(
+        &mut self,
+        mut r: ReadReply,
+        mrs: &MrTable,
+        buf: &mut Vec<u8>,
+        gather: bool,
+        dst: SocketAddr,
+    ) -> Option<(usize, Option<crate::Gather>)> {
+        let mtu = self.mtu.bytes() as u64;
+        let k = r.next;
+        let off = u64::from(k) * mtu;
+        let plen = (r.len - off.min(r.len)).min(mtu);
+        let (first, last) = (k == 0, k + 1 == r.npkts);
+        let opcode = match (first, last) {
+            (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+            (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+            (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+            (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+        };
+        let ib = IbRepr {
+            bth: BthRepr {
+                opcode,
+                dest_qp: self.dest_qpn,
+                psn: psn::add(r.first_psn, k),
+                pkey: self.pkey,
+                pad_count: rocelink_wire::ib::pad_for(plen as usize),
+                ..Default::default()
+            },
+            aeth: (first || last).then(|| AethRepr::ack(self.resp.msn)),
+            payload_len: plen as usize,
+            ..Default::default()
+        };
+        let sg = crate::wr::Sge {
+            lkey: r.rkey,
+            va: r.va + off,
+            len: plen as u32,
+        };
+        let body = Body::of(mrs, &sg.into(), 0, plen as usize, Access::REMOTE_READ);
+        let Ok((n, g)) = build_datagram(buf, &ib, body, gather, self.route(dst)) else {
+            // deregistered since the request was accepted
+            self.resp.out.pop_front();
+            return None;
+        };
+        self.stats.tx_packets += 1;
+        self.stats.tx_bytes += plen;
+        r.next += 1;
+        if r.next >= r.npkts {
+            self.resp.out.pop_front();
+        } else if let Some(Resp::Read(x)) = self.resp.out.front_mut() {
+            *x = r;
+        }
+        Some((n, g))
     }
 }
