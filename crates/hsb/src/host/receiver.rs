@@ -125,7 +125,7 @@ impl ReceiverConfig {
 #[derive(Debug)]
 pub struct Receiver {
     ep: Endpoint,
-    drv: Driver<Box<dyn Backend + Send>>,
+    drv: RxDriver,
     qpn: u32,
     mr: MrKeys,
     cfg: ReceiverConfig,
@@ -210,120 +210,17 @@ impl Receiver {
                 ),
             ));
         }
-        let mut notes = Vec::new();
-        let mut drv = match &cfg.xdp {
-            Some(port) => Driver::with_backend(
-                Box::new(port.socket(cfg.local.port())) as Box<dyn Backend + Send>,
-                RecvBatch::new(64, 9_216),
-            ),
-            None => {
-                let sock = UdpSocket::bind(
-                    cfg.local,
-                    &UdpConfig {
-                        recv_buffer: cfg.recv_buffer,
-                        gro: cfg.gro,
-                        ..UdpConfig::default()
-                    },
-                )
-                .map_err(|e| {
-                    let holder = (e.kind() == io::ErrorKind::AddrInUse)
-                        .then(|| rocelink_io::net::udp_port_holder(cfg.local))
-                        .flatten()
-                        .map(|h| format!(" (held by {h})"))
-                        .unwrap_or_default();
-                    io::Error::new(
-                        e.kind(),
-                        format!("cannot receive at {}: {e}{holder}", cfg.local),
-                    )
-                })?;
-                notes.clone_from(&sock.notes);
-                let size = if sock.gro() { 65_536 } else { 9_216 };
-                Driver::with_backend(
-                    Box::new(sock) as Box<dyn Backend + Send>,
-                    RecvBatch::new(64, size),
-                )
-            }
-        };
-        if let Some(p) = &cfg.pcap {
-            drv.set_tap(Tap::new(Box::new(rocelink_io::file::Output::create(p)?))?);
-        }
-        // QPN and R_Key differ every session, as with verbs: a stale or blind sender
-        // cannot hit the ring
-        let mut ecfg = EndpointConfig::new(drv.socket().local_addr()).random_keys();
-        ecfg.icrc = IcrcPolicy::Strict; // HSB devices send IP ID 0: every ICRC is exact
-        let mut ep = Endpoint::new(ecfg);
+        let (drv, notes) = open_driver(&cfg)?;
+        let (mut ep, mr, qpn, cq) = uc_endpoint(&cfg, drv.socket().local_addr(), mem)?;
         let (md_offset, page_size) = page_layout(cfg.frame_size);
-        let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
-        let cq = ep.create_cq();
-        let init = QpInit {
-            report_writes: true,
-            send_cq: cq,
-            recv_cq: cq,
-            max_recv_wr: RECVS,
-            // the device's first PSN is wherever it is: not a gap
-            learn_first_psn: true,
-            ..QpInit::new(QpType::Uc)
-        };
-        let (mr, qpn) = match cfg.qp_rkey {
-            Some((qp, rkey)) => {
-                let mr = ep
-                    .register_mr_keyed(mem, 0, access, rkey)
-                    .ok_or_else(|| io::Error::other("R_Key unusable"))?;
-                (
-                    mr,
-                    ep.create_qp_numbered(qp, init).map_err(io::Error::other)?,
-                )
-            }
-            None => (
-                ep.register_mr(mem, 0, access),
-                ep.create_qp(init).map_err(io::Error::other)?,
-            ),
-        };
-        let remote = SocketAddr::new(
-            IpAddr::V4(cfg.device_ip),
-            rocelink_wire::hsb::DATA_SOURCE_PORT,
-        );
-        ep.modify_qp(qpn, Modify::Init { qkey: 0 })
-            .map_err(io::Error::other)?;
-        ep.modify_qp(
-            qpn,
-            Modify::Rtr {
-                remote: Some(remote),
-                dest_qpn: 0,
-                rq_psn: 0,
-                // HSB sends one WRITE ONLY per packet of up to (link MTU − 74) bytes, past
-                // 4096 on jumbo links; the region bounds are what limit a write
-                mtu: Mtu::Jumbo(65_532),
-                min_rnr_timer: 0,
-            },
-        )
-        .map_err(io::Error::other)?;
-        let local = drv.socket().local_addr();
-        let gro = drv.socket().as_udp().is_some_and(|s| s.gro());
-        let udp = drv.socket().as_udp().is_some();
-        let fast = (cfg.fast_path && udp && cfg.pcap.is_none() && local.is_ipv4()).then(|| {
-            let batch = match cfg.batch {
-                0 if cfg.gro => 1,
-                0 => 64,
-                b => b,
-            };
-            let g = Geometry {
-                lkey: mr.lkey,
-                page_size: page_size as u64,
-                md_offset: md_offset as u64,
-                frame_size: cfg.frame_size as u64,
-                pages: cfg.pages,
-                md_disable: cfg.md_disable,
-            };
-            (LandingRx::new(gro, batch).adapting(), Prediction::new(g))
-        });
+        let fast = fast_path(&cfg, &drv, &mr, (page_size, md_offset));
         let holds = Arc::new(
             Holds::new(page_size as u64, cfg.pages as usize)
                 .ok_or_else(|| io::Error::other("empty ring page"))?,
         );
         ep.set_holds(mr.lkey, holds.clone())
             .map_err(io::Error::other)?;
-        let fast = fast.map(|(rx, p)| (rx, p.with_holds(holds.clone())));
+        let fast = fast.map(|(rx, g)| (rx, Prediction::new(g).with_holds(holds.clone())));
         let t = Tracker::new(cfg.tracker(), qpn, cq, mr.lkey);
         let mut r = Receiver {
             ep,
@@ -631,4 +528,135 @@ impl Receiver {
             self.ep.qp_stats(self.qpn).unwrap_or_default(),
         )
     }
+}
+/// The driver a receiver runs: over any backend.
+type RxDriver = Driver<Box<dyn Backend + Send>>;
+
+/// The receiver's driver: over its AF_XDP port, or a UDP socket bound at `cfg.local`
+/// (an error naming the address and the process holding the port), with a pcap tap when
+/// asked for; and what the socket's setup noticed.
+fn open_driver(cfg: &ReceiverConfig) -> io::Result<(RxDriver, Vec<String>)> {
+    let mut notes = Vec::new();
+    let mut drv = match &cfg.xdp {
+        Some(port) => Driver::with_backend(
+            Box::new(port.socket(cfg.local.port())) as Box<dyn Backend + Send>,
+            RecvBatch::new(64, 9_216),
+        ),
+        None => {
+            let udp = UdpConfig {
+                recv_buffer: cfg.recv_buffer,
+                gro: cfg.gro,
+                ..UdpConfig::default()
+            };
+            let sock = UdpSocket::bind(cfg.local, &udp).map_err(|e| {
+                let holder = (e.kind() == io::ErrorKind::AddrInUse)
+                    .then(|| rocelink_io::net::udp_port_holder(cfg.local))
+                    .flatten()
+                    .map(|h| format!(" (held by {h})"))
+                    .unwrap_or_default();
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot receive at {}: {e}{holder}", cfg.local),
+                )
+            })?;
+            notes.clone_from(&sock.notes);
+            let size = if sock.gro() { 65_536 } else { 9_216 };
+            Driver::with_backend(
+                Box::new(sock) as Box<dyn Backend + Send>,
+                RecvBatch::new(64, size),
+            )
+        }
+    };
+    if let Some(p) = &cfg.pcap {
+        drv.set_tap(Tap::new(Box::new(rocelink_io::file::Output::create(p)?))?);
+    }
+    Ok((drv, notes))
+}
+
+/// The endpoint at `local` with the ring registered and a UC QP ready to receive from
+/// the device: (endpoint, region keys, QP number, CQ). QPN and R_Key differ every session,
+/// as with verbs, unless the configuration fixes them: a stale or blind sender cannot hit
+/// the ring.
+fn uc_endpoint(
+    cfg: &ReceiverConfig,
+    local: SocketAddr,
+    mem: impl RegionMemory,
+) -> io::Result<(Endpoint, MrKeys, u32, rocelink_transport::CqId)> {
+    let mut ecfg = EndpointConfig::new(local).random_keys();
+    ecfg.icrc = IcrcPolicy::Strict; // HSB devices send IP ID 0: every ICRC is exact
+    let mut ep = Endpoint::new(ecfg);
+    let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+    let cq = ep.create_cq();
+    let init = QpInit {
+        report_writes: true,
+        send_cq: cq,
+        recv_cq: cq,
+        max_recv_wr: RECVS,
+        // the device's first PSN is wherever it is: not a gap
+        learn_first_psn: true,
+        ..QpInit::new(QpType::Uc)
+    };
+    let (mr, qpn) = match cfg.qp_rkey {
+        Some((qp, rkey)) => {
+            let mr = ep
+                .register_mr_keyed(mem, 0, access, rkey)
+                .ok_or_else(|| io::Error::other("R_Key unusable"))?;
+            (
+                mr,
+                ep.create_qp_numbered(qp, init).map_err(io::Error::other)?,
+            )
+        }
+        None => (
+            ep.register_mr(mem, 0, access),
+            ep.create_qp(init).map_err(io::Error::other)?,
+        ),
+    };
+    let remote = SocketAddr::new(
+        IpAddr::V4(cfg.device_ip),
+        rocelink_wire::hsb::DATA_SOURCE_PORT,
+    );
+    ep.modify_qp(qpn, Modify::Init { qkey: 0 })
+        .map_err(io::Error::other)?;
+    let rtr = Modify::Rtr {
+        remote: Some(remote),
+        dest_qpn: 0,
+        rq_psn: 0,
+        // HSB sends one WRITE ONLY per packet of up to (link MTU − 74) bytes, past 4096
+        // on jumbo links; the region bounds are what limit a write
+        mtu: Mtu::Jumbo(65_532),
+        min_rnr_timer: 0,
+    };
+    ep.modify_qp(qpn, rtr).map_err(io::Error::other)?;
+    Ok((ep, mr, qpn, cq))
+}
+
+/// The landing receive and the ring's geometry (pages of `page_size` bytes, the metadata
+/// at `md_offset` of each), where the fast path may run: asked for, over an IPv4 UDP
+/// socket, with no pcap tap.
+fn fast_path(
+    cfg: &ReceiverConfig,
+    drv: &RxDriver,
+    mr: &MrKeys,
+    (page_size, md_offset): (usize, usize),
+) -> Option<(LandingRx, Geometry)> {
+    let local = drv.socket().local_addr();
+    let gro = drv.socket().as_udp().is_some_and(|s| s.gro());
+    let udp = drv.socket().as_udp().is_some();
+    if !(cfg.fast_path && udp && cfg.pcap.is_none() && local.is_ipv4()) {
+        return None;
+    }
+    let batch = match cfg.batch {
+        0 if cfg.gro => 1,
+        0 => 64,
+        b => b,
+    };
+    let g = Geometry {
+        lkey: mr.lkey,
+        page_size: page_size as u64,
+        md_offset: md_offset as u64,
+        frame_size: cfg.frame_size as u64,
+        pages: cfg.pages,
+        md_disable: cfg.md_disable,
+    };
+    Some((LandingRx::new(gro, batch).adapting(), g))
 }

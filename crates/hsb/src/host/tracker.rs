@@ -272,83 +272,17 @@ impl Tracker {
         );
         let page = page % self.cfg.pages;
         let base = page as usize * self.page_size;
-        let (md, end_psn) = if self.cfg.md_disable {
-            (None, psn::sub1(acc.next_psn))
-        } else {
-            let rec = ep.mr(self.lkey).ok().map(|m| {
-                m.bytes()[base + self.md_offset..base + self.md_offset + metadata::RECORD_LEN]
-                    .to_vec()
-            });
-            let md = rec.and_then(|r| Metadata::parse(&r, self.cfg.layout.endian).ok());
-            (
-                md,
-                md.map_or(psn::sub1(acc.next_psn), |m| m.psn & psn::MASK),
-            )
-        };
-        // a frame end from the past (old PSN): a replay of a frame already reported, or
-        // a metadata-less one, is stale — counted, never reported; a late frame never
-        // reported is reported damaged. Neither moves the PSN, page or frame number on
-        // (a replay would otherwise look like a 16-million-packet gap).
-        let mut behind =
-            self.cfg.reject_stale && self.expect_psn.is_some_and(|e| psn::diff(end_psn, e) < 0);
+        let (md, end_psn) = self.frame_metadata(ep, base, &acc);
         let fn16_of = md.map(|m| (m.frame_number & 0xFFFF) as u16);
-        // ...unless the device restarted: its PSNs start anew (randomly, so maybe "behind")
-        // while its clock goes on. A frame stamped later than the last one reported, or
-        // (without metadata) a run of consecutive frame ends, is a new stream.
-        let restarted = match md {
-            Some(m) => (m.meta_s, m.meta_ns) > self.last_meta,
-            None => {
-                self.stale_run = if behind { self.stale_run + 1 } else { 0 };
-                self.stale_run > STALE_RUN
-            }
-        };
-        if behind && restarted {
-            behind = false;
-            self.expect_psn = None;
-            self.stale_run = 0;
-        }
-        let late = |n: u16| {
-            // never reported, and from the last RECENT frames (older ones are forgotten,
-            // so they count as replays)
-            let last = self.last_frame.map_or(n, |l| l as u16);
-            usize::from(last.wrapping_sub(n)) < RECENT && !self.recent.contains(&n)
-        };
-        if behind && !fn16_of.is_some_and(late) {
+        let Some(behind) = self.behind(md, end_psn) else {
             self.stats.stale_frames += 1;
             return page;
-        }
+        };
         if let Some(m) = md {
             self.last_meta = self.last_meta.max((m.meta_s, m.meta_ns));
         }
-        // data packets the frame should have had: from the PSN after the previous frame end
-        // (or the first one seen) up to the frame-end packet; the rest are missing. Counting
-        // packets rather than gaps keeps reordering from looking like loss.
-        let start = self.expect_psn.or(acc.first_psn).unwrap_or(end_psn);
-        let span = if behind {
-            0 // a late frame: what it lacked is unknown, and it is reported damaged
-        } else {
-            psn::diff(end_psn, start).max(0) as u64 + u64::from(self.cfg.md_disable)
-        };
-        // packets refused because their page was still lent out are not lost on the wire
-        // (a frame the reader held on to): they damage no frame that arrived whole
-        let held = ep.qp_stats(self.qpn).map_or(0, |q| q.held_refusals);
-        let held_new = held.saturating_sub(self.held_seen);
-        self.held_seen = held;
-        self.stats.held_packets += held_new;
-        let dropped = span.saturating_sub(u64::from(acc.packets) + held_new);
-        let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
-        let whole_page = acc.bytes as usize <= self.md_offset;
-        let crc = if acc.in_order || acc.bytes == 0 || dropped > 0 || !whole_page {
-            // in order: computed as the packets landed; otherwise the frame is damaged
-            // anyway and its CRC is only informative
-            !acc.crc
-        } else {
-            // packets arrived out of order but all of them did: one pass over the page
-            let m = ep
-                .mr(self.lkey)
-                .map(|m| metadata::jamcrc(&m.bytes()[base..base + acc.bytes as usize]));
-            m.unwrap_or(0)
-        };
+        let dropped = self.dropped(ep, &acc, behind, end_psn);
+        let crc = self.frame_crc(ep, &acc, base, dropped);
         let (bytes_expected, crc_expected, flags, sof, meta, fn16) = match md {
             Some(m) => (
                 m.bytes_written,
@@ -376,20 +310,20 @@ impl Tracker {
             }
             self.recent.push_back(n);
         }
+        let imm_ok = (end_psn & self.cfg.layout.imm_layout.psn_mask()) == imm_psn;
         let complete = !behind
             && dropped == 0
             && acc.bytes == bytes_expected
             && imm_ok
             && (md.is_some() || self.cfg.md_disable);
-        let crc_ok = crc_expected.map(|c| c == crc && complete);
-        let r = FrameReport {
+        self.report(FrameReport {
             frame_number,
             page,
             bytes: acc.bytes,
             bytes_expected,
             crc,
             crc_expected,
-            crc_ok,
+            crc_ok: crc_expected.map(|c| c == crc && complete),
             psn: end_psn,
             packets: acc.packets,
             dropped_packets: dropped,
@@ -397,17 +331,105 @@ impl Tracker {
             sof,
             meta,
             complete,
+        });
+        page
+    }
+
+    /// The frame's metadata record (read from the page at `base`, unless metadata is off)
+    /// and the PSN of its frame-end packet.
+    fn frame_metadata(&self, ep: &Endpoint, base: usize, acc: &Acc) -> (Option<Metadata>, u32) {
+        if self.cfg.md_disable {
+            return (None, psn::sub1(acc.next_psn));
+        }
+        let at = base + self.md_offset;
+        let rec = ep
+            .mr(self.lkey)
+            .ok()
+            .map(|m| m.bytes()[at..at + metadata::RECORD_LEN].to_vec());
+        let md = rec.and_then(|r| Metadata::parse(&r, self.cfg.layout.endian).ok());
+        let end_psn = md.map_or(psn::sub1(acc.next_psn), |m| m.psn & psn::MASK);
+        (md, end_psn)
+    }
+
+    /// Whether a frame end at `end_psn` is from the past: `Some(false)` a frame in
+    /// sequence, `Some(true)` a late frame never reported (reported damaged), `None` a
+    /// stale one (a replay of a frame already reported, or a metadata-less one: counted,
+    /// never reported). Neither of the last two moves the PSN, page or frame number on (a
+    /// replay would otherwise look like a 16-million-packet gap) — unless the device
+    /// restarted: its PSNs start anew (randomly, so maybe "behind") while its clock goes
+    /// on. A frame stamped later than the last one reported, or (without metadata) a run
+    /// of consecutive frame ends, is a new stream.
+    fn behind(&mut self, md: Option<Metadata>, end_psn: u32) -> Option<bool> {
+        let mut behind =
+            self.cfg.reject_stale && self.expect_psn.is_some_and(|e| psn::diff(end_psn, e) < 0);
+        let restarted = match md {
+            Some(m) => (m.meta_s, m.meta_ns) > self.last_meta,
+            None => {
+                self.stale_run = if behind { self.stale_run + 1 } else { 0 };
+                self.stale_run > STALE_RUN
+            }
         };
+        if behind && restarted {
+            behind = false;
+            self.expect_psn = None;
+            self.stale_run = 0;
+        }
+        // never reported, and from the last RECENT frames (older ones are forgotten, so
+        // they count as replays)
+        let late = |n: u16| {
+            let last = self.last_frame.map_or(n, |l| l as u16);
+            usize::from(last.wrapping_sub(n)) < RECENT && !self.recent.contains(&n)
+        };
+        let fn16 = md.map(|m| (m.frame_number & 0xFFFF) as u16);
+        if behind && !fn16.is_some_and(late) {
+            return None;
+        }
+        Some(behind)
+    }
+
+    /// Data packets the frame lacks: those it should have had — from the PSN after the
+    /// previous frame end (or the first one seen) up to the frame-end packet — less those
+    /// that came and those refused because their page was still lent out (not lost on the
+    /// wire: a frame the reader held on to). Counting packets rather than gaps keeps
+    /// reordering from looking like loss.
+    fn dropped(&mut self, ep: &Endpoint, acc: &Acc, behind: bool, end_psn: u32) -> u64 {
+        let start = self.expect_psn.or(acc.first_psn).unwrap_or(end_psn);
+        let span = if behind {
+            0 // a late frame: what it lacked is unknown, and it is reported damaged
+        } else {
+            psn::diff(end_psn, start).max(0) as u64 + u64::from(self.cfg.md_disable)
+        };
+        let held = ep.qp_stats(self.qpn).map_or(0, |q| q.held_refusals);
+        let held_new = held.saturating_sub(self.held_seen);
+        self.held_seen = held;
+        self.stats.held_packets += held_new;
+        span.saturating_sub(u64::from(acc.packets) + held_new)
+    }
+
+    /// The frame's CRC (JAMCRC): computed as the packets landed when they came in order;
+    /// one pass over the page when all came out of order; informative only when the
+    /// frame is damaged anyway.
+    fn frame_crc(&self, ep: &Endpoint, acc: &Acc, base: usize, dropped: u64) -> u32 {
+        let whole_page = acc.bytes as usize <= self.md_offset;
+        if acc.in_order || acc.bytes == 0 || dropped > 0 || !whole_page {
+            return !acc.crc;
+        }
+        ep.mr(self.lkey)
+            .map(|m| metadata::jamcrc(&m.bytes()[base..base + acc.bytes as usize]))
+            .unwrap_or(0)
+    }
+
+    /// Count a frame's report and queue it.
+    fn report(&mut self, r: FrameReport) {
         self.stats.frames += 1;
-        self.stats.bytes += acc.bytes;
-        self.stats.dropped_packets += dropped;
+        self.stats.bytes += r.bytes;
+        self.stats.dropped_packets += r.dropped_packets;
         if r.good() {
             self.stats.good += 1;
         } else {
             self.stats.damaged += 1;
         }
         self.ready.push_back(r);
-        page
     }
 }
 
