@@ -251,42 +251,127 @@ impl Pingpong {
         client: bool,
     ) -> Result<PingpongReport, PingpongError> {
         let cfg = self.cfg;
-        let (qpn, lkey, grh) = (self.qpn, self.lkey, grh(&cfg));
+        let recv_sge = self.connect(remote, peer_qpn, peer_psn, my_psn)?;
+        let mut x = Exchange::new(&self, remote, peer_qpn, recv_sge);
         let ep = &mut self.ep;
-        // RECVs are posted before the QP is ready to receive, so none can be missed
-        let recv_sge = Sge {
-            lkey,
-            va: 0,
-            len: (cfg.size + grh) as u32,
-        };
-        ep.modify_qp(
-            qpn,
-            Modify::Rtr {
-                remote: Some(remote),
-                dest_qpn: peer_qpn,
-                rq_psn: peer_psn,
-                mtu: cfg.mtu,
-                min_rnr_timer: 12,
-            },
-        )?;
-        for _ in 0..cfg.rx_depth {
-            ep.post_recv(qpn, RecvWr::new(RECV_WRID, recv_sge))?;
+        if client {
+            x.send(ep)?;
+            x.pending |= SEND_WRID;
         }
-        ep.modify_qp(
-            qpn,
-            Modify::Rts {
-                sq_psn: my_psn,
-                timeout: cfg.ack_timeout.max(Duration::from_millis(1)),
-                retry_cnt: 7,
-                rnr_retry: 7,
-            },
-        )?;
-        let send_at = cfg.size + 2 * grh;
-        let send_sge = Sge {
-            lkey,
-            va: send_at as u64,
-            len: cfg.size as u32,
+        let start = Instant::now();
+        let end = start + cfg.time_limit;
+        let reliable = cfg.qp_type == QpType::Rc;
+        while x.rcnt < cfg.iters || x.scnt < cfg.iters {
+            let wait_until = if reliable {
+                end
+            } else {
+                (x.last_progress + cfg.loss_timeout).min(end)
+            };
+            let got = self
+                .drv
+                .run(ep, wait_until, |ep| ep.peek_completion().is_some())?;
+            if !got {
+                if Instant::now() >= end {
+                    return Err(PingpongError::TimeLimit {
+                        received: x.rcnt,
+                        sent: x.scnt,
+                    });
+                }
+                // UC/UD: nothing came back in time
+                if !client {
+                    break; // the client stopped, or everything it sends is lost
+                }
+                x.silence(ep)?;
+                continue;
+            }
+            while let Some(wc) = ep.poll_completion() {
+                x.completion(ep, &wc)?;
+            }
+        }
+        // the exchanges are timed, as rdma-core does; then the last ACKs and responses go out
+        let elapsed = start.elapsed();
+        let linger = Instant::now() + Duration::from_millis(if reliable { 200 } else { 20 });
+        self.drv.run(ep, linger, |_| false)?;
+        self.drv.publish(ep);
+        if !client && x.rcnt < cfg.iters {
+            x.lost = cfg.iters - x.rcnt;
+        }
+        Ok(PingpongReport {
+            iters: cfg.iters,
+            bytes: cfg.size as u64 * u64::from(cfg.iters) * 2,
+            elapsed,
+            received: x.rcnt - x.lost.min(x.rcnt),
+            lost: x.lost,
+            corrupt: x.corrupt,
+            endpoint: ep.stats(),
+            qp: ep.qp_stats(x.qpn).unwrap_or_default(),
+        })
+    }
+
+    /// Bring the QP to RTS towards `peer_qpn` at `remote`, the receives posted before it
+    /// can receive (none can be missed); returns the receive buffer's SGE.
+    fn connect(
+        &mut self,
+        remote: SocketAddr,
+        peer_qpn: u32,
+        peer_psn: u32,
+        my_psn: u32,
+    ) -> Result<Sge, PingpongError> {
+        let cfg = self.cfg;
+        let recv_sge = Sge {
+            lkey: self.lkey,
+            va: 0,
+            len: (cfg.size + grh(&cfg)) as u32,
         };
+        let rtr = Modify::Rtr {
+            remote: Some(remote),
+            dest_qpn: peer_qpn,
+            rq_psn: peer_psn,
+            mtu: cfg.mtu,
+            min_rnr_timer: 12,
+        };
+        self.ep.modify_qp(self.qpn, rtr)?;
+        for _ in 0..cfg.rx_depth {
+            self.ep
+                .post_recv(self.qpn, RecvWr::new(RECV_WRID, recv_sge))?;
+        }
+        let rts = Modify::Rts {
+            sq_psn: my_psn,
+            timeout: cfg.ack_timeout.max(Duration::from_millis(1)),
+            retry_cnt: 7,
+            rnr_retry: 7,
+        };
+        self.ep.modify_qp(self.qpn, rts)?;
+        Ok(recv_sge)
+    }
+}
+
+/// The state of the exchanges, as rdma-core's pingpong loop keeps it: what was sent and
+/// received, which completions a send waits for, the receives posted.
+struct Exchange {
+    cfg: PingpongConfig,
+    qpn: u32,
+    lkey: u32,
+    grh: usize,
+    send_at: usize,
+    send_sge: Sge,
+    recv_sge: Sge,
+    op: SendOp,
+    seq: u64,
+    pending: u64,
+    rcnt: u32,
+    scnt: u32,
+    routs: usize,
+    lost: u32,
+    corrupt: u32,
+    last_progress: Instant,
+}
+
+impl Exchange {
+    fn new(pp: &Pingpong, remote: SocketAddr, peer_qpn: u32, recv_sge: Sge) -> Exchange {
+        let cfg = pp.cfg;
+        let grh = grh(&cfg);
+        let send_at = cfg.size + 2 * grh;
         let op = if cfg.qp_type == QpType::Ud {
             SendOp::UdSend {
                 dest: UdDest {
@@ -299,119 +384,100 @@ impl Pingpong {
         } else {
             SendOp::Send
         };
-        let mut seq = 0u64;
-        let post_send = |ep: &mut Endpoint, seq: &mut u64| -> Result<(), PingpongError> {
-            if cfg.check {
-                let m = ep.mr_mut(lkey)?.bytes_mut();
-                stamp(&mut m[send_at..send_at + cfg.size], *seq);
-            }
-            *seq += 1;
-            ep.post_send(
-                qpn,
-                SendWr {
-                    wr_id: SEND_WRID,
-                    op,
-                    sg_list: send_sge.into(),
-                    signaled: true,
-                    solicited: false,
-                    marks: 0,
-                },
-            )?;
-            Ok(())
-        };
-        let iters = cfg.iters;
-        let mut pending = RECV_WRID;
-        if client {
-            post_send(ep, &mut seq)?;
-            pending |= SEND_WRID;
+        Exchange {
+            cfg,
+            qpn: pp.qpn,
+            lkey: pp.lkey,
+            grh,
+            send_at,
+            send_sge: Sge {
+                lkey: pp.lkey,
+                va: send_at as u64,
+                len: cfg.size as u32,
+            },
+            recv_sge,
+            op,
+            seq: 0,
+            pending: RECV_WRID,
+            rcnt: 0,
+            scnt: 0,
+            routs: cfg.rx_depth,
+            lost: 0,
+            corrupt: 0,
+            last_progress: Instant::now(),
         }
-        let (mut rcnt, mut scnt, mut routs) = (0u32, 0u32, cfg.rx_depth);
-        let (mut lost, mut corrupt) = (0u32, 0u32);
-        let start = Instant::now();
-        let end = start + cfg.time_limit;
-        let reliable = cfg.qp_type == QpType::Rc;
-        let mut last_progress = Instant::now();
-        while rcnt < iters || scnt < iters {
-            let wait_until = if reliable {
-                end
-            } else {
-                (last_progress + cfg.loss_timeout).min(end)
-            };
-            let got = self
-                .drv
-                .run(ep, wait_until, |ep| ep.peek_completion().is_some())?;
-            if !got {
-                if Instant::now() >= end {
-                    return Err(PingpongError::TimeLimit {
-                        received: rcnt,
-                        sent: scnt,
-                    });
-                }
-                // UC/UD: nothing came back in time
-                if !client {
-                    break; // the client stopped, or everything it sends is lost
-                }
-                lost += 1;
-                rcnt += 1;
-                last_progress = Instant::now();
-                if scnt < iters {
-                    post_send(ep, &mut seq)?;
-                    pending = RECV_WRID | SEND_WRID;
-                }
-                continue;
-            }
-            while let Some(wc) = ep.poll_completion() {
-                if wc.status != WcStatus::Success {
-                    return Err(PingpongError::Failed {
-                        status: wc.status,
-                        wr_id: wc.wr_id,
-                    });
-                }
-                last_progress = Instant::now();
-                if wc.wr_id == SEND_WRID {
-                    scnt += 1;
-                } else {
-                    if cfg.check {
-                        let m = ep.mr(lkey)?.bytes();
-                        let got = (wc.byte_len as usize).saturating_sub(grh);
-                        if got != cfg.size || !stamped_ok(&m[grh..grh + cfg.size]) {
-                            corrupt += 1;
-                        }
-                    }
-                    routs -= 1;
-                    if routs <= 1 {
-                        while routs < cfg.rx_depth {
-                            ep.post_recv(qpn, RecvWr::new(RECV_WRID, recv_sge))?;
-                            routs += 1;
-                        }
-                    }
-                    rcnt += 1;
-                }
-                pending &= !wc.wr_id;
-                if scnt < iters && pending == 0 {
-                    post_send(ep, &mut seq)?;
-                    pending = RECV_WRID | SEND_WRID;
+    }
+
+    /// Post the next send (stamped with its sequence number when checking).
+    fn send(&mut self, ep: &mut Endpoint) -> Result<(), PingpongError> {
+        let size = self.cfg.size;
+        if self.cfg.check {
+            let m = ep.mr_mut(self.lkey)?.bytes_mut();
+            stamp(&mut m[self.send_at..self.send_at + size], self.seq);
+        }
+        self.seq += 1;
+        ep.post_send(
+            self.qpn,
+            SendWr {
+                wr_id: SEND_WRID,
+                op: self.op,
+                sg_list: self.send_sge.into(),
+                signaled: true,
+                solicited: false,
+                marks: 0,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// UC/UD, the client: nothing came back in time — the exchange is lost; send the next.
+    fn silence(&mut self, ep: &mut Endpoint) -> Result<(), PingpongError> {
+        self.lost += 1;
+        self.rcnt += 1;
+        self.last_progress = Instant::now();
+        if self.scnt < self.cfg.iters {
+            self.send(ep)?;
+            self.pending = RECV_WRID | SEND_WRID;
+        }
+        Ok(())
+    }
+
+    /// A completion: a send counted; a receive checked, counted and its buffer posted
+    /// again when few are left; the next send once both halves of an exchange are done.
+    fn completion(&mut self, ep: &mut Endpoint, wc: &WorkCompletion) -> Result<(), PingpongError> {
+        if wc.status != WcStatus::Success {
+            return Err(PingpongError::Failed {
+                status: wc.status,
+                wr_id: wc.wr_id,
+            });
+        }
+        self.last_progress = Instant::now();
+        if wc.wr_id == SEND_WRID {
+            self.scnt += 1;
+        } else {
+            let (grh, size) = (self.grh, self.cfg.size);
+            if self.cfg.check {
+                let m = ep.mr(self.lkey)?.bytes();
+                let got = (wc.byte_len as usize).saturating_sub(grh);
+                if got != size || !stamped_ok(&m[grh..grh + size]) {
+                    self.corrupt += 1;
                 }
             }
+            self.routs -= 1;
+            if self.routs <= 1 {
+                while self.routs < self.cfg.rx_depth {
+                    ep.post_recv(self.qpn, RecvWr::new(RECV_WRID, self.recv_sge))?;
+                    self.routs += 1;
+                }
+            }
+            self.rcnt += 1;
         }
-        // the exchanges are timed, as rdma-core does; then the last ACKs and responses go out
-        let elapsed = start.elapsed();
-        let linger = Instant::now() + Duration::from_millis(if reliable { 200 } else { 20 });
-        self.drv.run(ep, linger, |_| false)?;
-        self.drv.publish(ep);
-        if !client && rcnt < iters {
-            lost = iters - rcnt;
+        self.pending &= !wc.wr_id;
+        if self.scnt < self.cfg.iters && self.pending == 0 {
+            self.send(ep)?;
+            self.pending = RECV_WRID | SEND_WRID;
         }
-        Ok(PingpongReport {
-            iters,
-            bytes: cfg.size as u64 * u64::from(iters) * 2,
-            elapsed,
-            received: rcnt - lost.min(rcnt),
-            lost,
-            corrupt,
-            endpoint: ep.stats(),
-            qp: ep.qp_stats(qpn).unwrap_or_default(),
-        })
+        Ok(())
     }
 }
 
