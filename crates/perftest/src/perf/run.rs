@@ -18,6 +18,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// Run the test of `p` over `sizes` as perftest does (see the module documentation).
 pub(super) fn test(
     p: &mut Perf,
     oob: &mut Oob,
@@ -26,143 +27,197 @@ pub(super) fn test(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Outcome, PerfError> {
-    let client = oob.is_client();
     let t = p.cfg.test;
-    let infinite = p.cfg.infinite;
     match (t.verb, t.kind) {
-        (Verb::Write | Verb::Read, Kind::Bw) => {
-            let mut rows = Vec::new();
-            if client {
-                for &size in sizes {
-                    rows.push(p.bw_client(size, rem, stop, progress)?);
-                }
-                if infinite {
-                    // perftest's client runs until it is killed: no report, no close
-                    return Ok(Outcome::Bw(Vec::new()));
-                }
-            }
-            let (since, moved) = (Instant::now(), p.payload_moved());
-            if client_gone(p, oob, stop, progress)? {
-                // no report comes: the server's row is what it saw land (WRITE) or sent
-                // (READ) while the client ran
-                let size = sizes.last().copied().unwrap_or(0).max(1);
-                let n = (p.payload_moved() - moved) / size as u64;
-                rows.push(period_row(size, n, since, Instant::now()));
-                return Ok(Outcome::Bw(rows));
-            }
-            // one report (the last size's) as perftest exchanges it; a server prints the
-            // client's
-            let mine = rows.last().map_or(BwReport::default(), |r| BwReport {
-                size: r.bytes,
-                iters: r.iters,
-                bw_peak: r.peak_bps / 1_048_576.0,
-                bw_avg: r.avg_bps / 1_048_576.0,
-                msg_rate: r.msg_rate_mpps,
-            });
-            let theirs = oob.bw_reports(&mine)?;
-            if !client {
-                rows.push(super::BwRow {
-                    bytes: theirs.size,
-                    iters: theirs.iters,
-                    peak_bps: theirs.bw_peak * 1_048_576.0,
-                    avg_bps: theirs.bw_avg * 1_048_576.0,
-                    msg_rate_mpps: theirs.msg_rate,
-                });
-            }
-            close(p, oob, stop)?;
-            Ok(Outcome::Bw(rows))
+        (Verb::Write | Verb::Read, Kind::Bw) => one_sided_bw(p, oob, sizes, rem, stop, progress),
+        (Verb::Send, Kind::Bw) => send_bw(p, oob, sizes, rem, stop, progress),
+        (Verb::Write, Kind::Lat) => write_lat(p, oob, sizes, rem, stop),
+        (Verb::Read, Kind::Lat) => read_lat(p, oob, sizes, rem, stop),
+        (Verb::Send, Kind::Lat) => send_lat(p, oob, sizes, stop),
+    }
+}
+
+/// WRITE or READ BW: the client runs each size, then a hand-shake, one report each way
+/// (a server prints the client's) and the close; a client run indefinitely ends there.
+fn one_sided_bw(
+    p: &mut Perf,
+    oob: &mut Oob,
+    sizes: &[usize],
+    rem: &[KeyMsg],
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Outcome, PerfError> {
+    let client = oob.is_client();
+    let infinite = p.cfg.infinite;
+    let mut rows = Vec::new();
+    if client {
+        for &size in sizes {
+            rows.push(p.bw_client(size, rem, stop, progress)?);
         }
-        (Verb::Send, Kind::Bw) => {
-            let mut rows = Vec::new();
-            let all = sizes.len() > 1;
-            for &size in sizes {
-                if !client {
-                    for i in 0..p.qps.len() {
-                        p.post_recvs(i, size, p.recv_depth())?;
-                    }
-                }
-                p.shake(oob, stop)?;
-                rows.push(if client {
-                    p.bw_client(size, rem, stop, progress)?
-                } else {
-                    p.send_bw_server(size, oob, stop, progress)?
-                });
-                if infinite {
-                    if !client && !stop.load(Ordering::Relaxed) {
-                        progress(Progress::PeerClosed);
-                    }
-                    return Ok(Outcome::Bw(Vec::new()));
-                }
-                // perftest's -a hand-shakes after each size too
-                if all && client_gone(p, oob, stop, progress)? {
-                    return Ok(Outcome::Bw(rows));
-                }
-            }
-            if !client_gone(p, oob, stop, progress)? {
-                oob.done()?;
-                p.linger(Duration::from_millis(50))?;
-            }
-            Ok(Outcome::Bw(rows))
-        }
-        (Verb::Write, Kind::Lat) => {
-            let mut rows = Vec::new();
-            for &size in sizes {
-                let (row, end) = p.write_lat(size, &rem[0], client, oob, stop)?;
-                rows.push(row);
-                if end != LatEnd::Done {
-                    // the peer is gone, or finds this end gone when its connection closes
-                    return Ok(Outcome::Lat(rows));
-                }
-            }
-            if oob.peer_features & rocelink_wire::perftest::CLOSES_WRITE_LAT != 0 {
-                // two rocelink ends close as the other tests do: each came here only once
-                // its own WRITEs were acknowledged, and answers the peer's retries until
-                // the peer comes too, so a lost last acknowledgement cannot strand it
-                return closed_after(p, oob, stop, rows);
-            } else {
-                // perftest's write_lat has no close: answer the peer's last WRITE, and
-                // over RC its retries should this end's acknowledgement be lost (a retry
-                // and two doublings of the timeout: 1 + 2 + 4 of them), then go
-                let quiet = if p.cfg.conn == QpType::Rc {
-                    super::ACK_TIMEOUT * 7
-                } else {
-                    Duration::from_millis(50)
-                };
-                p.linger(quiet)?;
-            }
-            Ok(Outcome::Lat(rows))
-        }
-        (Verb::Read, Kind::Lat) => {
-            let mut rows = Vec::new();
-            if client {
-                for &size in sizes {
-                    let (row, end) = p.read_lat(size, &rem[0], oob, stop)?;
-                    rows.push(row);
-                    match end {
-                        LatEnd::Done => {}
-                        // the passive server waits in the close: close with it
-                        LatEnd::Stopped => break,
-                        LatEnd::PeerLeft => return Ok(Outcome::Lat(rows)),
-                    }
-                }
-            }
-            // perftest's READ LAT server closes at once, serving until the client's close
-            closed_after(p, oob, stop, rows)
-        }
-        (Verb::Send, Kind::Lat) => {
-            let mut rows = Vec::new();
-            for &size in sizes {
-                p.post_recvs(0, size, p.cfg.rx_depth.min(p.cfg.iters.max(1) as usize))?;
-                p.shake(oob, stop)?;
-                let (row, end) = p.send_lat(size, client, oob, stop)?;
-                rows.push(row);
-                if end != LatEnd::Done {
-                    return Ok(Outcome::Lat(rows));
-                }
-            }
-            closed_after(p, oob, stop, rows)
+        if infinite {
+            // perftest's client runs until it is killed: no report, no close
+            return Ok(Outcome::Bw(Vec::new()));
         }
     }
+    let (since, moved) = (Instant::now(), p.payload_moved());
+    if client_gone(p, oob, stop, progress)? {
+        // no report comes: the server's row is what it saw land (WRITE) or sent
+        // (READ) while the client ran
+        let size = sizes.last().copied().unwrap_or(0).max(1);
+        let n = (p.payload_moved() - moved) / size as u64;
+        rows.push(period_row(size, n, since, Instant::now()));
+        return Ok(Outcome::Bw(rows));
+    }
+    // one report (the last size's) as perftest exchanges it; a server prints the
+    // client's
+    let mine = rows.last().map_or(BwReport::default(), |r| BwReport {
+        size: r.bytes,
+        iters: r.iters,
+        bw_peak: r.peak_bps / 1_048_576.0,
+        bw_avg: r.avg_bps / 1_048_576.0,
+        msg_rate: r.msg_rate_mpps,
+    });
+    let theirs = oob.bw_reports(&mine)?;
+    if !client {
+        rows.push(super::BwRow {
+            bytes: theirs.size,
+            iters: theirs.iters,
+            peak_bps: theirs.bw_peak * 1_048_576.0,
+            avg_bps: theirs.bw_avg * 1_048_576.0,
+            msg_rate_mpps: theirs.msg_rate,
+        });
+    }
+    close(p, oob, stop)?;
+    Ok(Outcome::Bw(rows))
+}
+
+/// SEND BW: per size, receives posted, a hand-shake and both ends run; the close.
+fn send_bw(
+    p: &mut Perf,
+    oob: &mut Oob,
+    sizes: &[usize],
+    rem: &[KeyMsg],
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Outcome, PerfError> {
+    let client = oob.is_client();
+    let infinite = p.cfg.infinite;
+    let mut rows = Vec::new();
+    let all = sizes.len() > 1;
+    for &size in sizes {
+        if !client {
+            for i in 0..p.qps.len() {
+                p.post_recvs(i, size, p.recv_depth())?;
+            }
+        }
+        p.shake(oob, stop)?;
+        rows.push(if client {
+            p.bw_client(size, rem, stop, progress)?
+        } else {
+            p.send_bw_server(size, oob, stop, progress)?
+        });
+        if infinite {
+            if !client && !stop.load(Ordering::Relaxed) {
+                progress(Progress::PeerClosed);
+            }
+            return Ok(Outcome::Bw(Vec::new()));
+        }
+        // perftest's -a hand-shakes after each size too
+        if all && client_gone(p, oob, stop, progress)? {
+            return Ok(Outcome::Bw(rows));
+        }
+    }
+    if !client_gone(p, oob, stop, progress)? {
+        oob.done()?;
+        p.linger(Duration::from_millis(50))?;
+    }
+    Ok(Outcome::Bw(rows))
+}
+
+/// WRITE LAT: both ends ping-pong each size (the server writes first); a close only
+/// between two rocelink ends.
+fn write_lat(
+    p: &mut Perf,
+    oob: &mut Oob,
+    sizes: &[usize],
+    rem: &[KeyMsg],
+    stop: &AtomicBool,
+) -> Result<Outcome, PerfError> {
+    let client = oob.is_client();
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let (row, end) = p.write_lat(size, &rem[0], client, oob, stop)?;
+        rows.push(row);
+        if end != LatEnd::Done {
+            // the peer is gone, or finds this end gone when its connection closes
+            return Ok(Outcome::Lat(rows));
+        }
+    }
+    if oob.peer_features & rocelink_wire::perftest::CLOSES_WRITE_LAT != 0 {
+        // two rocelink ends close as the other tests do: each came here only once
+        // its own WRITEs were acknowledged, and answers the peer's retries until
+        // the peer comes too, so a lost last acknowledgement cannot strand it
+        return closed_after(p, oob, stop, rows);
+    } else {
+        // perftest's write_lat has no close: answer the peer's last WRITE, and
+        // over RC its retries should this end's acknowledgement be lost (a retry
+        // and two doublings of the timeout: 1 + 2 + 4 of them), then go
+        let quiet = if p.cfg.conn == QpType::Rc {
+            super::ACK_TIMEOUT * 7
+        } else {
+            Duration::from_millis(50)
+        };
+        p.linger(quiet)?;
+    }
+    Ok(Outcome::Lat(rows))
+}
+
+/// READ LAT: the client reads each size; the server closes at once and serves passively.
+fn read_lat(
+    p: &mut Perf,
+    oob: &mut Oob,
+    sizes: &[usize],
+    rem: &[KeyMsg],
+    stop: &AtomicBool,
+) -> Result<Outcome, PerfError> {
+    let client = oob.is_client();
+    let mut rows = Vec::new();
+    if client {
+        for &size in sizes {
+            let (row, end) = p.read_lat(size, &rem[0], oob, stop)?;
+            rows.push(row);
+            match end {
+                LatEnd::Done => {}
+                // the passive server waits in the close: close with it
+                LatEnd::Stopped => break,
+                LatEnd::PeerLeft => return Ok(Outcome::Lat(rows)),
+            }
+        }
+    }
+    // perftest's READ LAT server closes at once, serving until the client's close
+    closed_after(p, oob, stop, rows)
+}
+
+/// SEND LAT: per size, receives posted, a hand-shake, both ping-pong (the client sends
+/// first); the close.
+fn send_lat(
+    p: &mut Perf,
+    oob: &mut Oob,
+    sizes: &[usize],
+    stop: &AtomicBool,
+) -> Result<Outcome, PerfError> {
+    let client = oob.is_client();
+    let mut rows = Vec::new();
+    for &size in sizes {
+        p.post_recvs(0, size, p.cfg.rx_depth.min(p.cfg.iters.max(1) as usize))?;
+        p.shake(oob, stop)?;
+        let (row, end) = p.send_lat(size, client, oob, stop)?;
+        rows.push(row);
+        if end != LatEnd::Done {
+            return Ok(Outcome::Lat(rows));
+        }
+    }
+    closed_after(p, oob, stop, rows)
 }
 
 /// A latency test's close after its loops: once this end has rows, the peer leaving (or
@@ -245,7 +300,46 @@ struct Periods<'a> {
     progress: &'a mut dyn FnMut(Progress<'_>),
 }
 
-impl Periods<'_> {
+/// Run `step`: running infinitely (`periods`), period by period until stopped; else until
+/// it finishes or the duration (an hour, untimed) passes. Returns when the measured time
+/// began and whether `step` finished.
+fn drive(
+    periods: Option<Periods<'_>>,
+    drv: &mut Driver<Box<dyn rocelink_io::backend::Backend + Send>>,
+    ep: &mut Endpoint,
+    step: &mut dyn FnMut(&mut Endpoint) -> bool,
+    period: Option<Duration>,
+    more: &mut dyn FnMut() -> Result<bool, PerfError>,
+) -> Result<(Instant, bool), PerfError> {
+    match periods {
+        Some(each) => Ok((each.run(drv, ep, step, period, more)?, true)),
+        None => {
+            let since = Instant::now();
+            let deadline = since + period.unwrap_or(Duration::from_secs(3600));
+            Ok((since, drv.run(ep, deadline, step)?))
+        }
+    }
+}
+
+impl<'a> Periods<'a> {
+    /// Periods of a run that goes on indefinitely (`None` for one that does not).
+    fn when(
+        infinite: bool,
+        size: usize,
+        ndone: &'a Cell<u64>,
+        failed: &'a dyn Fn() -> bool,
+        stop: &'a AtomicBool,
+        progress: &'a mut dyn FnMut(Progress<'_>),
+    ) -> Option<Periods<'a>> {
+        infinite.then_some(Periods {
+            size,
+            ndone,
+            failed,
+            stop,
+            progress,
+        })
+    }
+
     /// Returns when the last, unreported period began.
     fn run(
         self,
@@ -351,46 +445,15 @@ impl Perf {
         stop: &AtomicBool,
         progress: &mut dyn FnMut(Progress<'_>),
     ) -> Result<BwRow, PerfError> {
-        let verb = self.cfg.test.verb;
         let period = self.cfg.period();
         let infinite = self.cfg.infinite;
-        let iters = if period.is_some() {
-            u64::MAX
-        } else {
-            self.cfg.iters
-        };
+        let iters = self.iters_per_qp();
         let total = iters.saturating_mul(self.qps.len() as u64);
-        let mut flows: Vec<Flow> = rem
-            .iter()
-            .map(|r| Flow {
-                depth: match verb {
-                    Verb::Read => self.cfg.tx_depth.min(usize::from(r.out_reads.max(1))),
-                    _ => self.cfg.tx_depth,
-                } as u64,
-                ..Flow::default()
-            })
-            .collect();
-        let wrs: Vec<(u32, SendWr)> = (0..self.qps.len())
-            .map(|i| {
-                let op = match verb {
-                    Verb::Write => SendOp::Write {
-                        va: rem[i].vaddr,
-                        rkey: rem[i].rkey,
-                    },
-                    Verb::Read => SendOp::Read {
-                        va: rem[i].vaddr,
-                        rkey: rem[i].rkey,
-                    },
-                    Verb::Send => self.send_op(i),
-                };
-                (self.qps[i].qpn, self.signaled_wr(i, op, size))
-            })
-            .collect();
+        let (mut flows, wrs) = self.client_work(size, rem);
         let index = self.qp_index();
         // running infinitely only counts: the vectors would grow without end
         let (mut posted, mut completed) = (Vec::new(), Vec::new());
         let ndone = Cell::new(0u64);
-        let since;
         let err = RefCell::new(None);
         let cq = self.cq;
         let Perf { ep, drv, .. } = self;
@@ -426,22 +489,9 @@ impl Perf {
             }
             false
         };
-        let done = if infinite {
-            let failed = || err.borrow().is_some();
-            let each = Periods {
-                size,
-                ndone: &ndone,
-                failed: &failed,
-                stop,
-                progress,
-            };
-            since = each.run(drv, ep, &mut step, period, &mut || Ok(true))?;
-            true
-        } else {
-            since = Instant::now();
-            let deadline = since + period.unwrap_or(Duration::from_secs(3600));
-            drv.run(ep, deadline, &mut step)?
-        };
+        let failed = || err.borrow().is_some();
+        let periods = Periods::when(infinite, size, &ndone, &failed, stop, progress);
+        let (since, done) = drive(periods, drv, ep, &mut step, period, &mut || Ok(true))?;
         if let Some(e) = err.into_inner() {
             return Err(e);
         }
@@ -455,11 +505,62 @@ impl Perf {
         if stop.load(Ordering::Relaxed) && completed.is_empty() {
             return Err(PerfError::Stopped);
         }
-        if let Some(d) = period {
-            return Ok(sampled(size, &completed, since, d, self.cfg.margin()));
+        Ok(self.timed_row(size, (&posted, &completed), since))
+    }
+
+    /// A finished run's row: sampled over the duration when it was timed, else from every
+    /// message's post and completion times (perftest's #iterations counts every QP's).
+    fn timed_row(
+        &self,
+        size: usize,
+        (posted, completed): (&[Instant], &[Instant]),
+        since: Instant,
+    ) -> BwRow {
+        match self.cfg.period() {
+            Some(d) => sampled(size, completed, since, d, self.cfg.margin()),
+            None => bw_row(size, posted, completed),
         }
-        // perftest's #iterations counts every QP's messages
-        Ok(bw_row(size, &posted, &completed))
+    }
+
+    /// What a bandwidth client keeps in flight on each QP — `tx_depth`, for READs at most
+    /// the peer's outstanding-READ limit — and the WR it posts there.
+    fn client_work(&self, size: usize, rem: &[KeyMsg]) -> (Vec<Flow>, Vec<(u32, SendWr)>) {
+        let verb = self.cfg.test.verb;
+        let flows = rem
+            .iter()
+            .map(|r| Flow {
+                depth: match verb {
+                    Verb::Read => self.cfg.tx_depth.min(usize::from(r.out_reads.max(1))),
+                    _ => self.cfg.tx_depth,
+                } as u64,
+                ..Flow::default()
+            })
+            .collect();
+        let wrs = (0..self.qps.len())
+            .map(|i| {
+                let op = match verb {
+                    Verb::Write => SendOp::Write {
+                        va: rem[i].vaddr,
+                        rkey: rem[i].rkey,
+                    },
+                    Verb::Read => SendOp::Read {
+                        va: rem[i].vaddr,
+                        rkey: rem[i].rkey,
+                    },
+                    Verb::Send => self.send_op(i),
+                };
+                (self.qps[i].qpn, self.signaled_wr(i, op, size))
+            })
+            .collect();
+        (flows, wrs)
+    }
+
+    /// Messages each QP runs: the iterations, or without end when the run is timed.
+    fn iters_per_qp(&self) -> u64 {
+        match self.cfg.period() {
+            Some(_) => u64::MAX,
+            None => self.cfg.iters,
+        }
     }
 
     /// Receives a SEND bandwidth server keeps posted per QP: `-r`, at most the
@@ -507,11 +608,7 @@ impl Perf {
     ) -> Result<BwRow, PerfError> {
         let period = self.cfg.period();
         let infinite = self.cfg.infinite;
-        let iters = if period.is_some() {
-            u64::MAX
-        } else {
-            self.cfg.iters
-        };
+        let iters = self.iters_per_qp();
         let total = iters.saturating_mul(self.qps.len() as u64);
         let lossy = self.cfg.conn != QpType::Rc;
         let idle = Duration::from_secs(1);
@@ -524,7 +621,6 @@ impl Perf {
         let (mut first, mut last, mut got) = (None, Instant::now(), Vec::new());
         let mut looked = Instant::now();
         let ndone = Cell::new(0u64);
-        let since;
         let err = RefCell::new(None);
         let cq = self.cq;
         let Perf { ep, drv, .. } = self;
@@ -559,36 +655,25 @@ impl Perf {
             }
             ndone.get() >= total || silent || gone || stop.load(Ordering::Relaxed)
         };
-        if infinite {
-            let failed = || err.borrow().is_some();
-            let each = Periods {
-                size,
-                ndone: &ndone,
-                failed: &failed,
-                stop,
-                progress,
-            };
-            // the client runs until it is stopped: its closed connection ends this
-            since = each.run(drv, ep, &mut step, period, &mut || Ok(!oob.readable()?))?;
-        } else {
-            // a lossy run may never see them all: it ends a second after the last
-            since = Instant::now();
-            let deadline = since + period.unwrap_or(Duration::from_secs(3600));
-            drv.run(ep, deadline, &mut step)?;
-        }
+        let failed = || err.borrow().is_some();
+        let periods = Periods::when(infinite, size, &ndone, &failed, stop, progress);
+        // running infinitely, the client runs until it is stopped: its closed connection
+        // ends this; a lossy run may never see them all: it ends a second after the last
+        let more = &mut || Ok(!oob.readable()?);
+        let (since, _) = drive(periods, drv, ep, &mut step, period, more)?;
         if let Some(e) = err.into_inner() {
             return Err(e);
         }
         if infinite {
             return Ok(period_row(size, 0, since, Instant::now()));
         }
-        if let Some(d) = period {
-            return Ok(sampled(size, &got, since, d, self.cfg.margin()));
-        }
+        // a receiver knows no post times: all count from the first arrival, and perftest
+        // measures no peak there
         let posted = vec![first.unwrap_or_else(Instant::now); got.len()];
-        let mut row = bw_row(size, &posted, &got);
-        // a receiver knows no post times: perftest measures no peak there
-        row.peak_bps = 0.0;
+        let mut row = self.timed_row(size, (&posted, &got), since);
+        if period.is_none() {
+            row.peak_bps = 0.0;
+        }
         Ok(row)
     }
 
