@@ -166,9 +166,27 @@ impl ScatterRx {
         if self.joints.len() < plan.len() + 1 {
             self.joints.resize(plan.len() + 1, [0; JOINT]);
         }
+        self.build_iovs(region.as_mut_ptr(), per_msg, msgs);
+        // SAFETY: the iovecs point into `self.joints`/`self.spill` (not resized
+        // until the call returns) and into disjoint ranges of `region`, which is mutably
+        // borrowed for the whole call; message m's group is its own iovecs.
+        let r = unsafe {
+            self.mmsg
+                .recv(sock.raw_fd(), &mut self.iovs, &self.groups, true, flags)?
+        };
+        self.collect_meta(r, per_msg);
+        Ok(self.meta.len())
+    }
+
+    /// The iovecs of `msgs` messages of `per_msg` slots of the plan in `self.plan`, over
+    /// the region at `base` (each slot's head in a joint with the previous slot's tail, its
+    /// body in place, the message's last tail and its spill area after), grouped per
+    /// message in `self.groups`. The plan must have passed [`ScatterRx::disjoint`] against
+    /// the region, which the caller keeps borrowed until the receive returns.
+    fn build_iovs(&mut self, base: *mut u8, per_msg: usize, msgs: usize) {
+        let plan = &self.plan;
         self.starts.clear();
         self.iovs.clear();
-        let base = region.as_mut_ptr();
         let joints = self.joints.as_mut_ptr();
         let mut first_iov = [0usize; MAX_MSGS + 1];
         for (m, first) in first_iov.iter_mut().enumerate().take(msgs) {
@@ -220,13 +238,12 @@ impl ScatterRx {
         self.groups.clear();
         self.groups
             .extend((0..msgs).map(|m| first_iov[m]..first_iov[m + 1]));
-        // SAFETY: the iovecs point into `self.joints`/`self.spill` (not resized
-        // until the call returns) and into disjoint ranges of `region`, which is mutably
-        // borrowed for the whole call; message m's group is its own iovecs.
-        let r = unsafe {
-            self.mmsg
-                .recv(sock.raw_fd(), &mut self.iovs, &self.groups, true, flags)?
-        };
+    }
+
+    /// What each of the `r` messages received: its sender, length, segment size and the
+    /// slots it was planned for.
+    fn collect_meta(&mut self, r: usize, per_msg: usize) {
+        let plan_len = self.plan.len();
         self.meta.clear();
         for m in 0..r {
             let Some(got) = self.mmsg.received(m) else {
@@ -238,10 +255,9 @@ impl ScatterRx {
                 len: got.len,
                 segment: got.segment.unwrap_or(got.len).max(1),
                 truncated: got.truncated,
-                slots: (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len()),
+                slots: (m * per_msg).min(plan_len)..((m + 1) * per_msg).min(plan_len),
             });
         }
-        Ok(self.meta.len())
     }
 
     /// Whether every slot of `plan` fits the joints and lies in a region of `len` bytes, and

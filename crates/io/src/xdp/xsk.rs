@@ -192,17 +192,14 @@ fn err(what: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
 }
 
-fn setopt<T>(fd: RawFd, name: i32, v: &T) -> io::Result<()> {
-    sys::setsockopt_raw(fd, SOL_XDP, name, v)
-}
-
-impl Xsk {
-    /// Create the socket and its UMEM and bind it to `cfg.queue` of `ifname`.
-    pub fn open(ifname: &str, cfg: &XskConfig) -> io::Result<Xsk> {
+impl XskConfig {
+    /// Whether the kernel can take it: ring and UMEM sizes powers of two, frames of 2 or
+    /// 4 KiB.
+    fn check(&self) -> io::Result<()> {
         for (what, v) in [
-            ("frames", cfg.frames),
-            ("rx_size", cfg.rx_size),
-            ("tx_size", cfg.tx_size),
+            ("frames", self.frames),
+            ("rx_size", self.rx_size),
+            ("tx_size", self.tx_size),
         ] {
             if !v.is_power_of_two() || v < 2 {
                 return Err(io::Error::new(
@@ -211,15 +208,71 @@ impl Xsk {
                 ));
             }
         }
-        if cfg.frame_size != 2048 && cfg.frame_size != 4096 {
+        if self.frame_size != 2048 && self.frame_size != 4096 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "AF_XDP frame size must be 2048 or 4096, not {}",
-                    cfg.frame_size
+                    self.frame_size
                 ),
             ));
         }
+        Ok(())
+    }
+}
+
+/// Bind the socket `raw` to `cfg.queue` of `ifname` in the mode asked for, and set its
+/// busy polling; whether the driver gave zero-copy.
+fn bind(raw: RawFd, ifname: &str, ifindex: u32, cfg: &XskConfig) -> io::Result<bool> {
+    let mode_flags = match cfg.mode {
+        XdpMode::Auto => 0,
+        XdpMode::Copy => XDP_COPY,
+        XdpMode::ZeroCopy => XDP_ZEROCOPY,
+    };
+    let wake = if cfg.need_wakeup {
+        XDP_USE_NEED_WAKEUP
+    } else {
+        0
+    };
+    let addr = SockaddrXdp {
+        family: AF_XDP as u16,
+        flags: mode_flags | wake,
+        ifindex,
+        queue_id: cfg.queue,
+        shared_umem_fd: 0,
+    };
+    sys::bind_raw(raw, &addr).map_err(|e| {
+        err(
+            &format!("cannot bind AF_XDP to {ifname} queue {}", cfg.queue),
+            e,
+        )
+    })?;
+    let mut opts = 0u32;
+    sys::getsockopt_raw(raw, SOL_XDP, XDP_OPTIONS, &mut opts)
+        .map_err(|e| err("AF_XDP options", e))?;
+    if cfg.busy_poll_us > 0 {
+        // best effort: older kernels lack the preference and budget
+        let _ = sys::setsockopt_raw(raw, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32);
+        sys::setsockopt_raw(
+            raw,
+            libc::SOL_SOCKET,
+            SO_BUSY_POLL,
+            &(cfg.busy_poll_us as i32),
+        )
+        .map_err(|e| err("busy poll", e))?;
+        let _ = sys::setsockopt_raw(raw, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &64i32);
+    }
+    Ok(opts & XDP_OPTIONS_ZEROCOPY != 0)
+}
+
+fn setopt<T>(fd: RawFd, name: i32, v: &T) -> io::Result<()> {
+    sys::setsockopt_raw(fd, SOL_XDP, name, v)
+}
+
+impl Xsk {
+    /// Create the socket and its UMEM and bind it to `cfg.queue` of `ifname`.
+    pub fn open(ifname: &str, cfg: &XskConfig) -> io::Result<Xsk> {
+        cfg.check()?;
         let ifindex = sys::if_index(ifname).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -269,44 +322,7 @@ impl Xsk {
             .rev()
             .map(|f| u64::from(f) * fs)
             .collect();
-        let mode_flags = match cfg.mode {
-            XdpMode::Auto => 0,
-            XdpMode::Copy => XDP_COPY,
-            XdpMode::ZeroCopy => XDP_ZEROCOPY,
-        };
-        let wake = if cfg.need_wakeup {
-            XDP_USE_NEED_WAKEUP
-        } else {
-            0
-        };
-        let addr = SockaddrXdp {
-            family: AF_XDP as u16,
-            flags: mode_flags | wake,
-            ifindex,
-            queue_id: cfg.queue,
-            shared_umem_fd: 0,
-        };
-        sys::bind_raw(raw, &addr).map_err(|e| {
-            err(
-                &format!("cannot bind AF_XDP to {ifname} queue {}", cfg.queue),
-                e,
-            )
-        })?;
-        let mut opts = 0u32;
-        sys::getsockopt_raw(raw, SOL_XDP, XDP_OPTIONS, &mut opts)
-            .map_err(|e| err("AF_XDP options", e))?;
-        if cfg.busy_poll_us > 0 {
-            // best effort: older kernels lack the preference and budget
-            let _ = sys::setsockopt_raw(raw, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32);
-            sys::setsockopt_raw(
-                raw,
-                libc::SOL_SOCKET,
-                SO_BUSY_POLL,
-                &(cfg.busy_poll_us as i32),
-            )
-            .map_err(|e| err("busy poll", e))?;
-            let _ = sys::setsockopt_raw(raw, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &64i32);
-        }
+        let zero_copy = bind(raw, ifname, ifindex, cfg)?;
         Ok(Xsk {
             fd,
             umem,
@@ -316,7 +332,7 @@ impl Xsk {
             tx,
             free,
             frame_size: cfg.frame_size,
-            zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0,
+            zero_copy,
             need_wakeup: cfg.need_wakeup,
             ifname: ifname.to_owned(),
             queue: cfg.queue,
