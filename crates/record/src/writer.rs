@@ -89,6 +89,15 @@ struct Index {
 }
 
 impl Index {
+    /// Record that `lost` frames after the last indexed one are missing (a drop marker).
+    fn mark_drops(&mut self, lost: u64) {
+        if lost > 0 {
+            let n = u32::try_from(lost).unwrap_or(u32::MAX);
+            self.pending
+                .extend_from_slice(&Entry::drop_marker(n, now_ns()).encode());
+        }
+    }
+
     /// Make sure `records` records fit in reserved space.
     fn reserve(&mut self, records: u64) -> io::Result<()> {
         let need = records * format::RECORD_LEN as u64;
@@ -146,13 +155,7 @@ impl Coordinator<'_> {
     }
 
     /// Place a frame and queue its write, or drop it (stopped, limit, no index space).
-    fn place(
-        &mut self,
-        index: &mut Index,
-        work: &Sender<(u64, u64, Entry, AlignedBuf)>,
-        meta: Entry,
-        buf: AlignedBuf,
-    ) {
+    fn place(&mut self, index: &mut Index, work: &Sender<Work>, meta: Entry, buf: AlignedBuf) {
         if self.stopped.is_some() {
             return self.drop_frame(buf);
         }
@@ -212,31 +215,20 @@ impl Coordinator<'_> {
 }
 
 /// The coordinator thread's body.
-pub(crate) fn run(
-    cfg: RecordConfig,
-    rx: Receiver<Msg>,
+/// A frame write for an I/O thread: (sequence number, offset, index entry, bytes).
+type Work = (u64, u64, Entry, AlignedBuf);
+
+/// Start `n` I/O threads writing what comes on the returned sender into `data`, each
+/// telling the coordinator (`me`) when a write is done.
+fn start_io(
+    n: usize,
+    data: &Arc<File>,
     me: SyncSender<Msg>,
-    free: SyncSender<AlignedBuf>,
-    shared: &Shared,
-) -> WriterResult {
-    let (data, direct, direct_refused) = open_data(&cfg)?;
-    let data = Arc::new(data);
-    let mut index = Index {
-        file: OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(cfg.dir.join("index.bin"))?,
-        reserved: 0,
-        pending: Vec::new(),
-        pending_bytes: 0,
-        last_sync: Instant::now(),
-    };
-    let (work, work_rx) = channel::<(u64, u64, Entry, AlignedBuf)>();
+) -> io::Result<(Sender<Work>, Vec<std::thread::JoinHandle<()>>)> {
+    let (work, work_rx) = channel::<Work>();
     let work_rx = Arc::new(Mutex::new(work_rx));
     let mut io_threads = Vec::new();
-    for i in 0..cfg.in_flight.max(1) {
+    for i in 0..n {
         let (work_rx, data, me) = (work_rx.clone(), data.clone(), me.clone());
         io_threads.push(
             std::thread::Builder::new()
@@ -259,7 +251,31 @@ pub(crate) fn run(
                 })?,
         );
     }
-    drop(me);
+    Ok((work, io_threads))
+}
+
+pub(crate) fn run(
+    cfg: RecordConfig,
+    rx: Receiver<Msg>,
+    me: SyncSender<Msg>,
+    free: SyncSender<AlignedBuf>,
+    shared: &Shared,
+) -> WriterResult {
+    let (data, direct, direct_refused) = open_data(&cfg)?;
+    let data = Arc::new(data);
+    let mut index = Index {
+        file: OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(cfg.dir.join("index.bin"))?,
+        reserved: 0,
+        pending: Vec::new(),
+        pending_bytes: 0,
+        last_sync: Instant::now(),
+    };
+    let (work, io_threads) = start_io(cfg.in_flight.max(1), &data, me)?;
     let mut c = Coordinator {
         cfg,
         shared,
@@ -291,16 +307,8 @@ pub(crate) fn run(
     }
     // frames lost after the last indexed one (full disk, limit, writer behind) are
     // recorded too, in a drop marker, so the recording says what it is missing
-    let lost = shared
-        .dropped
-        .load(Ordering::Relaxed)
-        .saturating_sub(c.indexed_drops);
-    if lost > 0 {
-        let n = u32::try_from(lost).unwrap_or(u32::MAX);
-        index
-            .pending
-            .extend_from_slice(&Entry::drop_marker(n, now_ns()).encode());
-    }
+    let lost = shared.dropped.load(Ordering::Relaxed);
+    index.mark_drops(lost.saturating_sub(c.indexed_drops));
     if let Err(e) = index.flush(&data) {
         c.stop(format!("sync error: {e}"));
     }

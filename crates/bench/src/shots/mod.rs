@@ -174,29 +174,7 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
     cfg.land = ends.land;
     let mut host = Host::new(&mut hep, cfg).map_err(io::Error::other)?;
     std::thread::scope(|s| {
-        let sender = s.spawn(|| -> io::Result<_> {
-            if ends.pin {
-                let _ = pin_current_thread(0);
-            }
-            let mut drv = Driver::new(sock);
-            let opts = RunOpts {
-                stop: &stop,
-                deadline: None,
-                every: Duration::from_secs(3600),
-            };
-            let gate = GateConfig::allowing(ends.host);
-            let busy = Busy::start();
-            run::probe(
-                &mut drv,
-                &mut pep,
-                &mut probe,
-                &trig,
-                gate,
-                opts,
-                &mut |_| {},
-            )?;
-            Ok((*probe.stats(), busy.share()))
-        });
+        let sender = s.spawn(|| run_probe(sock, (&mut pep, &mut probe), &trig, &ends, &stop));
         if ends.pin {
             let _ = pin_current_thread(1);
         }
@@ -262,6 +240,30 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
             cost,
         ))
     })
+}
+
+/// The probe's side of [`roce`]: serve triggers from `ends.host` until `stop`; its
+/// counters and the share of its thread's time it was busy.
+fn run_probe(
+    sock: UdpSocket,
+    (pep, probe): (&mut Endpoint, &mut Probe),
+    trig: &std::net::UdpSocket,
+    ends: &Ends,
+    stop: &AtomicBool,
+) -> io::Result<(rocelink_ultrasound::ProbeStats, f64)> {
+    if ends.pin {
+        let _ = pin_current_thread(0);
+    }
+    let mut drv = Driver::new(sock);
+    let opts = RunOpts {
+        stop,
+        deadline: None,
+        every: Duration::from_secs(3600),
+    };
+    let gate = GateConfig::allowing(ends.host);
+    let busy = Busy::start();
+    run::probe(&mut drv, pep, probe, trig, gate, opts, &mut |_| {})?;
+    Ok((*probe.stats(), busy.share()))
 }
 
 /// Header of a plain-UDP shot datagram: shot number, message index (big-endian u32s).

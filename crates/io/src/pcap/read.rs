@@ -285,55 +285,60 @@ impl<R: Read> PcapReader<R> {
                     let link = u32::from(u16_at(&body[0..2], sw));
                     interfaces.push((link, ng_tsresol(&body[8..], sw)));
                 }
-                NG_EPB => {
-                    if body.len() < 20 {
-                        return fmt_err(offset, "pcapng packet block too short");
-                    }
-                    let ifid = u32_at(&body[0..4], sw) as usize;
-                    let Some(&(link, units_per_sec)) = interfaces.get(ifid) else {
-                        return fmt_err(
-                            offset,
-                            format!("packet names interface {ifid}, which is not defined"),
-                        );
-                    };
-                    let ts = (u64::from(u32_at(&body[4..8], sw)) << 32)
-                        | u64::from(u32_at(&body[8..12], sw));
-                    let cap = u32_at(&body[12..16], sw) as usize;
-                    let orig = u32_at(&body[16..20], sw);
-                    if 20 + cap > body.len() {
-                        return fmt_err(offset, format!("packet length {cap} overruns its block"));
-                    }
-                    let ts_ns =
-                        (u128::from(ts) * 1_000_000_000 / u128::from(units_per_sec.max(1))) as u64;
-                    return Ok(Some(Record {
-                        ts_ns,
-                        orig_len: orig,
-                        linktype: link,
-                        data: body[20..20 + cap].to_vec(),
-                        offset,
-                    }));
-                }
-                NG_SPB => {
-                    if body.len() < 4 {
-                        return fmt_err(offset, "pcapng simple packet block too short");
-                    }
-                    let Some(&(link, _)) = interfaces.first() else {
-                        return fmt_err(offset, "simple packet block before any interface block");
-                    };
-                    let orig = u32_at(&body[0..4], sw);
-                    let cap = (orig as usize).min(body.len() - 4);
-                    return Ok(Some(Record {
-                        ts_ns: 0,
-                        orig_len: orig,
-                        linktype: link,
-                        data: body[4..4 + cap].to_vec(),
-                        offset,
-                    }));
-                }
+                NG_EPB => return epb(body, sw, interfaces, offset).map(Some),
+                NG_SPB => return spb(body, sw, interfaces, offset).map(Some),
                 _ => {} // statistics, name resolution, custom: skip
             }
         }
     }
+}
+
+/// An enhanced packet block's record (`body` without its header and trailer, at
+/// `offset`): its interface's link type, its timestamp in that interface's units.
+fn epb(body: &[u8], sw: bool, interfaces: &[(u32, u64)], offset: u64) -> Result<Record, PcapError> {
+    if body.len() < 20 {
+        return fmt_err(offset, "pcapng packet block too short");
+    }
+    let ifid = u32_at(&body[0..4], sw) as usize;
+    let Some(&(link, units_per_sec)) = interfaces.get(ifid) else {
+        return fmt_err(
+            offset,
+            format!("packet names interface {ifid}, which is not defined"),
+        );
+    };
+    let ts = (u64::from(u32_at(&body[4..8], sw)) << 32) | u64::from(u32_at(&body[8..12], sw));
+    let cap = u32_at(&body[12..16], sw) as usize;
+    let orig = u32_at(&body[16..20], sw);
+    if 20 + cap > body.len() {
+        return fmt_err(offset, format!("packet length {cap} overruns its block"));
+    }
+    let ts_ns = (u128::from(ts) * 1_000_000_000 / u128::from(units_per_sec.max(1))) as u64;
+    Ok(Record {
+        ts_ns,
+        orig_len: orig,
+        linktype: link,
+        data: body[20..20 + cap].to_vec(),
+        offset,
+    })
+}
+
+/// A simple packet block's record: the first interface's link type, no timestamp.
+fn spb(body: &[u8], sw: bool, interfaces: &[(u32, u64)], offset: u64) -> Result<Record, PcapError> {
+    if body.len() < 4 {
+        return fmt_err(offset, "pcapng simple packet block too short");
+    }
+    let Some(&(link, _)) = interfaces.first() else {
+        return fmt_err(offset, "simple packet block before any interface block");
+    };
+    let orig = u32_at(&body[0..4], sw);
+    let cap = (orig as usize).min(body.len() - 4);
+    Ok(Record {
+        ts_ns: 0,
+        orig_len: orig,
+        linktype: link,
+        data: body[4..4 + cap].to_vec(),
+        offset,
+    })
 }
 
 /// Timestamp units per second from the options of an interface description block.
