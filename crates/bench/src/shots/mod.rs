@@ -179,25 +179,10 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
             let _ = pin_current_thread(1);
         }
         let mut drv = Driver::new(hsock);
-        let (mut complete, mut incomplete, mut all) = (0u64, 0u64, 0u64);
-        let mut first: Option<Instant> = None;
         let t0 = Instant::now();
+        let mut shots = Shots::new(t0, secs);
         let busy = Busy::start();
-        // count what arrives from the first shot on for `secs`
-        let mut each = |r: &rocelink_ultrasound::ShotReport, b: Option<&[u8]>| {
-            if r.complete && b.is_some() {
-                all += 1;
-            }
-            let at = r.last.unwrap_or(t0);
-            let start = *first.get_or_insert(at);
-            if at <= start + Duration::from_secs_f64(secs) {
-                if r.complete && b.is_some() {
-                    complete += 1;
-                } else {
-                    incomplete += 1;
-                }
-            }
-        };
+        let mut each = |r: &rocelink_ultrasound::ShotReport, b: Option<&[u8]>| shots.count(r, b);
         let run = run::host(
             &mut drv,
             &mut hep,
@@ -228,7 +213,7 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
         run?;
         let cost = Cost {
             rx_cpu,
-            rx_bytes: all * g.bytes() as u64,
+            rx_bytes: shots.all * g.bytes() as u64,
             tx_busy,
         };
         Ok(Point::new(
@@ -236,10 +221,49 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
             g,
             (hz, secs),
             (p.triggers, p.missed),
-            (complete, incomplete),
+            (shots.complete, shots.incomplete),
             cost,
         ))
     })
+}
+
+/// The shots a host took: every complete one, and those from the first on for `secs`,
+/// complete or not.
+struct Shots {
+    t0: Instant,
+    secs: f64,
+    first: Option<Instant>,
+    all: u64,
+    complete: u64,
+    incomplete: u64,
+}
+
+impl Shots {
+    fn new(t0: Instant, secs: f64) -> Shots {
+        Shots {
+            t0,
+            secs,
+            first: None,
+            all: 0,
+            complete: 0,
+            incomplete: 0,
+        }
+    }
+
+    /// Count shot `r` (`b`: its bytes, when it was delivered whole).
+    fn count(&mut self, r: &rocelink_ultrasound::ShotReport, b: Option<&[u8]>) {
+        let whole = r.complete && b.is_some();
+        self.all += u64::from(whole);
+        let at = r.last.unwrap_or(self.t0);
+        let start = *self.first.get_or_insert(at);
+        if at <= start + Duration::from_secs_f64(self.secs) {
+            if whole {
+                self.complete += 1;
+            } else {
+                self.incomplete += 1;
+            }
+        }
+    }
 }
 
 /// The probe's side of [`roce`]: serve triggers from `ends.host` until `stop`; its

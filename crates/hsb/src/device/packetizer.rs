@@ -314,6 +314,12 @@ impl Packetizer {
             pos += take;
         }
         let flags = end?;
+        Some(self.close_window(flags, now, out))
+    }
+
+    /// Close the window: its last data packet, its metadata (unless off), its summary,
+    /// and the counts reset for the next.
+    fn close_window(&mut self, flags: u32, now: Ptp, out: &mut Vec<OutPacket>) -> WindowSummary {
         self.flush_staged(true, out);
         let bytes_written = self.offset;
         let crc = std::mem::take(&mut self.crc).finalize();
@@ -357,7 +363,7 @@ impl Packetizer {
         self.offset = 0;
         self.sof = None;
         self.packets = 0;
-        Some(summary)
+        summary
     }
 }
 

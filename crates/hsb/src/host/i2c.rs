@@ -156,24 +156,11 @@ impl<'a> I2c<'a> {
         Ok(())
     }
 
-    /// Write `write` to the peripheral at `address`, then read `read` bytes from it.
-    pub fn transaction(
-        &mut self,
-        address: u8,
-        write: &[u8],
-        read: usize,
-    ) -> Result<Vec<u8>, I2cError> {
-        if address > 0x7F {
-            return Err(I2cError::BadAddress(address));
-        }
-        let max = i2c::BUFFER_LEN as usize;
-        for (what, len) in [("write", write.len()), ("read", read)] {
-            if len > max {
-                return Err(I2cError::TooLong { what, len, max });
-            }
-        }
+    /// The sequencer program of a transaction: clear, load the bytes to write, set the
+    /// counts, enable the bus, start, wait for DONE, copy the status and the bytes read,
+    /// clear. Returns its words and the slots the status and the read words are copied to.
+    fn program(&self, address: u8, write: &[u8], read: usize) -> (Vec<u32>, usize, Vec<usize>) {
         let reg = |off: u32| i2c::BASE + off;
-        // the program
         let mut p = Program::new();
         p.write(reg(i2c::CONTROL), 0);
         for (i, chunk) in write.chunks(4).enumerate() {
@@ -193,7 +180,47 @@ impl<'a> I2c<'a> {
             .map(|i| p.read(reg(i2c::DATA) + 4 * i as u32))
             .collect();
         p.write(reg(i2c::CONTROL), 0);
-        let words = p.finish();
+        (p.finish(), status_slot, data_slots)
+    }
+
+    /// Poll the status copied to `status_at` until the controller says DONE, at most the
+    /// timeout.
+    fn wait_done(&mut self, address: u8, status_at: u32) -> Result<u32, I2cError> {
+        let start = Instant::now();
+        loop {
+            let s = self.ctl.read(status_at)?;
+            if s & i2c::DONE != 0 {
+                return Ok(s);
+            }
+            if start.elapsed() >= self.timeout {
+                return Err(I2cError::Timeout {
+                    bus: self.bus,
+                    address,
+                    status: s,
+                    waited: start.elapsed(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Write `write` to the peripheral at `address`, then read `read` bytes from it.
+    pub fn transaction(
+        &mut self,
+        address: u8,
+        write: &[u8],
+        read: usize,
+    ) -> Result<Vec<u8>, I2cError> {
+        if address > 0x7F {
+            return Err(I2cError::BadAddress(address));
+        }
+        let max = i2c::BUFFER_LEN as usize;
+        for (what, len) in [("write", write.len()), ("read", read)] {
+            if len > max {
+                return Err(I2cError::TooLong { what, len, max });
+            }
+        }
+        let (words, status_slot, data_slots) = self.program(address, write, read);
         let at = |slot: usize| apb::SW_PROGRAM + 4 * slot as u32;
         // load it, point the software event at it
         let mut w: Vec<(u32, u32)> = words.iter().enumerate().map(|(i, &v)| (at(i), v)).collect();
@@ -209,40 +236,11 @@ impl<'a> I2c<'a> {
         self.write_all(&w)?;
         self.transactions += 1;
         // the copied status
-        let start = Instant::now();
-        let status = loop {
-            let s = self.ctl.read(at(status_slot))?;
-            if s & i2c::DONE != 0 {
-                break s;
-            }
-            if start.elapsed() >= self.timeout {
-                return Err(I2cError::Timeout {
-                    bus: self.bus,
-                    address,
-                    status: s,
-                    waited: start.elapsed(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
+        let status = self.wait_done(address, at(status_slot))?;
         let mut w = Vec::new();
         self.clear_event(bits::I2C_BUSY, &mut w);
         self.write_all(&w)?;
-        let (bus, fail) = (self.bus, |why| I2cError::Controller {
-            bus: self.bus,
-            address,
-            status,
-            why,
-        });
-        if status & i2c::FSM_ERR != 0 {
-            return Err(fail("FSM_ERR"));
-        }
-        if status & i2c::I2C_ERR != 0 {
-            return Err(fail("I2C_ERR"));
-        }
-        if status & i2c::NAK != 0 {
-            return Err(I2cError::Nak { bus, address });
-        }
+        check_status(self.bus, address, status)?;
         let mut out = Vec::with_capacity(data_slots.len() * 4);
         if let (Some(&first), Some(&last)) = (data_slots.first(), data_slots.last()) {
             // one block read over the span of the slots
@@ -254,4 +252,23 @@ impl<'a> I2c<'a> {
         out.truncate(read);
         Ok(out)
     }
+}
+/// The error a finished transaction's `status` says, if any.
+fn check_status(bus: u32, address: u8, status: u32) -> Result<(), I2cError> {
+    let fail = |why| I2cError::Controller {
+        bus,
+        address,
+        status,
+        why,
+    };
+    if status & i2c::FSM_ERR != 0 {
+        return Err(fail("FSM_ERR"));
+    }
+    if status & i2c::I2C_ERR != 0 {
+        return Err(fail("I2C_ERR"));
+    }
+    if status & i2c::NAK != 0 {
+        return Err(I2cError::Nak { bus, address });
+    }
+    Ok(())
 }
