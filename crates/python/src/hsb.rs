@@ -196,6 +196,72 @@ fn host_error(e: &HostError) -> PyErr {
     }
 }
 
+/// The camera asked for and its mode (the IMX274's 4K RAW10 unless told).
+fn camera_mode(
+    camera: Option<&str>,
+    mode: Option<String>,
+) -> PyResult<Option<rocelink_hsb::sensor::Imx274Mode>> {
+    Ok(match (camera, mode) {
+        (None, Some(_)) => return Err(config("mode needs camera=\"imx274\"")),
+        (None, None) => None,
+        (Some("imx274"), m) => Some(match m {
+            None => rocelink_hsb::sensor::Imx274Mode::P2160Raw10,
+            Some(m) => rocelink_hsb::imx274::parse_mode(&m).ok_or_else(|| {
+                config(format!(
+                    "mode {m}: IMX274 modes are 0/4k-raw10, 1/1080p-raw10, 2/4k-raw12"
+                ))
+            })?,
+        }),
+        (Some(c), _) => return Err(config(format!("camera {c:?}: the camera is \"imx274\""))),
+    })
+}
+
+/// The sensor whose frames come: the camera's mode, the sensor named (they must agree),
+/// or HSB's IMX274 in 1080p RAW10 when neither nor a frame size is given (as the CLI).
+fn sensor_of(
+    cam: Option<rocelink_hsb::sensor::Imx274Mode>,
+    sensor: Option<&str>,
+    frame_size: Option<usize>,
+) -> PyResult<Option<SensorSpec>> {
+    Ok(match (cam, sensor) {
+        (Some(m), Some(s)) if sensor_spec(s)? != SensorSpec::Imx274(m) => {
+            return Err(config(format!(
+                "sensor {s:?} disagrees with the camera mode"
+            )));
+        }
+        (Some(m), _) => Some(SensorSpec::Imx274(m)),
+        (None, Some(s)) => Some(sensor_spec(s)?),
+        // as the CLI: HSB's IMX274 in 1080p RAW10 unless told the frame size
+        (None, None) if frame_size.is_none() => Some(SensorSpec::Imx274(
+            rocelink_hsb::sensor::Imx274Mode::P1080Raw10,
+        )),
+        (None, None) => None,
+    })
+}
+
+/// The frame size: given, or the sensor's (they must agree).
+fn frame_len(
+    frame_size: Option<usize>,
+    spec: Option<&SensorSpec>,
+    sensor: Option<&str>,
+) -> PyResult<usize> {
+    Ok(match (frame_size, spec.and_then(SensorSpec::frame_len)) {
+        (Some(f), Some(s)) if f != s => {
+            return Err(config(format!(
+                "frame_size {f} disagrees with the sensor ({s} bytes)"
+            )));
+        }
+        (Some(0), _) => return Err(config("frame_size must be > 0")),
+        (Some(f), _) | (None, Some(f)) => f,
+        (None, None) => {
+            return Err(config(format!(
+                "sensor {:?} has no fixed frame size: give frame_size=",
+                sensor.unwrap_or_default()
+            )));
+        }
+    })
+}
+
 /// Everything a [`Receiver`] is asked for, checked.
 struct ReceiverArgs {
     cfg: HostConfig,
@@ -219,48 +285,9 @@ fn receiver_args(
     record: Option<String>,
 ) -> PyResult<ReceiverArgs> {
     let dev = ipv4("device", device)?;
-    let cam = match (camera, mode) {
-        (None, Some(_)) => return Err(config("mode needs camera=\"imx274\"")),
-        (None, None) => None,
-        (Some("imx274"), m) => Some(match m {
-            None => rocelink_hsb::sensor::Imx274Mode::P2160Raw10,
-            Some(m) => rocelink_hsb::imx274::parse_mode(&m).ok_or_else(|| {
-                config(format!(
-                    "mode {m}: IMX274 modes are 0/4k-raw10, 1/1080p-raw10, 2/4k-raw12"
-                ))
-            })?,
-        }),
-        (Some(c), _) => return Err(config(format!("camera {c:?}: the camera is \"imx274\""))),
-    };
-    let spec = match (cam, sensor) {
-        (Some(m), Some(s)) if sensor_spec(s)? != SensorSpec::Imx274(m) => {
-            return Err(config(format!(
-                "sensor {s:?} disagrees with the camera mode"
-            )));
-        }
-        (Some(m), _) => Some(SensorSpec::Imx274(m)),
-        (None, Some(s)) => Some(sensor_spec(s)?),
-        // as the CLI: HSB's IMX274 in 1080p RAW10 unless told the frame size
-        (None, None) if frame_size.is_none() => Some(SensorSpec::Imx274(
-            rocelink_hsb::sensor::Imx274Mode::P1080Raw10,
-        )),
-        (None, None) => None,
-    };
-    let frame = match (frame_size, spec.as_ref().and_then(SensorSpec::frame_len)) {
-        (Some(f), Some(s)) if f != s => {
-            return Err(config(format!(
-                "frame_size {f} disagrees with the sensor ({s} bytes)"
-            )));
-        }
-        (Some(0), _) => return Err(config("frame_size must be > 0")),
-        (Some(f), _) | (None, Some(f)) => f,
-        (None, None) => {
-            return Err(config(format!(
-                "sensor {:?} has no fixed frame size: give frame_size=",
-                sensor.unwrap_or_default()
-            )));
-        }
-    };
+    let cam = camera_mode(camera, mode)?;
+    let spec = sensor_of(cam, sensor, frame_size)?;
+    let frame = frame_len(frame_size, spec.as_ref(), sensor)?;
     // several virtual ports take consecutive ports: from RoCE's own unless told
     let port = match (vps.len(), port) {
         (n, 0) if n > 1 => 4791,

@@ -121,20 +121,7 @@ impl Control {
         let check = self.checked;
         // after the first (unchecked) transaction, the device's latch is ours
         self.checked = true;
-        let mk = |check: bool| {
-            let mut flags = ecb::FLAG_ACK_REQUEST;
-            if check {
-                flags |= ecb::FLAG_SEQUENCE_CHECK;
-            }
-            let mut b = Vec::with_capacity(6 + 8 * ops.len());
-            RequestHeader {
-                command: cmd,
-                flags,
-                sequence: seq,
-            }
-            .emit(ops, &mut b);
-            b
-        };
+        let mk = |check: bool| request(cmd, seq, check, ops);
         let start = Instant::now();
         let mut req = mk(check);
         self.sock.send_to(&req, self.peer)?;
@@ -185,21 +172,32 @@ impl Control {
                     status,
                 });
             }
-            let r = Response::new_checked(&buf[..n]).map_err(|e| EcbError::BadReply {
-                peer: self.peer,
-                what: what.clone(),
-                why: format!("{e} ({n} bytes)"),
-            })?;
-            if r.command() != cmd.response() {
-                return Err(EcbError::BadReply {
-                    peer: self.peer,
-                    what,
-                    why: format!("response command {:#04x}", r.command()),
-                });
-            }
+            let ops = self.reply_ops(&buf[..n], cmd, what)?;
             self.stats.transactions += 1;
-            return Ok((0..r.op_count()).filter_map(|i| r.op(i)).collect());
+            return Ok(ops);
         }
+    }
+
+    /// The operations of a successful reply to `cmd` (`what` names the request in errors).
+    fn reply_ops(
+        &self,
+        reply: &[u8],
+        cmd: Command,
+        what: String,
+    ) -> Result<Vec<(u32, u32)>, EcbError> {
+        let r = Response::new_checked(reply).map_err(|e| EcbError::BadReply {
+            peer: self.peer,
+            what: what.clone(),
+            why: format!("{e} ({} bytes)", reply.len()),
+        })?;
+        if r.command() != cmd.response() {
+            return Err(EcbError::BadReply {
+                peer: self.peer,
+                what,
+                why: format!("response command {:#04x}", r.command()),
+            });
+        }
+        Ok((0..r.op_count()).filter_map(|i| r.op(i)).collect())
     }
 
     /// Read one register.
@@ -283,6 +281,23 @@ impl Control {
         let v = self.read(addr)?;
         self.write(addr, v | or)
     }
+}
+
+/// An ECB request: `cmd` with `ops`, sequence `seq`, an ACK asked for, the sequence
+/// checked when `check`.
+fn request(cmd: Command, seq: u16, check: bool, ops: &[(u32, u32)]) -> Vec<u8> {
+    let mut flags = ecb::FLAG_ACK_REQUEST;
+    if check {
+        flags |= ecb::FLAG_SEQUENCE_CHECK;
+    }
+    let mut b = Vec::with_capacity(6 + 8 * ops.len());
+    RequestHeader {
+        command: cmd,
+        flags,
+        sequence: seq,
+    }
+    .emit(ops, &mut b);
+    b
 }
 
 #[cfg(test)]

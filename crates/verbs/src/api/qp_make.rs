@@ -56,16 +56,7 @@ pub(crate) fn create(
     {
         let d: &Pd = pd(p).ok_or(libc::EINVAL)?;
         let qp_type = qp_type_of(a.qp_type)?;
-        // a shared receive queue of the same PD: the QP's receives are taken there
-        let shared = if a.srq.is_null() {
-            None
-        } else {
-            let s = super::srq::srq(a.srq).ok_or(libc::EINVAL)?;
-            if s.r.pd != p as usize {
-                return Err(libc::EINVAL);
-            }
-            Some(s.r.id)
-        };
+        let shared = shared_srq(p, a)?;
         check_cap(&a.cap)?;
         let (scq, rcq) = (
             cq(a.send_cq).ok_or(libc::EINVAL)?,
@@ -97,26 +88,8 @@ pub(crate) fn create(
             }
         }
         d.users.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: `ibv_qp` is C data whose all-zero bytes are valid (null pointers, zero
-        // integers, glibc's static initialisers).
-        let mut c: ibv_qp = unsafe { std::mem::zeroed() };
-        // SAFETY: `p` is a live PD (checked): its context pointer was set when made.
-        c.context = unsafe { (*p).context };
-        c.qp_context = a.qp_context;
-        c.pd = p;
-        c.send_cq = a.send_cq;
-        c.recv_cq = a.recv_cq;
-        c.handle = next_handle();
-        c.qp_num = qpn;
-        c.state = IBV_QPS_RESET;
-        c.qp_type = a.qp_type;
-        // SAFETY: `ibv_qp_ex` is C data whose all-zero bytes are valid (absent functions,
-        // zero integers).
-        let mut x: ibv_qp_ex = unsafe { std::mem::zeroed() };
-        x.qp_base = c;
-        super::qp_ex::fill_ops(&mut x);
         Ok(objects::publish(
-            x,
+            c_qp(p, a, qpn),
             Qp {
                 nic: d.nic.clone(),
                 qpn,
@@ -136,6 +109,44 @@ pub(crate) fn create(
             },
         ))
     }
+}
+
+/// The QP's shared receive queue, if it names one: it must be of the same PD (the QP's
+/// receives are taken there).
+fn shared_srq(p: *mut ibv_pd, a: &ibv_qp_init_attr) -> Result<Option<u32>, i32> {
+    if a.srq.is_null() {
+        return Ok(None);
+    }
+    let s = super::srq::srq(a.srq).ok_or(libc::EINVAL)?;
+    if s.r.pd != p as usize {
+        return Err(libc::EINVAL);
+    }
+    Ok(Some(s.r.id))
+}
+
+/// The C side of QP `qpn` of PD `p` made as `a` asks: in RESET, with the extended QP's
+/// builder functions.
+fn c_qp(p: *mut ibv_pd, a: &ibv_qp_init_attr, qpn: u32) -> ibv_qp_ex {
+    // SAFETY: `ibv_qp` is C data whose all-zero bytes are valid (null pointers, zero
+    // integers, glibc's static initialisers).
+    let mut c: ibv_qp = unsafe { std::mem::zeroed() };
+    // SAFETY: `p` is a live PD (checked by the caller): its context pointer was set when
+    // made.
+    c.context = unsafe { (*p).context };
+    c.qp_context = a.qp_context;
+    c.pd = p;
+    c.send_cq = a.send_cq;
+    c.recv_cq = a.recv_cq;
+    c.handle = next_handle();
+    c.qp_num = qpn;
+    c.state = IBV_QPS_RESET;
+    c.qp_type = a.qp_type;
+    // SAFETY: `ibv_qp_ex` is C data whose all-zero bytes are valid (absent functions,
+    // zero integers).
+    let mut x: ibv_qp_ex = unsafe { std::mem::zeroed() };
+    x.qp_base = c;
+    super::qp_ex::fill_ops(&mut x);
+    x
 }
 
 /// `verbs_context.create_qp_ex`: a QP of the attribute's PD, with the builder if send
