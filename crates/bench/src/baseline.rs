@@ -23,7 +23,7 @@ const MTU: usize = 4096;
 /// receiver's CPU.
 pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> io::Result<(f64, f64)> {
     let rx = UdpSocket::bind(
-        "127.0.0.1:0".parse().map_err(io::Error::other)?,
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         &UdpConfig {
             recv_buffer: 16 << 20,
             gro: offload,
@@ -55,7 +55,7 @@ pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> io::Result<(f64, 
         let _ = pin_current_thread(0);
     }
     let tx = UdpSocket::bind(
-        "127.0.0.1:0".parse().map_err(io::Error::other)?,
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         &UdpConfig {
             send_buffer: 16 << 20,
             ..UdpConfig::default()
@@ -80,6 +80,7 @@ pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> io::Result<(f64, 
     std::thread::sleep(Duration::from_millis(50));
     let n = got.load(Ordering::Relaxed) - got0;
     stop.store(true, Ordering::Relaxed);
+    // Error::other: a thread's panic or silence carries no typed error
     let cpu = recv
         .join()
         .map_err(|_| io::Error::other("receiver thread panicked"))??;
@@ -140,10 +141,12 @@ pub fn udp_pingpong(len: usize, iters: usize, pin: bool) -> io::Result<Vec<f64>>
         a.send_to(&msg, ba)?;
         let n = recv_polling(&a, &mut buf)?;
         if n != len {
+            // Error::other: this benchmark's own ping-pong went wrong: no typed error for it
             return Err(io::Error::other("UDP ping-pong: short answer"));
         }
         out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
     }
+    // Error::other: a thread's panic or silence carries no typed error
     server
         .join()
         .map_err(|_| io::Error::other("UDP server thread panicked"))??;

@@ -328,6 +328,7 @@ fn start_server(
     let stdout = srv.stdout.take().ok_or_else(|| BenchPerfError::Spawn {
         test,
         what: "reading the server",
+        // Error::other: stdout was piped above, so this cannot happen; nothing typed to say
         source: io::Error::other("no output pipe"),
     })?;
     let mut out = io::BufReader::new(stdout);

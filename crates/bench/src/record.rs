@@ -159,6 +159,7 @@ fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<Reco
         return Err(interrupted());
     }
     if let Some(why) = s.stopped {
+        // Error::other: the runs speak io::Error; the recorder's reason is text already
         return Err(io::Error::other(format!("recording stopped: {why}")));
     }
     Ok(RecordRun {
@@ -191,6 +192,7 @@ pub fn record(cfg: &RecordBenchConfig) -> io::Result<Vec<RecordRun>> {
 fn round(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<[RecordRun; 2]> {
     let d = match dd(cfg, work, true)? {
         Some(r) => r,
+        // Error::other: the runs speak io::Error; the recorder's reason is text already
         None => dd(cfg, work, false)?.ok_or_else(|| io::Error::other("dd failed"))?,
     };
     Ok([d, recorder(cfg, work, run)?])

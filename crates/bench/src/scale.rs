@@ -62,6 +62,7 @@ pub fn scale_one(
             .collect();
         runs.into_iter()
             .map(|h| {
+                // Error::other: a thread's panic or silence carries no typed error
                 h.join()
                     .unwrap_or_else(|_| Err(io::Error::other("a stream panicked")))
             })

@@ -35,6 +35,7 @@ fn ip(args: &[&str]) -> io::Result<()> {
         .output()
         .map_err(|e| io::Error::new(e.kind(), format!("cannot run `ip` (iproute2): {e}")))?;
     if !out.status.success() {
+        // Error::other: `ip` failed: its stderr is the whole story
         return Err(io::Error::other(format!(
             "ip {}: {} (the veth benchmark needs root)",
             args.join(" "),

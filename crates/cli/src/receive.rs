@@ -584,7 +584,9 @@ fn with_flag_hint(e: rocelink_hsb_host::session::HostError) -> anyhow::Error {
     use rocelink_hsb::host::bring_up::BringUpError;
     use rocelink_hsb_host::session::HostError;
     let hint = match &e {
-        HostError::Receiver { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse => {
+        HostError::Receiver { source, .. }
+            if source.io_kind() == Some(std::io::ErrorKind::AddrInUse) =>
+        {
             Some("--bind or --port choose another address or port")
         }
         HostError::BringUp { source, .. }

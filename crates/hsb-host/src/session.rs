@@ -413,7 +413,7 @@ pub enum HostError {
         vp: u32,
         /// Why.
         #[source]
-        source: io::Error,
+        source: rocelink_hsb::host::receiver::ReceiverError,
     },
     /// The ECB socket could not be opened.
     #[error("ECB socket")]

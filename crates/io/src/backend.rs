@@ -574,6 +574,7 @@ mod tests {
                 return Err(io::ErrorKind::Unsupported.into());
             }
             if !self.segments && runs[0] >= 2 {
+                // Error::other: a kernel-interface anomaly; io speaks io::Error, with no finer type
                 return Err(io::Error::other("segmentation refused"));
             }
             let mut room = self.room.borrow_mut();

@@ -94,6 +94,7 @@ mod tests {
     struct Shared(Arc<Mutex<Vec<u8>>>);
     impl Write for Shared {
         fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            // Error::other: a kernel-interface anomaly; io speaks io::Error, with no finer type
             self.0
                 .lock()
                 .map_err(|_| io::Error::other("poisoned"))?

@@ -638,6 +638,7 @@ impl SendCmsg {
             let mut c = libc::CMSG_FIRSTHDR(h);
             if let Some(segment) = segment {
                 if c.is_null() {
+                    // Error::other: a kernel-interface anomaly; io speaks io::Error, with no finer type
                     return Err(io::Error::other(
                         "no room for the UDP_SEGMENT control message",
                     ));
@@ -650,6 +651,7 @@ impl SendCmsg {
             }
             if tos != 0 {
                 if c.is_null() {
+                    // Error::other: a kernel-interface anomaly; io speaks io::Error, with no finer type
                     return Err(io::Error::other(
                         "no room for the traffic class control message",
                     ));

@@ -141,7 +141,7 @@ impl Recorder {
         cfg.header.created_ns = now_ns();
         rocelink_io::file::write_atomic(
             &cfg.dir.join("recording.json"),
-            &serde_json::to_vec_pretty(&cfg.header).map_err(io::Error::other)?,
+            &serde_json::to_vec_pretty(&cfg.header).map_err(io::Error::from)?,
         )?;
         let max_len = (cfg.header.frame_size as usize).max(1);
         let nbuf = cfg.queue.max(1) + 1;
@@ -246,6 +246,7 @@ impl Recorder {
         self.close();
         let done = match self.writer.take().map(|h| h.join()) {
             Some(Ok(r)) => r?,
+            // Error::other: a thread's panic or silence carries no typed error
             _ => return Err(io::Error::other("recorder thread panicked")),
         };
         Ok(Summary {

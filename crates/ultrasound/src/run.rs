@@ -80,6 +80,7 @@ impl Probing<'_> {
 impl Role for Probing<'_> {
     fn poll(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<()> {
         self.take_triggers(now)?;
+        // Error::other: the runner's roles speak io::Error; the typed error rides inside
         self.probe.poll(ep, now).map_err(io::Error::other)
     }
     fn wake(&self) -> Option<Instant> {
@@ -314,6 +315,7 @@ impl Role for Hosting<'_> {
             self.take_challenges()?;
         }
         self.check_answered(now)?;
+        // Error::other: the runner's roles speak io::Error; the typed error rides inside
         self.host
             .poll(ep, now, self.sink)
             .map_err(io::Error::other)?;

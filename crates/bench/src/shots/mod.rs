@@ -166,12 +166,14 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
     let trig = std::net::UdpSocket::bind(SocketAddr::new(ends.probe, 0))?;
     let taddr = trig.local_addr()?;
     let mut pep = Endpoint::new(EndpointConfig::new(paddr));
+    // Error::other: the benchmark speaks io::Error; the typed error rides inside
     let mut probe = Probe::new(&mut pep, ProbeConfig::new(g)).map_err(io::Error::other)?;
     let hsock = UdpSocket::bind(SocketAddr::new(ends.host, 0), &roce_config())?;
     let haddr = hsock.local_addr();
     let mut hep = Endpoint::new(EndpointConfig::new(haddr));
     let mut cfg = HostConfig::new(g);
     cfg.land = ends.land;
+    // Error::other: the benchmark speaks io::Error; the typed error rides inside
     let mut host = Host::new(&mut hep, cfg).map_err(io::Error::other)?;
     std::thread::scope(|s| {
         let sender = s.spawn(|| run_probe(sock, (&mut pep, &mut probe), &trig, &ends, &stop));
@@ -207,6 +209,7 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
         );
         let rx_cpu = busy.cpu();
         stop.store(true, Ordering::Relaxed);
+        // Error::other: a thread's panic or silence carries no typed error
         let (p, tx_busy) = sender
             .join()
             .map_err(|_| io::Error::other("probe thread panicked"))??;
@@ -317,6 +320,7 @@ pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
         let got = recv_udp(&rx, g, secs);
         let rx_cpu = busy.cpu();
         stop.store(true, Ordering::Relaxed);
+        // Error::other: a thread's panic or silence carries no typed error
         let (sent, tx_busy) = sender
             .join()
             .map_err(|_| io::Error::other("sender thread panicked"))??;

@@ -100,12 +100,14 @@ pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<Stre
     let irq0 = veth::irq_time();
     wait_out(cfg, t0 + Duration::from_secs_f64(cfg.seconds));
     stop_tx.store(true, Ordering::Relaxed);
+    // Error::other: a thread's panic or silence carries no typed error
     tx.join()
         .map_err(|_| io::Error::other("sender panicked"))??;
     let wall = t0.elapsed();
     let irq = veth::irq_time().saturating_sub(irq0);
     std::thread::sleep(Duration::from_millis(200)); // drain
     rx.stop.store(true, Ordering::Relaxed);
+    // Error::other: a thread's panic or silence carries no typed error
     let out = rx
         .thread
         .join()
@@ -149,6 +151,7 @@ fn start_receiver(cfg: &StreamConfig, which: Receiver) -> io::Result<Running> {
             let name = which.name();
             Err(match thread.join() {
                 Ok(Err(e)) => io::Error::new(e.kind(), format!("receiver {name}: {e}")),
+                // Error::other: a thread's panic or silence carries no typed error
                 _ => io::Error::other(format!("receiver {name} did not start")),
             })
         }

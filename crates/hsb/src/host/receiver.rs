@@ -158,6 +158,60 @@ pub struct Frame<'a> {
     pub data: &'a [u8],
 }
 
+/// Why a receiver could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReceiverError {
+    /// The socket, the AF_XDP port, the pcap file or the settings.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The transport refused the QP or a step of bringing it up.
+    #[error("the receiver's QP")]
+    Qp(#[from] rocelink_transport::QpError),
+    /// The ring's region refused its page holds.
+    #[error("the ring's region")]
+    Region(#[from] rocelink_transport::AccessError),
+    /// The fixed R_Key asked for is taken or not a key.
+    #[error("R_Key {0:#x} is unusable")]
+    RKey(u32),
+    /// Ring pages of no bytes.
+    #[error("a ring page holds no bytes")]
+    EmptyPage,
+    /// The application's ring memory is smaller than the ring.
+    #[error("ring memory of {have} bytes is too small: {pages} pages of {page} bytes need {need}")]
+    RingTooSmall {
+        /// Bytes given.
+        have: usize,
+        /// Pages of the ring.
+        pages: u32,
+        /// Bytes per page.
+        page: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+}
+
+impl ReceiverError {
+    /// The I/O error's kind where it is one (an address in use, say).
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            ReceiverError::Io(e) => Some(e.kind()),
+            _ => None,
+        }
+    }
+}
+
+impl From<ReceiverError> for io::Error {
+    /// For a caller that speaks io::Error: an I/O error as it was, the others carried
+    /// whole inside (`get_ref` and `downcast` recover them).
+    fn from(e: ReceiverError) -> io::Error {
+        match e {
+            ReceiverError::Io(e) => e,
+            other => io::Error::other(other),
+        }
+    }
+}
+
 fn check_config(cfg: &ReceiverConfig) -> io::Result<()> {
     if cfg.frame_size == 0 || cfg.pages == 0 || cfg.pages > 4096 {
         return Err(io::Error::new(
@@ -178,7 +232,7 @@ impl Receiver {
     }
 
     /// Set up the socket, the QP and a ring the receiver allocates.
-    pub fn new(cfg: ReceiverConfig) -> io::Result<Receiver> {
+    pub fn new(cfg: ReceiverConfig) -> Result<Receiver, ReceiverError> {
         check_config(&cfg)?;
         // page-aligned: every payload offset the device uses (multiples of 64) is then a
         // cache-line boundary for the kernel's copy; in huge pages where the kernel gives
@@ -196,30 +250,28 @@ impl Receiver {
     /// (anything that is `AsRef<[u8]> + AsMut<[u8]> + Send`: a `Vec`, a hugepage or
     /// pinned buffer…). It must hold at least [`Receiver::ring_len`] bytes; frames land
     /// in it page by page, and [`Receiver::into_memory`] gives it back.
-    pub fn with_memory(cfg: ReceiverConfig, mem: impl RegionMemory) -> io::Result<Receiver> {
+    pub fn with_memory(
+        cfg: ReceiverConfig,
+        mem: impl RegionMemory,
+    ) -> Result<Receiver, ReceiverError> {
         check_config(&cfg)?;
         let need = Receiver::ring_len(&cfg);
         if mem.bytes().len() < need {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "ring memory of {} bytes is too small: {} pages of {} bytes need {need}",
-                    mem.bytes().len(),
-                    cfg.pages,
-                    page_layout(cfg.frame_size).1
-                ),
-            ));
+            return Err(ReceiverError::RingTooSmall {
+                have: mem.bytes().len(),
+                pages: cfg.pages,
+                page: page_layout(cfg.frame_size).1,
+                need,
+            });
         }
         let (drv, notes) = open_driver(&cfg)?;
         let (mut ep, mr, qpn, cq) = uc_endpoint(&cfg, drv.socket().local_addr(), mem)?;
         let (md_offset, page_size) = page_layout(cfg.frame_size);
         let fast = fast_path(&cfg, &drv, &mr, (page_size, md_offset));
         let holds = Arc::new(
-            Holds::new(page_size as u64, cfg.pages as usize)
-                .ok_or_else(|| io::Error::other("empty ring page"))?,
+            Holds::new(page_size as u64, cfg.pages as usize).ok_or(ReceiverError::EmptyPage)?,
         );
-        ep.set_holds(mr.lkey, holds.clone())
-            .map_err(io::Error::other)?;
+        ep.set_holds(mr.lkey, holds.clone())?;
         let fast = fast.map(|(rx, g)| (rx, Prediction::new(g).with_holds(holds.clone())));
         let t = Tracker::new(cfg.tracker(), qpn, cq, mr.lkey);
         let mut r = Receiver {
@@ -255,6 +307,8 @@ impl Receiver {
                         },
                     ),
                 )
+                // the receiver speaks its socket's io::Error; the transport's typed refusal
+                // rides inside it (`get_ref` and `downcast` recover it)
                 .map_err(io::Error::other)?;
             self.posted += 1;
         }
@@ -581,7 +635,7 @@ fn uc_endpoint(
     cfg: &ReceiverConfig,
     local: SocketAddr,
     mem: impl RegionMemory,
-) -> io::Result<(Endpoint, MrKeys, u32, rocelink_transport::CqId)> {
+) -> Result<(Endpoint, MrKeys, u32, rocelink_transport::CqId), ReceiverError> {
     let mut ecfg = EndpointConfig::new(local).random_keys();
     ecfg.icrc = IcrcPolicy::Strict; // HSB devices send IP ID 0: every ICRC is exact
     let mut ep = Endpoint::new(ecfg);
@@ -600,23 +654,16 @@ fn uc_endpoint(
         Some((qp, rkey)) => {
             let mr = ep
                 .register_mr_keyed(mem, 0, access, rkey)
-                .ok_or_else(|| io::Error::other("R_Key unusable"))?;
-            (
-                mr,
-                ep.create_qp_numbered(qp, init).map_err(io::Error::other)?,
-            )
+                .ok_or(ReceiverError::RKey(rkey))?;
+            (mr, ep.create_qp_numbered(qp, init)?)
         }
-        None => (
-            ep.register_mr(mem, 0, access),
-            ep.create_qp(init).map_err(io::Error::other)?,
-        ),
+        None => (ep.register_mr(mem, 0, access), ep.create_qp(init)?),
     };
     let remote = SocketAddr::new(
         IpAddr::V4(cfg.device_ip),
         rocelink_wire::hsb::DATA_SOURCE_PORT,
     );
-    ep.modify_qp(qpn, Modify::Init { qkey: 0 })
-        .map_err(io::Error::other)?;
+    ep.modify_qp(qpn, Modify::Init { qkey: 0 })?;
     let rtr = Modify::Rtr {
         remote: Some(remote),
         dest_qpn: 0,
@@ -626,7 +673,7 @@ fn uc_endpoint(
         mtu: Mtu::Jumbo(65_532),
         min_rnr_timer: 0,
     };
-    ep.modify_qp(qpn, rtr).map_err(io::Error::other)?;
+    ep.modify_qp(qpn, rtr)?;
     Ok((ep, mr, qpn, cq))
 }
 

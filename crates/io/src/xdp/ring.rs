@@ -73,6 +73,7 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        // Error::other: a kernel-interface anomaly; io speaks io::Error, with no finer type
         let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave 0"))?;
         Ok(Mapping { ptr, len })
     }
@@ -124,8 +125,10 @@ impl<T: Copy> Ring<T> {
         let map = Arc::new(Mapping::new(fd, len, pgoff)?);
         let at = |o: u64| -> io::Result<NonNull<u8>> {
             if o as usize + 4 > len {
+                // Error::other: a kernel-interface anomaly; io speaks io::Error, with no finer type
                 return Err(io::Error::other("ring offsets outside the mapping"));
             }
+            // Error::other: a kernel-interface anomaly; io speaks io::Error, with no finer type
             // SAFETY: `o` is inside the mapping (checked above).
             NonNull::new(unsafe { map.as_ptr().add(o as usize) })
                 .ok_or_else(|| io::Error::other("null ring"))

@@ -149,7 +149,8 @@ fn run(
             .backend
             .open(local_ip, cfg.roce_port, cfg.bind.is_some())?;
         let pp = Pingpong::with_backend(b.backend, cfg.pingpong, qpn)
-            .map_err(|e| io::Error::other(e.to_string()))?;
+            // the session's opening speaks io::Error; the pingpong's typed error rides inside
+            .map_err(io::Error::other)?;
         let dest = PingpongDest {
             lid: 0,
             qpn: pp.qpn(),

@@ -159,6 +159,7 @@ impl LandingRx {
         let zone = if slots == 0 {
             &mut none[..]
         } else {
+            // Error::other: a receive speaks io::Error; the AccessError rides inside
             ep.landing_zone(self.lkey).map_err(io::Error::other)?
         };
         let n = self
@@ -238,6 +239,7 @@ impl LandingRx {
                 // lent out: left where it landed, and refused when handled (its ICRC, over
                 // bytes that did not move, fails first)
                 Ok(()) | Err(AccessError::Held { .. }) => {}
+                // Error::other: a receive speaks io::Error; the AccessError rides inside
                 Err(e) => return Err(io::Error::other(e)),
             }
         }
