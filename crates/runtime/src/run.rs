@@ -5,7 +5,8 @@
 //! A role says what it needs through [`Role`]; IMS's buffer unit and worker, the ultrasound
 //! probe and host all run in [`drive`].
 
-use crate::{Driver, Plan};
+use crate::driver::Driver;
+use crate::landing::Plan;
 use rocelink_io::backend::Backend;
 use rocelink_transport::Endpoint;
 use std::io;
