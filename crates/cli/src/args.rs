@@ -238,3 +238,10 @@ impl PfcArgs {
             .then(|| rocelink_runtime::xdp::PfcConfig::new(self.link_gbps))
     }
 }
+
+/// The name a closed set's value has on the command line (and in `--json`).
+pub(crate) fn value_name<T: clap::ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_owned())
+        .unwrap_or_default()
+}

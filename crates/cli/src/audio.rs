@@ -29,10 +29,9 @@ pub(crate) struct SendAudioArgs {
     /// Destination QP: the device sends QP q to sensor TX port q/2 - 1 (2: the I2S output).
     #[arg(long, default_value_t = rocelink_wire::hsb::stx::AUDIO_QP, value_parser = args::u24_num)]
     qp: u32,
-    /// roce: UC SEND with an exact ICRC (HSB's audio_player.py); linux: the hand-built
-    /// packet of HSB's linux_audio_player.py (CRC-32 trailer, no ICRC).
-    #[arg(long, default_value = "roce", value_parser = ["roce", "linux"])]
-    format: String,
+    /// How the samples are packed.
+    #[arg(long, value_enum, default_value_t = AudioFormat::Roce)]
+    format: AudioFormat,
     /// Send the file this many times; 0: until Ctrl-C (HSB's players loop forever).
     #[arg(long, default_value_t = 1)]
     repeat: u64,
@@ -54,6 +53,15 @@ pub(crate) struct SendAudioArgs {
     /// Print nothing but errors.
     #[arg(long)]
     quiet: bool,
+}
+
+/// How the samples are packed (`--format`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AudioFormat {
+    /// UC SEND with an exact ICRC (HSB's audio_player.py).
+    Roce,
+    /// The hand-built packet of HSB's linux_audio_player.py (CRC-32 trailer, no ICRC).
+    Linux,
 }
 
 /// The largest file send-audio takes (over 1.5 hours of 8-channel 48 kHz 24-bit audio).
@@ -116,10 +124,9 @@ pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
 /// Where and how the samples go.
 fn tx_config(a: &SendAudioArgs, device: Ipv4Addr) -> SensorTxConfig {
     SensorTxConfig {
-        format: if a.format == "linux" {
-            TxFormat::Linux
-        } else {
-            TxFormat::Roce
+        format: match a.format {
+            AudioFormat::Linux => TxFormat::Linux,
+            AudioFormat::Roce => TxFormat::Roce,
         },
         qp: a.qp,
         max_chunk: a.chunk,
@@ -134,7 +141,7 @@ fn report(a: &SendAudioArgs, device: Ipv4Addr, what: &str, st: &sensor_tx::PlayS
     if a.json {
         println!(
             "{}",
-            json!({"device": device.to_string(), "qp": a.qp, "format": a.format,
+            json!({"device": device.to_string(), "qp": a.qp, "format": crate::args::value_name(&a.format),
                    "file": a.file.display().to_string(), "packets": st.packets,
                    "bytes": st.bytes, "passes": st.passes, "seconds": secs,
                    "stopped": st.stopped})

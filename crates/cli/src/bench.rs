@@ -37,6 +37,17 @@ pub(crate) enum BenchCmd {
     Verbs(crate::bench_verbs::VerbsBenchArgs),
 }
 
+/// Where `bench stream` runs its sender and receivers (`--backend`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamBackend {
+    /// Over loopback (127.0.77.x).
+    Loopback,
+    /// Over a veth pair between two namespaces made for the run (root): the socket
+    /// receivers and rocelink's AF_XDP receiver on the same stream, the machine's softirq
+    /// time counted.
+    Xdp,
+}
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct RcArgs {
     /// Message size in bytes (default: 65536 for write-bw, 2 for write-lat).
@@ -202,11 +213,9 @@ pub(crate) struct StreamArgs {
     /// sink,recv1,rocelink over loopback, sink,rocelink,xdp with --backend xdp.
     #[arg(long, value_delimiter = ',')]
     receivers: Vec<String>,
-    /// Where the stream runs: loopback (127.0.77.x), or xdp — a veth pair between two
-    /// namespaces made for the run (root), the socket receivers and rocelink's AF_XDP
-    /// receiver on the same stream, with the machine's softirq time counted.
-    #[arg(long, default_value = "loopback", value_parser = ["loopback", "xdp"])]
-    backend: String,
+    /// Where the stream runs.
+    #[arg(long, value_enum, default_value_t = StreamBackend::Loopback)]
+    backend: StreamBackend,
     /// Messages per recvmmsg on rocelink's fast path (0: 1 with GRO, 64 without).
     #[arg(long, default_value = "0", value_parser = crate::args::usize_in(0, 1024))]
     batch: usize,
@@ -290,7 +299,7 @@ pub(crate) fn run(cmd: &BenchCmd) -> Result<ExitCode> {
 fn stream(a: &StreamArgs) -> Result<ExitCode> {
     // before the veth link exists: a Ctrl-C from here on lets it be removed
     let stop = crate::stop::StopFlag::install()?;
-    let xdp = a.backend == "xdp";
+    let xdp = a.backend == StreamBackend::Xdp;
     // HSB headers: Ethernet 14, IPv4 20, UDP 8, BTH+RETH 28, ICRC 4 — and AF_XDP frames
     // hold 4 KiB, native XDP on veth a little less
     let mtu = (a.payload as u32 + 60).max(1500);
@@ -356,7 +365,7 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
 
 /// The receivers asked for (by default the two baselines and rocelink).
 fn receivers(a: &StreamArgs) -> Result<Vec<&'static str>> {
-    let xdp = a.backend == "xdp";
+    let xdp = a.backend == StreamBackend::Xdp;
     let names: Vec<String> = match (a.receivers.is_empty(), xdp) {
         (false, _) => a.receivers.clone(),
         (true, false) => ["sink", "recv1", "rocelink"].map(String::from).to_vec(),
@@ -505,7 +514,7 @@ impl StreamView<'_> {
         };
         let xdp = self.spread("xdp", |o, t| ratio(self.per_cpu(t), self.per_cpu(o)));
         let mut v = json!({"payload": a.payload, "frame": a.frame, "seconds": a.seconds, "rate_gbps": a.rate, "gso": !a.no_gso, "gro": !a.no_gro,
-               "backend": a.backend, "runs": self.rounds.len(),
+               "backend": crate::args::value_name(&a.backend), "runs": self.rounds.len(),
                "results": self.r.iter().map(row).collect::<Vec<_>>(),
                "ratio_xdp_to_rocelink_per_cpu": if self.ran("xdp") && self.ran("rocelink") { xdp.median } else { 0.0 },
                "ratio_rocelink_to_sink": of("sink"), "ratio_rocelink_to_recv1": of("recv1"),

@@ -50,6 +50,13 @@ fn i2c_address(s: &str) -> Result<u8, String> {
         .ok_or_else(|| format!("{s}: I2C addresses are 7-bit (0..=0x7f)"))
 }
 
+/// `--camera`: the camera brought up over I2C.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CameraChoice {
+    /// Sony IMX274, as on HSB's boards.
+    Imx274,
+}
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct I2cArgs {
     #[command(flatten)]
@@ -140,8 +147,8 @@ fn mode(s: &str) -> Result<Imx274Mode, String> {
 pub(crate) struct BringUp {
     /// Configure and start this camera over I2C first, as HSB's player does (camera N of
     /// the board feeds virtual port N): imx274.
-    #[arg(long, value_parser = ["imx274"])]
-    pub(crate) camera: Option<String>,
+    #[arg(long, value_enum)]
+    pub(crate) camera: Option<CameraChoice>,
     /// IMX274 mode: 0/4k-raw10 (HSB's default), 1/1080p-raw10, 2/4k-raw12.
     #[arg(long, requires = "camera", value_parser = mode)]
     mode: Option<Imx274Mode>,

@@ -18,23 +18,53 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `--imm-layout`: how a frame end's immediate splits into PSN and page.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImmChoice {
+    /// 20-bit PSN, 12-bit page (HSB IP ≥ 0x2602).
+    #[value(name = "psn20-page12")]
+    Psn20Page12,
+    /// 24-bit PSN, 8-bit buffer (HSB IP 0x2510).
+    #[value(name = "psn24-buf8")]
+    Psn24Buf8,
+}
+
+/// `--coe-metadata`: how CoE frame ends carry the metadata.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CoeMetadata {
+    /// The 128-byte record closes the last packet (HSB's emulator and Linux receiver).
+    Trailing,
+    /// A separate 48-byte record (HSB's dataplane document).
+    Short,
+}
+
+/// `--xdp-mode`: how the kernel hands frames to the AF_XDP socket.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum XdpModeChoice {
+    /// Zero-copy where the driver has it, else copy.
+    Auto,
+    /// The kernel copies (any driver).
+    Copy,
+    /// The NIC writes into the UMEM (the driver must have it).
+    ZeroCopy,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct Layout {
     /// Metadata records little-endian (the dataplane document's layout) instead of big-endian.
     #[arg(long)]
     metadata_le: bool,
-    /// Immediate layout: psn20-page12 (HSB IP ≥ 0x2602) or psn24-buf8 (0x2510).
-    #[arg(long, default_value = "psn20-page12", value_parser = ["psn20-page12", "psn24-buf8"])]
-    imm_layout: String,
+    /// How a frame end's immediate splits into the PSN and the page.
+    #[arg(long, value_enum, default_value_t = ImmChoice::Psn20Page12)]
+    imm_layout: ImmChoice,
 }
 
 impl Layout {
     pub(crate) fn opts(&self) -> PacketizerOptions {
         PacketizerOptions {
-            imm_layout: if self.imm_layout == "psn24-buf8" {
-                ImmLayout::Psn24Buf8
-            } else {
-                ImmLayout::Psn20Page12
+            imm_layout: match self.imm_layout {
+                ImmChoice::Psn24Buf8 => ImmLayout::Psn24Buf8,
+                ImmChoice::Psn20Page12 => ImmLayout::Psn20Page12,
             },
             endian: if self.metadata_le {
                 Endian::Little
@@ -140,11 +170,9 @@ pub(crate) struct EmulateArgs {
     /// --xdp they leave through the AF_XDP port.
     #[arg(long, value_name = "IFACE", conflicts_with = "xdp")]
     coe_iface: Option<String>,
-    /// How CoE frame ends carry the metadata: trailing (the 128-byte record closes the
-    /// last packet, as HSB's emulator and Linux receiver) or short (a separate 48-byte
-    /// record, as HSB's dataplane document describes).
-    #[arg(long, default_value = "trailing", value_parser = ["trailing", "short"])]
-    coe_metadata: String,
+    /// How CoE frame ends carry the metadata.
+    #[arg(long, value_enum, default_value_t = CoeMetadata::Trailing)]
+    coe_metadata: CoeMetadata,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
     #[command(flatten)]
@@ -219,9 +247,9 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
         cfg.sensor_tx_port = None;
     }
     cfg.coe_iface = a.coe_iface.clone();
-    cfg.coe_form = match a.coe_metadata.as_str() {
-        "short" => rocelink_wire::hsb::coe::MetadataForm::Short,
-        _ => rocelink_wire::hsb::coe::MetadataForm::Trailing,
+    cfg.coe_form = match a.coe_metadata {
+        CoeMetadata::Short => rocelink_wire::hsb::coe::MetadataForm::Short,
+        CoeMetadata::Trailing => rocelink_wire::hsb::coe::MetadataForm::Trailing,
     };
     cfg.allow = allow_list(a);
     cfg.dscp = a.dscp;
@@ -561,9 +589,9 @@ pub(crate) struct RxTuning {
     /// virtual port's data port (--port + i) on its queue.
     #[arg(long, default_value = "0", value_delimiter = ',', requires = "xdp")]
     xdp_queue: Vec<u32>,
-    /// AF_XDP: copy (any driver), zero-copy (the driver must have it) or auto.
-    #[arg(long, default_value = "auto", requires = "xdp", value_parser = ["auto", "copy", "zero-copy"])]
-    xdp_mode: String,
+    /// AF_XDP: how the kernel hands frames to the socket.
+    #[arg(long, value_enum, default_value_t = XdpModeChoice::Auto, requires = "xdp")]
+    xdp_mode: XdpModeChoice,
     #[command(flatten)]
     pfc: args::PfcArgs,
 }
@@ -651,10 +679,10 @@ impl RxTuning {
     }
 
     fn xdp_mode(&self) -> rocelink_io::xdp::XdpMode {
-        match self.xdp_mode.as_str() {
-            "copy" => rocelink_io::xdp::XdpMode::Copy,
-            "zero-copy" => rocelink_io::xdp::XdpMode::ZeroCopy,
-            _ => rocelink_io::xdp::XdpMode::Auto,
+        match self.xdp_mode {
+            XdpModeChoice::Copy => rocelink_io::xdp::XdpMode::Copy,
+            XdpModeChoice::ZeroCopy => rocelink_io::xdp::XdpMode::ZeroCopy,
+            XdpModeChoice::Auto => rocelink_io::xdp::XdpMode::Auto,
         }
     }
 }

@@ -27,6 +27,15 @@ pub(crate) enum ImsCmd {
     Send(SendArgs),
 }
 
+/// `--verify`: what the buffer unit checks of each frame.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VerifyChoice {
+    /// The §4 CRC-32C and VA of the frame header.
+    Header,
+    /// Nothing.
+    None,
+}
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct Common {
     /// Status QPN of the buffer unit.
@@ -82,9 +91,9 @@ pub(crate) struct ServeArgs {
     /// Record every frame to this directory (new or empty).
     #[arg(long)]
     record: Option<PathBuf>,
-    /// What to check of each frame: `header` (the §4 CRC-32C and VA) or `none`.
-    #[arg(long, default_value = "header", value_parser = ["header", "none"])]
-    verify: String,
+    /// What to check of each frame.
+    #[arg(long, value_enum, default_value_t = VerifyChoice::Header)]
+    verify: VerifyChoice,
     /// Stop once this many frames were consumed; --record records exactly these (a faster
     /// worker's frames past them are still ACKed and consumed, not recorded).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -238,10 +247,9 @@ fn unit_config(a: &ServeArgs) -> Result<UnitConfig> {
         max_workers: a.worker_table,
         idle_timeout: a.idle_timeout,
         answers_per_sec: a.answer_rate,
-        verify: if a.verify == "none" {
-            Verify::None
-        } else {
-            Verify::Header
+        verify: match a.verify {
+            VerifyChoice::None => Verify::None,
+            VerifyChoice::Header => Verify::Header,
         },
         ..ServerConfig::default()
     };

@@ -7,6 +7,19 @@ use rocelink_record::read::Recording;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `export --format`: what a frame is written as.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExportFormat {
+    /// The frame's bytes as received.
+    Raw,
+    /// A numpy array: a 16-bit image for CSI recordings, else the bytes.
+    Npy,
+    /// A 16-bit grey image.
+    Pgm,
+    /// A camera's frame demosaiced to RGB8 at half resolution; echoes as 16-bit grey.
+    Png,
+}
+
 #[derive(clap::Args, Debug)]
 pub(crate) struct InspectArgs {
     /// Recording directory.
@@ -146,11 +159,9 @@ pub(crate) struct ExportArgs {
     /// Frame number to export.
     #[arg(long)]
     frame: u64,
-    /// raw (bytes as received), npy (numpy: 16-bit image for CSI recordings, else bytes),
-    /// pgm (16-bit grey image), png (a camera's frame demosaiced to RGB8 at half
-    /// resolution; ultrasound echoes as 16-bit grey at full resolution).
-    #[arg(long, default_value = "png", value_parser = ["raw", "npy", "pgm", "png"])]
-    format: String,
+    /// What the frame is written as.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Png)]
+    format: ExportFormat,
     /// Output file (default: frame-N.FORMAT in the current directory).
     #[arg(short, long, value_parser = crate::args::out_file)]
     out: Option<PathBuf>,
@@ -189,19 +200,22 @@ pub(crate) fn export(a: &ExportArgs) -> Result<ExitCode> {
         Some(true) => {}
     }
     let data = r.frame(i)?;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("frame-{}.{}", a.frame, a.format)));
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "frame-{}.{}",
+            a.frame,
+            crate::args::value_name(&a.format)
+        ))
+    });
     rocelink_io::file::check_output(&out)?;
-    let bytes = match a.format.as_str() {
-        "raw" => data,
-        "npy" => match image::unpack(&r.header, &data) {
+    let bytes = match a.format {
+        ExportFormat::Raw => data,
+        ExportFormat::Npy => match image::unpack(&r.header, &data) {
             Ok(img) => img.to_npy(),
             Err(_) => image::npy(&[data.len()], "|u1", &data),
         },
-        "pgm" => image::unpack(&r.header, &data)?.to_pgm(),
-        _ => png_image(&r.header, &data)?,
+        ExportFormat::Pgm => image::unpack(&r.header, &data)?.to_pgm(),
+        ExportFormat::Png => png_image(&r.header, &data)?,
     };
     rocelink_io::file::write_atomic(&out, &bytes).context("cannot write the export")?;
     println!("{}", out.display());
