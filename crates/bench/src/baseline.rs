@@ -5,7 +5,7 @@
 //! goodput counts the 4096-byte payloads that arrived) and a bare UDP ping-pong on blocking
 //! sockets. Threads are pinned to CPUs 0 and 1 unless told otherwise.
 
-use rocelink_io::net::{pin_current_thread, thread_cpu_time};
+use rocelink_io::cpu::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use std::io;
 use std::net::SocketAddr;

@@ -255,7 +255,7 @@ fn two_processes(plan: &Plan, exe: &Path, port: u16) -> Result<f64, BenchPerfErr
     sc.args(common_args(plan, port)).args(["--bind", &server]);
     let (mut srv, mut out) = start_server(test, sc)?;
     if plan.pin {
-        let _ = rocelink_io::net::pin_process(srv.id(), 0);
+        let _ = rocelink_io::cpu::pin_process(srv.id(), 0);
     }
     let cli = Command::new(exe)
         .args(common_args(plan, port))
@@ -265,7 +265,7 @@ fn two_processes(plan: &Plan, exe: &Path, port: u16) -> Result<f64, BenchPerfErr
         .spawn()
         .map_err(spawn("starting the client"))?;
     if plan.pin {
-        let _ = rocelink_io::net::pin_process(cli.id(), 1);
+        let _ = rocelink_io::cpu::pin_process(cli.id(), 1);
     }
     let cout = cli
         .wait_with_output()

@@ -159,10 +159,10 @@ fn perftest_run(plan: &VerbsPlan) -> Result<f64, BenchVerbsError> {
         .spawn()
         .map_err(failed("starting the server"))?;
     if plan.pin {
-        let _ = rocelink_io::net::pin_process(srv.id(), 0);
+        let _ = rocelink_io::cpu::pin_process(srv.id(), 0);
     }
     let end = Instant::now() + Duration::from_secs(20);
-    while !rocelink_io::net::tcp_listening(plan.port) {
+    while !rocelink_io::ports::tcp_listening(plan.port) {
         if Instant::now() > end {
             let out = finish(srv, Duration::ZERO).map_err(failed("waiting for the server"))?;
             return Err(ended(&program, "server", &out));
@@ -175,7 +175,7 @@ fn perftest_run(plan: &VerbsPlan) -> Result<f64, BenchVerbsError> {
         .spawn()
         .map_err(failed("starting the client"))?;
     if plan.pin {
-        let _ = rocelink_io::net::pin_process(cli.id(), 1);
+        let _ = rocelink_io::cpu::pin_process(cli.id(), 1);
     }
     let c = finish(cli, Duration::from_secs(300)).map_err(failed("waiting for the client"))?;
     let s = finish(srv, Duration::from_secs(20)).map_err(failed("waiting for the server"))?;
@@ -285,7 +285,7 @@ pub fn idle_cost(
         .stderr(Stdio::piped());
     let child = c.spawn().map_err(failed("starting"))?;
     let end = Instant::now() + Duration::from_secs(20);
-    while !rocelink_io::net::tcp_listening(port) && Instant::now() < end {
+    while !rocelink_io::ports::tcp_listening(port) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(5));
     }
     let pid = child.id();

@@ -88,7 +88,7 @@ pub(crate) struct EmulateArgs {
     /// protocol proves no address, so a spoofed register write could otherwise aim the
     /// stream anywhere.
     #[arg(long, value_delimiter = ',', value_name = "ADDR[/PREFIX]")]
-    allow: Vec<rocelink_io::net::Prefix>,
+    allow: Vec<rocelink_io::prefix::Prefix>,
     /// Where enumeration goes, or "none".
     #[arg(long, default_value = "255.255.255.255:12267")]
     bootp_target: String,
@@ -259,15 +259,15 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
 
 /// `--allow`: loopback, and the given hosts — or, when none is given, the device's subnet
 /// (a /24 when no interface has the address, as with --xdp); `None` (everyone) with `any`.
-fn allow_list(a: &EmulateArgs) -> Option<Vec<rocelink_io::net::Prefix>> {
-    use rocelink_io::net::Prefix;
+fn allow_list(a: &EmulateArgs) -> Option<Vec<rocelink_io::prefix::Prefix>> {
+    use rocelink_io::prefix::Prefix;
     if a.allow.contains(&Prefix::ANY_V4) {
         return None;
     }
     let mut v = Prefix::loopback().to_vec();
     if a.allow.is_empty() {
         let ip = std::net::IpAddr::V4(a.ip);
-        v.extend(rocelink_io::net::subnet_of(ip).or(Prefix::new(ip, 24)));
+        v.extend(rocelink_io::prefix::subnet_of(ip).or(Prefix::new(ip, 24)));
     }
     v.extend(a.allow.iter().copied());
     Some(v)

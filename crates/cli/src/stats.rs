@@ -3,7 +3,7 @@
 //! which reads a running process's counters from its control socket.
 
 use anyhow::{Context, Result, bail};
-use rocelink_runtime::control::{self, Control};
+use rocelink_runtime::control::{self, ControlSocket};
 use rocelink_runtime::counters::{Board, Snapshot};
 use rocelink_web::{Exposure, Limits, Server, check_addr};
 use std::net::SocketAddr;
@@ -57,7 +57,7 @@ pub(crate) fn allowed(addr: SocketAddr, public: bool, flag: &str) -> Result<()> 
 pub(crate) struct Counters {
     /// Where drivers publish.
     pub(crate) board: Board,
-    _control: Option<Control>,
+    _control: Option<ControlSocket>,
     _metrics: Option<Server>,
 }
 
@@ -80,7 +80,7 @@ impl Counters {
         let control = if a.no_control {
             None
         } else {
-            match Control::serve(board.clone(), &control::socket_path(std::process::id())) {
+            match ControlSocket::serve(board.clone(), &control::socket_path(std::process::id())) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     eprintln!("rocelink: note: no control socket (rocelink stats): {e}");

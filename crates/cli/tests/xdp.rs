@@ -278,7 +278,7 @@ fn two_virtual_ports_on_two_queues_two_threads() {
     let h = common::VethPair::exec(&ns.b);
     let (na, va) = (ns.a.clone(), ns.va.clone());
     let _tc = std::thread::spawn(move || {
-        rocelink_io::net::enter_netns(&na).unwrap();
+        rocelink_io::netns::enter(&na).unwrap();
         rocelink_io::xdp::TxQueueSteer::attach(&va, &[(4791, 0), (4792, 1)]).unwrap()
     })
     .join()

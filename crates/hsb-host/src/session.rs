@@ -629,7 +629,7 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
                     ..
                 } = p;
                 if let Some(cpu) = cpu
-                    && let Err(source) = rocelink_io::net::pin_current_thread(cpu)
+                    && let Err(source) = rocelink_io::cpu::pin_current_thread(cpu)
                 {
                     let outcome = Err(HostError::Pin { vp, cpu, source });
                     return Ended { rx, sink, outcome };

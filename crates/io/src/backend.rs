@@ -90,7 +90,7 @@ impl<'a> Outgoing<'a> {
 
 /// What [`Backend::recv_lent`] calls on each datagram: (sender, IPv4 header as received if
 /// the backend sees it, payload) → take more.
-pub type Lender<'a> = dyn FnMut(SocketAddr, Option<&[u8]>, &[u8]) -> bool + 'a;
+pub type LendFn<'a> = dyn FnMut(SocketAddr, Option<&[u8]>, &[u8]) -> bool + 'a;
 
 /// A datagram I/O backend (see the module documentation).
 pub trait Backend: std::fmt::Debug {
@@ -111,7 +111,7 @@ pub trait Backend: std::fmt::Debug {
         &self,
         max: usize,
         wait: Option<Duration>,
-        each: &mut Lender<'_>,
+        each: &mut LendFn<'_>,
     ) -> io::Result<usize> {
         let _ = (max, wait, each);
         Err(io::ErrorKind::Unsupported.into())
@@ -174,7 +174,7 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
         &self,
         max: usize,
         wait: Option<Duration>,
-        each: &mut Lender<'_>,
+        each: &mut LendFn<'_>,
     ) -> io::Result<usize> {
         (**self).recv_lent(max, wait, each)
     }

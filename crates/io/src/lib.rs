@@ -23,14 +23,18 @@
 
 pub mod aligned;
 pub mod backend;
+pub mod cpu;
 pub mod event;
 pub mod file;
 pub mod mem;
 pub mod net;
+pub mod netns;
 pub mod oob;
 pub mod packet;
 pub mod pcap;
 pub mod perftest;
+pub mod ports;
+pub mod prefix;
 pub mod raw;
 pub mod scatter;
 pub mod shared;

@@ -17,7 +17,7 @@ pub fn bind_roce(ip: IpAddr, port: u16, chosen: bool) -> io::Result<(UdpSocket, 
     };
     let named = |what: String| {
         let holder = (e.kind() == io::ErrorKind::AddrInUse)
-            .then(|| rocelink_io::net::udp_port_holder(SocketAddr::new(ip, port)))
+            .then(|| rocelink_io::ports::udp_port_holder(SocketAddr::new(ip, port)))
             .flatten()
             .map(|h| format!(" (held by {h})"))
             .unwrap_or_default();

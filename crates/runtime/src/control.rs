@@ -5,7 +5,7 @@
 //! The control socket is a Unix stream socket at [`socket_path`] (`$XDG_RUNTIME_DIR/rocelink/
 //! PID.sock`, else `/tmp/rocelink-UID/PID.sock`): a client connects and reads one JSON
 //! [`Snapshot`]; the server closes the connection after it. The file goes when the
-//! [`Control`] is dropped.
+//! [`ControlSocket`] is dropped.
 
 use crate::counters::{Board, Snapshot};
 use std::io::{self, Read, Write};
@@ -49,14 +49,14 @@ pub fn remove_stale(dir: &Path) {
 
 /// A control socket being served; removed on drop.
 #[derive(Debug)]
-pub struct Control {
+pub struct ControlSocket {
     path: PathBuf,
 }
 
-impl Control {
+impl ControlSocket {
     /// Serve `board` at `path` (see [`socket_path`]). A stale socket file of a process that
     /// is gone is replaced; a live one is an error.
-    pub fn serve(board: Board, path: &Path) -> io::Result<Control> {
+    pub fn serve(board: Board, path: &Path) -> io::Result<ControlSocket> {
         if let Some(dir) = path.parent() {
             // ours alone, or not used at all (a planted directory is refused)
             rocelink_io::file::private_dir(dir)?;
@@ -85,7 +85,7 @@ impl Control {
                     let _ = conn.write_all(json.as_bytes());
                 }
             })?;
-        Ok(Control {
+        Ok(ControlSocket {
             path: path.to_owned(),
         })
     }
@@ -96,7 +96,7 @@ impl Control {
     }
 }
 
-impl Drop for Control {
+impl Drop for ControlSocket {
     fn drop(&mut self) {
         rocelink_io::signal::remove_on_hard_exit(None);
         let _ = std::fs::remove_file(&self.path);
@@ -224,12 +224,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rocelink-ctl-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("x.sock");
-        let c = Control::serve(board(), &path).unwrap();
+        let c = ControlSocket::serve(board(), &path).unwrap();
         let s = query(c.path()).unwrap();
         assert_eq!(s.total("rx_packets"), 42);
         assert_eq!(s.pid, std::process::id());
         // a second server on a live socket is refused, naming it
-        let e = Control::serve(board(), &path).unwrap_err();
+        let e = ControlSocket::serve(board(), &path).unwrap_err();
         assert!(e.to_string().contains("x.sock"), "{e}");
         drop(c);
         assert!(!path.exists());
@@ -245,7 +245,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let e = Control::serve(board(), &dir.join("1.sock")).unwrap_err();
+        let e = ControlSocket::serve(board(), &dir.join("1.sock")).unwrap_err();
         assert!(e.to_string().contains("mode 755"), "{e}");
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o755, "left as it was");
@@ -258,7 +258,7 @@ mod tests {
         let link = std::env::temp_dir().join(format!("rocelink-ctl-link-{}", std::process::id()));
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&good, &link).unwrap();
-        let e = Control::serve(board(), &link.join("1.sock")).unwrap_err();
+        let e = ControlSocket::serve(board(), &link.join("1.sock")).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
         let _ = std::fs::remove_file(&link);
         let _ = std::fs::remove_dir_all(&dir);
@@ -273,7 +273,7 @@ mod tests {
         let stale = dir.join("4194305.sock");
         drop(UnixListener::bind(&stale).unwrap());
         assert!(stale.exists());
-        let c = Control::serve(board(), &dir.join("x.sock")).unwrap();
+        let c = ControlSocket::serve(board(), &dir.join("x.sock")).unwrap();
         assert!(!stale.exists(), "removed");
         drop(c);
         // a server that never stops talking: the reader gives up, bounded in bytes and time

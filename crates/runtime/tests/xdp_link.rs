@@ -46,7 +46,7 @@ fn arp_with_concurrent_misses_and_eviction_over_veth() {
     // the receivers, made in namespace B
     let (nb, ha) = (ns.b.clone(), ns.a.clone());
     let socks: Vec<UdpSocket> = std::thread::spawn(move || {
-        rocelink_io::net::enter_netns(&nb).unwrap();
+        rocelink_io::netns::enter(&nb).unwrap();
         HOSTS
             .iter()
             .map(|h| {
@@ -60,7 +60,7 @@ fn arp_with_concurrent_misses_and_eviction_over_veth() {
     .unwrap();
     let va = ns.va.clone();
     let (iface, stats) = std::thread::spawn(move || {
-        rocelink_io::net::enter_netns(&ha).unwrap();
+        rocelink_io::netns::enter(&ha).unwrap();
         let mut cfg = XdpPortConfig::new(&va, "10.213.0.1".parse().unwrap(), XdpRole::Device);
         cfg.arp = ArpConfig {
             sets: 1,

@@ -61,7 +61,7 @@ fn two_queues_two_threads_each_gets_its_own_port() {
     let (na, nb, va, vb) = (ns.a.clone(), ns.b.clone(), ns.va.clone(), ns.vb.clone());
     // B: queue 0's port and its sibling on queue 1, one XDP program
     let ports = std::thread::spawn(move || {
-        rocelink_io::net::enter_netns(&nb).unwrap();
+        rocelink_io::netns::enter(&nb).unwrap();
         let mut cfg = XdpPortConfig::new(&vb, "10.215.0.2".parse().unwrap(), XdpRole::Host);
         cfg.host_ports = (5000, 5001);
         let q0 = XdpPort::open(&cfg).unwrap();
@@ -78,7 +78,7 @@ fn two_queues_two_threads_each_gets_its_own_port() {
     assert_eq!((ports.0.queue(), ports.1.queue()), (0, 1));
     let na2 = na.clone();
     let sender = std::thread::spawn(move || {
-        rocelink_io::net::enter_netns(&na2).unwrap();
+        rocelink_io::netns::enter(&na2).unwrap();
         UdpSocket::bind("10.215.0.1:0").unwrap()
     })
     .join()
@@ -90,7 +90,7 @@ fn two_queues_two_threads_each_gets_its_own_port() {
         let tc = {
             let (na, va) = (na.clone(), va.clone());
             std::thread::spawn(move || {
-                rocelink_io::net::enter_netns(&na).unwrap();
+                rocelink_io::netns::enter(&na).unwrap();
                 TxQueueSteer::attach(&va, &steer)
             })
             .join()

@@ -73,7 +73,7 @@ pub fn free_tcp_port() -> u16 {
 pub fn wait_tcp_listening(port: u16, timeout: std::time::Duration) -> bool {
     let end = std::time::Instant::now() + timeout;
     while std::time::Instant::now() < end {
-        if rocelink_io::net::tcp_listening(port) {
+        if rocelink_io::ports::tcp_listening(port) {
             return true;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));

@@ -12,7 +12,7 @@
 //!   silent for [`GateConfig::idle`].
 //! * Challenges are rate-limited ([`GateConfig::challenges_per_sec`]).
 
-pub use rocelink_io::net::Prefix;
+pub use rocelink_io::prefix::Prefix;
 use rocelink_wire::ultrasound::{Command, TriggerRepr};
 use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};

@@ -10,7 +10,7 @@
 pub mod rounds;
 
 use rocelink_io::backend::{Outgoing, Transmitter};
-use rocelink_io::net::{pin_current_thread, thread_cpu_time};
+use rocelink_io::cpu::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use rocelink_runtime::{Driver, RunOpts, roce_config};
 use rocelink_transport::{Endpoint, EndpointConfig};

@@ -3,7 +3,7 @@
 
 use super::{PAGES, QP, RKEY, StreamConfig};
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig};
-use rocelink_io::net::{CpuTime, thread_cpu};
+use rocelink_io::cpu::{CpuTime, thread_cpu};
 use rocelink_io::scatter::{ScatterRx, Slot};
 use rocelink_io::udp::{RecvBatch, UdpSocket};
 use std::io;

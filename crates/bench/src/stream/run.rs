@@ -4,7 +4,7 @@ use super::receivers::{RxOut, recv1, ring_len, rocelink_rx, sink, sink_ring};
 use super::sender::{bind_device, sender};
 use super::{StreamConfig, StreamResult, interrupted};
 use crate::veth;
-use rocelink_io::net::pin_current_thread;
+use rocelink_io::cpu::pin_current_thread;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -140,7 +140,7 @@ fn start_receiver(cfg: &StreamConfig, which: Receiver) -> io::Result<Running> {
             let _ = pin_current_thread(c.cpus.1);
         }
         if let Some(v) = &c.veth {
-            rocelink_io::net::enter_netns(&v.ns_b)?;
+            rocelink_io::netns::enter(&v.ns_b)?;
         }
         receive(which, &c, port_tx, &s)
     });

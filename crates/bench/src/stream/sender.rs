@@ -4,7 +4,7 @@ use super::{PAGES, QP, RKEY, StreamConfig};
 use rocelink_hsb::device::VpStream;
 use rocelink_hsb::device::packetizer::{Packetizer, PacketizerOptions};
 use rocelink_io::backend::{Outgoing, Transmitter};
-use rocelink_io::net::pin_current_thread;
+use rocelink_io::cpu::pin_current_thread;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
 use rocelink_wire::bytes::Mac;
 use std::io;
@@ -65,7 +65,7 @@ pub(super) fn sender(
         let _ = pin_current_thread(cfg.cpus.0);
     }
     if let Some(v) = &cfg.veth {
-        rocelink_io::net::enter_netns(&v.ns_a)?;
+        rocelink_io::netns::enter(&v.ns_a)?;
     }
     let sock = match sock {
         Some(s) => s,

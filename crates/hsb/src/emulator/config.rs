@@ -75,7 +75,7 @@ pub struct EmulatorConfig {
     /// Hosts heard on ECB, and the only addresses a virtual port streams to: HSB's
     /// protocol proves no sender's address, so a spoofed register write could otherwise
     /// point a multi-gigabit stream anywhere. `None`: every host (an FPGA's behaviour).
-    pub allow: Option<Vec<rocelink_io::net::Prefix>>,
+    pub allow: Option<Vec<rocelink_io::prefix::Prefix>>,
     /// DSCP of the stream's packets (6 bits): its class selector is the PFC class on an
     /// owned port. 0: best effort, as HSB sends.
     pub dscp: u8,
@@ -200,7 +200,7 @@ mod tests {
         c.allow = Some(vec![
             "192.168.0.0/24"
                 .parse()
-                .unwrap_or(rocelink_io::net::Prefix::ANY_V4),
+                .unwrap_or(rocelink_io::prefix::Prefix::ANY_V4),
         ]);
         c.counters = Some(Board::new("emulate"));
         let text = serde_json::to_string(&c).unwrap_or_default();

@@ -604,7 +604,7 @@ fn open_driver(cfg: &ReceiverConfig) -> io::Result<(RxDriver, Vec<String>)> {
             };
             let sock = UdpSocket::bind(cfg.local, &udp).map_err(|e| {
                 let holder = (e.kind() == io::ErrorKind::AddrInUse)
-                    .then(|| rocelink_io::net::udp_port_holder(cfg.local))
+                    .then(|| rocelink_io::ports::udp_port_holder(cfg.local))
                     .flatten()
                     .map(|h| format!(" (held by {h})"))
                     .unwrap_or_default();

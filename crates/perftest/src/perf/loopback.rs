@@ -4,7 +4,7 @@
 //! against, measured in the same run (`rocelink bench perf`).
 
 use super::{Kind, Outcome, Perf, PerfConfig, PerfError};
-use rocelink_io::net::pin_current_thread;
+use rocelink_io::cpu::pin_current_thread;
 use rocelink_io::perftest::Oob;
 use rocelink_runtime::bind_roce;
 use std::io;

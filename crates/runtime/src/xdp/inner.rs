@@ -83,8 +83,8 @@ impl Inner {
         &mut self,
         port: u16,
         max: usize,
-        mut each: Option<&mut Lender<'_>>,
-        mut each_other: Option<&mut OtherLender<'_>>,
+        mut each: Option<&mut LendFn<'_>>,
+        mut each_other: Option<&mut OtherLendFn<'_>>,
     ) -> io::Result<usize> {
         let Inner {
             xsk,

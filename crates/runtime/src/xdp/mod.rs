@@ -14,7 +14,7 @@
 //! Every received datagram keeps its real IPv4 header, so the transport checks each ICRC
 //! exactly (IPv4 identification included) instead of recovering the ID.
 
-use rocelink_io::backend::{Backend, Lender, Outgoing};
+use rocelink_io::backend::{Backend, LendFn, Outgoing};
 use rocelink_io::udp::RecvBatch;
 use rocelink_io::xdp::{Steer, XdpProgram, Xsk, XskConfig};
 use rocelink_netstack::iface::{IfaceConfig, IfaceStats, Interface, Rx, UdpTx};
@@ -98,7 +98,7 @@ impl XdpPortConfig {
 }
 
 /// What [`XdpPort::recv_other_with`] calls on each frame: (EtherType, payload).
-pub type OtherLender<'a> = dyn FnMut(u16, &[u8]) + 'a;
+pub type OtherLendFn<'a> = dyn FnMut(u16, &[u8]) + 'a;
 
 /// A datagram for a port nobody was reading when it came.
 type Queued = (SocketAddr, Option<[u8; 20]>, Vec<u8>);
@@ -294,7 +294,7 @@ impl XdpPort {
 
     /// Lend up to `max` frames of other EtherTypes (CoE) to `each` where they lie (kept
     /// ones first), without waiting. Returns how many.
-    pub fn recv_other_with(&self, max: usize, each: &mut OtherLender<'_>) -> io::Result<usize> {
+    pub fn recv_other_with(&self, max: usize, each: &mut OtherLendFn<'_>) -> io::Result<usize> {
         let mut g = self.lock();
         let mut n = 0;
         if let Some(q) = g.other.as_mut() {

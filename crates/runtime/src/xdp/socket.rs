@@ -77,10 +77,10 @@ impl Backend for XdpSocket {
         &self,
         max: usize,
         wait: Option<Duration>,
-        each: &mut Lender<'_>,
+        each: &mut LendFn<'_>,
     ) -> io::Result<usize> {
         let p = self.local.port();
-        let take = |each: &mut Lender<'_>| -> io::Result<usize> {
+        let take = |each: &mut LendFn<'_>| -> io::Result<usize> {
             let mut g = self.port.lock();
             let mut n = 0;
             // what another reader queued came first
