@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 /// Host settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HostConfig {
+pub struct ShotHostConfig {
     /// The shots' shape.
     pub geometry: Geometry,
     /// Q_Key of the host's UD QP.
@@ -68,12 +68,12 @@ pub struct HostConfig {
     pub land: bool,
 }
 
-impl HostConfig {
+impl ShotHostConfig {
     /// Defaults for `geometry`: 8 buffers, two shots' receives posted, 64 bounce buffers,
     /// two shots' messages held aside at most, given up 2 shots later or after 100 ms.
-    pub fn new(geometry: Geometry) -> HostConfig {
+    pub fn new(geometry: Geometry) -> ShotHostConfig {
         let m = geometry.messages() as usize;
-        HostConfig {
+        ShotHostConfig {
             geometry,
             qkey: 0x5553_0001,
             buffers: 8,
@@ -136,10 +136,10 @@ pub struct HostStats {
     /// Receives that completed with an error.
     pub recv_errors: u64,
     /// Messages not from the probe (another address or source QP), or of a shot more
-    /// than [`HostConfig::ahead`] ahead: dropped.
+    /// than [`ShotHostConfig::ahead`] ahead: dropped.
     pub stray: u64,
     /// Times the host moved on to where the probe was, after a loss longer than
-    /// [`HostConfig::ahead`] shots (see [`Host::poll`]).
+    /// [`ShotHostConfig::ahead`] shots (see [`Host::poll`]).
     pub resyncs: u64,
 }
 
@@ -187,7 +187,7 @@ impl Track {
 /// The receiving host over an endpoint.
 #[derive(Debug)]
 pub struct Host {
-    cfg: HostConfig,
+    cfg: ShotHostConfig,
     qpn: u32,
     cq: CqId,
     lkey: u32,
@@ -219,7 +219,7 @@ pub struct Host {
 
 impl Host {
     /// A UD QP with Q_Key `cfg.qkey`, its buffers registered and its receives posted.
-    pub fn new(ep: &mut Endpoint, cfg: HostConfig) -> Result<Host, Error> {
+    pub fn new(ep: &mut Endpoint, cfg: ShotHostConfig) -> Result<Host, Error> {
         let g = cfg.geometry;
         g.check()?;
         if cfg.buffers < 2 || cfg.posted == 0 || cfg.bounce == 0 || cfg.reorder == 0 {
@@ -285,7 +285,7 @@ impl Host {
     }
 
     /// Its settings.
-    pub fn config(&self) -> &HostConfig {
+    pub fn config(&self) -> &ShotHostConfig {
         &self.cfg
     }
 
@@ -367,9 +367,9 @@ impl Host {
     }
 
     /// After a loss longer than the window ahead (a full socket buffer dropped more than
-    /// [`HostConfig::ahead`] shots at once), every message the probe sends is beyond the
+    /// [`ShotHostConfig::ahead`] shots at once), every message the probe sends is beyond the
     /// window and refused, and the shot waited for never completes: once nothing was taken
-    /// for [`HostConfig::timeout`] while at least a shot's worth of the probe's messages
+    /// for [`ShotHostConfig::timeout`] while at least a shot's worth of the probe's messages
     /// came from beyond, move on to the newest of them (the shots before it are given up,
     /// in order). A forged shot number alone moves nothing while the probe's own messages
     /// are being taken.

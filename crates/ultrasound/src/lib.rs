@@ -12,7 +12,7 @@
 //!
 //! ```
 //! use rocelink_transport::{sim, Endpoint, EndpointConfig};
-//! use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig, shot::Echoes};
+//! use rocelink_ultrasound::{Geometry, Host, ShotHostConfig, Probe, ProbeConfig, shot::Echoes};
 //! use rocelink_wire::ultrasound::{Command, TriggerRepr};
 //! use std::time::{Duration, Instant};
 //!
@@ -23,10 +23,10 @@
 //!     Endpoint::new(EndpointConfig::new(ha)),
 //!     sim::LinkConfig::default(), 1, Instant::now());
 //! let mut probe = Probe::new(&mut link.a, ProbeConfig::new(g)).unwrap();
-//! let mut host = Host::new(&mut link.b, HostConfig::new(g)).unwrap();
+//! let mut host = Host::new(&mut link.b, ShotHostConfig::new(g)).unwrap();
 //! let start = TriggerRepr {
 //!     command: Command::Start { millihertz: 1_000_000, count: 3 }, // 1 kHz, 3 shots
-//!     number: 0, host_ns: 0, qpn: host.qpn(), qkey: HostConfig::new(g).qkey,
+//!     number: 0, host_ns: 0, qpn: host.qpn(), qkey: ShotHostConfig::new(g).qkey,
 //!     port: 4791, samples: 0, channels: 0, cookie: 0,
 //! };
 //! probe.handle_trigger(link.now, &start, ha.ip());
@@ -54,7 +54,7 @@ pub mod shot;
 pub mod sink;
 
 pub use gate::{Gate, GateConfig, GateStats, Prefix, Verdict};
-pub use host::{Host, HostConfig, HostStats, ShotReport};
+pub use host::{Host, HostStats, ShotHostConfig, ShotReport};
 pub use probe::{Probe, ProbeConfig, ProbeStats};
 pub use shot::Geometry;
 pub use sink::{Outcome, ShotSink, SinkStats};

@@ -13,7 +13,7 @@ use rocelink_transport::sim::Rng;
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{TriggerTarget, Triggering, host};
 use rocelink_ultrasound::shot::Echoes;
-use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig};
+use rocelink_ultrasound::{Geometry, Host, Probe, ProbeConfig, ShotHostConfig};
 use rocelink_wire::ultrasound::{Command, TriggerRepr};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -93,7 +93,7 @@ fn receive(g: Geometry, land: bool, gro: bool, seed: u64) -> (Seen, LandingStats
     let haddr = hsock.local_addr();
     let psock = UdpSocket::bind(SocketAddr::new(lo, 0), &UdpConfig::default()).unwrap();
     let mut hep = Endpoint::new(EndpointConfig::new(haddr));
-    let mut hc = HostConfig::new(g);
+    let mut hc = ShotHostConfig::new(g);
     hc.land = land;
     let mut h = Host::new(&mut hep, hc).unwrap();
     let pkts = probe_packets(g, psock.local_addr(), haddr, h.qpn(), hc.qkey);

@@ -9,7 +9,9 @@ use rocelink_transport::sim::{Dir, LinkConfig, Pair};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::shot::Echoes;
 use rocelink_ultrasound::sink::record_config;
-use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig, ShotReport, ShotSink};
+use rocelink_ultrasound::{
+    Geometry, Host, Probe, ProbeConfig, ShotHostConfig, ShotReport, ShotSink,
+};
 use rocelink_wire::ultrasound::{Command, TriggerRepr};
 use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
@@ -29,7 +31,13 @@ struct Net {
 }
 
 impl Net {
-    fn new(addrs: (&str, &str), link: LinkConfig, seed: u64, p: ProbeConfig, h: HostConfig) -> Net {
+    fn new(
+        addrs: (&str, &str),
+        link: LinkConfig,
+        seed: u64,
+        p: ProbeConfig,
+        h: ShotHostConfig,
+    ) -> Net {
         let (pa, ha): (SocketAddr, SocketAddr) =
             (addrs.0.parse().unwrap(), addrs.1.parse().unwrap());
         let mut pair = Pair::new(
@@ -106,7 +114,7 @@ fn run(
     hz: u32,
     link: LinkConfig,
     seed: u64,
-    cfg: impl Fn(&mut HostConfig),
+    cfg: impl Fn(&mut ShotHostConfig),
 ) -> Run {
     run_at((PROBE, HOST), g, shots, hz, link, seed, cfg)
 }
@@ -118,9 +126,9 @@ fn run_at(
     hz: u32,
     link: LinkConfig,
     seed: u64,
-    cfg: impl Fn(&mut HostConfig),
+    cfg: impl Fn(&mut ShotHostConfig),
 ) -> Run {
-    let mut hc = HostConfig::new(g);
+    let mut hc = ShotHostConfig::new(g);
     cfg(&mut hc);
     let mut n = Net::new(addrs, link, seed, ProbeConfig::new(g), hc);
     n.start(hz * 1000, shots, hc.first_shot);
@@ -220,7 +228,7 @@ fn one_glitch(duplicate: bool) -> (Vec<ShotReport>, u64) {
         LinkConfig::default(),
         3,
         ProbeConfig::new(g),
-        HostConfig::new(g),
+        ShotHostConfig::new(g),
     );
     let kept = Rc::new(RefCell::new(None));
     let k = kept.clone();
@@ -292,7 +300,7 @@ fn triggers_faster_than_the_link_miss_every_other_shot() {
         LinkConfig::default(),
         5,
         cfg,
-        HostConfig::new(g),
+        ShotHostConfig::new(g),
     );
     n.start(2_500_000, 20, 0);
     let mut complete = 0;
@@ -334,7 +342,7 @@ fn a_slow_recorder_drops_whole_shots_and_counts_them() {
         LinkConfig::default(),
         9,
         ProbeConfig::new(g),
-        HostConfig::new(g),
+        ShotHostConfig::new(g),
     );
     n.start(2_000_000, 40, 0);
     n.drive(
@@ -384,7 +392,7 @@ fn a_loss_longer_than_the_window_ahead_is_recovered_from() {
         LinkConfig::default(),
         5,
         ProbeConfig::new(g),
-        HostConfig::new(g),
+        ShotHostConfig::new(g),
     );
     let mut seen = 0u64;
     n.pair.set_filter(move |d, _| {

@@ -7,7 +7,7 @@
 use rocelink_transport::sim::{LinkConfig, Pair};
 use rocelink_transport::{Datagram, Endpoint, EndpointConfig};
 use rocelink_ultrasound::shot::Echoes;
-use rocelink_ultrasound::{Geometry, Host, HostConfig, Probe, ProbeConfig, ShotReport};
+use rocelink_ultrasound::{Geometry, Host, Probe, ProbeConfig, ShotHostConfig, ShotReport};
 use rocelink_wire::ib::{BthRepr, DethRepr, IbRepr, Opcode};
 use rocelink_wire::ultrasound::{Command, TriggerRepr, imm};
 use std::net::SocketAddr;
@@ -68,7 +68,7 @@ fn forged_and_far_ahead_messages_are_stray_and_every_real_shot_arrives() {
         Instant::now(),
     );
     let mut probe = Probe::new(&mut pair.a, ProbeConfig::new(g)).unwrap();
-    let hcfg = HostConfig::new(g);
+    let hcfg = ShotHostConfig::new(g);
     let mut host = Host::new(&mut pair.b, hcfg).unwrap();
     host.accept_from(pa.ip(), Some(probe.qpn()));
     let shots = 40;

@@ -16,7 +16,7 @@ use rocelink_runtime::{Driver, RunOpts, roce_config};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
 use rocelink_ultrasound::shot::{Echoes, ShotWork};
-use rocelink_ultrasound::{GateConfig, Geometry, Host, HostConfig, Probe, ProbeConfig};
+use rocelink_ultrasound::{GateConfig, Geometry, Host, Probe, ProbeConfig, ShotHostConfig};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,7 +154,7 @@ pub struct Ends {
     pub host: IpAddr,
     /// Pin the sender to CPU 0 and the receiver to CPU 1.
     pub pin: bool,
-    /// The RoCE host receives straight into its posted receives ([`HostConfig::land`]).
+    /// The RoCE host receives straight into its posted receives ([`ShotHostConfig::land`]).
     pub land: bool,
 }
 
@@ -171,7 +171,7 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
     let hsock = UdpSocket::bind(SocketAddr::new(ends.host, 0), &roce_config())?;
     let haddr = hsock.local_addr();
     let mut hep = Endpoint::new(EndpointConfig::new(haddr));
-    let mut cfg = HostConfig::new(g);
+    let mut cfg = ShotHostConfig::new(g);
     cfg.land = ends.land;
     // Error::other: the benchmark speaks io::Error; the typed error rides inside
     let mut host = Host::new(&mut hep, cfg).map_err(io::Error::other)?;

@@ -6,7 +6,7 @@
 use super::{Stopper, bind_link, join_all};
 use crate::run::{self, TriggerTarget, Triggering};
 use crate::shot::Echoes;
-use crate::{Error, Geometry, Host, HostConfig, ShotReport};
+use crate::{Error, Geometry, Host, ShotHostConfig, ShotReport};
 use rocelink_runtime::RunOpts;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::mpsc::{Receiver, Sender};
@@ -144,7 +144,7 @@ fn measure(cfg: &RoundTripConfig, stop: &Stopper, tx: &Sender<Row>) -> Result<Ve
 /// The round trips of shots of `g`.
 fn one_size(cfg: &RoundTripConfig, g: Geometry, stop: &Stopper) -> Result<Row, Error> {
     let (mut drv, mut ep, local) = bind_link(0, cfg.bind, cfg.port, cfg.chosen)?;
-    let hcfg = HostConfig::new(g);
+    let hcfg = ShotHostConfig::new(g);
     let mut host = Host::new(&mut ep, hcfg)?;
     let echoes = cfg.verify_seed.map(Echoes::new);
     let mut row = Row {

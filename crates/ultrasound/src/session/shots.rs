@@ -10,7 +10,7 @@ use super::{EVERY, LinkAddrs, Stopper, bind_link, join_all, link_error};
 use crate::run::{self, TriggerStats, TriggerTarget, Triggering};
 use crate::sink::record_config;
 use crate::{
-    Error, Geometry, Host, HostConfig, HostStats, Outcome, ShotReport, ShotSink, SinkStats,
+    Error, Geometry, Host, HostStats, Outcome, ShotHostConfig, ShotReport, ShotSink, SinkStats,
 };
 use rocelink_runtime::RunOpts;
 use rocelink_runtime::counters::Board;
@@ -65,7 +65,7 @@ pub struct ShotsConfig {
 impl ShotsConfig {
     /// One link on 127.0.0.1 triggering the probe at 127.0.0.1:4792.
     pub fn new(geometry: Geometry) -> ShotsConfig {
-        let h = HostConfig::new(geometry);
+        let h = ShotHostConfig::new(geometry);
         ShotsConfig {
             links: LinkAddrs {
                 addrs: vec![[127, 0, 0, 1].into()],
@@ -214,11 +214,11 @@ impl ShotsSession {
             if let Some(b) = &board {
                 drv.publish_to(b.clone(), &format!("link{i}"));
             }
-            let hcfg = HostConfig {
+            let hcfg = ShotHostConfig {
                 buffers: cfg.buffers,
                 timeout: cfg.timeout,
                 ahead: cfg.ahead,
-                ..HostConfig::new(cfg.geometry)
+                ..ShotHostConfig::new(cfg.geometry)
             };
             let mut host = Host::new(&mut ep, hcfg)?;
             let probe = cfg.probes.get(i).or(cfg.probes.first()).copied();
