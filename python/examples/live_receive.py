@@ -19,7 +19,7 @@ with rocelink.hsb.Emulator(ip=f"{net}.2", sensor="imx274-1080p-raw10", fps=30):
     with rocelink.hsb.Receiver(device=f"{net}.2", bind=f"{net}.1", sensor="imx274-1080p-raw10") as rx:
         shown = None
         for f in rx.frames(count=frames, timeout=5.0):
-            ok = zlib.crc32(f.array()) == f.crc
+            ok = zlib.crc32(f.array()) ^ 0xFFFFFFFF == f.crc  # HSB's JAMCRC
             if plt is None:
                 print(f"frame {f.number}: good {f.good}, CRC recomputed {'matches' if ok else 'DIFFERS'}")
                 continue

@@ -29,7 +29,7 @@ class Frame:
     vp: int
     good: bool
     complete: bool
-    crc: int
+    crc: int  # HSB's form (JAMCRC): zlib.crc32(data) ^ 0xFFFFFFFF
     crc_ok: Optional[bool]
     bytes: int
     psn: int

@@ -639,10 +639,11 @@ impl Frame {
     fn complete(&self) -> bool {
         self.handed.report.complete
     }
-    /// CRC-32 (zlib's) of the bytes that arrived.
+    /// The frame's CRC in HSB's form, as the device's metadata carries it, `receive
+    /// --json` prints it and recordings store it: JAMCRC, `zlib.crc32(data) ^ 0xFFFFFFFF`.
     #[getter]
     fn crc(&self) -> u32 {
-        !self.handed.report.crc
+        self.handed.report.crc
     }
     /// The CRC matches the device's (None: the device sent none).
     #[getter]
