@@ -51,8 +51,12 @@ fn count_before(line: &str, what: &str) -> f64 {
         .unwrap_or_else(|| panic!("no number before {what:?} in {line}"))
 }
 
+/// The two tests share the machine's two CPUs' timing: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_paused_device_holds_its_stream_and_a_resume_lets_it_go_at_once() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     if !common::root_or_ci()
         || !common::need("ip", "iproute2")
         || !common::need("python3", "python3")
@@ -240,7 +244,10 @@ fn starved_run(tag: &str, net: u8, pfc: bool) -> (bool, String, String) {
     let dev_ip = format!("10.{net}.0.1");
     let d = common::VethPair::exec(&ns.a);
     let d: Vec<&str> = d.iter().copied().chain(["taskset", "-c", "0"]).collect();
+    // the host's process on CPU 0 but its receiving thread (--pin-cpu 1): the thread that
+    // watches the ring must not share the starved CPU
     let h = common::VethPair::exec(&ns.b);
+    let h: Vec<&str> = h.iter().copied().chain(["taskset", "-c", "0"]).collect();
     let mut args = vec![
         "--xdp",
         &ns.va,
@@ -306,6 +313,7 @@ fn starved_run(tag: &str, net: u8, pfc: bool) -> (bool, String, String) {
 
 #[test]
 fn a_starved_host_pauses_the_device_instead_of_dropping() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     if !common::root_or_ci()
         || !common::need("ip", "iproute2")
         || !common::need("python3", "python3")

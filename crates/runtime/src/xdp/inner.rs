@@ -158,7 +158,8 @@ impl Inner {
     /// socket has room for); [`Inner::transmit_stack`] sends them.
     pub(super) fn send_held(&mut self, now: Instant) {
         let Some(h) = self.held.as_mut() else { return };
-        for _ in 0..HELD_BATCH {
+        let room = super::pfc::TX_DEPTH.saturating_sub(self.xsk.in_flight());
+        for _ in 0..HELD_BATCH.min(room as usize) {
             if !self.xsk.can_push() {
                 break;
             }

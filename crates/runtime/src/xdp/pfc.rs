@@ -29,6 +29,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// With PFC on, frames the port lets wait in the AF_XDP transmit ring at most: what is
+/// there is committed to the wire (a pause no longer stops it), as a NIC's transmit FIFO
+/// past its pause point — about 90 µs of 1.4 KB frames at 10 Gbit/s. Without the cap the
+/// ring's 2048 would reach the peer after its pause, more than its headroom.
+pub(super) const TX_DEPTH: u32 = 64;
+
 /// How an owned port takes part in priority flow control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PfcConfig {

@@ -139,6 +139,10 @@ impl Backend for XdpSocket {
                 dscp,
                 pcp: dscp >> 3,
             };
+            if g.held.is_some() && g.xsk.in_flight() >= super::pfc::TX_DEPTH {
+                // a pause must find little already committed to the wire
+                break;
+            }
             if let Some(h) = g.held.as_mut() {
                 let class = super::pfc::Held::class(&to);
                 if h.must_hold(class, now) {
