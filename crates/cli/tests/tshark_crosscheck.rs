@@ -45,12 +45,8 @@ fn num(s: &str, bare_hex: bool) -> Option<u64> {
     }
 }
 
-#[test]
-fn decode_matches_tshark() {
-    if !common::need("tshark", "tshark") {
-        return;
-    }
-    let dir = common::tmpdir("tshark_crosscheck");
+/// The capture scapy builds (`scapy/gen_roce.py`) in `dir`.
+fn scapy_pcap(dir: &std::path::Path) -> std::path::PathBuf {
     let pcap = dir.join("scapy.pcap");
     let st = Command::new(common::scapy_python())
         .arg(common::test_file("scapy/gen_roce.py"))
@@ -58,6 +54,16 @@ fn decode_matches_tshark() {
         .status()
         .expect("run gen_roce.py");
     assert!(st.success());
+    pcap
+}
+
+#[test]
+fn decode_matches_tshark() {
+    if !common::need("tshark", "tshark") {
+        return;
+    }
+    let dir = common::tmpdir("tshark_crosscheck");
+    let pcap = scapy_pcap(&dir);
     // and a capture rocelink itself wrote
     let demo = dir.join("demo.pcap");
     let (code, _, err) = common::rocelink(&[
@@ -171,13 +177,7 @@ fn decode_names_pfc_classes_and_quanta_as_tshark() {
         return;
     }
     let dir = common::tmpdir("tshark_pfc");
-    let pcap = dir.join("scapy.pcap");
-    let st = Command::new(common::scapy_python())
-        .arg(common::test_file("scapy/gen_roce.py"))
-        .args([&pcap, &dir.join("expected.jsonl")])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let pcap = scapy_pcap(&dir);
     let (code, ours, _) = common::rocelink(&["decode", "--json", pcap.to_str().unwrap()]);
     assert_eq!(code, 0);
     let mut fields = vec!["macc.cbfc.enbv".to_owned()];

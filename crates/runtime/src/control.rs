@@ -98,8 +98,9 @@ impl ControlSocket {
 
 impl Drop for ControlSocket {
     fn drop(&mut self) {
-        rocelink_io::signal::remove_on_hard_exit(None);
+        // the file first: a second Ctrl-C between the two still finds its path to unlink
         let _ = std::fs::remove_file(&self.path);
+        rocelink_io::signal::remove_on_hard_exit(None);
     }
 }
 

@@ -653,47 +653,52 @@ impl Snapshot {
                 );
             }
         }
-        for d in QP {
-            if self.links.iter().all(|l| l.qps.is_empty()) {
-                break;
-            }
-            let _ = writeln!(s, "# HELP rocelink_qp_{}_total {}", d.key, d.help);
-            let _ = writeln!(s, "# TYPE rocelink_qp_{}_total counter", d.key);
-            for l in &self.links {
-                for q in &l.qps {
-                    let _ = writeln!(
-                        s,
-                        "rocelink_qp_{}_total{{link=\"{}\",local=\"{}\",qpn=\"{:#x}\",command=\"{cmd}\",pid=\"{pid}\"}} {}",
-                        d.key,
-                        escape(&l.name),
-                        escape(&l.local),
-                        q.qpn,
-                        q.counters.get(d.key).copied().unwrap_or(0)
-                    );
-                }
-            }
-        }
-        for d in PFC {
-            if self.links.iter().all(|l| l.pfc.is_empty()) {
-                break;
-            }
-            let _ = writeln!(s, "# HELP rocelink_pfc_{}_total {}", d.key, d.help);
-            let _ = writeln!(s, "# TYPE rocelink_pfc_{}_total counter", d.key);
-            for l in &self.links {
-                for p in &l.pfc {
-                    let _ = writeln!(
-                        s,
-                        "rocelink_pfc_{}_total{{link=\"{}\",local=\"{}\",class=\"{}\",command=\"{cmd}\",pid=\"{pid}\"}} {}",
-                        d.key,
-                        escape(&l.name),
-                        escape(&l.local),
-                        p.class,
-                        p.counters.get(d.key).copied().unwrap_or(0)
-                    );
-                }
-            }
-        }
+        let qps: Vec<Item<'_>> = (self.links.iter())
+            .flat_map(|l| {
+                l.qps
+                    .iter()
+                    .map(move |q| (l, format!("qpn=\"{:#x}\"", q.qpn), &q.counters))
+            })
+            .collect();
+        self.family(&mut s, "qp", QP, &qps);
+        let pfc: Vec<Item<'_>> = (self.links.iter())
+            .flat_map(|l| {
+                l.pfc
+                    .iter()
+                    .map(move |p| (l, format!("class=\"{}\"", p.class), &p.counters))
+            })
+            .collect();
+        self.family(&mut s, "pfc", PFC, &pfc);
         s
+    }
+}
+
+/// One item a link holds counters for (a QP, a PFC class): its link, its own label, its
+/// counters.
+type Item<'a> = (&'a Link, String, &'a BTreeMap<String, u64>);
+
+impl Snapshot {
+    /// A family of per-item counters as `rocelink_<family>_<key>_total{link,local,<label>,…}`
+    /// (nothing when no link has such items).
+    fn family(&self, s: &mut String, family: &str, descs: &[Desc], items: &[Item<'_>]) {
+        if items.is_empty() {
+            return;
+        }
+        let (pid, cmd) = (self.pid, escape(&self.command));
+        for d in descs {
+            let _ = writeln!(s, "# HELP rocelink_{family}_{}_total {}", d.key, d.help);
+            let _ = writeln!(s, "# TYPE rocelink_{family}_{}_total counter", d.key);
+            for (l, label, counters) in items {
+                let _ = writeln!(
+                    s,
+                    "rocelink_{family}_{}_total{{link=\"{}\",local=\"{}\",{label},command=\"{cmd}\",pid=\"{pid}\"}} {}",
+                    d.key,
+                    escape(&l.name),
+                    escape(&l.local),
+                    counters.get(d.key).copied().unwrap_or(0)
+                );
+            }
+        }
     }
 }
 

@@ -122,6 +122,11 @@ impl Backend for XdpSocket {
         if g.unsent.is_some() && !g.transmit_stack()? {
             return Ok(0);
         }
+        // with PFC, what may still be committed to the wire this call (counted once)
+        let mut room = g
+            .held
+            .is_some()
+            .then(|| super::pfc::TX_DEPTH.saturating_sub(g.xsk.in_flight()));
         let mut sent = 0;
         for o in out {
             let SocketAddr::V4(dst) = o.dst else {
@@ -139,10 +144,6 @@ impl Backend for XdpSocket {
                 dscp,
                 pcp: dscp >> 3,
             };
-            if g.held.is_some() && g.xsk.in_flight() >= super::pfc::TX_DEPTH {
-                // a pause must find little already committed to the wire
-                break;
-            }
             if let Some(h) = g.held.as_mut() {
                 let class = super::pfc::Held::class(&to);
                 if h.must_hold(class, now) {
@@ -156,6 +157,10 @@ impl Backend for XdpSocket {
                     sent += 1;
                     continue;
                 }
+            }
+            if room == Some(0) {
+                // a pause must find little already committed to the wire
+                break;
             }
             let Inner { xsk, iface, .. } = &mut *g;
             let hop = iface.next_hop(*dst.ip());
@@ -189,6 +194,7 @@ impl Backend for XdpSocket {
                     .send_udp(now, to, &whole)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
             }
+            room = room.map(|r| r - 1);
             sent += 1;
         }
         g.transmit_stack()?;
