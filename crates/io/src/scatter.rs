@@ -324,11 +324,13 @@ impl ScatterRx {
     }
 
     /// The head bytes slot `j` received.
+    #[inline]
     pub fn head(&self, j: usize) -> &[u8] {
         &self.joints[j][MAX_TAIL..][..self.plan[j].head]
     }
 
     /// The tail bytes slot `j` received.
+    #[inline]
     pub fn tail(&self, j: usize) -> &[u8] {
         &self.joints[j + 1][MAX_TAIL - self.plan[j].tail..MAX_TAIL]
     }

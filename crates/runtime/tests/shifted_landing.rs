@@ -119,6 +119,7 @@ fn land(gro: bool) -> (LandingStats, Vec<u8>, Vec<(u64, u32)>) {
                 let p = l.placement().unwrap();
                 placed.push((p.va, p.len));
             }
+            Handled::Run(_) => unreachable!("handle_next takes no runs"),
             Handled::Datagram => {
                 while let Some(e) = b.poll_event() {
                     if let Event::Placed { va, len, .. } = e {

@@ -57,6 +57,17 @@ impl Holds {
         (0..self.count.len()).filter(|&p| self.is_held(p)).count()
     }
 
+    /// The end of the bytes from `offset` on, at most `max` of them, that touch no held
+    /// page: `offset + max`, or the start of the first held page before that.
+    pub fn clear_until(&self, offset: u64, max: u64) -> u64 {
+        let end = offset.saturating_add(max);
+        let first = offset / self.page_size;
+        let last = end.saturating_sub(1) / self.page_size;
+        (first..=last.min(self.count.len() as u64))
+            .find(|&p| self.is_held(p as usize))
+            .map_or(end, |p| (p * self.page_size).max(offset))
+    }
+
     /// Whether bytes `[offset, offset + len)` of the region touch a held page.
     pub fn overlaps(&self, offset: u64, len: u64) -> bool {
         if len == 0 {

@@ -68,8 +68,8 @@ mod wr;
 
 pub use cq::{CqCounts, CqId};
 pub use endpoint::{
-    Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, Landing, Placement,
-    RecvUnderWay, SrcPort, Transmit, WriteUnderWay,
+    Datagram, Endpoint, EndpointConfig, Gather, IcrcPolicy, IcrcStatus, Landed, LandedFlow,
+    LandedPart, Landing, Placement, RecvUnderWay, SrcPort, Transmit, WriteUnderWay,
 };
 pub use holds::Holds;
 pub use mr::{

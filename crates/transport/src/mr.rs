@@ -249,6 +249,36 @@ pub enum AddressMap {
     },
 }
 
+/// The bytes of a linear region that a run of remote writes may fill in place, as
+/// [`MemoryRegion::in_place_span`] found them: REMOTE_WRITE granted, in bounds, no page
+/// held. It holds while the region's map and holds do not change: for one run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InPlaceSpan {
+    /// The VA of the region's byte 0.
+    va0: u64,
+    /// The end (offset) of the bytes it covers.
+    end: usize,
+}
+
+impl InPlaceSpan {
+    /// The bytes of region `r` (the one that gave the span) at `offset`, if the remote
+    /// write of `[va, va + len)` lies there, inside the span.
+    #[inline]
+    pub(crate) fn bytes<'r>(
+        &self,
+        r: &'r MemoryRegion,
+        va: u64,
+        len: usize,
+        offset: usize,
+    ) -> Option<&'r [u8]> {
+        let end = offset.checked_add(len)?;
+        if va.wrapping_sub(self.va0) != offset as u64 || end > self.end {
+            return None;
+        }
+        r.mem.owned()?.get(offset..end)
+    }
+}
+
 /// A registered region.
 pub struct MemoryRegion {
     keys: MrKeys,
@@ -451,6 +481,44 @@ impl MemoryRegion {
         }
         self.not_held(to, va, len)?;
         Ok(to)
+    }
+
+    /// The bytes at `offset` if the remote write of `[va, va + len)` goes exactly there
+    /// (REMOTE_WRITE, bounds, no held page); `None` otherwise.
+    #[inline]
+    pub(crate) fn in_place(&self, va: u64, len: usize, offset: usize) -> Option<&[u8]> {
+        let from = offset..offset.checked_add(len)?;
+        if self.write_target(va, len as u64, &from).ok()? != offset {
+            return None;
+        }
+        self.mem.owned()?.get(from)
+    }
+
+    /// Where a run of remote writes from `[va, va + len)`, landed at `offset`, may go on
+    /// in place without looking at the region again ([`InPlaceSpan::bytes`]): the writes
+    /// that follow one another from there, up to the region's end or its first held page
+    /// (at most `max` bytes on). `None` where that write is not in place (see
+    /// [`MemoryRegion::in_place`]), or for a ring map, whose writes wrap.
+    pub(crate) fn in_place_span(
+        &self,
+        va: u64,
+        len: usize,
+        offset: usize,
+        max: usize,
+    ) -> Option<InPlaceSpan> {
+        self.in_place(va, len, offset)?;
+        if !matches!(self.map, AddressMap::Linear) {
+            return None;
+        }
+        let region_end = self.keys.len.min(self.mem.owned()?.len());
+        let end = match &self.holds {
+            Some(h) => h.clear_until(offset as u64, max as u64) as usize,
+            None => offset.saturating_add(max),
+        };
+        Some(InPlaceSpan {
+            va0: va.wrapping_sub(offset as u64),
+            end: end.min(region_end),
+        })
     }
 
     /// Checked slice for a remote or local access needing `need`.
@@ -781,12 +849,7 @@ impl MrTable {
         len: usize,
         offset: usize,
     ) -> Option<&[u8]> {
-        let r = self.get_in(pd, key).ok()?;
-        let from = offset..offset.checked_add(len)?;
-        if r.write_target(va, len as u64, &from).ok()? != offset {
-            return None;
-        }
-        r.mem.owned()?.get(from)
+        self.get_in(pd, key).ok()?.in_place(va, len, offset)
     }
 
     /// The region with `key`.

@@ -22,7 +22,7 @@
 //! packets strayed to another page is checked against a CRC computed over the page itself.
 
 use rocelink_runtime::Plan;
-use rocelink_transport::Holds;
+use rocelink_transport::{Holds, Placement};
 use rocelink_wire::hsb::metadata;
 use std::sync::Arc;
 
@@ -84,15 +84,23 @@ impl Prediction {
             let base = u64::from(page) * g.page_size;
             let data_end = (base + g.md_offset) as usize;
             if off < g.frame_size {
-                let len = u64::from(p).min(g.frame_size - off);
-                let end = off + len == g.frame_size;
-                let va = base + off;
+                let (p, rest) = (u64::from(p), g.frame_size - off);
                 // a frame's last packet carries the immediate when there is no metadata
-                let imm = end && g.md_disable;
-                more = plan.expect_at(va as usize, len as usize, imm, va, data_end);
-                if !imm {
-                    off += len;
+                let run = if g.md_disable {
+                    (rest - 1) / p * p
+                } else {
+                    rest
+                };
+                let va = base + off;
+                more = plan.expect_run(va as usize, run as usize, p as usize, va, data_end);
+                off += run;
+                if !g.md_disable {
                     continue;
+                }
+                if more {
+                    let va = base + off;
+                    let last = (rest - run) as usize;
+                    more = plan.expect_at(va as usize, last, true, va, data_end);
                 }
             } else if !g.md_disable {
                 let va = base + g.md_offset;
@@ -119,6 +127,16 @@ impl Prediction {
         }
         if len > 0 && end < self.g.frame_size {
             self.payload = Some(len);
+        }
+    }
+
+    /// [`Prediction::note_placed`] for a run of data writes that follow one another: the
+    /// high-water mark from its last, the packet size from its first (a frame's last
+    /// packet, shorter, may end a run).
+    pub(super) fn note_run(&mut self, run: &[Placement]) {
+        if let (Some(first), Some(last)) = (run.first(), run.last()) {
+            self.note_placed(first.va, first.len);
+            self.note_placed(last.va, last.len);
         }
     }
 

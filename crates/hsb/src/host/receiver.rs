@@ -419,7 +419,14 @@ impl Receiver {
             if !t.ready.is_empty() {
                 return Ok(());
             }
-            match landing.handle_next(ep, now, local) {
+            match landing.handle_run(ep, now, local) {
+                Some(Handled::Run(_)) => {
+                    let run = landing.placed();
+                    t.placed_run(run);
+                    predict.note_run(run);
+                    undrained = true;
+                    continue;
+                }
                 Some(Handled::Landed(l, opcode)) => {
                     // accounted as handed over (the transport returns the placement rather
                     // than queueing it), so before any completion a later drain takes

@@ -4,7 +4,7 @@
 //! frame CRC, stale (replayed) and late frames, the 16-bit frame number extended.
 
 use super::predict::Prediction;
-use rocelink_transport::{CqId, Endpoint, Event, WcOpcode, WcStatus};
+use rocelink_transport::{CqId, Endpoint, Event, Placement, WcOpcode, WcStatus};
 use rocelink_wire::hsb::PAGE_SIZE;
 use rocelink_wire::hsb::metadata::StreamLayout;
 use rocelink_wire::hsb::metadata::{self, Metadata};
@@ -228,6 +228,41 @@ impl Tracker {
         a.next_offset = off + u64::from(len);
         a.packets += 1;
         a.bytes += u64::from(len);
+    }
+
+    /// [`Tracker::placed`] for each of a run of placements that follow one another (each
+    /// PSN and VA right after the one before, as the transport's runs are): the page and
+    /// the frame's order looked at once, each payload's CRC joined to the frame's.
+    pub(super) fn placed_run(&mut self, run: &[Placement]) {
+        let (Some(first), Some(last)) = (run.first(), run.last()) else {
+            return;
+        };
+        let (page, off) = self.pages_of.locate(first.va);
+        let span = last.va.wrapping_sub(first.va) + u64::from(last.len);
+        // past the data area (the metadata record, a frame's end on another page): as
+        // placements one by one
+        if off + span > self.md_offset as u64 || run.len() == 1 {
+            for p in run {
+                self.placed(p.psn, p.va, p.len, p.crc);
+            }
+            return;
+        }
+        let page = page as u32;
+        let a = &mut self.acc;
+        if a.first_psn.is_none() {
+            a.first_psn = Some(first.psn);
+            a.page = Some(page);
+        }
+        a.in_order &= a.page == Some(page) && off == a.next_offset;
+        if a.in_order {
+            for p in run {
+                a.crc = self.comb.combine(a.crc, p.crc, p.len as usize);
+            }
+        }
+        a.next_psn = psn::add(last.psn, 1);
+        a.next_offset = off + span;
+        a.packets += run.len() as u32;
+        a.bytes += span;
     }
 
     /// Account for what the endpoint placed and completed since the last call (telling the

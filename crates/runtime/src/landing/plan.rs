@@ -76,6 +76,56 @@ impl Plan {
         self.push(headers, at, len, place, false)
     }
 
+    /// [`Plan::expect_at`] for the RDMA WRITE ONLY packets without immediate that carry
+    /// `total` bytes in payloads of `per` bytes (the last may be shorter), one after
+    /// another from `va` at bytes `at..` of the region, each movable up to `movable_to`:
+    /// the slots of a run, made at once. Returns whether the plan takes more.
+    pub fn expect_run(
+        &mut self,
+        at: usize,
+        total: usize,
+        per: usize,
+        va: u64,
+        movable_to: usize,
+    ) -> bool {
+        if per == 0 || total == 0 {
+            return self.room.0 > 0 && self.room.1 > 0;
+        }
+        let head = BTH_LEN + HeaderSet::RETH.ext_len();
+        let tail = |len: usize| (4 - len % 4) % 4 + ICRC_LEN;
+        // the first slot as any other (it may meet the one before); the rest follow it
+        let first = per.min(total);
+        if !self.expect_at(at, first, false, va, movable_to) {
+            return false;
+        }
+        let full = head + per + tail(per);
+        let mut done = first;
+        while done < total {
+            let len = per.min(total - done);
+            let n = if len == per {
+                full
+            } else {
+                head + len + tail(len)
+            };
+            self.slots.push(Slot {
+                head,
+                body: at + done..at + done + len,
+                tail: tail(len),
+            });
+            self.places.push(Place {
+                va: Some(va + done as u64),
+                movable_to,
+                packet: None,
+            });
+            done += len;
+            self.room = (self.room.0.saturating_sub(1), self.room.1.saturating_sub(n));
+            if self.room.0 == 0 || self.room.1 == 0 {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Add a slot; returns whether the plan takes more. A slot below the one before it
     /// ends the plan (a ring's wrap, a bounce buffer), unless `wrap` allows one that
     /// overlaps no other (receives posted again into one buffer).

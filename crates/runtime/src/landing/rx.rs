@@ -5,7 +5,9 @@ use super::LandingStats;
 use super::plan::Plan;
 use rocelink_io::scatter::ScatterRx;
 use rocelink_io::udp::UdpSocket;
-use rocelink_transport::{AccessError, Datagram, Endpoint, Landed, Landing};
+use rocelink_transport::{
+    AccessError, Datagram, Endpoint, Landed, LandedFlow, LandedPart, Landing, Placement,
+};
 use rocelink_wire::ib::{BTH_LEN, HeaderSet, ICRC_LEN, Opcode};
 use std::io;
 use std::net::SocketAddr;
@@ -19,6 +21,10 @@ pub enum Handled {
     Landed(Landing, Opcode),
     /// It was handed to the transport as a whole datagram.
     Datagram,
+    /// It and the next ones, this many in all, were taken by the transport as one run of
+    /// UC WRITE ONLY packets in place ([`LandingRx::handle_run`]); their placements are in
+    /// [`LandingRx::placed`].
+    Run(usize),
 }
 
 /// The most a GRO message holds.
@@ -69,6 +75,8 @@ pub struct LandingRx {
     cursor: usize,
     /// Segments copied out, back to back.
     scratch: Vec<u8>,
+    /// The placements of the last run taken.
+    placed: Vec<Placement>,
     /// What became of the segments so far.
     pub stats: LandingStats,
 }
@@ -90,6 +98,7 @@ impl LandingRx {
             items: Vec::new(),
             cursor: 0,
             scratch: Vec::with_capacity(65_536),
+            placed: Vec::new(),
             stats: LandingStats::default(),
         }
     }
@@ -352,6 +361,59 @@ impl LandingRx {
             }
         }
         Some(Handled::Landed(l, opcode))
+    }
+
+    /// As [`LandingRx::handle_next`], but the landed segments of one message from here on
+    /// go to the transport as one run ([`Endpoint::handle_landed_run`]): the packets it
+    /// takes are accounted as one [`Handled::Run`], their placements in
+    /// [`LandingRx::placed`]; where it takes none, the next segment is handled by itself.
+    pub fn handle_run(
+        &mut self,
+        ep: &mut Endpoint,
+        now: Instant,
+        local: SocketAddr,
+    ) -> Option<Handled> {
+        let start = self.cursor;
+        let Some(&Item::Landed {
+            msg, moved: false, ..
+        }) = self.items.get(start)
+        else {
+            return self.handle_next(ep, now, local);
+        };
+        let rx = &self.rx;
+        let flow = LandedFlow {
+            src: rx.meta()[msg].src,
+            dst: local,
+            lkey: self.lkey,
+        };
+        let run = self.items[start..].iter().map_while(|it| match *it {
+            Item::Landed {
+                slot,
+                msg: m,
+                offset,
+                len,
+                moved: false,
+            } if m == msg => Some(LandedPart {
+                headers: rx.head(slot),
+                offset,
+                len,
+                tail: rx.tail(slot),
+            }),
+            _ => None,
+        });
+        self.placed.clear();
+        let k = ep.handle_landed_run(flow, run, &mut self.placed);
+        if k == 0 {
+            return self.handle_next(ep, now, local);
+        }
+        self.cursor += k;
+        self.stats.in_place += k as u64;
+        Some(Handled::Run(k))
+    }
+
+    /// The placements of the run [`LandingRx::handle_run`] took last, in PSN order.
+    pub fn placed(&self) -> &[Placement] {
+        &self.placed
     }
 
     /// Copy the batch's payloads not handled yet out of the region, to be handled as

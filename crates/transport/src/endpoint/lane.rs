@@ -5,14 +5,30 @@
 //! every check passes; any other packet, or any check that fails, leaves the verdict to the
 //! general path, which then counts the reason. `tests/landed.rs` holds both paths to the
 //! same counters, events and bytes.
+//!
+//! A run of such packets ([`Endpoint::handle_landed_run`]) — one sender's WRITE ONLY
+//! packets back to back, as one GRO message brings them — takes its first packet by the
+//! lane and each later one by comparison with the one before: the same bytes where they
+//! must be the same (BTH up to the PSN, R_Key), the next PSN, the next VA and the next
+//! offset in the region, and its own ICRC from the run's IP+UDP prefix. The QP, the region
+//! and the prefix are looked up once per run. The first packet that differs in any way is
+//! left, with the rest of the run, to the caller's per-packet path.
 
-use super::rx::{check_icrc, pkey_match};
-use super::{Endpoint, IcrcStatus, Landed, Landing};
+use super::rx::{check_icrc, exact_icrc, pkey_match};
+use super::{Endpoint, IcrcStatus, Landed, LandedFlow, LandedPart, Landing, Placement};
 use rocelink_wire::ib::ext::Reth;
-use rocelink_wire::ib::{BTH_LEN, Bth, ICRC_LEN, Opcode};
+use rocelink_wire::ib::{BTH_LEN, Bth, ICRC_LEN, Opcode, psn};
 
 /// BTH and RETH: the headers of a WRITE ONLY without immediate.
 const HEADERS: usize = BTH_LEN + 16;
+/// The header bytes every packet of a run repeats: the BTH up to its PSN (opcode, flags,
+/// P_Key, destination QP, AckReq) …
+const SAME_BTH: std::ops::Range<usize> = 0..9;
+/// … and the RETH's R_Key.
+const SAME_RKEY: std::ops::Range<usize> = BTH_LEN + 8..BTH_LEN + 12;
+/// The most bytes a run's region bounds and held pages are looked up for at once (a GRO
+/// message holds at most 64 KiB).
+const RUN_SPAN: usize = 1 << 20;
 
 impl Endpoint {
     /// Accept `d` by the lane, or `None` (nothing changed) for the general path.
@@ -65,5 +81,122 @@ impl Endpoint {
         q.learn_peer_port(d.src);
         let p = q.uc_write_only_placed(psn, rkey, va, d.len, pcrc, sinks);
         Some(Landing::InPlace(Some(p)))
+    }
+
+    /// Process a run of landed packets from one sender into one region (`flow`) as
+    /// [`Endpoint::handle_landed`] would each, as long as they are UC RDMA WRITE ONLY
+    /// packets without immediate to one QP, in PSN order, each payload already in place
+    /// right after the one before: their placements are pushed to `placed`, and the count
+    /// taken is returned. The first packet that is not (or fails any check) is left
+    /// untouched, with the rest of the run, for [`Endpoint::handle_landed`], which then
+    /// gives and counts its verdict; 0 when that is the first. Every packet is checked as
+    /// strictly as by the per-packet path (ICRC, QP, peer, P_Key, PSN, R_Key, access,
+    /// bounds, held pages); what the run saves is the lookups and the general structures.
+    pub fn handle_landed_run<'a>(
+        &mut self,
+        flow: LandedFlow,
+        run: impl IntoIterator<Item = LandedPart<'a>>,
+        placed: &mut Vec<Placement>,
+    ) -> usize {
+        let mut run = run.into_iter();
+        let Some(first) = run.next() else {
+            return 0;
+        };
+        let Some(Landing::InPlace(Some(p))) = self.landed_lane(&flow.landed(first)) else {
+            return 0;
+        };
+        placed.push(p);
+        let Endpoint {
+            qps,
+            mrs,
+            sinks,
+            prefixes,
+            comb,
+            stats,
+            ..
+        } = self;
+        // the lane took the first packet: its QP and region are there
+        let (Some(q), Some(head)) = (
+            qps.get_mut(&Bth::new_unchecked(&first.headers[..BTH_LEN]).dest_qp()),
+            first.headers.get(..HEADERS),
+        ) else {
+            return 1;
+        };
+        let Ok(r) = mrs.get_in(q.pd_id, p.rkey) else {
+            return 1;
+        };
+        // where the run may go on in place, looked up once (a ring region: each packet)
+        let span = r.in_place_span(p.va, first.len, first.offset, RUN_SPAN);
+        let ib_len = |d: &LandedPart<'_>| HEADERS + d.len + ICRC_LEN;
+        let mut prefix = (ib_len(&first), None);
+        let (mut va, mut offset) = (
+            p.va.wrapping_add(u64::from(p.len)),
+            first.offset + first.len,
+        );
+        // the QP is accounted for the rest at the end: what it expects next is kept here
+        let mut psn_next = psn::add(p.psn, 1);
+        let rest = placed.len();
+        for d in run {
+            let Some(h) = d
+                .headers
+                .get(..HEADERS)
+                .filter(|h| h.len() == d.headers.len())
+            else {
+                break;
+            };
+            if d.tail.len() != ICRC_LEN
+                || h[SAME_BTH] != head[SAME_BTH]
+                || h[SAME_RKEY] != head[SAME_RKEY]
+                || d.offset != offset
+            {
+                break;
+            }
+            let (bth, reth) = (
+                Bth::new_unchecked(&h[..BTH_LEN]),
+                Reth::new_unchecked(&h[BTH_LEN..]),
+            );
+            // (the rest of `uc_write_only_ready` held for the first and holds still: nothing
+            // else touches the QP during the run)
+            let psn = bth.psn();
+            if psn != psn_next
+                || reth.va() != va
+                || reth.dma_len() as usize != d.len
+                || d.len == 0
+                || d.len > q.mtu_bytes
+            {
+                break;
+            }
+            let payload = match &span {
+                Some(s) => s.bytes(r, va, d.len, d.offset),
+                None => r.in_place(va, d.len, d.offset),
+            };
+            let Some(payload) = payload else {
+                break;
+            };
+            if prefix.0 != ib_len(&d) || prefix.1.is_none() {
+                prefix = (ib_len(&d), prefixes.get(&flow.src, &flow.dst, ib_len(&d)));
+            }
+            let Some(pcrc) = prefix
+                .1
+                .as_ref()
+                .and_then(|h| exact_icrc(h, comb, d.pieces(payload)))
+            else {
+                break;
+            };
+            placed.push(Placement {
+                psn,
+                rkey: p.rkey,
+                va,
+                len: d.len as u32,
+                crc: pcrc,
+            });
+            va = va.wrapping_add(d.len as u64);
+            offset += d.len;
+            psn_next = psn::add(psn, 1);
+        }
+        q.uc_write_only_run_placed(&placed[rest..], sinks);
+        let taken = 1 + placed.len() - rest;
+        stats.rx_datagrams += taken as u64 - 1;
+        taken
     }
 }

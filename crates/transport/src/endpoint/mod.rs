@@ -3,7 +3,7 @@
 mod lane;
 mod rx;
 
-pub use rx::{Landed, Landing, Placement, RecvUnderWay, WriteUnderWay};
+pub use rx::{Landed, LandedFlow, LandedPart, Landing, Placement, RecvUnderWay, WriteUnderWay};
 
 use crate::keymap::KeyMap;
 use crate::mr::{Access, MemoryRegion, MrKeys, MrTable, RegionMemory, SharedMemory};

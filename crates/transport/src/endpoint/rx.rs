@@ -57,6 +57,62 @@ impl<'a> Landed<'a> {
     where
         'a: 'p,
     {
+        let part = LandedPart {
+            headers: self.headers,
+            offset: self.offset,
+            len: self.len,
+            tail: self.tail,
+        };
+        part.pieces(payload)
+    }
+}
+
+/// What the packets of a run of landed packets share ([`Endpoint::handle_landed_run`]): one
+/// sender, one receiving address, one region — one GRO message, say.
+#[derive(Debug, Clone, Copy)]
+pub struct LandedFlow {
+    /// Sender (IP and UDP port).
+    pub src: SocketAddr,
+    /// Where they were received (our IP and port).
+    pub dst: SocketAddr,
+    /// The region holding their payloads (its local key).
+    pub lkey: u32,
+}
+
+/// One packet of a run: a [`Landed`] less what the run shares ([`LandedFlow`]).
+#[derive(Debug, Clone, Copy)]
+pub struct LandedPart<'a> {
+    /// BTH and extended headers, as received.
+    pub headers: &'a [u8],
+    /// The payload's byte offset in the region …
+    pub offset: usize,
+    /// … and its length.
+    pub len: usize,
+    /// Pad bytes, then the ICRC, as received.
+    pub tail: &'a [u8],
+}
+
+impl LandedFlow {
+    /// Packet `p` of the run, whole.
+    pub fn landed<'a>(&self, p: LandedPart<'a>) -> Landed<'a> {
+        Landed {
+            src: self.src,
+            dst: self.dst,
+            headers: p.headers,
+            lkey: self.lkey,
+            offset: p.offset,
+            len: p.len,
+            tail: p.tail,
+        }
+    }
+}
+
+impl<'a> LandedPart<'a> {
+    /// Its headers, `payload` (where it landed) and tail, as the ICRC covers them.
+    pub(super) fn pieces<'p>(&self, payload: &'p [u8]) -> Pieces<'p>
+    where
+        'a: 'p,
+    {
         Pieces {
             headers: self.headers,
             payload,
@@ -453,6 +509,25 @@ pub(super) fn check_icrc(
                 None => (IcrcStatus::Failed, pcrc),
             }
         }
+    }
+}
+
+/// The payload's CRC-32 if the ICRC of a packet in `pieces` checks out exactly against
+/// `prefix`, its flow's IP+UDP part ([`check_icrc`] with the prefix looked up already, for a
+/// run of packets of one flow and length); `None` for any other verdict, which the full path
+/// then gives and counts.
+#[inline]
+pub(super) fn exact_icrc(
+    prefix: &icrc::IcrcHasher,
+    comb: &mut icrc::Combiner,
+    pieces: Pieces<'_>,
+) -> Option<u32> {
+    if cfg!(fuzzing) {
+        return Some(0);
+    }
+    match icrc::check_pieces(prefix.clone(), pieces, comb) {
+        Ok((c, pcrc)) if c.ok() => Some(pcrc),
+        _ => None,
     }
 }
 

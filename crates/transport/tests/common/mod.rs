@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub(crate) mod ring;
+pub(crate) mod twins;
 
 use rocelink_transport::sim::{LinkConfig, Pair, Rng, connect};
 use rocelink_transport::*;

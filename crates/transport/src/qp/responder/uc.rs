@@ -163,4 +163,31 @@ impl Qp {
             crc: payload_crc,
         }
     }
+
+    /// Account for a run of UC WRITE ONLY packets placed right after one that
+    /// [`Qp::uc_write_only_placed`] accounted, each of which passed
+    /// [`Qp::uc_write_only_ready`] in turn (PSN by PSN, nothing else changing in between):
+    /// as that function would for each, at once.
+    pub(crate) fn uc_write_only_run_placed(&mut self, run: &[crate::Placement], sinks: &mut Sinks) {
+        let Some(last) = run.last() else {
+            return;
+        };
+        let n = run.len() as u32;
+        self.stats.rx_packets += u64::from(n);
+        self.stats.rx_bytes += run.iter().map(|p| u64::from(p.len)).sum::<u64>();
+        self.rx_payload_crc = last.crc;
+        self.resp.msn = psn::add(self.resp.msn, n);
+        self.resp.epsn = psn::add(last.psn, 1);
+        if self.report_messages {
+            for p in run {
+                let id = MsgId {
+                    first_psn: p.psn,
+                    va: p.va,
+                    rkey: p.rkey,
+                    len: p.len,
+                };
+                self.report_message(sinks, id, MessageOutcome::Delivered);
+            }
+        }
+    }
 }
