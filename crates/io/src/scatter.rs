@@ -54,6 +54,16 @@ impl Slot {
     }
 }
 
+/// Write iovec `n` of `iovs` (`len` bytes at `p`) and move on, unless it is empty.
+#[inline]
+fn put(iovs: &mut [libc::iovec], n: &mut usize, p: *mut u8, len: usize) {
+    iovs[*n] = libc::iovec {
+        iov_base: p.cast(),
+        iov_len: len,
+    };
+    *n += usize::from(len > 0);
+}
+
 /// One received message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScatterMeta {
@@ -185,56 +195,56 @@ impl ScatterRx {
     /// the region, which the caller keeps borrowed until the receive returns.
     fn build_iovs(&mut self, base: *mut u8, per_msg: usize, msgs: usize) {
         let plan = &self.plan;
-        self.starts.clear();
+        // written in place, not pushed: at most two iovecs per slot and two per message,
+        // every slot's start
+        let none = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
         self.iovs.clear();
+        self.iovs.resize(2 * plan.len() + 2 * msgs, none);
+        self.starts.clear();
+        self.starts.resize(plan.len(), 0);
+        let (iovs, starts) = (&mut self.iovs[..], &mut self.starts[..]);
         let joints = self.joints.as_mut_ptr();
+        let mut n = 0;
         let mut first_iov = [0usize; MAX_MSGS + 1];
         for (m, first) in first_iov.iter_mut().enumerate().take(msgs) {
-            *first = self.iovs.len();
+            *first = n;
             let slots = (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len());
             let mut at = 0;
             // scratch bytes owed before the next body: the previous slot's tail, in the
             // joint that also takes this slot's head
             let mut owed = 0;
             let last = slots.end;
-            let iovs = &mut self.iovs;
-            let mut push = |p: *mut u8, n: usize| {
-                if n > 0 {
-                    iovs.push(libc::iovec {
-                        iov_base: p.cast(),
-                        iov_len: n,
-                    });
-                }
-            };
             for j in slots {
                 let s = &plan[j];
-                self.starts.push(at);
+                starts[j] = at;
                 at += s.len();
                 // SAFETY: `j` is below `joints.len()` (resized above) and `MAX_TAIL - owed`
                 // and `MAX_TAIL + s.head` lie within a joint (`owed` ≤ MAX_TAIL, `s.head` ≤
                 // MAX_HEAD, both checked); `s.body` was checked to lie within `region`, so
                 // those offsets stay inside their allocations.
                 unsafe {
-                    push(
+                    put(
+                        iovs,
+                        &mut n,
                         joints.add(j).cast::<u8>().add(MAX_TAIL - owed),
                         owed + s.head,
                     );
-                    push(base.add(s.body.start), s.body.len());
+                    put(iovs, &mut n, base.add(s.body.start), s.body.len());
                 }
                 owed = s.tail;
             }
             // the message's last tail alone, before its spill area
             // SAFETY: `last` ≤ `plan.len()` < `joints.len()`, and `owed` ≤ MAX_TAIL.
-            push(
-                unsafe { joints.add(last).cast::<u8>().add(MAX_TAIL - owed) },
-                owed,
-            );
-            self.iovs.push(libc::iovec {
-                iov_base: self.spill[m * self.spill_len..].as_mut_ptr().cast(),
-                iov_len: self.spill_len,
-            });
+            let tail = unsafe { joints.add(last).cast::<u8>().add(MAX_TAIL - owed) };
+            put(iovs, &mut n, tail, owed);
+            let spill = self.spill[m * self.spill_len..].as_mut_ptr();
+            put(iovs, &mut n, spill, self.spill_len);
         }
-        first_iov[msgs] = self.iovs.len();
+        first_iov[msgs] = n;
+        self.iovs.truncate(n);
         self.groups.clear();
         self.groups
             .extend((0..msgs).map(|m| first_iov[m]..first_iov[m + 1]));
@@ -327,6 +337,15 @@ impl ScatterRx {
     #[inline]
     pub fn head(&self, j: usize) -> &[u8] {
         &self.joints[j][MAX_TAIL..][..self.plan[j].head]
+    }
+
+    /// The head and tail bytes slot `j` received ([`ScatterRx::head`],
+    /// [`ScatterRx::tail`]) at once.
+    #[inline]
+    pub fn head_tail(&self, j: usize) -> (&[u8], &[u8]) {
+        let s = &self.plan[j];
+        let (h, t) = (&self.joints[j], &self.joints[j + 1]);
+        (&h[MAX_TAIL..][..s.head], &t[MAX_TAIL - s.tail..MAX_TAIL])
     }
 
     /// The tail bytes slot `j` received.

@@ -28,7 +28,7 @@ pub struct Plan {
 /// What the packet of a slot must say of its own place: the VA its RETH names — and up
 /// to where a later VA may move it —, or the QP it is for and which of a message's
 /// packets it is (the transport places it, where the plan expects exactly that packet).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Place {
     pub(super) va: Option<u64>,
     pub(super) movable_to: usize,
@@ -98,32 +98,33 @@ impl Plan {
         if !self.expect_at(at, first, false, va, movable_to) {
             return false;
         }
-        let full = head + per + tail(per);
-        let mut done = first;
-        while done < total {
-            let len = per.min(total - done);
-            let n = if len == per {
-                full
-            } else {
-                head + len + tail(len)
-            };
-            self.slots.push(Slot {
-                head,
-                body: at + done..at + done + len,
-                tail: tail(len),
-            });
-            self.places.push(Place {
-                va: Some(va + done as u64),
-                movable_to,
-                packet: None,
-            });
-            done += len;
-            self.room = (self.room.0.saturating_sub(1), self.room.1.saturating_sub(n));
-            if self.room.0 == 0 || self.room.1 == 0 {
-                return false;
-            }
-        }
-        true
+        // the rest, as many as the plan takes (a push takes one while slots and bytes are
+        // left), made in one go
+        let size = |len: usize| head + len + tail(len);
+        let rest = total - first;
+        let k = rest
+            .div_ceil(per)
+            .min(self.room.0)
+            .min(self.room.1.div_ceil(size(per)));
+        let at = at + first;
+        let va = va + first as u64;
+        let len = |i: usize| per.min(rest - i * per);
+        self.slots.extend((0..k).map(|i| Slot {
+            head,
+            body: at + i * per..at + i * per + len(i),
+            tail: tail(len(i)),
+        }));
+        self.places.extend((0..k).map(|i| Place {
+            va: Some(va + (i * per) as u64),
+            movable_to,
+            packet: None,
+        }));
+        let bytes = match k {
+            0 => 0,
+            _ => (k - 1) * size(per) + size(len(k - 1)),
+        };
+        self.room = (self.room.0 - k, self.room.1.saturating_sub(bytes));
+        self.room.0 > 0 && self.room.1 > 0
     }
 
     /// Add a slot; returns whether the plan takes more. A slot below the one before it
@@ -243,5 +244,53 @@ impl Plan {
     /// Whether it expects none.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan with one slot in it and room for `slots` slots and `bytes` bytes more.
+    fn plan(slots: usize, bytes: usize) -> Plan {
+        let mut p = Plan {
+            room: (2, 1000),
+            ..Plan::default()
+        };
+        assert!(p.expect_at(0, 100, false, 0, 0));
+        p.room = (slots, bytes);
+        p
+    }
+
+    #[test]
+    fn a_run_of_slots_is_the_slots_one_at_a_time() {
+        for slots in [1, 2, 3, 16, 24, 200] {
+            for bytes in [1, 1500, 20_000, 65_535, usize::MAX] {
+                for per in [1408, 4096, 64, 13] {
+                    for total in [0, 1, 13, 1407, 1408, 1409, 5000, 142 * 1408] {
+                        let (mut a, mut b) = (plan(slots, bytes), plan(slots, bytes));
+                        let ra = a.expect_run(1000, total, per, 0x1000, 9_999_999);
+                        // one by one, as `expect_at` for each packet
+                        let mut rb = b.room.0 > 0 && b.room.1 > 0;
+                        let mut done = 0;
+                        while rb && done < total {
+                            let len = per.min(total - done);
+                            rb = b.expect_at(
+                                1000 + done,
+                                len,
+                                false,
+                                0x1000 + done as u64,
+                                9_999_999,
+                            );
+                            done += len;
+                        }
+                        let what = format!("{slots} slots {bytes} bytes, {total} by {per}");
+                        assert_eq!(a.slots, b.slots, "{what}");
+                        assert_eq!(a.places, b.places, "{what}");
+                        assert_eq!((a.room, ra), (b.room, rb), "{what}");
+                    }
+                }
+            }
+        }
     }
 }

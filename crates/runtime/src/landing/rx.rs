@@ -32,9 +32,6 @@ const GRO_BYTES: usize = 65_535;
 /// The fewest slots a receive that brought few segments leaves for the next plan.
 const ADAPT_MIN: usize = 8;
 
-/// One received segment: message, index in it, byte range.
-type Seg = (usize, usize, Range<usize>);
-
 /// One segment of a sorted batch, in arrival order.
 #[derive(Debug, Clone)]
 enum Item {
@@ -49,6 +46,40 @@ enum Item {
     },
     /// Copied out whole: bytes `scratch[range]` from `src`.
     Copied(Range<usize>, SocketAddr),
+}
+
+/// The landed segments of message `msg` at the head of `items`, as a run's parts
+/// ([`LandingRx::handle_run`]).
+struct RunParts<'a> {
+    items: std::slice::Iter<'a, Item>,
+    rx: &'a ScatterRx,
+    msg: usize,
+}
+
+impl<'a> Iterator for RunParts<'a> {
+    type Item = LandedPart<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<LandedPart<'a>> {
+        match *self.items.next()? {
+            Item::Landed {
+                slot,
+                msg,
+                offset,
+                len,
+                moved: false,
+            } if msg == self.msg => {
+                let (headers, tail) = self.rx.head_tail(slot);
+                Some(LandedPart {
+                    headers,
+                    offset,
+                    len,
+                    tail,
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The scatter receive and the batch being handled: a role fills the plan
@@ -69,7 +100,6 @@ pub struct LandingRx {
     want: usize,
     /// Segments the last receive that brought any brought.
     last_got: usize,
-    segs: Vec<Seg>,
     items: Vec<Item>,
     /// Next of `items` to handle.
     cursor: usize,
@@ -94,7 +124,6 @@ impl LandingRx {
             adapt: false,
             want: usize::MAX,
             last_got: 0,
-            segs: Vec::new(),
             items: Vec::new(),
             cursor: 0,
             scratch: Vec::with_capacity(65_536),
@@ -174,39 +203,22 @@ impl LandingRx {
         let n = self
             .rx
             .recv_wait(sock, zone, &self.plan.slots, per_msg, msgs, wait)?;
-        self.split();
+        let got = self.sort(ep)?;
         if self.adapt {
-            let got = self.segs.len();
             self.want = next_want(self.want, (got, self.last_got), slots);
             if got > 0 {
                 self.last_got = got;
             }
         }
-        self.sort(ep)?;
         Ok(n)
     }
 
-    /// Split the received messages into segments.
-    fn split(&mut self) {
-        self.segs.clear();
-        for (m, meta) in self.rx.meta().iter().enumerate() {
-            // a truncated datagram's last segment is incomplete; gathered, it fails the
-            // transport's length and ICRC checks
-            let (mut at, mut k) = (0, 0);
-            while at < meta.len {
-                let r = at..(at + meta.segment.max(1)).min(meta.len);
-                at = r.end;
-                self.segs.push((m, k, r));
-                k += 1;
-            }
-        }
-    }
-
-    /// Sort the batch: the segments that fit their slots, up to the first that does not,
-    /// stay in the region; that one and every later one are gathered into `scratch` before
-    /// anything moves. Then payloads shifted by lost packets are moved to their place,
-    /// last first.
-    fn sort(&mut self, ep: &mut Endpoint) -> io::Result<()> {
+    /// Sort the batch, segment by segment (a GRO message holds several): the segments that
+    /// fit their slots, up to the first that does not, stay in the region; that one and
+    /// every later one are gathered into `scratch` before anything moves. Then payloads
+    /// shifted by lost packets are moved to their place, last first. Returns the segments
+    /// received.
+    fn sort(&mut self, ep: &mut Endpoint) -> io::Result<usize> {
         self.items.clear();
         self.cursor = 0;
         self.scratch.clear();
@@ -214,23 +226,33 @@ impl LandingRx {
         let mut missed = false;
         {
             let region = ep.mr(self.lkey).map_or(&[][..], |m| m.bytes());
-            for (m, k, r) in self.segs.iter().cloned() {
-                if !missed {
-                    if let Some(item) = self.fit(m, k, r.clone(), &mut shift) {
-                        self.items.push(item);
-                        continue;
+            for m in 0..self.rx.meta().len() {
+                let meta = &self.rx.meta()[m];
+                let (len, segment, src) = (meta.len, meta.segment.max(1), meta.src);
+                // a truncated datagram's last segment is incomplete; gathered, it fails the
+                // transport's length and ICRC checks
+                let (mut at, mut k) = (0, 0);
+                while at < len {
+                    let r = at..(at + segment).min(len);
+                    at = r.end;
+                    k += 1;
+                    if !missed {
+                        if let Some(item) = self.fit(m, k - 1, r.clone(), &mut shift) {
+                            self.items.push(item);
+                            continue;
+                        }
+                        missed = true;
                     }
-                    missed = true;
+                    let start = self.scratch.len();
+                    self.rx.gather(region, m, r, &mut self.scratch);
+                    self.items
+                        .push(Item::Copied(start..self.scratch.len(), src));
                 }
-                let start = self.scratch.len();
-                self.rx.gather(region, m, r, &mut self.scratch);
-                let src = self.rx.meta()[m].src;
-                self.items
-                    .push(Item::Copied(start..self.scratch.len(), src));
             }
         }
+        let got = self.items.len();
         if shift.is_none() {
-            return Ok(());
+            return Ok(got);
         }
         for item in self.items.iter().rev() {
             let &Item::Landed {
@@ -252,7 +274,7 @@ impl LandingRx {
                 Err(e) => return Err(io::Error::other(e)),
             }
         }
-        Ok(())
+        Ok(got)
     }
 
     /// Whether segment `k` (bytes `r`) of message `m` fits the slot it filled: exactly, with
@@ -262,9 +284,9 @@ impl LandingRx {
         let j = self.rx.slot_for_segment(m, k, r)?;
         let s = &self.plan.slots[j];
         let h = self.rx.head(j);
-        let headers = Opcode(*h.first()?).headers()?;
+        let op = Opcode(*h.first()?);
         let pad = usize::from((*h.get(1)? >> 4) & 3);
-        if BTH_LEN + headers.ext_len() != s.head || pad + ICRC_LEN != s.tail {
+        if BTH_LEN + op.ext_len()? != s.head || pad + ICRC_LEN != s.tail {
             return None;
         }
         let place = self.plan.places[j];
@@ -288,6 +310,7 @@ impl LandingRx {
             return shift.is_none().then(|| landed(0));
         };
         // the RETH follows the BTH directly (no RDETH or DETH on RC and UC)
+        let headers = op.headers()?;
         if !headers.has(HeaderSet::RETH) || headers.has(HeaderSet::DETH) {
             return None;
         }
@@ -380,27 +403,16 @@ impl LandingRx {
         else {
             return self.handle_next(ep, now, local);
         };
-        let rx = &self.rx;
         let flow = LandedFlow {
-            src: rx.meta()[msg].src,
+            src: self.rx.meta()[msg].src,
             dst: local,
             lkey: self.lkey,
         };
-        let run = self.items[start..].iter().map_while(|it| match *it {
-            Item::Landed {
-                slot,
-                msg: m,
-                offset,
-                len,
-                moved: false,
-            } if m == msg => Some(LandedPart {
-                headers: rx.head(slot),
-                offset,
-                len,
-                tail: rx.tail(slot),
-            }),
-            _ => None,
-        });
+        let run = RunParts {
+            items: self.items[start..].iter(),
+            rx: &self.rx,
+            msg,
+        };
         self.placed.clear();
         let k = ep.handle_landed_run(flow, run, &mut self.placed);
         if k == 0 {

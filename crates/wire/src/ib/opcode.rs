@@ -183,6 +183,13 @@ impl Opcode {
         HEADERS[usize::from(self.0)]
     }
 
+    /// The length of the extension headers after the BTH (see [`Opcode::headers`]):
+    /// `None` for an undefined opcode. One table load.
+    #[inline]
+    pub fn ext_len(self) -> Option<usize> {
+        HEADERS[usize::from(self.0)].map(|_| usize::from(EXT_LENS[usize::from(self.0)]))
+    }
+
     /// First packet of a multi-packet message (SEND/WRITE/READ-response FIRST).
     pub fn is_first(self) -> bool {
         matches!(self.op(), 0x00 | 0x06 | 0x0D)
@@ -225,6 +232,20 @@ static HEADERS: [Option<HeaderSet>; 256] = {
     while i < NAMED.len() {
         let v = NAMED[i].0;
         t[v as usize] = headers_of(Opcode(v));
+        i += 1;
+    }
+    t
+};
+
+/// The extension headers' length of every byte value's [`HEADERS`] (0 where undefined),
+/// so that a packet's layout costs one load.
+static EXT_LENS: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut i = 0;
+    while i < 256 {
+        if let Some(h) = HEADERS[i] {
+            t[i] = h.ext_len() as u8;
+        }
         i += 1;
     }
     t
@@ -297,6 +318,16 @@ impl From<Opcode> for u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_layout_table_says_what_the_header_sets_say() {
+        for b in 0..=255u8 {
+            let o = Opcode(b);
+            assert_eq!(o.ext_len(), o.headers().map(HeaderSet::ext_len), "{o:?}");
+        }
+        assert_eq!(Opcode::UC_RDMA_WRITE_ONLY.ext_len(), Some(16));
+        assert_eq!(Opcode(0x1F).ext_len(), None);
+    }
 
     #[test]
     fn table_matches_roce_reference() {

@@ -90,22 +90,27 @@ impl IcrcHasher {
     /// size go to the CRC in one piece: two short updates cost more than the masked copy.
     #[inline]
     pub fn update_headers(&mut self, bth: &[u8; BTH_LEN], ext: &[u8]) {
-        const MAX: usize = 64;
-        if ext.len() > MAX - BTH_LEN {
-            self.update_bth(bth);
-            self.crc.update(ext);
-            return;
+        // the RETH alone, and with an ImmDt: buffers of a known size (no call to memset or
+        // memmove per packet)
+        match ext.len() {
+            16 => self.update_masked::<{ BTH_LEN + 16 }>(bth, ext),
+            20 => self.update_masked::<{ BTH_LEN + 20 }>(bth, ext),
+            n if n <= 64 - BTH_LEN => self.update_masked::<64>(bth, ext),
+            _ => {
+                self.update_bth(bth);
+                self.crc.update(ext);
+            }
         }
-        let mut b = [0u8; MAX];
+    }
+
+    /// [`IcrcHasher::update_headers`] through an `N`-byte buffer (`ext` fits in it).
+    #[inline]
+    fn update_masked<const N: usize>(&mut self, bth: &[u8; BTH_LEN], ext: &[u8]) {
+        let mut b = [0u8; N];
         b[..BTH_LEN].copy_from_slice(bth);
         b[4] = 0xFF;
         let n = BTH_LEN + ext.len();
-        // the RETH alone, and with an ImmDt: copies of a known size, not a call to memmove
-        match ext.len() {
-            16 => b[BTH_LEN..BTH_LEN + 16].copy_from_slice(&ext[..16]),
-            20 => b[BTH_LEN..BTH_LEN + 20].copy_from_slice(&ext[..20]),
-            _ => b[BTH_LEN..n].copy_from_slice(ext),
-        }
+        b[BTH_LEN..n].copy_from_slice(ext);
         self.crc.update(&b[..n]);
     }
 
