@@ -253,29 +253,22 @@ pub enum AddressMap {
 /// [`MemoryRegion::in_place_span`] found them: REMOTE_WRITE granted, in bounds, no page
 /// held. It holds while the region's map and holds do not change: for one run.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct InPlaceSpan {
+pub(crate) struct InPlaceSpan<'r> {
     /// The VA of the region's byte 0.
     va0: u64,
-    /// The end (offset) of the bytes it covers.
-    end: usize,
+    /// The region's bytes, up to the end of the span.
+    bytes: &'r [u8],
 }
 
-impl InPlaceSpan {
-    /// The bytes of region `r` (the one that gave the span) at `offset`, if the remote
-    /// write of `[va, va + len)` lies there, inside the span.
+impl<'r> InPlaceSpan<'r> {
+    /// The bytes at `offset`, if the remote write of `[va, va + len)` lies there, inside
+    /// the span.
     #[inline]
-    pub(crate) fn bytes<'r>(
-        &self,
-        r: &'r MemoryRegion,
-        va: u64,
-        len: usize,
-        offset: usize,
-    ) -> Option<&'r [u8]> {
-        let end = offset.checked_add(len)?;
-        if va.wrapping_sub(self.va0) != offset as u64 || end > self.end {
+    pub(crate) fn bytes(&self, va: u64, len: usize, offset: usize) -> Option<&'r [u8]> {
+        if va.wrapping_sub(self.va0) != offset as u64 {
             return None;
         }
-        r.mem.owned()?.get(offset..end)
+        self.bytes.get(offset..offset.checked_add(len)?)
     }
 }
 
@@ -505,19 +498,19 @@ impl MemoryRegion {
         len: usize,
         offset: usize,
         max: usize,
-    ) -> Option<InPlaceSpan> {
+    ) -> Option<InPlaceSpan<'_>> {
         self.in_place(va, len, offset)?;
         if !matches!(self.map, AddressMap::Linear) {
             return None;
         }
-        let region_end = self.keys.len.min(self.mem.owned()?.len());
+        let bytes = self.mem.owned()?;
         let end = match &self.holds {
             Some(h) => h.clear_until(offset as u64, max as u64) as usize,
             None => offset.saturating_add(max),
         };
         Some(InPlaceSpan {
             va0: va.wrapping_sub(offset as u64),
-            end: end.min(region_end),
+            bytes: &bytes[..end.min(self.keys.len).min(bytes.len())],
         })
     }
 

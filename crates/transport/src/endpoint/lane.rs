@@ -167,7 +167,7 @@ impl Endpoint {
                 break;
             }
             let payload = match &span {
-                Some(s) => s.bytes(r, va, d.len, d.offset),
+                Some(s) => s.bytes(va, d.len, d.offset),
                 None => r.in_place(va, d.len, d.offset),
             };
             let Some(payload) = payload else {
