@@ -54,14 +54,13 @@ impl Slot {
     }
 }
 
-/// Write iovec `n` of `iovs` (`len` bytes at `p`) and move on, unless it is empty.
+/// An iovec of `len` bytes at `p`.
 #[inline]
-fn put(iovs: &mut [libc::iovec], n: &mut usize, p: *mut u8, len: usize) {
-    iovs[*n] = libc::iovec {
+fn iovec(p: *mut u8, len: usize) -> libc::iovec {
+    libc::iovec {
         iov_base: p.cast(),
         iov_len: len,
-    };
-    *n += usize::from(len > 0);
+    }
 }
 
 /// One received message.
@@ -195,8 +194,8 @@ impl ScatterRx {
     /// the region, which the caller keeps borrowed until the receive returns.
     fn build_iovs(&mut self, base: *mut u8, per_msg: usize, msgs: usize) {
         let plan = &self.plan;
-        // written in place, not pushed: at most two iovecs per slot and two per message,
-        // every slot's start
+        // written in place, not pushed: two iovecs per slot (an empty one costs the kernel
+        // nothing) and two per message, and every slot's start
         let none = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
@@ -205,43 +204,46 @@ impl ScatterRx {
         self.iovs.resize(2 * plan.len() + 2 * msgs, none);
         self.starts.clear();
         self.starts.resize(plan.len(), 0);
-        let (iovs, starts) = (&mut self.iovs[..], &mut self.starts[..]);
         let joints = self.joints.as_mut_ptr();
         let mut n = 0;
         let mut first_iov = [0usize; MAX_MSGS + 1];
         for (m, first) in first_iov.iter_mut().enumerate().take(msgs) {
             *first = n;
             let slots = (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len());
+            let pairs = self.iovs[n..n + 2 * slots.len()].chunks_exact_mut(2);
+            let starts = self.starts[slots.clone()].iter_mut();
             let mut at = 0;
             // scratch bytes owed before the next body: the previous slot's tail, in the
             // joint that also takes this slot's head
             let mut owed = 0;
-            let last = slots.end;
-            for j in slots {
+            for ((j, pair), start) in slots.clone().zip(pairs).zip(starts) {
                 let s = &plan[j];
-                starts[j] = at;
+                *start = at;
                 at += s.len();
                 // SAFETY: `j` is below `joints.len()` (resized above) and `MAX_TAIL - owed`
                 // and `MAX_TAIL + s.head` lie within a joint (`owed` ≤ MAX_TAIL, `s.head` ≤
                 // MAX_HEAD, both checked); `s.body` was checked to lie within `region`, so
                 // those offsets stay inside their allocations.
-                unsafe {
-                    put(
-                        iovs,
-                        &mut n,
+                let (joint, body) = unsafe {
+                    (
                         joints.add(j).cast::<u8>().add(MAX_TAIL - owed),
-                        owed + s.head,
-                    );
-                    put(iovs, &mut n, base.add(s.body.start), s.body.len());
-                }
+                        base.add(s.body.start),
+                    )
+                };
+                pair[0] = iovec(joint, owed + s.head);
+                pair[1] = iovec(body, s.body.len());
                 owed = s.tail;
             }
+            n += 2 * slots.len();
             // the message's last tail alone, before its spill area
-            // SAFETY: `last` ≤ `plan.len()` < `joints.len()`, and `owed` ≤ MAX_TAIL.
-            let tail = unsafe { joints.add(last).cast::<u8>().add(MAX_TAIL - owed) };
-            put(iovs, &mut n, tail, owed);
-            let spill = self.spill[m * self.spill_len..].as_mut_ptr();
-            put(iovs, &mut n, spill, self.spill_len);
+            // SAFETY: `slots.end` ≤ `plan.len()` < `joints.len()`, and `owed` ≤ MAX_TAIL.
+            let tail = unsafe { joints.add(slots.end).cast::<u8>().add(MAX_TAIL - owed) };
+            self.iovs[n] = iovec(tail, owed);
+            self.iovs[n + 1] = iovec(
+                self.spill[m * self.spill_len..].as_mut_ptr(),
+                self.spill_len,
+            );
+            n += 2;
         }
         first_iov[msgs] = n;
         self.iovs.truncate(n);

@@ -487,20 +487,13 @@ impl MemoryRegion {
         self.mem.owned()?.get(from)
     }
 
-    /// Where a run of remote writes from `[va, va + len)`, landed at `offset`, may go on
-    /// in place without looking at the region again ([`InPlaceSpan::bytes`]): the writes
-    /// that follow one another from there, up to the region's end or its first held page
-    /// (at most `max` bytes on). `None` where that write is not in place (see
-    /// [`MemoryRegion::in_place`]), or for a ring map, whose writes wrap.
-    pub(crate) fn in_place_span(
-        &self,
-        va: u64,
-        len: usize,
-        offset: usize,
-        max: usize,
-    ) -> Option<InPlaceSpan<'_>> {
-        self.in_place(va, len, offset)?;
-        if !matches!(self.map, AddressMap::Linear) {
+    /// Where a run of remote writes landed from `offset` on may lie in place without
+    /// looking at the region again ([`InPlaceSpan::bytes`]): up to the region's end or its
+    /// first held page, at most `max` bytes on. `None` without REMOTE_WRITE, for memory
+    /// the endpoint does not own, or for a ring map (its writes wrap): those are looked at
+    /// write by write ([`MemoryRegion::in_place`]).
+    pub(crate) fn in_place_span(&self, offset: usize, max: usize) -> Option<InPlaceSpan<'_>> {
+        if !self.access.contains(Access::REMOTE_WRITE) || !matches!(self.map, AddressMap::Linear) {
             return None;
         }
         let bytes = self.mem.owned()?;
@@ -509,7 +502,7 @@ impl MemoryRegion {
             None => offset.saturating_add(max),
         };
         Some(InPlaceSpan {
-            va0: va.wrapping_sub(offset as u64),
+            va0: self.keys.va,
             bytes: &bytes[..end.min(self.keys.len).min(bytes.len())],
         })
     }

@@ -108,20 +108,26 @@ impl Plan {
             .min(self.room.1.div_ceil(size(per)));
         let at = at + first;
         let va = va + first as u64;
-        let len = |i: usize| per.min(rest - i * per);
+        // all of `per` bytes but maybe the last
+        let last = per.min(rest.saturating_sub(k.saturating_sub(1) * per));
+        let full_tail = tail(per);
         self.slots.extend((0..k).map(|i| Slot {
             head,
-            body: at + i * per..at + i * per + len(i),
-            tail: tail(len(i)),
+            body: at + i * per..at + i * per + per,
+            tail: full_tail,
         }));
         self.places.extend((0..k).map(|i| Place {
             va: Some(va + (i * per) as u64),
             movable_to,
             packet: None,
         }));
+        if let Some(s) = self.slots.last_mut().filter(|_| k > 0) {
+            s.body.end = s.body.start + last;
+            s.tail = tail(last);
+        }
         let bytes = match k {
             0 => 0,
-            _ => (k - 1) * size(per) + size(len(k - 1)),
+            _ => (k - 1) * size(per) + size(last),
         };
         self.room = (self.room.0 - k, self.room.1.saturating_sub(bytes));
         self.room.0 > 0 && self.room.1 > 0

@@ -26,9 +26,9 @@ const HEADERS: usize = BTH_LEN + 16;
 const SAME_BTH: std::ops::Range<usize> = 0..9;
 /// … and the RETH's R_Key.
 const SAME_RKEY: std::ops::Range<usize> = BTH_LEN + 8..BTH_LEN + 12;
-/// The most bytes a run's region bounds and held pages are looked up for at once (a GRO
-/// message holds at most 64 KiB).
-const RUN_SPAN: usize = 1 << 20;
+/// The most bytes a run's region bounds and held pages are looked up for at once: a GRO
+/// message holds at most 64 KiB.
+const RUN_SPAN: usize = 1 << 16;
 
 impl Endpoint {
     /// Accept `d` by the lane, or `None` (nothing changed) for the general path.
@@ -126,7 +126,7 @@ impl Endpoint {
             return 1;
         };
         // where the run may go on in place, looked up once (a ring region: each packet)
-        let span = r.in_place_span(p.va, first.len, first.offset, RUN_SPAN);
+        let span = r.in_place_span(first.offset + first.len, RUN_SPAN);
         let ib_len = |d: &LandedPart<'_>| HEADERS + d.len + ICRC_LEN;
         let mut prefix = (ib_len(&first), None);
         let (mut va, mut offset) = (
