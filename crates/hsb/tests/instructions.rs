@@ -26,11 +26,14 @@ const WINDOW: usize = 142 * PAYLOAD;
 const PAYLOAD: usize = 1408;
 /// Packets per GSO send (a paced camera stream's receives bring about 15).
 const RUN: usize = 16;
-/// Budget per packet besides the CRC. Measured here (test profile, valgrind 3.19): 2 069
-/// (2 144 while a frame's lone metadata packet shrank the next plan). The budget leaves
-/// room for compiler changes, not for a second CRC pass over the payload (+1 697) or
-/// lookups and allocations creeping back in per packet.
-const BUDGET: u64 = 2_800;
+/// Budget per packet besides the CRC, in the release profile it is set for (`.ci/run`
+/// runs it) and in the test profile (`cargo test`). Measured (rustc 1.95, valgrind 3.19),
+/// release / test profile: 699–702 / 1 034 (1 543 / 2 069 one packet at a time, before
+/// runs; the release target is 700, which this meets with no room for the run-to-run
+/// spread of GRO's batches, hence 730 here). The budget leaves room for compiler changes,
+/// not for a second CRC pass over the payload (+741 / +1 697) or lookups and allocations
+/// creeping back in per packet.
+const BUDGET: u64 = if cfg!(debug_assertions) { 1_300 } else { 730 };
 
 /// Receive `frames` frames, sent beforehand; every one must be good.
 fn receive(frames: u64) {

@@ -20,6 +20,14 @@
 //! and handled as datagrams, so nothing the transport wrote can have been read as a later
 //! packet's payload.
 //!
+//! A role that can take them ([`LandingRx::handle_run`]) gets the landed segments of one
+//! message as one run ([`Endpoint::handle_landed_run`]): the transport checks the first in
+//! full and each later one against the one before it, with the QP, the region and the
+//! ICRC's prefix looked up once; where a run stops, the next segment goes by itself, as
+//! above.
+//!
+//! [`Endpoint::handle_landed_run`]: rocelink_transport::Endpoint::handle_landed_run
+//!
 //! A prediction may only name bytes no accepted data still needs: the buffers of receives
 //! posted and not yet completed, in completion order (a datagram completes at most one
 //! receive, so a copy only ever moves bytes to an earlier slot); or, for WRITEs, bytes the
