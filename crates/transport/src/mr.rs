@@ -699,6 +699,17 @@ impl MrTable {
         Ok(())
     }
 
+    /// Check that a receive of protection domain `pd` may scatter into `sg`: every
+    /// segment's region in that domain, with LOCAL_WRITE access, the segment inside it
+    /// (discard segments always may). One lookup per segment.
+    pub(crate) fn check_recv(&self, pd: u32, sg: &crate::wr::SgList) -> Result<(), AccessError> {
+        for s in sg.as_slice().iter().filter(|s| !s.is_discard()) {
+            self.get_in(pd, s.lkey)?
+                .check(s.va, u64::from(s.len), Access::LOCAL_WRITE)?;
+        }
+        Ok(())
+    }
+
     /// Whether the `len` bytes at `offset` of a message scattered into `sg` go to one
     /// place: bytes `at..at + len` of region `lkey` (LOCAL_WRITE). True when a payload that
     /// landed there is already where the receive puts it.

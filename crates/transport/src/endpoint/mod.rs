@@ -2,6 +2,7 @@
 
 mod lane;
 mod rx;
+mod ud_lane;
 
 pub use rx::{Landed, LandedFlow, LandedPart, Landing, Placement, RecvUnderWay, WriteUnderWay};
 
@@ -706,11 +707,8 @@ impl Endpoint {
         if q.rq.len() >= q.max_recv_wr {
             return Err(QpError::QueueFull);
         }
-        mrs.check_scatter(&wr.sg_list, 0, wr.sg_list.total_len())
+        mrs.check_recv(q.pd_id, &wr.sg_list)
             .map_err(QpError::LocalAccess)?;
-        for s in wr.sg_list.as_slice().iter().filter(|s| !s.is_discard()) {
-            mrs.get_in(q.pd_id, s.lkey).map_err(QpError::LocalAccess)?;
-        }
         q.rq.push_back(wr);
         Ok(())
     }

@@ -334,7 +334,11 @@ impl Endpoint {
     /// or length past its end, headers that do not match the opcode, or another opcode, is
     /// refused and counted as malformed.
     pub fn handle_landed(&mut self, now: Instant, d: Landed<'_>) -> Landing {
-        if let Some(l) = self.landed_lane(&d) {
+        let lane = match d.headers.first().map(|&b| Opcode(b)) {
+            Some(Opcode::UD_SEND_ONLY | Opcode::UD_SEND_ONLY_WITH_IMMEDIATE) => self.ud_lane(&d),
+            _ => self.landed_lane(&d),
+        };
+        if let Some(l) = lane {
             return l;
         }
         self.stats.rx_datagrams += 1;

@@ -39,7 +39,7 @@ impl Qp {
             self.resp.msg = None;
             self.resp.msn = psn::add(self.resp.msn, 1);
             let wc = self.complete_recv(
-                recv,
+                recv.wr_id,
                 WcStatus::Success,
                 WcOpcode::Recv,
                 m.offset as u32,
@@ -99,7 +99,7 @@ impl Qp {
     ) -> Result<(), Refuse> {
         if offset + payload.len() as u64 > recv.sg_list.total_len() {
             self.resp.msg = None;
-            let wc = self.recv_failed(*recv, WcStatus::LocalLengthError, 0, src);
+            let wc = self.recv_failed(recv.wr_id, WcStatus::LocalLengthError, 0, src);
             sinks.cqs.push(self.recv_cq, wc);
             return Err(Refuse::Nak(NakCode::InvalidRequest));
         }
@@ -112,7 +112,7 @@ impl Qp {
                 }
                 Err(_) => {
                     self.resp.msg = None;
-                    let wc = self.recv_failed(*recv, WcStatus::LocalProtectionError, 0, src);
+                    let wc = self.recv_failed(recv.wr_id, WcStatus::LocalProtectionError, 0, src);
                     sinks.cqs.push(self.recv_cq, wc);
                     return Err(Refuse::Nak(NakCode::RemoteOperationalError));
                 }
@@ -170,7 +170,7 @@ impl Qp {
             self.report_message(sinks, MsgId::from(&m), MessageOutcome::Delivered);
             if let Some(r) = recv {
                 let wc = self.complete_recv(
-                    r,
+                    r.wr_id,
                     WcStatus::Success,
                     WcOpcode::RecvRdmaWithImm,
                     m.dma_len as u32,

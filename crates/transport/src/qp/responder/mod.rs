@@ -278,9 +278,9 @@ impl Qp {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn complete_recv(
+    pub(crate) fn complete_recv(
         &self,
-        r: RecvWr,
+        wr_id: u64,
         status: WcStatus,
         opcode: WcOpcode,
         byte_len: u32,
@@ -289,7 +289,7 @@ impl Qp {
         src: SocketAddr,
     ) -> WorkCompletion {
         WorkCompletion {
-            wr_id: r.wr_id,
+            wr_id,
             status,
             opcode,
             qpn: self.qpn,
@@ -304,12 +304,12 @@ impl Qp {
     /// An error completion of a RECV WR.
     fn recv_failed(
         &self,
-        r: RecvWr,
+        wr_id: u64,
         status: WcStatus,
         src_qp: u32,
         src: SocketAddr,
     ) -> WorkCompletion {
-        self.complete_recv(r, status, WcOpcode::Recv, 0, None, src_qp, src)
+        self.complete_recv(wr_id, status, WcOpcode::Recv, 0, None, src_qp, src)
     }
 
     /// A request packet (SEND, WRITE, READ request, atomics) for this QP.

@@ -33,7 +33,7 @@ impl Qp {
         let len = payload.len();
         let need = grh::SLOT_LEN + len;
         if need as u64 > recv.sg_list.total_len() {
-            let wc = self.recv_failed(recv, WcStatus::LocalLengthError, deth.src_qp, src);
+            let wc = self.recv_failed(recv.wr_id, WcStatus::LocalLengthError, deth.src_qp, src);
             sinks.cqs.push(self.recv_cq, wc);
             return;
         }
@@ -57,7 +57,7 @@ impl Qp {
                     sinks.landing = Some(crate::Landing::Received { in_place });
                 }
                 let wc = self.complete_recv(
-                    recv,
+                    recv.wr_id,
                     WcStatus::Success,
                     WcOpcode::Recv,
                     need as u32,
@@ -68,7 +68,8 @@ impl Qp {
                 sinks.cqs.push(self.recv_cq, wc);
             }
             Err(_) => {
-                let wc = self.recv_failed(recv, WcStatus::LocalProtectionError, deth.src_qp, src);
+                let wc =
+                    self.recv_failed(recv.wr_id, WcStatus::LocalProtectionError, deth.src_qp, src);
                 sinks.cqs.push(self.recv_cq, wc);
             }
         }
