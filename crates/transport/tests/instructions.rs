@@ -440,6 +440,14 @@ fn per_packet(mode: Mode) -> u64 {
     (b - a) / 2_000
 }
 
+/// Fail unless `what` took at most `budget` instructions per packet besides the CRC.
+fn within(what: &str, rest: u64, budget: u64) {
+    assert!(
+        rest <= budget,
+        "{what}: {rest} instructions per packet besides the CRC, budget {budget}"
+    );
+}
+
 #[test]
 fn receive_path_instructions_per_packet_within_budget() {
     if !callgrind::available() {
@@ -474,36 +482,16 @@ fn receive_path_instructions_per_packet_within_budget() {
         per > crc + PAYLOAD as u64 / 64,
         "{per}: the packets were not processed"
     );
-    let budget = BUDGET;
-    assert!(
-        per - crc <= budget,
-        "{} instructions per packet besides the CRC, budget {budget}",
-        per - crc
-    );
+    within("the general path", per - crc, BUDGET);
     // in place: the ICRC reads the payload where it landed; nothing copies it
     assert!(
         landed > crc,
         "{landed}: the landed packets were not checked"
     );
-    let budget = LANDED_BUDGET;
-    assert!(
-        landed - crc <= budget,
-        "landed: {} instructions per packet besides the CRC, budget {budget}",
-        landed - crc
-    );
+    within("landed", landed - crc, LANDED_BUDGET);
     assert!(ud > crc, "{ud}: the UD packets were not checked");
-    let budget = UD_BUDGET;
-    assert!(
-        ud - crc <= budget,
-        "UD landed: {} instructions per packet besides the CRC, budget {budget}",
-        ud - crc
-    );
+    within("UD landed", ud - crc, UD_BUDGET);
     // the ICRC covers the payload: the send read it
     assert!(send > crc, "{send}: the sends were not built");
-    let budget = SEND_BUDGET;
-    assert!(
-        send - crc <= budget,
-        "UD send: {} instructions per packet besides the CRC, budget {budget}",
-        send - crc
-    );
+    within("UD send", send - crc, SEND_BUDGET);
 }
