@@ -18,6 +18,7 @@
 #[path = "../../testkit/src/callgrind.rs"]
 #[allow(unreachable_pub)]
 mod callgrind;
+mod common;
 
 use rocelink_transport::*;
 use rocelink_wire::ib::{BthRepr, IbRepr, Opcode, RethRepr};
@@ -224,21 +225,9 @@ const STRIDE: usize = 8192;
 /// The Q_Key of the UD cases.
 const QKEY: u32 = 0x1234;
 
-/// An endpoint at `addr` with region `mem` (`access`), one CQ and a ready UD QP: (endpoint,
-/// region key, CQ, QPN).
+/// [`common::ud_end`] with the Q_Key of these cases, its region's local key.
 fn ud_end(addr: SocketAddr, mem: Vec<u8>, access: Access) -> (Endpoint, u32, CqId, u32) {
-    let mut ep = Endpoint::new(EndpointConfig::new(addr));
-    let mr = ep.register_mr(mem.into_boxed_slice(), 0, access);
-    let cq = ep.create_cq();
-    let init = QpInit {
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        ..QpInit::new(QpType::Ud)
-    };
-    let qp = ep.create_qp(init).unwrap();
-    ep.ready_qp(qp, QKEY, None, 0, Mtu::M4096).unwrap();
+    let (ep, mr, cq, qp) = common::ud_end(addr, mem, access, QKEY);
     (ep, mr.lkey, cq, qp)
 }
 

@@ -5,6 +5,8 @@
 //! Q_Key, P_Key or QP, or damaged — and stay identical: counters, completions and bytes.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
 use rocelink_wire::ib::IbPacket;
@@ -21,21 +23,9 @@ fn addr(s: &str) -> SocketAddr {
     s.parse().unwrap()
 }
 
-/// An endpoint at `at` with a region of `mem` (`access`), a CQ and a ready UD QP.
+/// [`common::ud_end`] at `at` with the Q_Key of these cases.
 fn ud_end(at: &str, mem: Vec<u8>, access: Access) -> (Endpoint, MrKeys, CqId, u32) {
-    let mut ep = Endpoint::new(EndpointConfig::new(addr(at)));
-    let mr = ep.register_mr(mem.into_boxed_slice(), 0, access);
-    let cq = ep.create_cq();
-    let init = QpInit {
-        send_cq: cq,
-        recv_cq: cq,
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        ..QpInit::new(QpType::Ud)
-    };
-    let qp = ep.create_qp(init).unwrap();
-    ep.ready_qp(qp, QKEY, None, 0, Mtu::M4096).unwrap();
-    (ep, mr, cq, qp)
+    common::ud_end(addr(at), mem, access, QKEY)
 }
 
 /// The receive of slot `k`: its GRH slot discarded (`keep_grh`: in memory, before the

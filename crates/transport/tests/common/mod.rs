@@ -143,3 +143,26 @@ pub(crate) fn pattern(len: usize, tag: u64) -> Vec<u8> {
 pub(crate) fn drain(ep: &mut Endpoint) -> Vec<WorkCompletion> {
     std::iter::from_fn(|| ep.poll_completion()).collect()
 }
+
+/// An endpoint at `addr` with region `mem` (`access`, VA 0), one CQ and a UD QP ready with
+/// Q_Key `qkey` (4 KiB MTU, 64 WRs each way): (endpoint, region keys, CQ, QPN).
+pub(crate) fn ud_end(
+    addr: SocketAddr,
+    mem: Vec<u8>,
+    access: Access,
+    qkey: u32,
+) -> (Endpoint, MrKeys, CqId, u32) {
+    let mut ep = Endpoint::new(EndpointConfig::new(addr));
+    let mr = ep.register_mr(mem.into_boxed_slice(), 0, access);
+    let cq = ep.create_cq();
+    let init = QpInit {
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 64,
+        max_recv_wr: 64,
+        ..QpInit::new(QpType::Ud)
+    };
+    let qp = ep.create_qp(init).unwrap();
+    ep.ready_qp(qp, qkey, None, 0, Mtu::M4096).unwrap();
+    (ep, mr, cq, qp)
+}
