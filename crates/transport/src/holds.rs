@@ -84,6 +84,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_clear_span_ends_at_the_first_held_page() {
+        let h = Holds::new(100, 4).unwrap();
+        // nothing held: as far as asked, past the last page too
+        assert_eq!(h.clear_until(30, 1_000), 1_030);
+        assert!(h.hold(2)); // bytes 200..300
+        assert_eq!(h.clear_until(0, 400), 200);
+        assert_eq!(h.clear_until(120, 50), 170, "short of the held page");
+        assert_eq!(h.clear_until(199, 10), 200);
+        assert_eq!(h.clear_until(250, 100), 250, "inside it: nothing");
+        assert_eq!(h.clear_until(300, 500), 800, "after it");
+        h.release(2);
+        assert_eq!(h.clear_until(0, 400), 400);
+    }
+
+    #[test]
     fn a_held_page_is_refused_until_every_hold_is_given_back() {
         let h = Holds::new(100, 4).unwrap();
         assert!(!h.overlaps(0, 400));

@@ -13,6 +13,7 @@ use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
 use rocelink_wire::ib::IbPacket;
 use std::net::SocketAddr;
+use std::time::Instant;
 
 /// The region's top, where runs do not go: a payload landed elsewhere lands there.
 const SPARE: usize = REGION - 8192;
@@ -301,4 +302,95 @@ fn a_run_stops_at_a_held_page_and_goes_on_after_it() {
     w.assert_same(0..REGION);
     let c = w.land.qp_stats(w.qb).unwrap();
     assert_eq!((c.held_refusals, c.rx_packets), (4, 24), "{c:?}");
+}
+
+#[test]
+fn a_run_into_a_ring_stops_at_the_end_of_its_window() {
+    const RING: usize = 64 * 1024;
+    const START: u64 = 0x1_0000_0000;
+    const WINDOW: u64 = 8 * 1024;
+    let (aa, ba) = (addr("10.0.0.1:4791"), addr("10.0.0.2:4791"));
+    // a sender each (the same connection twice), the two receivers alike: a ring whose
+    // window is the first 8 KiB from START
+    let mut ends = Vec::new();
+    for _ in 0..2 {
+        let mut a = Endpoint::new(EndpointConfig::new(aa));
+        let data: Vec<u8> = (0..16 * 1024).map(|i| (i * 7) as u8).collect();
+        let src = a.register_mr(data.into_boxed_slice(), 0, Access::NONE);
+        let qa = a.create_qp(QpInit::new(QpType::Uc)).unwrap();
+        let mut b = Endpoint::new(EndpointConfig::new(ba));
+        let access = Access::REMOTE_WRITE | Access::LOCAL_WRITE;
+        let ring = b
+            .register_ring_mr(vec![0u8; RING], access, START, WINDOW)
+            .unwrap();
+        let init = QpInit {
+            report_writes: true,
+            ..QpInit::new(QpType::Uc)
+        };
+        let qb = b.create_qp(init).unwrap();
+        rocelink_transport::sim::connect(&mut a, qa, &mut b, qb, Mtu::M4096, 7, 7, 0).unwrap();
+        ends.push((a, src, qa, b, ring, qb));
+    }
+    let (mut a, src, qa, mut land, ring, qb) = ends.pop().unwrap();
+    let (_, _, _, mut copy, _, _) = ends.pop().unwrap();
+    // twelve writes of 1 KiB from START: the last four past the window
+    let now = Instant::now();
+    let mut run: Vec<Pkt> = Vec::new();
+    let mut buf = Vec::new();
+    for i in 0..12u64 {
+        let wr = SendWr::new(
+            i,
+            SendOp::Write {
+                va: START + i * 1024,
+                rkey: ring.rkey,
+            },
+            Sge {
+                lkey: src.lkey,
+                va: i * 1024,
+                len: 1024,
+            },
+        );
+        a.post_send(qa, wr).unwrap();
+        let t = a.poll_transmit(now, &mut buf).unwrap();
+        run.push((buf[..t.len].to_vec(), (i * 1024) as usize, aa));
+    }
+    for (d, dest, _) in &run {
+        let (h, n) = (28, 1024);
+        for ep in [&mut copy, &mut land] {
+            ep.landing_zone(ring.lkey).unwrap()[*dest..dest + n].copy_from_slice(&d[h..h + n]);
+        }
+        let g = Datagram {
+            src: aa,
+            dst: ba,
+            ip_header: None,
+            payload: d,
+        };
+        copy.handle_datagram(now, g);
+    }
+    let flow = LandedFlow {
+        src: aa,
+        dst: ba,
+        lkey: ring.lkey,
+    };
+    let mut placed = Vec::new();
+    let taken = land.handle_landed_run(flow, run.iter().map(part), &mut placed);
+    assert_eq!(taken, 8, "the window's 8 KiB");
+    for p in &run[taken..] {
+        let l = land.handle_landed(now, flow.landed(part(p)));
+        assert_eq!(l, Landing::Refused, "past the window");
+    }
+    assert_eq!(copy.stats(), land.stats());
+    assert_eq!(copy.qp_stats(qb), land.qp_stats(qb));
+    let copied: Vec<u64> = std::iter::from_fn(|| copy.poll_event())
+        .filter_map(|e| match e {
+            Event::Placed { va, .. } => Some(va),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(copied, placed.iter().map(|p| p.va).collect::<Vec<_>>());
+    let (c, l) = (
+        copy.mr(ring.lkey).unwrap().bytes(),
+        land.mr(ring.lkey).unwrap().bytes(),
+    );
+    assert!(c == l, "the rings differ");
 }
