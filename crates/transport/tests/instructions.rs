@@ -38,7 +38,7 @@ const PAYLOAD: usize = 4096;
 /// - the same landed in place, in runs of 16 ([`Endpoint::handle_landed_run`]): 217 / 418
 ///   (779 release, one by one, before runs);
 /// - a 4 KiB UD SEND landed in its posted receive (the UD lane), the receive posted again
-///   and its completion polled: 985 / 1 551 (2 113 / 3 487 through the general path);
+///   and its completion polled: 971 / 1 551 (2 113 / 3 487 through the general path);
 /// - a 4 KiB UD SEND sent from a region, headers and ICRC built, the payload gathered,
 ///   completions polled: 1 833 / 3 132 (the target is 800 in release: per message, not
 ///   yet).

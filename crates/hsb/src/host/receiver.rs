@@ -434,25 +434,20 @@ impl Receiver {
                         t.placed(p.psn, p.va, p.len, p.crc);
                         predict.note_placed(p.va, p.len);
                     }
-                    if opcode.has_immediate() {
+                    // a frame's end: its completion next
+                    undrained = !opcode.has_immediate();
+                    if !undrained {
                         t.drain(ep, Some(predict));
-                        undrained = false;
-                    } else {
-                        undrained = true;
                     }
                     continue;
                 }
-                Some(Handled::Datagram) => {
+                // a datagram, or nothing left after payloads not drained yet
+                h @ (Some(Handled::Datagram) | None) if h.is_some() || undrained => {
                     t.drain(ep, Some(predict));
                     undrained = false;
                     continue;
                 }
-                None if undrained => {
-                    t.drain(ep, Some(predict));
-                    undrained = false;
-                    continue;
-                }
-                None => {}
+                _ => {}
             }
             // spin, or sleep inside the receive call until a datagram or the deadline
             now = Instant::now();
@@ -468,12 +463,7 @@ impl Receiver {
             };
             predict.fill(landing.plan_mut(), t.page());
             if landing.recv_any(sock, ep, wait)? == 0 {
-                if busy {
-                    std::hint::spin_loop();
-                }
-                if coalescing {
-                    std::thread::sleep(coalesce.min(deadline - now));
-                }
+                idle(busy, coalescing.then(|| coalesce.min(deadline - now)));
                 flowing = false;
                 continue;
             }
@@ -592,6 +582,17 @@ impl Receiver {
 }
 /// The driver a receiver runs: over any backend.
 type RxDriver = Driver<Box<dyn Backend + Send>>;
+
+/// After a receive that brought nothing: spin once (`busy`), or sleep `coalescing` long
+/// (datagrams were coming: look again after a while rather than be woken for each).
+fn idle(busy: bool, coalescing: Option<Duration>) {
+    if busy {
+        std::hint::spin_loop();
+    }
+    if let Some(d) = coalescing {
+        std::thread::sleep(d);
+    }
+}
 
 /// The receiver's driver: over its AF_XDP port, or a UDP socket bound at `cfg.local`
 /// (an error naming the address and the process holding the port), with a pcap tap when

@@ -84,7 +84,8 @@ impl<'a> Iterator for RunParts<'a> {
 
 /// The scatter receive and the batch being handled: a role fills the plan
 /// ([`LandingRx::plan_mut`]), receives ([`LandingRx::recv`]) and hands the batch to the
-/// transport segment by segment ([`LandingRx::handle_next`]).
+/// transport segment by segment ([`LandingRx::handle_next`]) or run by run
+/// ([`LandingRx::handle_run`]).
 #[derive(Debug)]
 pub struct LandingRx {
     rx: ScatterRx,

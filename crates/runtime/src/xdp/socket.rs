@@ -13,6 +13,43 @@ pub struct XdpSocket {
 }
 
 impl XdpSocket {
+    /// Put datagram `o` (to `to`) in the transmit ring, or through the stack when the
+    /// frame cannot be written now (ARP, frames ahead of it), in order. False, nothing
+    /// sent, when the ring is full.
+    fn push(&self, g: &mut Inner, to: UdpTx, o: &Outgoing<'_>, now: Instant) -> io::Result<bool> {
+        let Inner { xsk, iface, .. } = g;
+        let hop = iface.next_hop(*to.dst.ip());
+        if self.port.cfg.role == XdpRole::Host
+            && iface.arp().peek(hop, now).is_none()
+            && let Some(mac) = rocelink_io::net::neighbour_mac(hop)
+        {
+            // a host's kernel keeps the ARP replies: take what it resolved
+            iface.learn(hop, Mac(mac), now);
+        }
+        if !xsk.can_push() {
+            g.stats.tx_full += 1;
+            return Ok(false);
+        }
+        let size = xsk.frame_size();
+        let mut result = Ok(None);
+        let written = xsk.push(size, |buf| {
+            result = iface.emit_udp(now, to, &o.parts, buf);
+            match result {
+                Ok(Some(n)) => n,
+                _ => 0,
+            }
+        });
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+        result.map_err(|e| invalid(e.to_string()))?;
+        if !written {
+            let whole = o.parts.concat();
+            iface
+                .send_udp(now, to, &whole)
+                .map_err(|e| invalid(e.to_string()))?;
+        }
+        Ok(true)
+    }
+
     /// The port it belongs to.
     pub fn port(&self) -> &XdpPort {
         &self.port
@@ -162,37 +199,8 @@ impl Backend for XdpSocket {
                 // a pause must find little already committed to the wire
                 break;
             }
-            let Inner { xsk, iface, .. } = &mut *g;
-            let hop = iface.next_hop(*dst.ip());
-            if self.port.cfg.role == XdpRole::Host
-                && iface.arp().peek(hop, now).is_none()
-                && let Some(mac) = rocelink_io::net::neighbour_mac(hop)
-            {
-                // a host's kernel keeps the ARP replies: take what it resolved
-                iface.learn(hop, Mac(mac), now);
-            }
-            if !xsk.can_push() {
-                g.stats.tx_full += 1;
+            if !self.push(&mut g, to, o, now)? {
                 break;
-            }
-            let size = xsk.frame_size();
-            let mut result = Ok(None);
-            let written = xsk.push(size, |buf| {
-                result = iface.emit_udp(now, to, &o.parts, buf);
-                match result {
-                    Ok(Some(n)) => n,
-                    _ => 0,
-                }
-            });
-            if let Err(e) = result {
-                return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
-            }
-            if !written {
-                // not now (ARP, frames ahead of it): through the stack, in order
-                let whole = o.parts.concat();
-                g.iface
-                    .send_udp(now, to, &whole)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
             }
             room = room.map(|r| r - 1);
             sent += 1;

@@ -125,78 +125,107 @@ impl Endpoint {
         let Ok(r) = mrs.get_in(q.pd_id, p.rkey) else {
             return 1;
         };
-        // where the run may go on in place, looked up once (a ring region: each packet)
-        let span = r.in_place_span(first.offset + first.len, RUN_SPAN);
-        let ib_len = |d: &LandedPart<'_>| HEADERS + d.len + ICRC_LEN;
-        let mut prefix = (ib_len(&first), None);
-        let (mut va, mut offset) = (
-            p.va.wrapping_add(u64::from(p.len)),
-            first.offset + first.len,
-        );
-        // the QP is accounted for the rest at the end: what it expects next is kept here
-        let mut psn_next = psn::add(p.psn, 1);
+        let mut next = Next {
+            head,
+            region: r,
+            // where the run may go on in place, looked up once (a ring region: each packet)
+            span: r.in_place_span(first.offset + first.len, RUN_SPAN),
+            mtu: q.mtu_bytes,
+            rkey: p.rkey,
+            va: p.va.wrapping_add(u64::from(p.len)),
+            offset: first.offset + first.len,
+            psn: psn::add(p.psn, 1),
+            prefix: (0, None),
+        };
+        // the QP is accounted for the rest at the end (`Next` keeps what it expects next)
         let rest = placed.len();
         for d in run {
-            let Some(h) = d
-                .headers
-                .get(..HEADERS)
-                .filter(|h| h.len() == d.headers.len())
-            else {
+            let Some(p) = next.take(&d, &flow, prefixes, comb) else {
                 break;
             };
-            if d.tail.len() != ICRC_LEN
-                || h[SAME_BTH] != head[SAME_BTH]
-                || h[SAME_RKEY] != head[SAME_RKEY]
-                || d.offset != offset
-            {
-                break;
-            }
-            let (bth, reth) = (
-                Bth::new_unchecked(&h[..BTH_LEN]),
-                Reth::new_unchecked(&h[BTH_LEN..]),
-            );
-            // (the rest of `uc_write_only_ready` held for the first and holds still: nothing
-            // else touches the QP during the run)
-            let psn = bth.psn();
-            if psn != psn_next
-                || reth.va() != va
-                || reth.dma_len() as usize != d.len
-                || d.len == 0
-                || d.len > q.mtu_bytes
-            {
-                break;
-            }
-            let payload = match &span {
-                Some(s) => s.bytes(va, d.len, d.offset),
-                None => r.in_place(va, d.len, d.offset),
-            };
-            let Some(payload) = payload else {
-                break;
-            };
-            if prefix.0 != ib_len(&d) || prefix.1.is_none() {
-                prefix = (ib_len(&d), prefixes.get(&flow.src, &flow.dst, ib_len(&d)));
-            }
-            let Some(pcrc) = prefix
-                .1
-                .as_ref()
-                .and_then(|h| exact_icrc(h, comb, d.pieces(payload)))
-            else {
-                break;
-            };
-            placed.push(Placement {
-                psn,
-                rkey: p.rkey,
-                va,
-                len: d.len as u32,
-                crc: pcrc,
-            });
-            va = va.wrapping_add(d.len as u64);
-            offset += d.len;
-            psn_next = psn::add(psn, 1);
+            placed.push(p);
         }
         q.uc_write_only_run_placed(&placed[rest..], sinks);
         let taken = 1 + placed.len() - rest;
         stats.rx_datagrams += taken as u64 - 1;
         taken
+    }
+}
+
+/// What the next packet of a run must be, and what the run looked up once.
+struct Next<'r> {
+    /// The first packet's headers (BTH and RETH).
+    head: &'r [u8],
+    region: &'r crate::mr::MemoryRegion,
+    span: Option<crate::mr::InPlaceSpan<'r>>,
+    /// The QP's path MTU in bytes.
+    mtu: usize,
+    rkey: u32,
+    /// Where the next packet's payload goes: VA, offset in the region …
+    va: u64,
+    offset: usize,
+    /// … and the PSN it must carry.
+    psn: u32,
+    /// The IP+UDP ICRC prefix of the last IB length seen.
+    prefix: (usize, Option<rocelink_wire::icrc::IcrcHasher>),
+}
+
+impl Next<'_> {
+    /// Whether `d` is the packet this run expects next, checked as the lane checks its
+    /// first (the rest of `uc_write_only_ready` held for the first and holds still:
+    /// nothing else touches the QP during the run): its placement, the run moved on past
+    /// it; `None`, nothing changed, to end the run there.
+    #[inline(always)]
+    fn take(
+        &mut self,
+        d: &LandedPart<'_>,
+        flow: &LandedFlow,
+        prefixes: &mut crate::prefix::PrefixCache,
+        comb: &mut rocelink_wire::icrc::Combiner,
+    ) -> Option<Placement> {
+        let h = d
+            .headers
+            .get(..HEADERS)
+            .filter(|h| h.len() == d.headers.len())?;
+        if d.tail.len() != ICRC_LEN
+            || h[SAME_BTH] != self.head[SAME_BTH]
+            || h[SAME_RKEY] != self.head[SAME_RKEY]
+            || d.offset != self.offset
+        {
+            return None;
+        }
+        let (bth, reth) = (
+            Bth::new_unchecked(&h[..BTH_LEN]),
+            Reth::new_unchecked(&h[BTH_LEN..]),
+        );
+        let psn = bth.psn();
+        if psn != self.psn
+            || reth.va() != self.va
+            || reth.dma_len() as usize != d.len
+            || d.len == 0
+            || d.len > self.mtu
+        {
+            return None;
+        }
+        let payload = match &self.span {
+            Some(s) => s.bytes(self.va, d.len, d.offset),
+            None => self.region.in_place(self.va, d.len, d.offset),
+        }?;
+        let ib_len = HEADERS + d.len + ICRC_LEN;
+        if self.prefix.0 != ib_len || self.prefix.1.is_none() {
+            self.prefix = (ib_len, prefixes.get(&flow.src, &flow.dst, ib_len));
+        }
+        let crc = exact_icrc(self.prefix.1.as_ref()?, comb, d.pieces(payload))?;
+        let p = Placement {
+            psn,
+            rkey: self.rkey,
+            va: self.va,
+            len: d.len as u32,
+            crc,
+        };
+        self.va = self.va.wrapping_add(d.len as u64);
+        self.offset += d.len;
+        self.psn = psn::add(psn, 1);
+        Some(p)
     }
 }

@@ -10,8 +10,8 @@
 
 use super::rx::{check_icrc, pkey_match};
 use super::{Endpoint, IcrcStatus, Landed, Landing};
-use crate::mr::Access;
-use crate::qp::{QpState, QpType};
+use crate::mr::{Access, MrTable};
+use crate::qp::{Qp, QpState, QpType};
 use crate::wr::{WcOpcode, WcStatus};
 use rocelink_wire::ib::ext::Deth;
 use rocelink_wire::ib::{BTH_LEN, Bth, DethRepr, GSI_QKEY, ICRC_LEN, Opcode, grh};
@@ -61,24 +61,7 @@ impl Endpoint {
         {
             return None;
         }
-        // the next receive: its GRH slot discarded, then one segment that the payload fits
-        // in, of a region it may write, where the payload already is
-        let [grh_slot, into, ..] = *q.rq.front()?.sg_list.as_slice() else {
-            return None;
-        };
-        if !grh_slot.is_discard()
-            || grh_slot.len as usize != grh::SLOT_LEN
-            || into.is_discard()
-            || into.lkey != d.lkey
-            || (into.len as usize) < d.len
-        {
-            return None;
-        }
-        let r = mrs.get(d.lkey).ok()?;
-        if r.check(into.va, d.len as u64, Access::LOCAL_WRITE).ok()? != d.offset {
-            return None;
-        }
-        let payload = r.bytes().get(d.offset..d.offset + d.len)?;
+        let payload = in_next_recv(q, mrs, d)?;
         let (status, pcrc) = check_icrc(prefixes, comb, cfg.icrc, d.flow(), d.pieces(payload));
         if status != IcrcStatus::Exact {
             return None;
@@ -105,4 +88,26 @@ impl Endpoint {
         sinks.landing = None;
         Some(Landing::Received { in_place: true })
     }
+}
+
+/// The payload of `d` if it already sits where QP `q`'s next receive puts it: that receive's
+/// GRH slot is discarded, then one segment the payload fits in, of a region the receive may
+/// write — what the general path's scatter checks find for it.
+fn in_next_recv<'m>(q: &Qp, mrs: &'m MrTable, d: &Landed<'_>) -> Option<&'m [u8]> {
+    let [grh_slot, into, ..] = *q.rq.front()?.sg_list.as_slice() else {
+        return None;
+    };
+    if !grh_slot.is_discard()
+        || grh_slot.len as usize != grh::SLOT_LEN
+        || into.is_discard()
+        || into.lkey != d.lkey
+        || (into.len as usize) < d.len
+    {
+        return None;
+    }
+    let r = mrs.get(d.lkey).ok()?;
+    if r.check(into.va, d.len as u64, Access::LOCAL_WRITE).ok()? != d.offset {
+        return None;
+    }
+    r.bytes().get(d.offset..d.offset + d.len)
 }
