@@ -193,3 +193,182 @@ fn gathered_read_responses_equal_staged_ones() {
     assert_eq!(with_gather, 8);
     assert_eq!(staged.qp_stats(0x11).unwrap().tx_packets, 10);
 }
+
+/// A UD endpoint at 10.0.0.1 whose region (VA 0) holds a known pattern: (endpoint, QP,
+/// region keys, CQ). Built the same way twice, the two have the same keys.
+fn ud_endpoint() -> (Endpoint, u32, MrKeys, CqId) {
+    let at: SocketAddr = "10.0.0.1:4791".parse().unwrap();
+    let mut ep = Endpoint::new(EndpointConfig::new(at));
+    let mem: Vec<u8> = (0..64 * 1024u32).map(|i| (i * 7 % 253) as u8).collect();
+    let mr = ep.register_mr(mem.into_boxed_slice(), 0, Access::NONE);
+    let cq = ep.create_cq();
+    let init = QpInit {
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 64,
+        ..QpInit::new(QpType::Ud)
+    };
+    let qp = ep.create_qp(init).unwrap();
+    ep.ready_qp(qp, 0x4444, None, 0, Mtu::M4096).unwrap();
+    (ep, qp, mr, cq)
+}
+
+/// UD SENDs gathered from a region (the UD send lane: headers kept per destination, PSN
+/// and immediate patched) are the bytes `poll_transmit` builds for the same work requests
+/// — however destinations, Q_Keys, immediates and lengths change from one to the next —
+/// and complete the same; what the lane does not take (small or split payloads, a region
+/// gone since posting) goes the general way on both.
+#[test]
+fn gathered_ud_sends_equal_staged_ones() {
+    let (mut staged, qs, ms, cs) = ud_endpoint();
+    let (mut gathered, qg, mg, cg) = ud_endpoint();
+    assert_eq!((qs, ms.lkey), (qg, mg.lkey));
+    let d = |at: &str, qpn: u32, qkey: u32| UdDest {
+        addr: at.parse().unwrap(),
+        qpn,
+        qkey,
+    };
+    let one = d("10.0.0.2:4791", 0x21, 0x1111);
+    // the high bit: the QP's own Q_Key goes out
+    let own = d("10.0.0.2:4791", 0x21, 0x8000_0000);
+    let other_qp = d("10.0.0.2:4791", 0x22, 0x1111);
+    let other_host = d("10.0.0.3:4792", 0x21, 0x1111);
+    // (destination, immediate, offset, length): runs to one destination, then changes of
+    // each thing the kept headers depend on, pads of 0 to 3, the lane's smallest payload
+    // and one under it
+    let sends = [
+        (one, Some(1), 0, 4096),
+        (one, Some(2), 4096, 4096),
+        (one, Some(3), 8192, 4096),
+        (one, None, 0, 4096),
+        (one, Some(4), 0, 4095),
+        (one, Some(5), 1, 4093),
+        (own, Some(6), 0, 4096),
+        (other_qp, Some(7), 0, 4096),
+        (other_host, Some(8), 0, 4096),
+        (one, Some(9), 0, 512),
+        (one, Some(10), 0, 511),
+        (one, Some(11), 100, 1001),
+        (one, Some(12), 0, 4096),
+    ];
+    let lkey = ms.lkey;
+    for (i, &(dest, imm, at, len)) in sends.iter().enumerate() {
+        let wr = SendWr {
+            wr_id: i as u64,
+            op: SendOp::UdSend { dest, imm },
+            sg_list: Sge { lkey, va: at, len }.into(),
+            signaled: i % 3 == 0,
+            solicited: false,
+            marks: 0,
+        };
+        staged.post_send(qs, wr).unwrap();
+        gathered.post_send(qg, wr).unwrap();
+    }
+    // two pieces: copied on both
+    let split = SendWr {
+        wr_id: 100,
+        op: SendOp::UdSend {
+            dest: one,
+            imm: Some(13),
+        },
+        sg_list: SgList::new(&[
+            Sge {
+                lkey,
+                va: 0,
+                len: 2048,
+            },
+            Sge {
+                lkey,
+                va: 9000,
+                len: 2048,
+            },
+        ])
+        .unwrap(),
+        signaled: true,
+        solicited: false,
+        marks: 0,
+    };
+    staged.post_send(qs, split).unwrap();
+    gathered.post_send(qg, split).unwrap();
+    let now = Instant::now();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut lane = 0;
+    for n in 0..=sends.len() {
+        let t = staged.poll_transmit(now, &mut a).unwrap();
+        let g = gathered.poll_transmit_gather(now, &mut b).unwrap();
+        assert_eq!(t.gather, None);
+        lane += usize::from(g.gather.is_some());
+        assert_eq!(whole(&gathered, &g, &b), a[..t.len], "send {n}");
+        assert_eq!(
+            (g.dst, g.src_port, g.qpn, g.response, g.traffic_class),
+            (t.dst, t.src_port, t.qpn, t.response, t.traffic_class)
+        );
+    }
+    assert!(staged.poll_transmit(now, &mut a).is_none());
+    assert!(gathered.poll_transmit_gather(now, &mut b).is_none());
+    // every send of 512 bytes or more from one piece
+    assert_eq!(lane, sends.len() - 1);
+    let done = |ep: &mut Endpoint, cq| std::iter::from_fn(|| ep.poll_cq(cq)).collect::<Vec<_>>();
+    let (ws, wg) = (done(&mut staged, cs), done(&mut gathered, cg));
+    assert_eq!(ws.len(), 6);
+    assert_eq!(ws, wg);
+    assert_eq!(staged.qp_stats(qs), gathered.qp_stats(qg));
+}
+
+/// A send whose region is gone by the time it would leave completes with a protection
+/// error, sending nothing, on both paths; the QP is then in error and flushes the next.
+#[test]
+fn a_ud_send_from_a_region_gone_since_posting_fails_alike() {
+    let mut eps = [ud_endpoint(), ud_endpoint()];
+    let dest = UdDest {
+        addr: "10.0.0.2:4791".parse().unwrap(),
+        qpn: 0x21,
+        qkey: 0x1111,
+    };
+    let now = Instant::now();
+    let mut outs = Vec::new();
+    for (k, (ep, qp, mr, cq)) in eps.iter_mut().enumerate() {
+        let extra: Vec<u8> = vec![9; 8192];
+        let gone = ep.register_mr(extra.into_boxed_slice(), 0, Access::NONE);
+        for (i, lkey) in [mr.lkey, gone.lkey, mr.lkey].into_iter().enumerate() {
+            let wr = SendWr {
+                wr_id: i as u64,
+                op: SendOp::UdSend {
+                    dest,
+                    imm: Some(i as u32),
+                },
+                sg_list: Sge {
+                    lkey,
+                    va: 0,
+                    len: 4096,
+                }
+                .into(),
+                signaled: true,
+                solicited: false,
+                marks: 0,
+            };
+            ep.post_send(*qp, wr).unwrap();
+        }
+        assert!(ep.deregister_mr(gone.lkey).is_some());
+        let mut buf = Vec::new();
+        let mut sent = Vec::new();
+        loop {
+            let t = match k {
+                0 => ep.poll_transmit(now, &mut buf),
+                _ => ep.poll_transmit_gather(now, &mut buf),
+            };
+            let Some(t) = t else { break };
+            sent.push(whole(ep, &t, &buf));
+        }
+        let wcs: Vec<_> = std::iter::from_fn(|| ep.poll_cq(*cq))
+            .map(|w| (w.wr_id, w.status))
+            .collect();
+        outs.push((sent, wcs));
+    }
+    assert_eq!(outs[0], outs[1]);
+    let (sent, wcs) = &outs[0];
+    assert_eq!(sent.len(), 1, "the QP is in error after the failed send");
+    assert_eq!(wcs[0], (0, WcStatus::Success));
+    assert_eq!(wcs[1], (1, WcStatus::LocalProtectionError));
+    assert_eq!(wcs[2], (2, WcStatus::WrFlushError));
+}

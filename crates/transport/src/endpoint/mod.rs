@@ -795,8 +795,11 @@ impl Endpoint {
             stats,
             ..
         } = self;
+        // QPs destroyed since may have left the turn past the end
+        let start = if *rr < n { *rr } else { 0 };
         for i in 0..n {
-            let qpn = order[(*rr + i) % n];
+            let k = start + i;
+            let qpn = order[if k < n { k } else { k - n }];
             let Some(q) = qps.get_mut(&qpn) else { continue };
             let response_ready = q.has_response();
             let out = if q.response_turn && response_ready {
@@ -809,7 +812,14 @@ impl Endpoint {
             } else {
                 q.poll_request(now, mrs, buf, sinks, gather)
                     .map(|o| (o, true))
-                    .or_else(|| q.poll_response(mrs, buf, gather).map(|o| (o, false)))
+                    .or_else(|| {
+                        // a response only where one waits: most polls between posts
+                        // find nothing at all
+                        response_ready
+                            .then(|| q.poll_response(mrs, buf, gather))
+                            .flatten()
+                            .map(|o| (o, false))
+                    })
             };
             if let Some(((dst, len, gather), request)) = out {
                 // a response passed over by a request goes next; otherwise requests first
@@ -818,7 +828,7 @@ impl Endpoint {
                     // a held ACK rides right behind it
                     q.request_sent(now);
                 }
-                *rr = (*rr + i + 1) % n;
+                *rr = (start + i + 1) % n;
                 stats.tx_datagrams += 1;
                 return Some(Transmit {
                     dst,

@@ -621,7 +621,7 @@ impl Qp {
 
 /// Payloads from this size on are left in their region by `poll_transmit_gather` (a
 /// request's, a READ response's).
-const GATHER_MIN: usize = 512;
+pub(crate) const GATHER_MIN: usize = 512;
 
 /// Where a packet's payload comes from.
 pub(crate) enum Body<'a> {

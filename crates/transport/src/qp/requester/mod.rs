@@ -90,6 +90,9 @@ pub(crate) struct Requester {
     /// signs of a gap in it — responses of later READs still on their way, a response past
     /// a lost one — are not a reason to ask again (as rxe's `started_retry`); the timer is.
     retrying: Vec<u32>,
+    /// The headers of the last UD SEND sent by gather, kept for the next one
+    /// (`ud_send.rs`).
+    ud_headers: Option<ud_send::UdHeaders>,
 }
 
 impl Default for Requester {
@@ -113,6 +116,7 @@ impl Default for Requester {
             rttvar: Duration::ZERO,
             backoff: 0,
             retrying: Vec::new(),
+            ud_headers: None,
         }
     }
 }
@@ -427,3 +431,4 @@ impl Qp {
 
 mod complete;
 mod send;
+mod ud_send;

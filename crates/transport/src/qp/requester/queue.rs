@@ -18,6 +18,7 @@ pub(crate) struct SendQueue {
 }
 
 impl SendQueue {
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.q.len()
     }
@@ -36,6 +37,7 @@ impl SendQueue {
         self.q.front()
     }
 
+    #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<SendWqe> {
         let w = self.q.pop_front();
         if w.is_some() {
@@ -62,6 +64,19 @@ impl SendQueue {
         self.q.push_back(w);
     }
 
+    /// Drop the first WQE, one without inline data (none of it is copied out on the way).
+    #[inline]
+    pub(crate) fn drop_front(&mut self) {
+        if let Some(w) = self.q.front_mut() {
+            // the one part that owns anything; what is left is plain data (the work
+            // request is `Copy`), so forgetting it leaks nothing and its bytes need not be
+            // read out
+            const _: () = assert!(!std::mem::needs_drop::<crate::wr::SendWr>());
+            drop(w.inline.take());
+            std::mem::forget(self.pop_front());
+        }
+    }
+
     pub(crate) fn remove(&mut self, idx: usize) -> Option<SendWqe> {
         let w = self.q.remove(idx);
         if w.is_some() && idx < self.settled.get() {
@@ -86,11 +101,17 @@ impl SendQueue {
     /// send), with its index — looking only past the WQEs known to have nothing to send,
     /// and remembering that the ones passed over have nothing either.
     /// `pick(w)` must be `None` exactly when `w` has nothing to send.
+    #[inline]
     pub(crate) fn first_sendable<T>(
         &self,
         pick: impl Fn(&SendWqe) -> Option<T>,
     ) -> Option<(usize, T)> {
         let from = self.settled.get().min(self.q.len());
+        if from == self.q.len() {
+            // the common case between posts: nothing left to send, said without a walk
+            self.settled.set(from);
+            return None;
+        }
         let found = self
             .q
             .range(from..)
@@ -104,6 +125,7 @@ impl SendQueue {
 
 impl std::ops::Index<usize> for SendQueue {
     type Output = SendWqe;
+    #[inline]
     fn index(&self, idx: usize) -> &SendWqe {
         &self.q[idx]
     }

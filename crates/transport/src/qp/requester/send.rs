@@ -16,6 +16,12 @@ impl Qp {
         if self.state != QpState::Rts || self.req.rnr_deadline.is_some() {
             return None;
         }
+        if gather
+            && self.qp_type == QpType::Ud
+            && let Some(out) = self.ud_send_gathered(mrs, buf, sinks)
+        {
+            return Some(out);
+        }
         let (idx, p) = self.req.cursor()?;
         if self.qp_type == QpType::Rc && psn::diff(p, self.req.una) >= self.req.allowed() as i32 {
             return None;
@@ -110,7 +116,7 @@ impl Qp {
 
     /// The headers of a UD SEND to `dest`: its QP, the Q_Key (the QP's own where the WR's
     /// has the high bit set), the immediate.
-    fn ud_headers(&self, dest: crate::wr::UdDest, imm: Option<u32>, ib: &mut IbRepr) {
+    pub(super) fn ud_headers(&self, dest: crate::wr::UdDest, imm: Option<u32>, ib: &mut IbRepr) {
         ib.bth.opcode = if imm.is_some() {
             Opcode::UD_SEND_ONLY_WITH_IMMEDIATE
         } else {
