@@ -11,6 +11,7 @@
 
 use crate::Spread;
 use crate::baseline::{udp_ceiling, udp_pingpong};
+use rocelink_perftest::perf::lines::Line;
 use rocelink_perftest::perf::{Kind, LatStats, PerfConfig, PerfError, Verb, headline, loopback};
 use std::io::{self, BufRead as _, Read as _};
 use std::net::IpAddr;
@@ -364,16 +365,14 @@ fn culprit(stderr: &str) -> Option<&str> {
         .map(|l| l.trim_start_matches("rocelink: error: ").trim())
 }
 
-/// The figure of the client's first JSON row: average bandwidth or typical latency.
+/// The figure of the client's first JSON row: average bandwidth or typical latency (a
+/// row of the other kind is none).
 fn figure_of(stdout: &[u8], kind: Kind) -> Option<f64> {
-    let row: serde_json::Value =
-        serde_json::from_slice(stdout.split(|&b| b == b'\n').next()?).ok()?;
-    let key = if kind == Kind::Bw {
-        "bw_average"
-    } else {
-        "t_typical"
-    };
-    row[key].as_f64()
+    let line: Line = serde_json::from_slice(stdout.split(|&b| b == b'\n').next()?).ok()?;
+    match (&line, kind) {
+        (Line::Bw(_), Kind::Bw) | (Line::Lat(_), Kind::Lat) => Some(line.headline()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -431,7 +430,22 @@ mod tests {
             Some("cannot bind RoCE UDP socket 127.0.0.1:4791: Address in use")
         );
         assert_eq!(culprit("nothing"), None);
-        assert_eq!(figure_of(b"{\"t_typical\": 5.5}\n{}", Kind::Lat), Some(5.5));
-        assert_eq!(figure_of(b"{\"t_typical\": 5.5}", Kind::Bw), None);
+    }
+
+    #[test]
+    fn the_figure_is_the_first_rows_headline_of_the_tests_kind() {
+        use rocelink_perftest::perf::lines::LatLine;
+        use rocelink_perftest::perf::{LatRow, LatStats};
+        let row = LatRow {
+            bytes: 2,
+            iters: 100,
+            stats: LatStats::from_samples(vec![5.5, 7.0, 4.0]),
+        };
+        let mut out = serde_json::to_vec(&LatLine::new(&row)).unwrap();
+        out.extend_from_slice(b"\n{}");
+        assert_eq!(figure_of(&out, Kind::Lat), Some(5.5));
+        // a latency row is no bandwidth figure; nor is a partial row either
+        assert_eq!(figure_of(&out, Kind::Bw), None);
+        assert_eq!(figure_of(b"{\"t_typical\": 5.5}", Kind::Lat), None);
     }
 }

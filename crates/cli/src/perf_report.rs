@@ -2,6 +2,7 @@
 //! one JSON line per row), perftest's `--out_json` file, and the sweep's plot.
 
 use anyhow::{Context, Result};
+use rocelink_perftest::perf::lines::{BwLine, BwUnit, LatLine};
 use rocelink_perftest::perf::{Addresses, BwRow, Kind, LatRow, Outcome, PerfConfig, Verb};
 use rocelink_transport::QpType;
 use std::fmt::Write as _;
@@ -45,16 +46,20 @@ fn conn_name(c: QpType) -> &'static str {
 }
 
 impl Report {
-    fn unit(&self, bps: f64) -> f64 {
+    fn bw_unit(&self) -> BwUnit {
         if self.gbits {
-            bps * 8.0 / 1e9
+            BwUnit::GbitPerSec
         } else {
-            bps / 1_048_576.0
+            BwUnit::MibPerSec
         }
     }
 
+    fn unit(&self, bps: f64) -> f64 {
+        self.bw_unit().of(bps)
+    }
+
     fn unit_name(&self) -> &'static str {
-        if self.gbits { "Gb/sec" } else { "MiB/sec" }
+        self.bw_unit().name()
     }
 
     /// perftest's test information, address lines and column titles.
@@ -151,15 +156,9 @@ impl Report {
     /// One bandwidth row.
     pub(crate) fn bw_row(&self, r: &BwRow) {
         if self.json {
-            println!(
-                "{{\"bytes\":{},\"iterations\":{},\"bw_peak\":{:.2},\"bw_average\":{:.2},\"unit\":\"{}\",\"msg_rate_mpps\":{:.6}}}",
-                r.bytes,
-                r.iters,
-                self.unit(r.peak_bps),
-                self.unit(r.avg_bps),
-                self.unit_name(),
-                r.msg_rate_mpps
-            );
+            // numbers and a unit name: serialising cannot fail
+            let line = serde_json::to_string(&BwLine::new(r, self.bw_unit())).unwrap_or_default();
+            println!("{line}");
         } else {
             println!(
                 " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t     {:<7.6}",
@@ -175,10 +174,8 @@ impl Report {
     fn lat_row(&self, r: &LatRow) {
         let s = &r.stats;
         if self.json {
-            println!(
-                "{{\"bytes\":{},\"iterations\":{},\"t_min\":{:.2},\"t_max\":{:.2},\"t_typical\":{:.2},\"t_avg\":{:.2},\"t_stdev\":{:.2},\"p99\":{:.2},\"p99_9\":{:.2}}}",
-                r.bytes, r.iters, s.t_min, s.t_max, s.t_typical, s.t_avg, s.t_stdev, s.p99, s.p999
-            );
+            let line = serde_json::to_string(&LatLine::new(r)).unwrap_or_default();
+            println!("{line}");
         } else {
             println!(
                 " {:<7} {}          {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",

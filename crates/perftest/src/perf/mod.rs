@@ -9,6 +9,7 @@
 
 mod error;
 mod lat;
+pub mod lines;
 mod loopback;
 mod run;
 pub mod session;
