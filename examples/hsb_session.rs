@@ -11,6 +11,7 @@
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
 use rocelink_hsb::sensor::Sensor;
+use rocelink_hsb_host::session::Session;
 use rocelink_hsb_host::session::{Device, HostConfig, HostSession};
 use rocelink_hsb_host::{Delivered, Limits, SessionError};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -58,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let host = HostSession::start(cfg, vec![sink(0), sink(1)], None, &mut |note| {
         println!("{note}");
     })?;
-    let sum = host.wait();
+    let Ok(sum) = host.wait();
     let sent = emu.stop()?;
     let mut bad = 0;
     for p in &sum.ports {

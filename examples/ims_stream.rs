@@ -7,6 +7,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use rocelink_ims::session::Session;
 use rocelink_ims::session::unit::{UnitConfig, UnitSession};
 use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
 use std::net::{IpAddr, Ipv4Addr};

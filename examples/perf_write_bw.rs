@@ -8,6 +8,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use rocelink_perftest::perf::session::Session;
 use rocelink_perftest::perf::session::{Peer, PerfEvent, PerfSession, PerfSessionConfig};
 use rocelink_perftest::perf::{Outcome, PerfConfig, Test};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -46,8 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    let (c, _, _) = client.wait();
-    let (s, _, _) = server.wait();
+    let c = client.wait();
+    let s = server.wait();
     for (who, sum) in [("client", c?), ("server", s?)] {
         let Outcome::Bw(rows) = &sum.outcome else {
             return Err("a bandwidth test gives bandwidth rows".into());

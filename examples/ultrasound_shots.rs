@@ -9,6 +9,7 @@
 
 use rocelink_ultrasound::Geometry;
 use rocelink_ultrasound::session::LinkAddrs;
+use rocelink_ultrasound::session::Session;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig};
 use rocelink_ultrasound::session::shots::{ShotsConfig, ShotsSession};
 use std::time::Duration;

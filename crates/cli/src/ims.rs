@@ -10,6 +10,7 @@ use rocelink_ims::run;
 use rocelink_ims::session::unit::{Consume, UnitConfig, UnitProgress, UnitSession, UnitSummary};
 use rocelink_ims::session::worker::{Frames, SendConfig, SendProgress, SendSummary, WorkerSession};
 use rocelink_ims::{MarkBad, ServerConfig, Verify, WorkerConfig};
+use rocelink_runtime::Session;
 use rocelink_wire::ims::{ImageGeometry, PixelDepth, marks};
 use serde_json::json;
 use std::net::{IpAddr, SocketAddr};

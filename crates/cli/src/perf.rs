@@ -8,6 +8,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rocelink_perftest::perf::session::{Peer, PerfEvent, PerfSession, PerfSessionConfig};
 use rocelink_perftest::perf::{Kind, MAX_QPS, Outcome, PerfConfig, PerfError, Test};
 use rocelink_runtime::BackendChoice;
+use rocelink_runtime::Session;
 use rocelink_transport::{Mtu, QpType};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -254,12 +255,9 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
         client: a.server.is_some(),
     };
     follow(&session, stop, &report, a.quiet);
-    let (out, xdp, link) = session.wait();
-    // the counters also when the test failed: they say why (retransmissions, refusals)
-    if let Some(l) = link {
-        counters.board.set_link(l);
-    }
-    let sum = match out {
+    // the session leaves its counters on the board also when the test failed: they say
+    // why (retransmissions, refusals)
+    let sum = match session.wait() {
         Ok(s) => s,
         // Ctrl-C before anyone came: nothing ran, nothing to report
         Err(e @ PerfError::NoPeer) => {
@@ -292,7 +290,7 @@ pub(crate) fn run(a: &Args, stop: &crate::stop::StopFlag) -> Result<ExitCode> {
     if let Some(path) = &a.plot {
         report.plot(path, &sum.outcome)?;
     }
-    if let Some(x) = &xdp
+    if let Some(x) = &sum.xdp
         && !a.json
     {
         eprintln!("rocelink perf: {}", crate::sinks::xdp_summary(x));

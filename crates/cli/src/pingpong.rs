@@ -13,11 +13,12 @@
 
 use crate::stats::{CounterArgs, Counters};
 use anyhow::{Context, Result, anyhow, bail};
-use rocelink_perftest::pingpong::PingpongConfig;
 use rocelink_perftest::pingpong::session::{
     PingpongEvent, PingpongSession, PingpongSessionConfig, Side,
 };
+use rocelink_perftest::pingpong::{PingpongConfig, PingpongError};
 use rocelink_runtime::BackendChoice;
+use rocelink_runtime::Session;
 use rocelink_runtime::xdp::XdpPort;
 use rocelink_transport::{Mtu, QpType};
 use rocelink_wire::oob::gid_of;
@@ -138,6 +139,7 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
         &format!("pingpong {:?}", args.kind).to_lowercase(),
         &args.counters,
     )?;
+    let stop = crate::stop::StopFlag::install()?;
     let session = PingpongSession::start(session_config(args, cfg)?, Some(counters.board.clone()))?;
     // chosen now so the server can print its address before it waits, as rdma-core does
     let (qpn, psn) = session.qpn_psn();
@@ -164,12 +166,22 @@ pub(crate) fn run(args: &Args) -> Result<ExitCode> {
             }
             Some(_) => {}
             None if session.is_finished() => break,
+            None if stop.is_set() => session.stopper().stop(),
             None => {}
         }
     }
-    let (r, xdp_port) = session.wait();
-    let r = r?;
-    report(&r, xdp_port.as_ref());
+    let sum = match session.wait() {
+        Ok(s) => s,
+        // Ctrl-C: said, as perf says a stop, and not an error
+        Err(e @ PingpongError::Stopped { .. }) => {
+            eprintln!("rocelink pingpong: {e} (Ctrl-C)");
+            counters.print(false, args.quiet);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let r = sum.report;
+    report(&r, sum.xdp.as_ref());
     counters.print(false, args.quiet);
     Ok(if r.corrupt > 0 {
         ExitCode::from(1)

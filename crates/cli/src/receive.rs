@@ -14,6 +14,7 @@ use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
 use rocelink_hsb::host::receiver::ReceiverStats;
 use rocelink_hsb_host::session::{Device, HostConfig, HostSession, HostSummary, Note};
 use rocelink_hsb_host::{FrameSink, Limits, StopReason};
+use rocelink_runtime::Session;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -220,7 +221,8 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    report(a, &counters, session.wait(), several, view)
+    let Ok(sum) = session.wait();
+    report(a, &counters, sum, several, view)
 }
 
 /// The session the flags describe, every flag checked (and named when wrong) first.
@@ -504,7 +506,8 @@ fn demo_host(
         &|| session.is_finished(),
         &mut || {},
     );
-    Ok(session.wait())
+    let Ok(sum) = session.wait();
+    Ok(sum)
 }
 
 /// The demo's summary line and exit code (1 when a frame was damaged or the recording lost

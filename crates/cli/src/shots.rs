@@ -6,6 +6,7 @@ use crate::out::{gbps, progress_bar};
 use crate::stats::Counters;
 use crate::stop::StopFlag;
 use anyhow::{Result, bail};
+use rocelink_runtime::Session;
 use rocelink_ultrasound::Geometry;
 use rocelink_ultrasound::session::LinkAddrs;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig, ProbeSummary};
@@ -166,7 +167,7 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
         &session.stopper(),
         &|| session.is_finished(),
         &mut || {
-            let st = session.stats();
+            let st = session.progress();
             pb.set_message(format!(
                 "{} triggers | {} shots | {} missed | {:.2} Gbit/s",
                 st.triggers,
@@ -356,7 +357,7 @@ fn follow(
         }
         if shown.elapsed() >= Duration::from_millis(100) {
             shown = Instant::now();
-            let st = session.stats();
+            let st = session.progress();
             pb.set_message(format!(
                 "{} shots | {} complete | {} missing messages | {:.2} Gbit/s",
                 st.shots,

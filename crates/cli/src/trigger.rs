@@ -4,6 +4,7 @@
 use crate::args;
 use crate::stop::StopFlag;
 use anyhow::{Context, Result};
+use rocelink_runtime::Session;
 // the `p` quantile of sorted round trips (NaN when empty; printed as "-")
 use rocelink_ultrasound::session::round_trip::quantile as pct;
 use rocelink_ultrasound::session::round_trip::{RoundTrip, RoundTripConfig, Row};
@@ -74,13 +75,13 @@ pub(crate) fn trigger(a: &TriggerArgs) -> Result<ExitCode> {
         if stop.is_set() {
             stopper.stop();
         }
-        match session.next_row(Duration::from_millis(100)) {
+        match session.next_event(Duration::from_millis(100)) {
             Some(row) => show(a.json, &row),
             None if session.is_finished() => break,
             None => {}
         }
     }
-    while let Some(row) = session.next_row(Duration::ZERO) {
+    while let Some(row) = session.next_event(Duration::ZERO) {
         show(a.json, &row);
     }
     let rows = session.wait().context("rocelink trigger")?;

@@ -5,7 +5,7 @@
 //! stopped on the device, whatever happened.
 //!
 //! ```no_run
-//! use rocelink_hsb_host::session::{Device, HostConfig, HostSession};
+//! use rocelink_hsb_host::session::{Device, HostConfig, HostSession, Session};
 //! use rocelink_hsb_host::{Delivered, Limits, SessionError};
 //! let mut cfg = HostConfig::new(Device::ecb("192.168.0.2".parse().unwrap()), "192.168.0.101:4791".parse().unwrap(), 2_611_376);
 //! cfg.limits = Limits::frames(100);
@@ -14,7 +14,7 @@
 //!     Ok(())
 //! };
 //! let s = HostSession::start(cfg, vec![count], None, &mut |note| eprintln!("{note}"))?;
-//! let summary = s.wait();
+//! let Ok(summary) = s.wait();
 //! for p in &summary.ports { println!("vp {}: {} good", p.vp, p.stats.good) }
 //! # Ok::<(), rocelink_hsb_host::session::HostError>(())
 //! ```
@@ -25,9 +25,9 @@ use rocelink_hsb::host::control::{Control, EcbError};
 use rocelink_hsb::host::imx274::Camera;
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig, ReceiverStats, page_layout};
 use rocelink_io::xdp::XdpMode;
-pub use rocelink_runtime::Stopper;
-use rocelink_runtime::counters::{Board, Link};
+use rocelink_runtime::counters::{Board, Link, Snapshot};
 use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
+pub use rocelink_runtime::{Session, Stopper};
 use rocelink_wire::hsb::metadata::StreamLayout;
 use std::fmt;
 use std::io;
@@ -528,7 +528,7 @@ pub struct HostSession<S> {
     stop: Stopper,
     threads: Vec<JoinHandle<Ended<S>>>,
     xdp: Vec<XdpPort>,
-    board: Option<Board>,
+    board: Board,
     several: bool,
 }
 
@@ -556,6 +556,8 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
         notes: &mut dyn FnMut(&Note),
     ) -> Result<HostSession<S>, HostError> {
         cfg.check(sinks.len())?;
+        // a board of the session's own where none is lent: its progress reads it
+        let board = board.unwrap_or_else(|| Board::new("receive"));
         let xdp = open_xdp(&cfg)?;
         let mut ports = Vec::with_capacity(cfg.vps.len());
         for (i, sink) in sinks.into_iter().enumerate() {
@@ -568,11 +570,9 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
                     note: note.clone(),
                 });
             }
-            if let Some(b) = &board {
-                match cfg.several() {
-                    true => rx.publish_as(b.clone(), &format!("vp{vp}")),
-                    false => rx.publish_to(b.clone()),
-                }
+            match cfg.several() {
+                true => rx.publish_as(board.clone(), &format!("vp{vp}")),
+                false => rx.publish_to(board.clone()),
             }
             ports.push(Port {
                 vp,
@@ -640,31 +640,9 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
             })
     }
 
-    /// A handle that stops the session from any thread.
-    pub fn stopper(&self) -> Stopper {
-        self.stop.clone()
-    }
-
     /// The virtual ports, in order.
     pub fn vps(&self) -> &[u32] {
         &self.vps
-    }
-
-    /// Whether every virtual port's loop has ended.
-    pub fn is_finished(&self) -> bool {
-        self.threads.iter().all(JoinHandle::is_finished)
-    }
-
-    /// Stop, then [`wait`](HostSession::wait).
-    pub fn stop(self) -> HostSummary<S> {
-        self.stop.stop();
-        self.wait()
-    }
-
-    /// Wait until every virtual port ends, then stop the cameras and the streams on the
-    /// device, finish every sink, and sum up.
-    pub fn wait(mut self) -> HostSummary<S> {
-        self.finish()
     }
 
     fn finish(&mut self) -> HostSummary<S> {
@@ -709,9 +687,7 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
                 "data".to_string()
             };
             let link = rx.link(&name);
-            if let Some(b) = &self.board {
-                b.set_link(link.clone());
-            }
+            self.board.set_link(link.clone());
             ports.push(PortSummary {
                 vp,
                 sink,
@@ -725,6 +701,39 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
             xdp: std::mem::take(&mut self.xdp),
             warnings,
         }
+    }
+}
+
+/// Its progress is the receivers' counters as last published (a link per virtual port,
+/// on the board lent to `start` or one of its own); it reports no events (frames go to the
+/// sinks, steps of the bring-up to `notes`). Each port's loop ends by its limits, an error
+/// or a stop; then the cameras and the streams are stopped on the device, every sink
+/// finished, and the summary made — a port's error is in its summary, so waiting itself
+/// does not fail.
+impl<S: FrameSink + Send + 'static> Session for HostSession<S> {
+    type Progress = Snapshot;
+    type Event = std::convert::Infallible;
+    type Summary = HostSummary<S>;
+    type Error = std::convert::Infallible;
+
+    fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    fn progress(&self) -> Snapshot {
+        self.board.snapshot()
+    }
+
+    fn next_event(&self, timeout: Duration) -> Option<Self::Event> {
+        rocelink_runtime::session::no_event(timeout, || self.is_finished())
+    }
+
+    fn is_finished(&self) -> bool {
+        self.threads.iter().all(JoinHandle::is_finished)
+    }
+
+    fn wait(mut self) -> Result<HostSummary<S>, Self::Error> {
+        Ok(self.finish())
     }
 }
 

@@ -9,6 +9,7 @@ use rocelink_hsb::emulator::{EmulatorConfig, Pacing};
 use rocelink_hsb::sensor::Sensor;
 use rocelink_hsb_host::session::{Device, HostConfig, HostError, HostSession, Note};
 use rocelink_hsb_host::{Delivered, FrameSink, Limits, SessionError, StopReason};
+use rocelink_runtime::Session;
 use rocelink_testkit::emulator::Running;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -58,7 +59,7 @@ fn two_virtual_ports_each_receive_every_frame_on_their_own_thread() {
     )
     .unwrap();
     assert_eq!(s.vps(), [0, 1]);
-    let sum = s.wait();
+    let Ok(sum) = s.wait();
     emu.stop();
     let ports: Vec<_> = notes
         .iter()
@@ -93,7 +94,7 @@ fn a_stopper_on_another_thread_ends_every_port() {
         stop.stop();
     });
     let t0 = Instant::now();
-    let sum = s.wait();
+    let Ok(sum) = s.wait();
     t.join().unwrap();
     emu.stop();
     assert!(t0.elapsed() < Duration::from_secs(20), "bounded");
@@ -117,7 +118,7 @@ fn a_silent_device_is_an_error_that_names_its_port() {
     let mut cfg = HostConfig::new(device, host_of(dev), FRAME);
     cfg.limits.timeout = Duration::from_millis(300);
     let s = HostSession::start(cfg, vec![Seen::default()], None, &mut |_| {}).unwrap();
-    let sum = s.wait();
+    let Ok(sum) = s.wait();
     match &sum.ports[0].outcome {
         Err(HostError::Frames {
             vp: 0,

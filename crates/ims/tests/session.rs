@@ -7,6 +7,7 @@ use rocelink_ims::Error;
 use rocelink_ims::WorkerState;
 use rocelink_ims::session::unit::{Consume, UnitConfig, UnitSession};
 use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
+use rocelink_runtime::Session;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 

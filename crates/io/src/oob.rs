@@ -5,6 +5,7 @@
 use rocelink_wire::oob::{PINGPONG_MSG_LEN, PingpongDest};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// One side's view of a finished exchange.
@@ -79,9 +80,10 @@ pub fn server(
     listener: &TcpListener,
     bind: Option<IpAddr>,
     timeout: Duration,
+    stop: &AtomicBool,
     make_local: impl FnOnce(IpAddr) -> io::Result<PingpongDest>,
 ) -> io::Result<Exchanged> {
-    let (mut s, _) = listener.accept()?;
+    let mut s = accept_until(listener, stop)?;
     s.set_read_timeout(Some(timeout))?;
     let local_ip = bind.unwrap_or(s.local_addr()?.ip());
     let peer = read_msg(&mut s)?;
@@ -95,6 +97,32 @@ pub fn server(
         local_ip,
         peer_ip: s.peer_addr()?.ip(),
     })
+}
+
+/// The next connection to `listener`, or `ErrorKind::Interrupted` once `stop` is set
+/// (looked at every 50 ms), so Ctrl-C ends a server still waiting for its client. The
+/// connection is blocking.
+pub fn accept_until(listener: &TcpListener, stop: &AtomicBool) -> io::Result<TcpStream> {
+    listener.set_nonblocking(true)?;
+    let got = loop {
+        match listener.accept() {
+            Ok((s, _)) => break Ok(s),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if stop.load(Ordering::Relaxed) {
+                    break Err(io::Error::new(
+                        io::ErrorKind::Interrupted,
+                        "stopped before a client connected",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    listener.set_nonblocking(false)?;
+    let s = got?;
+    s.set_nonblocking(false)?;
+    Ok(s)
 }
 
 #[cfg(test)]
@@ -116,7 +144,9 @@ mod tests {
                 })
             }
         };
-        let srv = std::thread::spawn(move || server(&l, None, t, dest(0x22)).unwrap());
+        let srv = std::thread::spawn(move || {
+            server(&l, None, t, &AtomicBool::new(false), dest(0x22)).unwrap()
+        });
         let c = client(addr, None, t, dest(0x11)).unwrap();
         let s = srv.join().unwrap();
         assert_eq!((c.me, c.peer), (s.peer, s.me));

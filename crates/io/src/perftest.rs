@@ -67,25 +67,7 @@ impl Oob {
         timeout: Option<Duration>,
         stop: &std::sync::atomic::AtomicBool,
     ) -> io::Result<Oob> {
-        listener.set_nonblocking(true)?;
-        let got = loop {
-            match listener.accept() {
-                Ok((s, _)) => break Ok(s),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        break Err(io::Error::new(
-                            io::ErrorKind::Interrupted,
-                            "stopped before a client connected",
-                        ));
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(e) => break Err(e),
-            }
-        };
-        listener.set_nonblocking(false)?;
-        let s = got?;
-        s.set_nonblocking(false)?;
+        let s = crate::oob::accept_until(listener, stop)?;
         Oob::accepted(s, timeout)
     }
 

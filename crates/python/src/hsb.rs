@@ -15,6 +15,7 @@ use rocelink_hsb_host::{
     Delivered, FrameSink, Handed, Handoff, Limits, RecordSink, SessionError, TakeError, Taker,
     ViewSink,
 };
+use rocelink_runtime::Session;
 use rocelink_runtime::counters::Board;
 use rocelink_view::Served;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -466,7 +467,7 @@ impl Receiver {
         if let Some(s) = session {
             let served = self.view.lock().ok().and_then(|mut g| g.take());
             let sum = py.detach(|| {
-                let sum = s.stop();
+                let Ok(sum) = s.stop();
                 // the pages following the view are told the run is over, with its counts
                 if let Some(v) = served {
                     v.end(rocelink_hsb_host::view::summary(&sum));

@@ -9,6 +9,7 @@ use pyo3::types::PyDict;
 use rocelink_ims::session::unit::{FrameEvent, UnitConfig, UnitSession};
 use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
 use rocelink_ims::{Error, FrameQueue, Queued, Verify, WorkerConfig, WorkerState};
+use rocelink_runtime::Session;
 use rocelink_runtime::counters::Board;
 use rocelink_view::Served;
 use rocelink_wire::ims::{ImageGeometry, PixelDepth};

@@ -6,6 +6,7 @@ use crate::wait::{Waiting, next_item};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use rocelink_runtime::Session;
 use rocelink_ultrasound::session::LinkAddrs;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig};
 use rocelink_ultrasound::session::shots::{ShotEvent, ShotsConfig, ShotsSession};

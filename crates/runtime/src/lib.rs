@@ -14,6 +14,7 @@ pub mod driver;
 pub mod landing;
 pub mod notes;
 pub mod run;
+pub mod session;
 pub mod stop;
 pub mod xdp;
 
@@ -22,4 +23,5 @@ pub use driver::{Driver, DriverStats, Predictor};
 pub use landing::{Handled, LandingRx, LandingStats, Plan};
 pub use notes::Notes;
 pub use run::{Role, RunOpts, drive};
+pub use session::{Session, follow};
 pub use stop::{SessionThread, Stopper};

@@ -1,6 +1,6 @@
 //! An HSB emulator that is ready when started.
 
-use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, EmulatorStats};
+use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, EmulatorStats, Session};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

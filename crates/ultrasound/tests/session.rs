@@ -4,6 +4,7 @@
 //! would.
 #![allow(clippy::unwrap_used)]
 
+use rocelink_runtime::Session;
 use rocelink_runtime::counters::Board;
 use rocelink_testkit::ports::free_udp_port;
 use rocelink_ultrasound::Geometry;
@@ -130,10 +131,10 @@ fn a_stopper_on_another_thread_ends_a_session_that_has_no_end() {
     assert!(sum.sink(|s| s.shots) > 0, "shots came before the stop");
     // the host told the probe to stop: it goes idle (no shots after a moment)
     std::thread::sleep(Duration::from_millis(200));
-    let before = probe.stats().shots;
+    let before = probe.progress().shots;
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        probe.stats().shots,
+        probe.progress().shots,
         before,
         "the probe was stopped by the host"
     );
@@ -195,7 +196,7 @@ fn a_restarted_probe_challenges_again_and_the_host_goes_on_with_it() {
     let rt = RoundTrip::start(cfg).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let until = |p: &ProbeSession, shots: u64| {
-        while p.stats().shots < shots && Instant::now() < deadline && !rt.is_finished() {
+        while p.progress().shots < shots && Instant::now() < deadline && !rt.is_finished() {
             std::thread::sleep(Duration::from_millis(10));
         }
     };

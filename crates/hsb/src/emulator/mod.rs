@@ -13,6 +13,8 @@ use crate::device::window::SensorWindow;
 use crate::device::{DeviceCore, VpStream};
 use rocelink_io::backend::{Backend, Outgoing, Transmitter};
 use rocelink_io::tap::Tap;
+pub use rocelink_runtime::Session;
+use rocelink_runtime::counters::{Board, Snapshot};
 use rocelink_runtime::{SessionThread, Stopper};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -122,42 +124,63 @@ impl Emulator {
 #[derive(Debug)]
 pub struct EmulatorSession {
     control: SocketAddr,
+    board: Board,
     thread: SessionThread<io::Result<EmulatorStats>>,
 }
 
 impl EmulatorSession {
     /// Bind every socket of the device (errors name the address or file at fault), then
     /// serve on a thread of its own.
+    /// The device's counters go to `cfg.counters`, or to a board of the session's own.
     pub fn start(cfg: &EmulatorConfig) -> io::Result<EmulatorSession> {
-        let emu = Emulator::bind(cfg)?;
+        let mut cfg = cfg.clone();
+        let board = cfg
+            .counters
+            .get_or_insert_with(|| Board::new("emulate"))
+            .clone();
+        let emu = Emulator::bind(&cfg)?;
         let control = emu.control_addr()?;
         let thread = SessionThread::spawn("hsb-emulator", move |stop| emu.serve(stop.flag()))?;
-        Ok(EmulatorSession { control, thread })
+        Ok(EmulatorSession {
+            control,
+            board,
+            thread,
+        })
     }
 
     /// Where ECB is served.
     pub fn control_addr(&self) -> SocketAddr {
         self.control
     }
+}
 
-    /// A handle that stops the emulator from any thread.
-    pub fn stopper(&self) -> Stopper {
+/// Its progress is the device's counters as last published (link "device", about every
+/// 100 ms); it reports no events; its summary is its counters at the end. It ends by its
+/// frame count or run time, an error, or a stop.
+impl Session for EmulatorSession {
+    type Progress = Snapshot;
+    type Event = std::convert::Infallible;
+    type Summary = EmulatorStats;
+    type Error = io::Error;
+
+    fn stopper(&self) -> Stopper {
         self.thread.stopper()
     }
 
-    /// Whether it has ended (its frame count or run time reached, or an error).
-    pub fn is_finished(&self) -> bool {
+    fn progress(&self) -> Snapshot {
+        self.board.snapshot()
+    }
+
+    fn next_event(&self, timeout: Duration) -> Option<Self::Event> {
+        rocelink_runtime::session::no_event(timeout, || self.thread.is_finished())
+    }
+
+    fn is_finished(&self) -> bool {
         self.thread.is_finished()
     }
 
-    /// Wait until it ends; its counters.
-    pub fn wait(self) -> io::Result<EmulatorStats> {
+    fn wait(self) -> io::Result<EmulatorStats> {
         self.thread.join()
-    }
-
-    /// Stop, then [`wait`](EmulatorSession::wait).
-    pub fn stop(self) -> io::Result<EmulatorStats> {
-        self.thread.stop()
     }
 }
 

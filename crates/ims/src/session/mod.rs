@@ -16,7 +16,7 @@ pub mod unit;
 pub mod view;
 pub mod worker;
 
-pub use rocelink_runtime::Stopper;
+pub use rocelink_runtime::{Session, Stopper};
 use std::time::Duration;
 
 /// How often a session publishes its live counters.

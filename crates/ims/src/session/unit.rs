@@ -8,9 +8,9 @@ use crate::run::{self, RunOpts};
 use crate::{
     Consumer, Error, Frame, RateConsumer, RecordConsumer, Server, ServerConfig, ServerStats, Shared,
 };
-use rocelink_runtime::SessionThread;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::{Driver, bind_roce};
+use rocelink_runtime::{Session, SessionThread};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -223,43 +223,41 @@ impl UnitSession {
     pub fn local(&self) -> SocketAddr {
         self.local
     }
+}
 
-    /// A handle that stops the unit from any thread: it answers nothing new, hands the
-    /// consumer every frame it ACKed, and sums up.
-    pub fn stopper(&self) -> Stopper {
+/// Its progress is counters updated about every 50 ms; its events are the frames consumed
+/// (a reader too slow loses events, counted, never frames). A stop answers nothing new,
+/// hands the consumer every frame it ACKed, and sums up; it ends by itself at its frame
+/// count or duration.
+impl Session for UnitSession {
+    type Progress = UnitProgress;
+    type Event = FrameEvent;
+    type Summary = UnitSummary;
+    type Error = Error;
+
+    fn stopper(&self) -> Stopper {
         self.thread.stopper()
     }
 
-    /// Its counters now (updated about every 50 ms).
-    pub fn progress(&self) -> UnitProgress {
+    fn progress(&self) -> UnitProgress {
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    /// The next frame consumed, waiting at most `timeout` (`None` when none came, or when
-    /// the unit has ended and the queue is empty).
-    pub fn next_event(&self, timeout: Duration) -> Option<FrameEvent> {
+    fn next_event(&self, timeout: Duration) -> Option<FrameEvent> {
         self.events.recv_timeout(timeout).ok()
     }
 
-    /// Whether it has ended.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.thread.is_finished()
     }
 
-    /// Wait until it ends (a frame count, a duration, a stop); its summary.
-    pub fn wait(self) -> Result<UnitSummary, Error> {
+    fn wait(self) -> Result<UnitSummary, Error> {
         let mut s = self.thread.join()?;
         s.events_dropped = self.dropped.load(Ordering::Relaxed);
         Ok(s)
-    }
-
-    /// Stop, then [`wait`](UnitSession::wait).
-    pub fn stop(self) -> Result<UnitSummary, Error> {
-        self.thread.stopper().stop();
-        self.wait()
     }
 }
 

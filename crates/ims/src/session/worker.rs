@@ -8,9 +8,9 @@ use crate::{
     Error, FrameSource, ImageSource, PatternSource, Shared, Worker, WorkerConfig, WorkerState,
     WorkerStats,
 };
-use rocelink_runtime::SessionThread;
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::{Driver, bind_roce};
+use rocelink_runtime::{Session, SessionThread};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_wire::ims::{ImageGeometry, PixelDepth};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -266,34 +266,38 @@ impl WorkerSession {
     pub fn local(&self) -> SocketAddr {
         self.local
     }
+}
 
-    /// A handle that stops the worker from any thread: it sends no new frame, finishes
-    /// those in flight and closes its channels.
-    pub fn stopper(&self) -> Stopper {
+/// Its progress is counters updated about every 50 ms; it reports no events. A stop sends
+/// no new frame, finishes those in flight and closes its channels; it ends by itself once
+/// its frames are sent.
+impl Session for WorkerSession {
+    type Progress = SendProgress;
+    type Event = std::convert::Infallible;
+    type Summary = SendSummary;
+    type Error = Error;
+
+    fn stopper(&self) -> Stopper {
         self.thread.stopper()
     }
 
-    /// Its counters now (updated about every 50 ms).
-    pub fn progress(&self) -> SendProgress {
+    fn progress(&self) -> SendProgress {
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    /// Whether it has ended.
-    pub fn is_finished(&self) -> bool {
+    fn next_event(&self, timeout: Duration) -> Option<Self::Event> {
+        rocelink_runtime::session::no_event(timeout, || self.thread.is_finished())
+    }
+
+    fn is_finished(&self) -> bool {
         self.thread.is_finished()
     }
 
-    /// Wait until it ends; its summary.
-    pub fn wait(self) -> Result<SendSummary, Error> {
+    fn wait(self) -> Result<SendSummary, Error> {
         self.thread.join()
-    }
-
-    /// Stop, then [`wait`](WorkerSession::wait).
-    pub fn stop(self) -> Result<SendSummary, Error> {
-        self.thread.stop()
     }
 }
 

@@ -4,7 +4,8 @@
 
 use super::{Addresses, BwRow, Outcome, Perf, PerfConfig, PerfError, Progress};
 use rocelink_io::perftest::Oob;
-use rocelink_runtime::counters::{Board, Link};
+pub use rocelink_runtime::Session;
+use rocelink_runtime::counters::{Board, Link, Snapshot};
 use rocelink_runtime::xdp::XdpPort;
 use rocelink_runtime::{BackendChoice, RoceBackend, SessionThread, Stopper};
 use rocelink_transport::Mtu;
@@ -82,6 +83,8 @@ pub struct PerfSummary {
     /// The client closed the exchange instead of reporting (it ran until stopped): the
     /// rows are this side's own, if it measured any.
     pub peer_closed: bool,
+    /// The AF_XDP port it ran on, if any (its counters).
+    pub xdp: Option<XdpPort>,
 }
 
 /// A running test.
@@ -89,21 +92,19 @@ pub struct PerfSummary {
 pub struct PerfSession {
     exchange: SocketAddr,
     events: Receiver<PerfEvent>,
+    board: Board,
     thread: SessionThread<Ended>,
 }
 
-/// How the thread ended: the summary or the error, the AF_XDP port, the counters.
-type Ended = (
-    Result<PerfSummary, PerfError>,
-    Option<XdpPort>,
-    Option<Link>,
-);
+/// How the thread ended.
+type Ended = Result<PerfSummary, PerfError>;
 
 impl PerfSession {
     /// Check the settings; a server binds its exchange's listener now (a client can
     /// connect once this returns); then exchange, connect and run on a thread of its own.
-    /// Counters go to `board` (link `perf`) when given.
+    /// Counters go to `board` (link `perf`), or to a board of the session's own.
     pub fn start(cfg: PerfSessionConfig, board: Option<Board>) -> Result<PerfSession, PerfError> {
+        let board = board.unwrap_or_else(|| Board::new("perf"));
         cfg.test.check()?;
         let (listener, exchange) = match cfg.peer {
             Peer::Listen(at) => {
@@ -121,12 +122,13 @@ impl PerfSession {
             _ => None,
         };
         let (tx, events) = std::sync::mpsc::sync_channel(1024);
-        let thread = SessionThread::spawn("perf", move |stop| {
-            run(cfg, listener, early, board, stop, &tx)
-        })?;
+        let b = board.clone();
+        let thread =
+            SessionThread::spawn("perf", move |stop| run(cfg, listener, early, b, stop, &tx))?;
         Ok(PerfSession {
             exchange,
             events,
+            board,
             thread,
         })
     }
@@ -135,26 +137,35 @@ impl PerfSession {
     pub fn exchange_addr(&self) -> SocketAddr {
         self.exchange
     }
+}
 
-    /// A handle that stops the test from any thread: a server still waiting gives up, a
-    /// test running reports the rows it completed.
-    pub fn stopper(&self) -> Stopper {
+/// Its progress is the link's counters as last published (link `perf`; at the end also
+/// when the test failed: they say why); its events are the exchange's addresses, the rows
+/// of a run that goes on until stopped, and a client closing early. A stop makes a server
+/// still waiting give up, a test running report the rows it completed.
+impl Session for PerfSession {
+    type Progress = Snapshot;
+    type Event = PerfEvent;
+    type Summary = PerfSummary;
+    type Error = PerfError;
+
+    fn stopper(&self) -> Stopper {
         self.thread.stopper()
     }
 
-    /// The next event, waiting at most `timeout`.
-    pub fn next_event(&self, timeout: Duration) -> Option<PerfEvent> {
+    fn progress(&self) -> Snapshot {
+        self.board.snapshot()
+    }
+
+    fn next_event(&self, timeout: Duration) -> Option<PerfEvent> {
         self.events.recv_timeout(timeout).ok()
     }
 
-    /// Whether it has ended.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.thread.is_finished()
     }
 
-    /// Wait until it ends: the summary (or why it failed), the AF_XDP port it ran on, and
-    /// the counters as they were (also when it failed: they say why).
-    pub fn wait(self) -> Ended {
+    fn wait(self) -> Result<PerfSummary, PerfError> {
         self.thread.join()
     }
 }
@@ -163,7 +174,7 @@ fn run(
     cfg: PerfSessionConfig,
     listener: Option<TcpListener>,
     early: Option<RoceBackend>,
-    board: Option<Board>,
+    board: Board,
     stop: &Stopper,
     tx: &SyncSender<PerfEvent>,
 ) -> Ended {
@@ -174,10 +185,8 @@ fn run(
     };
     let oob = match oob {
         Ok(o) => o,
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-            return (Err(PerfError::NoPeer), None, None);
-        }
-        Err(e) => return (Err(e.into()), None, None),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => return Err(PerfError::NoPeer),
+        Err(e) => return Err(e.into()),
     };
     let mut test = cfg.test.clone();
     let local = match cfg.bind {
@@ -197,13 +206,8 @@ fn run(
         )
         .map_err(PerfError::from)
         .and_then(|b| Ok((Perf::with_backend(test.clone(), b.backend)?, b.xdp)));
-    let (mut p, xdp) = match opened {
-        Ok(x) => x,
-        Err(e) => return (Err(e), None, None),
-    };
-    if let Some(b) = board {
-        p.publish_to(b);
-    }
+    let (mut p, xdp) = opened?;
+    p.publish_to(board.clone());
     let mut addresses = None;
     let mut peer_closed = false;
     let out = p.run(oob, stop.flag(), &mut |e| {
@@ -222,14 +226,16 @@ fn run(
         let _ = tx.try_send(ev);
     });
     let link = p.link();
-    let r = out.map(|outcome| PerfSummary {
+    // the counters as they ended, also when the test failed
+    board.set_link(link.clone());
+    out.map(|outcome| PerfSummary {
         outcome,
         addresses,
         test,
-        link: link.clone(),
+        link,
         peer_closed,
-    });
-    (r, xdp, Some(link))
+        xdp,
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 use rocelink_io::backend::Backend;
 use rocelink_io::udp::{RecvBatch, UdpSocket};
-use rocelink_runtime::Driver;
+use rocelink_runtime::{Driver, Stopper};
 use rocelink_transport::sim::Rng;
 use rocelink_transport::*;
 use std::io;
@@ -99,6 +99,14 @@ pub enum PingpongError {
         /// SENDs completed.
         sent: u32,
     },
+    /// Stopped (its [`Stopper`]) before the exchanges were done.
+    #[error("stopped after {received} receives and {sent} sends")]
+    Stopped {
+        /// RECVs completed.
+        received: u32,
+        /// SENDs completed.
+        sent: u32,
+    },
     /// A work request failed (rdma-core's words).
     #[error("Failed status {status:?} for wr_id {wr_id}")]
     Failed {
@@ -152,7 +160,11 @@ pub struct Pingpong {
     qpn: u32,
     lkey: u32,
     drv: Driver<Box<dyn Backend + Send>>,
+    stop: Stopper,
 }
+
+/// How often a waiting exchange looks at its stopper.
+const STOP_EVERY: Duration = Duration::from_millis(50);
 
 /// A QPN and a first PSN as rdma-core's pingpong picks them: random, the QPN above the
 /// reserved ones, the PSN 24-bit and not 0.
@@ -227,7 +239,13 @@ impl Pingpong {
             qpn,
             lkey: mr.lkey,
             drv: Driver::with_backend(sock, batch),
+            stop: Stopper::new(),
         })
+    }
+
+    /// End the exchanges early when `stop` is set ([`PingpongError::Stopped`]).
+    pub fn stop_with(&mut self, stop: Stopper) {
+        self.stop = stop;
     }
 
     /// Our QP number.
@@ -267,10 +285,21 @@ impl Pingpong {
             } else {
                 (x.last_progress + cfg.loss_timeout).min(end)
             };
+            // a stop is looked at every STOP_EVERY while nothing comes
+            let slice = wait_until.min(Instant::now() + STOP_EVERY);
             let got = self
                 .drv
-                .run(ep, wait_until, |ep| ep.peek_completion().is_some())?;
+                .run(ep, slice, |ep| ep.peek_completion().is_some())?;
+            if self.stop.is_stopped() {
+                return Err(PingpongError::Stopped {
+                    received: x.rcnt,
+                    sent: x.scnt,
+                });
+            }
             if !got {
+                if Instant::now() < wait_until {
+                    continue;
+                }
                 if Instant::now() >= end {
                     return Err(PingpongError::TimeLimit {
                         received: x.rcnt,

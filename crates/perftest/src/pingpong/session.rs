@@ -5,9 +5,10 @@
 use super::{Pingpong, PingpongConfig, PingpongError, PingpongReport, random_qpn_psn};
 use rocelink_io::oob;
 use rocelink_io::tap::Tap;
-use rocelink_runtime::counters::Board;
+pub use rocelink_runtime::Session;
+use rocelink_runtime::counters::{Board, Snapshot};
 use rocelink_runtime::xdp::XdpPort;
-use rocelink_runtime::{BackendChoice, SessionThread};
+use rocelink_runtime::{BackendChoice, SessionThread, Stopper};
 use rocelink_wire::oob::{PingpongDest, gid_of, ip_of_gid};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -54,6 +55,15 @@ pub enum PingpongEvent {
     },
 }
 
+/// What a pingpong did.
+#[derive(Debug)]
+pub struct PingpongSummary {
+    /// rdma-core's figures.
+    pub report: PingpongReport,
+    /// The AF_XDP port it ran on, if any (its counters).
+    pub xdp: Option<XdpPort>,
+}
+
 /// A running pingpong.
 #[derive(Debug)]
 pub struct PingpongSession {
@@ -61,16 +71,18 @@ pub struct PingpongSession {
     qpn: u32,
     psn: u32,
     events: Receiver<PingpongEvent>,
+    board: Board,
     thread: SessionThread<Ended>,
 }
 
-/// How the thread ended: the report (or why not), and the AF_XDP port it ran on.
-type Ended = (Result<PingpongReport, PingpongError>, Option<XdpPort>);
+/// How the thread ended.
+type Ended = Result<PingpongSummary, PingpongError>;
 
 impl PingpongSession {
     /// Check the settings, choose the QP number and first PSN (a server can print them
     /// before it waits), bind a server's listener, then exchange and run on a thread of
-    /// its own. Counters go to `board` (link `pingpong`) when given.
+    /// its own. Counters go to `board` (link `pingpong`), or to a board of the session's
+    /// own.
     pub fn start(
         cfg: PingpongSessionConfig,
         board: Option<Board>,
@@ -97,15 +109,17 @@ impl PingpongSession {
         };
         let (qpn, psn) = random_qpn_psn();
         let (tx, events) = std::sync::mpsc::sync_channel(4);
-        // rdma-core's pingpong has no stop: it ends by its iterations or its time limit
-        let thread = SessionThread::spawn("pingpong", move |_| {
-            run(&cfg, listener.as_ref(), (qpn, psn), board, &tx)
+        let board = board.unwrap_or_else(|| Board::new("pingpong"));
+        let b = board.clone();
+        let thread = SessionThread::spawn("pingpong", move |stop| {
+            run(&cfg, listener.as_ref(), (qpn, psn), (b, stop), &tx)
         })?;
         Ok(PingpongSession {
             exchange,
             qpn,
             psn,
             events,
+            board,
             thread,
         })
     }
@@ -119,19 +133,35 @@ impl PingpongSession {
     pub fn qpn_psn(&self) -> (u32, u32) {
         (self.qpn, self.psn)
     }
+}
 
-    /// The next event, waiting at most `timeout`.
-    pub fn next_event(&self, timeout: Duration) -> Option<PingpongEvent> {
+/// Its progress is the link's counters as last published (link `pingpong`); its event is
+/// the exchange's addresses. It ends by its iterations or time limit, as rdma-core's, or a
+/// stop: a server still waiting gives up, exchanges under way end
+/// ([`PingpongError::Stopped`]).
+impl Session for PingpongSession {
+    type Progress = Snapshot;
+    type Event = PingpongEvent;
+    type Summary = PingpongSummary;
+    type Error = PingpongError;
+
+    fn stopper(&self) -> Stopper {
+        self.thread.stopper()
+    }
+
+    fn progress(&self) -> Snapshot {
+        self.board.snapshot()
+    }
+
+    fn next_event(&self, timeout: Duration) -> Option<PingpongEvent> {
         self.events.recv_timeout(timeout).ok()
     }
 
-    /// Whether it has ended.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.thread.is_finished()
     }
 
-    /// Wait until it ends: the report (or why not), and the AF_XDP port it ran on.
-    pub fn wait(self) -> Ended {
+    fn wait(self) -> Result<PingpongSummary, PingpongError> {
         self.thread.join()
     }
 }
@@ -140,7 +170,7 @@ fn run(
     cfg: &PingpongSessionConfig,
     listener: Option<&TcpListener>,
     (qpn, psn): (u32, u32),
-    board: Option<Board>,
+    (board, stop): (Board, &Stopper),
     tx: &SyncSender<PingpongEvent>,
 ) -> Ended {
     let mut made: Option<(Pingpong, Option<XdpPort>)> = None;
@@ -163,18 +193,19 @@ fn run(
     let timeout = cfg.pingpong.time_limit;
     let x = match (cfg.side, listener) {
         (Side::Client(at), _) => oob::client(at, cfg.bind, timeout, make),
-        (Side::Server(_), Some(l)) => oob::server(l, cfg.bind, timeout, make),
+        (Side::Server(_), Some(l)) => oob::server(l, cfg.bind, timeout, stop.flag(), make),
         (Side::Server(_), None) => Err(io::ErrorKind::NotConnected.into()),
     };
-    let x = match x {
-        Ok(x) => x,
-        Err(e) => return (Err(PingpongError::Exchange(e)), made.and_then(|m| m.1)),
-    };
+    let x = x.map_err(|e| match e.kind() {
+        // a stop while the server waited for its client
+        io::ErrorKind::Interrupted => PingpongError::Stopped {
+            received: 0,
+            sent: 0,
+        },
+        _ => PingpongError::Exchange(e),
+    })?;
     let Some((mut pp, xdp)) = made else {
-        return (
-            Err(PingpongError::Exchange(io::ErrorKind::NotConnected.into())),
-            None,
-        );
+        return Err(PingpongError::Exchange(io::ErrorKind::NotConnected.into()));
     };
     let _ = tx.try_send(PingpongEvent::Addresses {
         me: x.me,
@@ -182,16 +213,12 @@ fn run(
     });
     if let Some(p) = &cfg.pcap {
         let tap = rocelink_io::file::Output::create(p).and_then(|f| Tap::new(Box::new(f)));
-        match tap {
-            Ok(t) => pp.driver_mut().set_tap(t),
-            Err(e) => return (Err(e.into()), xdp),
-        }
+        pp.driver_mut().set_tap(tap?);
     }
-    if let Some(b) = board {
-        pp.driver_mut().publish_to(b, "pingpong");
-    }
+    pp.driver_mut().publish_to(board, "pingpong");
+    pp.stop_with(stop.clone());
     let remote = SocketAddr::new(ip_of_gid(x.peer.gid).unwrap_or(x.peer_ip), cfg.roce_port);
     let client = matches!(cfg.side, Side::Client(_));
-    let r = pp.run(remote, x.peer.qpn, x.peer.psn, x.me.psn, client);
-    (r, xdp)
+    let report = pp.run(remote, x.peer.qpn, x.peer.psn, x.me.psn, client)?;
+    Ok(PingpongSummary { report, xdp })
 }

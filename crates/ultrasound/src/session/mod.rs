@@ -18,8 +18,8 @@ pub mod shots;
 pub mod view;
 
 use crate::Error;
-pub use rocelink_runtime::Stopper;
 use rocelink_runtime::{Driver, bind_roce};
+pub use rocelink_runtime::{Session, Stopper};
 use rocelink_transport::{Endpoint, EndpointConfig};
 use std::net::{IpAddr, SocketAddr};
 use std::thread::JoinHandle;

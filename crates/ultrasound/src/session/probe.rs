@@ -1,7 +1,7 @@
 //! The emulated probe as a session: one thread per link, each a [`Probe`] on its own RoCE
 //! socket with its own trigger socket, behind the trigger gate.
 
-use super::{EVERY, LinkAddrs, Stopper, bind_link, join_all, link_error};
+use super::{EVERY, LinkAddrs, Session, Stopper, bind_link, join_all, link_error};
 use crate::run::{self, TriggerStats};
 use crate::{Error, GateConfig, GateStats, Geometry, Probe, ProbeConfig, ProbeStats};
 use rocelink_runtime::RunOpts;
@@ -167,30 +167,33 @@ impl ProbeSession {
     pub fn links(&self) -> &[ProbeLink] {
         &self.links
     }
+}
 
-    /// The counters so far, summed over the links (updated every 100 ms).
-    pub fn stats(&self) -> ProbeStats {
+/// Its progress is the counters so far, summed over the links (updated every 100 ms); it
+/// reports no events. It ends by its duration, a link's failure, or a stop.
+impl Session for ProbeSession {
+    type Progress = ProbeStats;
+    type Event = std::convert::Infallible;
+    type Summary = ProbeSummary;
+    type Error = Error;
+
+    fn progress(&self) -> ProbeStats {
         sum(&self.live.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// A handle that stops the session from any thread.
-    pub fn stopper(&self) -> Stopper {
+    fn next_event(&self, timeout: Duration) -> Option<Self::Event> {
+        rocelink_runtime::session::no_event(timeout, || self.is_finished())
+    }
+
+    fn stopper(&self) -> Stopper {
         self.stop.clone()
     }
 
-    /// Whether every link has ended (its duration passed, or a link failed).
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.threads.iter().all(JoinHandle::is_finished)
     }
 
-    /// Stop, then [`wait`](ProbeSession::wait).
-    pub fn stop(self) -> Result<ProbeSummary, Error> {
-        self.stop.stop();
-        self.wait()
-    }
-
-    /// Wait until the session ends (its duration, or a [`Stopper`]), then sum up.
-    pub fn wait(self) -> Result<ProbeSummary, Error> {
+    fn wait(self) -> Result<ProbeSummary, Error> {
         let per = join_all(self.threads)?;
         let probe = sum(&per.iter().map(|(p, _)| *p).collect::<Vec<_>>());
         let mut triggers = TriggerStats::default();

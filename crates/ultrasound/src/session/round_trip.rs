@@ -3,12 +3,14 @@
 //! trigger leaving to the last message of its shot taken — the paper's measurement. Each
 //! size, once measured, is a [`Row`].
 
-use super::{Stopper, bind_link, join_all};
+use super::{Session, Stopper, bind_link, join_all};
 use crate::run::{self, TriggerTarget, Triggering};
 use crate::shot::Echoes;
 use crate::{Error, Geometry, Host, ShotHostConfig, ShotReport};
 use rocelink_runtime::RunOpts;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -89,6 +91,7 @@ pub fn quantile(v: &[f64], p: f64) -> f64 {
 #[derive(Debug)]
 pub struct RoundTrip {
     rows: Receiver<Row>,
+    done: Arc<AtomicUsize>,
     stop: Stopper,
     thread: JoinHandle<Result<Vec<Row>, Error>>,
 }
@@ -102,33 +105,54 @@ impl RoundTrip {
         let stop = Stopper::new();
         let (tx, rows) = std::sync::mpsc::channel();
         let s = stop.clone();
-        let thread = std::thread::spawn(move || measure(&cfg, &s, &tx));
-        Ok(RoundTrip { rows, stop, thread })
+        let done = Arc::new(AtomicUsize::new(0));
+        let d = done.clone();
+        let thread = std::thread::spawn(move || measure(&cfg, &s, &tx, &d));
+        Ok(RoundTrip {
+            rows,
+            done,
+            stop,
+            thread,
+        })
+    }
+}
+
+/// Its progress is the number of sizes measured; its events are their rows, as each
+/// size ends. A stop ends the size being measured with what it has; every row, those
+/// already taken included, is in the summary.
+impl Session for RoundTrip {
+    type Progress = usize;
+    type Event = Row;
+    type Summary = Vec<Row>;
+    type Error = Error;
+
+    fn progress(&self) -> usize {
+        self.done.load(Ordering::Relaxed)
     }
 
-    /// The next size measured, waiting at most `timeout`.
-    pub fn next_row(&self, timeout: Duration) -> Option<Row> {
+    fn next_event(&self, timeout: Duration) -> Option<Row> {
         self.rows.recv_timeout(timeout).ok()
     }
 
-    /// A handle that stops the measurement from any thread (the size being measured ends
-    /// with what it has).
-    pub fn stopper(&self) -> Stopper {
+    fn stopper(&self) -> Stopper {
         self.stop.clone()
     }
 
-    /// Whether every size is done.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.thread.is_finished()
     }
 
-    /// Wait for the end; every row, including those already taken.
-    pub fn wait(self) -> Result<Vec<Row>, Error> {
+    fn wait(self) -> Result<Vec<Row>, Error> {
         join_all(vec![self.thread]).map(|mut v| v.pop().unwrap_or_default())
     }
 }
 
-fn measure(cfg: &RoundTripConfig, stop: &Stopper, tx: &Sender<Row>) -> Result<Vec<Row>, Error> {
+fn measure(
+    cfg: &RoundTripConfig,
+    stop: &Stopper,
+    tx: &Sender<Row>,
+    done: &AtomicUsize,
+) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for &g in &cfg.sizes {
         if stop.is_stopped() {
@@ -137,6 +161,7 @@ fn measure(cfg: &RoundTripConfig, stop: &Stopper, tx: &Sender<Row>) -> Result<Ve
         let row = one_size(cfg, g, stop)?;
         let _ = tx.send(row.clone());
         rows.push(row);
+        done.fetch_add(1, Ordering::Relaxed);
     }
     Ok(rows)
 }

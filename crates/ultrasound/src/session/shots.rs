@@ -6,7 +6,7 @@
 //! the summary), never shots — the links never wait for it (the recorder's
 //! drop-don't-stall rule).
 
-use super::{EVERY, LinkAddrs, Stopper, bind_link, join_all, link_error};
+use super::{EVERY, LinkAddrs, Session, Stopper, bind_link, join_all, link_error};
 use crate::run::{self, TriggerStats, TriggerTarget, Triggering};
 use crate::sink::record_config;
 use crate::{
@@ -312,38 +312,35 @@ impl ShotsSession {
     pub fn links(&self) -> &[ShotsLink] {
         &self.links
     }
+}
 
-    /// The counters so far, summed over the links (updated every 100 ms).
-    pub fn stats(&self) -> HostStats {
+/// Its progress is the counters so far, summed over the links (updated every 100 ms); its
+/// events are the shots handed on. It ends by its shots or duration, or a stop; events not
+/// taken by then are dropped (and counted).
+impl Session for ShotsSession {
+    type Progress = HostStats;
+    type Event = ShotEvent;
+    type Summary = ShotsSummary;
+    type Error = Error;
+
+    fn progress(&self) -> HostStats {
         let v = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         v.iter().fold(HostStats::default(), |a, h| add_host(a, *h))
     }
 
-    /// The next shot handed on, waiting at most `timeout` (`None` when none came, or when
-    /// every link has ended and the queue is empty).
-    pub fn next_event(&self, timeout: Duration) -> Option<ShotEvent> {
+    fn next_event(&self, timeout: Duration) -> Option<ShotEvent> {
         self.events.recv_timeout(timeout).ok()
     }
 
-    /// A handle that stops the session from any thread.
-    pub fn stopper(&self) -> Stopper {
+    fn stopper(&self) -> Stopper {
         self.stop.clone()
     }
 
-    /// Whether every link has ended.
-    pub fn is_finished(&self) -> bool {
+    fn is_finished(&self) -> bool {
         self.threads.iter().all(JoinHandle::is_finished)
     }
 
-    /// Stop, then [`wait`](ShotsSession::wait).
-    pub fn stop(self) -> Result<ShotsSummary, Error> {
-        self.stop.stop();
-        self.wait()
-    }
-
-    /// Wait until every link ends (its shots, the duration, or a [`Stopper`]), then sum
-    /// up. Events not yet taken are dropped (and counted).
-    pub fn wait(self) -> Result<ShotsSummary, Error> {
+    fn wait(self) -> Result<ShotsSummary, Error> {
         let links = join_all(self.threads)?;
         let left = self.events.try_iter().count() as u64;
         Ok(ShotsSummary {
