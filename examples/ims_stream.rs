@@ -8,20 +8,20 @@
 #![forbid(unsafe_code)]
 
 use rocelink_ims::session::Session;
-use rocelink_ims::session::unit::{UnitConfig, UnitSession};
-use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
+use rocelink_ims::session::unit::{UnitSession, UnitSessionConfig};
+use rocelink_ims::session::worker::{Frames, WorkerSession, WorkerSessionConfig};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let want: u64 = std::env::args().nth(1).map_or(Ok(1000), |s| s.parse())?;
-    let mut unit = UnitConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 173)));
-    unit.server.ring_bytes = 64 << 20;
-    unit.frames = Some(want);
-    unit.duration = Some(Duration::from_secs(60));
-    let unit = UnitSession::start(unit, None)?;
+    let mut cfg = UnitSessionConfig::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 173)));
+    cfg.unit.ring_bytes = 64 << 20;
+    cfg.frames = Some(want);
+    cfg.duration = Some(Duration::from_secs(60));
+    let unit = UnitSession::start(cfg, None)?;
     println!("buffer unit at {}", unit.local());
-    let mut send = SendConfig::new(unit.local(), Frames::Pattern { len: 256 << 10 });
+    let mut send = WorkerSessionConfig::new(unit.local(), Frames::Pattern { len: 256 << 10 });
     send.count = Some(want);
     send.local = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 174)));
     let worker = WorkerSession::start(send, None)?;

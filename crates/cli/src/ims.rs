@@ -7,9 +7,13 @@ use crate::stats::Counters;
 use crate::stop::StopFlag;
 use anyhow::{Context, Result, bail};
 use rocelink_ims::run;
-use rocelink_ims::session::unit::{Consume, UnitConfig, UnitProgress, UnitSession, UnitSummary};
-use rocelink_ims::session::worker::{Frames, SendConfig, SendProgress, SendSummary, WorkerSession};
-use rocelink_ims::{MarkBad, ServerConfig, Verify, WorkerConfig};
+use rocelink_ims::session::unit::{
+    Consume, UnitProgress, UnitSession, UnitSessionConfig, UnitSummary,
+};
+use rocelink_ims::session::worker::{
+    Frames, WorkerProgress, WorkerSession, WorkerSessionConfig, WorkerSummary,
+};
+use rocelink_ims::{MarkBad, UnitConfig, Verify, WorkerConfig};
 use rocelink_runtime::Session;
 use rocelink_wire::ims::{ImageGeometry, PixelDepth, marks};
 use serde_json::json;
@@ -236,9 +240,9 @@ impl Common {
 }
 
 /// The buffer unit's configuration from its flags.
-fn unit_config(a: &ServeArgs) -> Result<UnitConfig> {
+fn unit_config(a: &ServeArgs) -> Result<UnitSessionConfig> {
     let ring = usize::try_from(a.ring).context("--ring is larger than memory")?;
-    let server = ServerConfig {
+    let unit = UnitConfig {
         status_qpn: a.common.status_qpn,
         status_qkey: a.common.status_qkey,
         levels: a.common.levels(),
@@ -252,30 +256,30 @@ fn unit_config(a: &ServeArgs) -> Result<UnitConfig> {
             VerifyChoice::None => Verify::None,
             VerifyChoice::Header => Verify::Header,
         },
-        ..ServerConfig::default()
+        ..UnitConfig::default()
     };
     let consume = match (&a.record, a.rate) {
         (Some(d), _) => Consume::Record(d.clone()),
         (None, Some(r)) => Consume::Rate(r),
         (None, None) => Consume::AsTheyCome,
     };
-    Ok(UnitConfig {
+    Ok(UnitSessionConfig {
         port: a.port,
-        server,
+        unit,
         consume,
         frames: a.frames,
         duration: a.common.seconds,
-        ..UnitConfig::new(a.bind)
+        ..UnitSessionConfig::new(a.bind)
     })
 }
 
 fn serve(a: &ServeArgs) -> Result<ExitCode> {
     let mut cfg = checked_unit_config(a)?;
     let (status_qpn, status_qkey, ring, levels) = (
-        cfg.server.status_qpn,
-        cfg.server.status_qkey,
-        cfg.server.ring_bytes,
-        cfg.server.levels,
+        cfg.unit.status_qpn,
+        cfg.unit.status_qkey,
+        cfg.unit.ring_bytes,
+        cfg.unit.levels,
     );
     let counters = Counters::start("ims serve", &a.common.counters)?;
     let view = a.view.start("ims serve", |addr| {
@@ -338,7 +342,7 @@ fn serve(a: &ServeArgs) -> Result<ExitCode> {
 }
 
 /// The unit's settings, checked, with the memory error in the flags' words.
-fn checked_unit_config(a: &ServeArgs) -> Result<UnitConfig> {
+fn checked_unit_config(a: &ServeArgs) -> Result<UnitSessionConfig> {
     let cfg = unit_config(a)?;
     cfg.check().map_err(|e| match e {
         rocelink_ims::Error::Memory { need, have, .. } => anyhow::anyhow!(
@@ -473,11 +477,11 @@ fn frames(a: &SendArgs) -> Result<Frames> {
 }
 
 /// The worker's configuration from its flags.
-fn send_config(a: &SendArgs) -> Result<SendConfig> {
+fn send_config(a: &SendArgs) -> Result<WorkerSessionConfig> {
     let unit = server_addr(&a.server)?;
     let frames = frames(a)?;
     let frame_len = frames.frame_len();
-    let mut cfg = SendConfig::new(unit, frames);
+    let mut cfg = WorkerSessionConfig::new(unit, frames);
     cfg.count = a.bytes.map(|b| cfg.frames.frames_for(b)).or(a.frames);
     cfg.local = a.bind.map(|b| b.0);
     cfg.port = a.bind.and_then(|b| b.1);
@@ -534,7 +538,7 @@ fn send(a: &SendArgs) -> Result<ExitCode> {
     send_summary(a, &sum, snap)
 }
 
-fn send_progress(p: &SendProgress, t0: Instant) -> String {
+fn send_progress(p: &WorkerProgress, t0: Instant) -> String {
     let st = &p.stats;
     format!(
         "{:?} | {} frames {:.2} Gbit/s | {} in flight | {} NACKs | {} retransmissions | {} timeouts",
@@ -551,7 +555,7 @@ fn send_progress(p: &SendProgress, t0: Instant) -> String {
 /// Print what the worker did; exit 2 if it failed, 1 if frames were never acknowledged.
 fn send_summary(
     a: &SendArgs,
-    sum: &SendSummary,
+    sum: &WorkerSummary,
     snap: rocelink_runtime::counters::Snapshot,
 ) -> Result<ExitCode> {
     let (st, unacked) = (&sum.stats, &sum.unacknowledged);
@@ -592,7 +596,7 @@ fn send_summary(
 
 /// The worker's summary as one JSON object.
 fn send_json(
-    sum: &SendSummary,
+    sum: &WorkerSummary,
     failed: Option<&str>,
     snap: rocelink_runtime::counters::Snapshot,
 ) -> serde_json::Value {
@@ -608,7 +612,7 @@ fn send_json(
 }
 
 /// The worker's summary in words.
-fn send_lines(sum: &SendSummary) {
+fn send_lines(sum: &WorkerSummary) {
     let (st, secs) = (&sum.stats, sum.seconds);
     println!(
         "{} frames ({} bytes) ACKed in {secs:.2} s = {:.2} Gbit/s; {} NACKs, {} retransmissions, {} timeouts, {} window stalls",

@@ -15,7 +15,7 @@ pub struct Frame<'a> {
     pub va: u64,
     /// Its bytes (in the ring; copied out only when it wraps past the ring's end).
     pub bytes: &'a [u8],
-    /// It passed [`ServerConfig::verify`](crate::ServerConfig::verify).
+    /// It passed [`UnitConfig::verify`](crate::UnitConfig::verify).
     pub intact: bool,
 }
 

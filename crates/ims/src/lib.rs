@@ -8,10 +8,17 @@
 //!   whole 64-bit VA space, each answered with an ACK or a NACK (Table 3.5) over UC SEND;
 //!   the worker retransmits as Table 3.4 says.
 //!
-//! Both roles are sans-IO over a [`rocelink_transport::Endpoint`]: [`Server`] and [`Worker`]
+//! Both roles are sans-IO over a [`rocelink_transport::Endpoint`]: [`Unit`] and [`Worker`]
 //! take the time as an argument, are driven by `poll`, and say when they next need to run
 //! (`poll_timeout`). [`run`] drives them over UDP with `rocelink-runtime`; the transport's
 //! simulator drives them in tests.
+//!
+//! Names follow the two roles, one scheme: the sans-IO [`Unit`] and [`Worker`] with their
+//! [`UnitConfig`], [`WorkerConfig`] and counters ([`UnitStats`], [`WorkerStats`]); the
+//! sessions that run them on threads of their own, [`session::unit::UnitSession`] and
+//! [`session::worker::WorkerSession`], with a `…SessionConfig`, a `…Progress` and a
+//! `…Summary` each. The CLI's `ims serve` and `ims send`, and Python's `ims.BufferUnit`
+//! and `ims.Worker`, are those sessions.
 //!
 //! # Example
 //!
@@ -19,7 +26,7 @@
 //! application's consumer sees each frame once, in order, checked:
 //!
 //! ```
-//! use rocelink_ims::{Frame, PatternSource, Server, ServerConfig, Worker, WorkerConfig};
+//! use rocelink_ims::{Frame, PatternSource, Unit, UnitConfig, Worker, WorkerConfig};
 //! use rocelink_transport::sim::{LinkConfig, Pair};
 //! use rocelink_transport::{Endpoint, EndpointConfig};
 //! use std::time::{Duration, Instant};
@@ -27,8 +34,8 @@
 //! let server_addr = "10.0.0.2:4791".parse().unwrap();
 //! let mut a = Endpoint::new(EndpointConfig::new("10.0.0.1:4791".parse().unwrap()));
 //! let mut b = Endpoint::new(EndpointConfig::new(server_addr));
-//! let cfg = ServerConfig { ring_bytes: 1 << 20, ..ServerConfig::default() };
-//! let mut server = Server::new(&mut b, cfg).unwrap();
+//! let cfg = UnitConfig { ring_bytes: 1 << 20, ..UnitConfig::default() };
+//! let mut server = Unit::new(&mut b, cfg).unwrap();
 //! let wcfg = WorkerConfig { timeout: Duration::from_millis(50), ..WorkerConfig::new(server_addr) };
 //! let mut worker = Worker::new(&mut a, wcfg, 64 * 1024).unwrap();
 //! let mut source = PatternSource::new(64 * 1024, Some(10)).unwrap();
@@ -75,19 +82,19 @@ mod mailbox;
 pub mod nack;
 pub mod ring;
 pub mod run;
-pub mod server;
 pub mod session;
 pub mod source;
+pub mod unit;
 pub mod worker;
 
 pub use consumer::{Consumer, RateConsumer, RecordConsumer};
 pub use error::{Error, Shared};
 pub use levels::ServiceLevels;
 pub use nack::{NackCounts, events_for, events_for_faults};
-pub use server::{Frame, Server, ServerConfig, ServerStats};
 pub use source::{
     Fill, FrameQueue, FrameSource, ImageSource, PatternSource, QueueSource, Queued, Verify,
 };
+pub use unit::{Frame, Unit, UnitConfig, UnitStats};
 pub use worker::{MarkBad, Worker, WorkerConfig, WorkerState, WorkerStats};
 
 use std::net::{IpAddr, SocketAddr};

@@ -2,8 +2,8 @@
 //! [`Driver`], the role polled after every datagram and on its timers, until it finishes,
 //! `stop` is set, or the deadline passes. `progress` is called about every `every`.
 
-use crate::server::{Consumer, Server};
 use crate::source::FrameSource;
+use crate::unit::{Consumer, Unit};
 use crate::worker::Worker;
 pub use rocelink_runtime::RunOpts;
 use rocelink_runtime::{Driver, Plan, Role, drive};
@@ -12,7 +12,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 struct Serving<'a> {
-    server: &'a mut Server,
+    server: &'a mut Unit,
     consumer: &'a mut dyn Consumer,
 }
 
@@ -77,10 +77,10 @@ pub const DRAIN: Duration = Duration::from_secs(30);
 pub fn serve(
     drv: &mut Driver,
     ep: &mut Endpoint,
-    server: &mut Server,
+    server: &mut Unit,
     consumer: &mut dyn Consumer,
     opts: RunOpts<'_>,
-    progress: &mut dyn FnMut(&Server),
+    progress: &mut dyn FnMut(&Unit),
 ) -> io::Result<usize> {
     let mut role = Serving {
         server,

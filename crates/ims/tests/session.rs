@@ -5,8 +5,8 @@
 
 use rocelink_ims::Error;
 use rocelink_ims::WorkerState;
-use rocelink_ims::session::unit::{Consume, UnitConfig, UnitSession};
-use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
+use rocelink_ims::session::unit::{Consume, UnitSession, UnitSessionConfig};
+use rocelink_ims::session::worker::{Frames, WorkerSession, WorkerSessionConfig};
 use rocelink_runtime::Session;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -17,11 +17,11 @@ fn ip(last: u8) -> IpAddr {
 
 #[test]
 fn a_stopped_worker_leaves_every_acked_frame_consumed() {
-    let mut u = UnitConfig::new(ip(2));
-    u.server.ring_bytes = 8 << 20;
+    let mut u = UnitSessionConfig::new(ip(2));
+    u.unit.ring_bytes = 8 << 20;
     u.consume = Consume::Rate(20.0);
     let unit = UnitSession::start(u, None).unwrap();
-    let mut s = SendConfig::new(unit.local(), Frames::Pattern { len: 64 << 10 });
+    let mut s = WorkerSessionConfig::new(unit.local(), Frames::Pattern { len: 64 << 10 });
     s.local = Some(ip(1));
     let worker = WorkerSession::start(s, None).unwrap();
     let stop = worker.stopper();
@@ -43,17 +43,17 @@ fn a_stopped_worker_leaves_every_acked_frame_consumed() {
 
 #[test]
 fn bad_settings_fail_before_anything_is_bound() {
-    let mut u = UnitConfig::new(ip(3));
-    u.server.ring_bytes = 100;
+    let mut u = UnitSessionConfig::new(ip(3));
+    u.unit.ring_bytes = 100;
     assert_eq!(
         UnitSession::start(u, None).unwrap_err(),
         Error::RingSize(100)
     );
-    let mut u = UnitConfig::new(ip(3));
+    let mut u = UnitSessionConfig::new(ip(3));
     u.consume = Consume::Rate(0.0);
     assert_eq!(UnitSession::start(u, None).unwrap_err(), Error::Rate(0.0));
     let unit = SocketAddr::new(ip(4), 4791);
-    let mut s = SendConfig::new(unit, Frames::Pattern { len: 4096 });
+    let mut s = WorkerSessionConfig::new(unit, Frames::Pattern { len: 4096 });
     s.worker.packet_bytes = 100;
     assert_eq!(
         WorkerSession::start(s, None).unwrap_err(),
@@ -64,7 +64,7 @@ fn bad_settings_fail_before_anything_is_bound() {
         len: 4096,
         repeat: false,
     };
-    match WorkerSession::start(SendConfig::new(unit, file), None).unwrap_err() {
+    match WorkerSession::start(WorkerSessionConfig::new(unit, file), None).unwrap_err() {
         Error::File { path, .. } => {
             assert_eq!(path, std::path::Path::new("/nonexistent/frames.bin"))
         }
@@ -74,20 +74,21 @@ fn bad_settings_fail_before_anything_is_bound() {
 
 #[test]
 fn configs_are_plain_data_that_round_trip_through_json() {
-    let mut u = UnitConfig::new(ip(5));
+    let mut u = UnitSessionConfig::new(ip(5));
     u.consume = Consume::Record("/tmp/rec".into());
     u.frames = Some(7);
     let v = serde_json::to_value(&u).unwrap();
-    let back: UnitConfig = serde_json::from_value(v.clone()).unwrap();
+    let back: UnitSessionConfig = serde_json::from_value(v.clone()).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), v);
     assert_eq!(back.consume, Consume::Record("/tmp/rec".into()));
-    let mut s = SendConfig::new(SocketAddr::new(ip(5), 4791), Frames::Pattern { len: 4096 });
+    let mut s =
+        WorkerSessionConfig::new(SocketAddr::new(ip(5), 4791), Frames::Pattern { len: 4096 });
     s.worker.mark_bad = Some(rocelink_ims::MarkBad {
         every: 3,
         marks: rocelink_wire::ims::marks::EBF,
     });
     let v = serde_json::to_value(&s).unwrap();
-    let back: SendConfig = serde_json::from_value(v.clone()).unwrap();
+    let back: WorkerSessionConfig = serde_json::from_value(v.clone()).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), v);
     assert_eq!(back.frames, Frames::Pattern { len: 4096 });
 }
@@ -96,11 +97,11 @@ fn configs_are_plain_data_that_round_trip_through_json() {
 fn queued_frames_of_any_length_and_images_arrive_as_sent_with_their_bytes() {
     use rocelink_ims::Queued;
     use rocelink_wire::ims::{ImageGeometry, PixelDepth};
-    let mut u = UnitConfig::new(ip(5));
-    u.server.ring_bytes = 8 << 20;
+    let mut u = UnitSessionConfig::new(ip(5));
+    u.unit.ring_bytes = 8 << 20;
     u.with_data = true;
     let unit = UnitSession::start(u, None).unwrap();
-    let mut s = SendConfig::new(unit.local(), Frames::Queue { max_len: 1 << 16 });
+    let mut s = WorkerSessionConfig::new(unit.local(), Frames::Queue { max_len: 1 << 16 });
     s.local = Some(ip(6));
     let worker = WorkerSession::start(s, None).unwrap();
     let q = worker.queue().unwrap().clone();
@@ -142,12 +143,12 @@ fn queued_frames_of_any_length_and_images_arrive_as_sent_with_their_bytes() {
 
 #[test]
 fn with_data_every_an_hour_only_the_first_frame_carries_its_bytes() {
-    let mut u = UnitConfig::new(ip(7));
-    u.server.ring_bytes = 8 << 20;
+    let mut u = UnitSessionConfig::new(ip(7));
+    u.unit.ring_bytes = 8 << 20;
     u.with_data = true;
     u.data_every = Duration::from_secs(3600);
     let unit = UnitSession::start(u, None).unwrap();
-    let mut s = SendConfig::new(unit.local(), Frames::Pattern { len: 4096 });
+    let mut s = WorkerSessionConfig::new(unit.local(), Frames::Pattern { len: 4096 });
     s.local = Some(ip(8));
     s.count = Some(20);
     let sent = WorkerSession::start(s, None).unwrap().wait().unwrap();

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use rocelink_ims::{Error, RateConsumer, ServerConfig, WorkerConfig, WorkerState};
+use rocelink_ims::{Error, RateConsumer, UnitConfig, WorkerConfig, WorkerState};
 use rocelink_transport::sim::{Dir, LinkConfig};
 use rocelink_wire::ims::Events;
 use std::time::Duration;
@@ -58,7 +58,7 @@ fn loss_reordering_duplication_and_corruption_lose_nothing() {
 #[test]
 fn a_slow_consumer_holds_the_worker_back_with_outside_window_nacks() {
     let (frame, frames) = (16_384, 60);
-    let s = ServerConfig {
+    let s = UnitConfig {
         ring_bytes: 4 * frame, // four frames; the worker has eight in flight
         ..cfg_server()
     };
@@ -74,7 +74,7 @@ fn a_slow_consumer_holds_the_worker_back_with_outside_window_nacks() {
 
 #[test]
 fn a_buffer_unit_of_another_major_version_is_refused() {
-    let s = ServerConfig {
+    let s = UnitConfig {
         version: (2, 0),
         ..cfg_server()
     };

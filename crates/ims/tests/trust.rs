@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use rocelink_ims::{Error, ServerConfig, WorkerConfig, WorkerState};
+use rocelink_ims::{Error, UnitConfig, WorkerConfig, WorkerState};
 use rocelink_transport::Datagram;
 use rocelink_transport::sim::{Dir, LinkConfig};
 use rocelink_wire::ib::{BthRepr, DethRepr, IbRepr, Opcode};
@@ -182,7 +182,7 @@ fn a_fatal_nack_takes_both_channels_down_before_the_worker_ends() {
 
 #[test]
 fn a_refused_version_still_leaves_the_status_channel() {
-    let s = ServerConfig {
+    let s = UnitConfig {
         version: (2, 0),
         ..cfg_server()
     };
@@ -299,7 +299,7 @@ fn terms_for_a_worker_from_another_address_or_port_are_refused() {
 
 #[test]
 fn the_worker_table_is_bounded_and_answers_are_rate_limited() {
-    let s = ServerConfig {
+    let s = UnitConfig {
         max_workers: 8,
         answers_per_sec: 100,
         ..cfg_server()
@@ -330,7 +330,7 @@ fn the_worker_table_is_bounded_and_answers_are_rate_limited() {
 
 #[test]
 fn silent_workers_are_forgotten_and_their_channels_freed() {
-    let s = ServerConfig {
+    let s = UnitConfig {
         max_channels: 2,
         idle_timeout: Duration::from_millis(300),
         ..cfg_server()

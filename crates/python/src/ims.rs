@@ -6,8 +6,8 @@ use numpy::ndarray::ArrayView1;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rocelink_ims::session::unit::{FrameEvent, UnitConfig, UnitSession};
-use rocelink_ims::session::worker::{Frames, SendConfig, WorkerSession};
+use rocelink_ims::session::unit::{FrameEvent, UnitSession, UnitSessionConfig};
+use rocelink_ims::session::worker::{Frames, WorkerSession, WorkerSessionConfig};
 use rocelink_ims::{Error, FrameQueue, Queued, Verify, WorkerConfig, WorkerState};
 use rocelink_runtime::Session;
 use rocelink_runtime::counters::Board;
@@ -81,20 +81,20 @@ impl BufferUnit {
         status_dscp: u8,
         data_dscp: u8,
     ) -> PyResult<BufferUnit> {
-        let mut cfg = UnitConfig::new(ip("bind", bind)?);
+        let mut cfg = UnitSessionConfig::new(ip("bind", bind)?);
         cfg.port = port;
-        cfg.server.ring_bytes = ring;
-        cfg.server.levels = rocelink_ims::ServiceLevels {
+        cfg.unit.ring_bytes = ring;
+        cfg.unit.levels = rocelink_ims::ServiceLevels {
             status_dscp,
             data_dscp,
         };
-        cfg.server.verify = match verify {
+        cfg.unit.verify = match verify {
             "header" => Verify::Header,
             "none" => Verify::None,
             v => return Err(config(format!("verify {v:?}: \"header\" or \"none\""))),
         };
         cfg.with_data = true;
-        let verify = cfg.server.verify;
+        let verify = cfg.unit.verify;
         // the view first: a bad or taken address is an error before the unit binds
         let mut notes = Vec::new();
         let board = Board::new("python ims serve");
@@ -326,7 +326,7 @@ impl Worker {
             Ok(a) => a,
             Err(_) => SocketAddr::new(ip("server", server)?, 4791),
         };
-        let mut cfg = SendConfig::new(unit, Frames::Queue { max_len: max_frame });
+        let mut cfg = WorkerSessionConfig::new(unit, Frames::Queue { max_len: max_frame });
         cfg.local = bind.map(|b| ip("bind", b)).transpose()?;
         cfg.port = port;
         if let Some(p) = packet {

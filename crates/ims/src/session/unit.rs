@@ -6,7 +6,7 @@
 use super::{EVERY, Stopper};
 use crate::run::{self, RunOpts};
 use crate::{
-    Consumer, Error, Frame, RateConsumer, RecordConsumer, Server, ServerConfig, ServerStats, Shared,
+    Consumer, Error, Frame, RateConsumer, RecordConsumer, Shared, Unit, UnitConfig, UnitStats,
 };
 use rocelink_runtime::counters::{Board, Link};
 use rocelink_runtime::{Driver, bind_roce};
@@ -33,13 +33,13 @@ pub enum Consume {
 
 /// What a buffer unit is: plain data.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct UnitConfig {
+pub struct UnitSessionConfig {
     /// The address it serves on.
     pub bind: IpAddr,
     /// Its RoCE UDP port.
     pub port: u16,
     /// The protocol's settings: status QP, rings, workers, verification.
-    pub server: ServerConfig,
+    pub unit: UnitConfig,
     /// Where delivered frames go.
     pub consume: Consume,
     /// Take this many frames, then end (once their worker left, or 2 s on): a recording
@@ -60,13 +60,13 @@ pub struct UnitConfig {
     pub data_every: Duration,
 }
 
-impl UnitConfig {
+impl UnitSessionConfig {
     /// A unit on `bind`:4791 with the default protocol settings, consuming as frames come.
-    pub fn new(bind: IpAddr) -> UnitConfig {
-        UnitConfig {
+    pub fn new(bind: IpAddr) -> UnitSessionConfig {
+        UnitSessionConfig {
             bind,
             port: 4791,
-            server: ServerConfig::default(),
+            unit: UnitConfig::default(),
             consume: Consume::AsTheyCome,
             frames: None,
             duration: None,
@@ -78,14 +78,14 @@ impl UnitConfig {
 
     /// Everything that can be checked before anything is bound.
     pub fn check(&self) -> Result<(), Error> {
-        self.server.check()?;
+        self.unit.check()?;
         if let Consume::Rate(r) = self.consume
             && !(r.is_finite() && r > 0.0)
         {
             return Err(Error::Rate(r));
         }
-        let ring = self.server.ring_bytes as u64;
-        let channels = self.server.max_channels;
+        let ring = self.unit.ring_bytes as u64;
+        let channels = self.unit.max_channels;
         let need = ring.saturating_mul(channels as u64);
         match rocelink_io::mem::total_memory() {
             Some(have) if need > have => Err(Error::Memory {
@@ -99,9 +99,9 @@ impl UnitConfig {
     }
 }
 
-impl Default for UnitConfig {
-    fn default() -> UnitConfig {
-        UnitConfig::new(IpAddr::V4(Ipv4Addr::LOCALHOST))
+impl Default for UnitSessionConfig {
+    fn default() -> UnitSessionConfig {
+        UnitSessionConfig::new(IpAddr::V4(Ipv4Addr::LOCALHOST))
     }
 }
 
@@ -116,7 +116,7 @@ pub struct FrameEvent {
     pub len: usize,
     /// Whether its check (the §4 header's CRC-32C and VA) passed.
     pub intact: bool,
-    /// Its bytes, when [`UnitConfig::with_data`] asks for them.
+    /// Its bytes, when [`UnitSessionConfig::with_data`] asks for them.
     pub data: Option<Arc<[u8]>>,
 }
 
@@ -126,7 +126,7 @@ pub struct UnitProgress {
     /// Workers registered now.
     pub workers: usize,
     /// What it did so far.
-    pub stats: ServerStats,
+    pub stats: UnitStats,
 }
 
 /// What a buffer unit did.
@@ -135,7 +135,7 @@ pub struct UnitSummary {
     /// Where it served.
     pub local: SocketAddr,
     /// Frames, ACKs, NACKs, status requests.
-    pub stats: ServerStats,
+    pub stats: UnitStats,
     /// Packets whose ICRC failed.
     pub icrc_errors: u64,
     /// The recording, if one was made.
@@ -165,14 +165,14 @@ pub struct UnitSession {
 struct Parts {
     drv: Driver,
     ep: Endpoint,
-    server: Server,
+    server: Unit,
     local: SocketAddr,
 }
 
 impl UnitSession {
     /// Check `cfg`, make the recording directory ready, bind, then serve on a thread of
     /// its own. Counters go to `board` (link `ims`) when given.
-    pub fn start(cfg: UnitConfig, board: Option<Board>) -> Result<UnitSession, Error> {
+    pub fn start(cfg: UnitSessionConfig, board: Option<Board>) -> Result<UnitSession, Error> {
         cfg.check()?;
         if let Consume::Record(dir) = &cfg.consume {
             rocelink_record::prepare_dir(dir, false).map_err(|e| Error::RecordDir {
@@ -187,7 +187,7 @@ impl UnitSession {
         })?;
         let local = SocketAddr::new(ip, cfg.port);
         let mut ep = Endpoint::new(EndpointConfig::new(local).random_keys());
-        let server = Server::new(&mut ep, cfg.server)?;
+        let unit = Unit::new(&mut ep, cfg.unit)?;
         let mut drv = Driver::new(sock);
         if let Some(b) = board {
             drv.publish_to(b, "ims");
@@ -195,7 +195,7 @@ impl UnitSession {
         let parts = Parts {
             drv,
             ep,
-            server,
+            server: unit,
             local,
         };
         let live = Arc::new(Mutex::new(UnitProgress::default()));
@@ -325,7 +325,12 @@ impl Consumer for Reporting<'_> {
 /// of the worker's STAT_TERM retries (250 ms apart), so a lost STAT_DOWN is sent again.
 const LINGER: Duration = Duration::from_millis(750);
 
-fn serve(mut p: Parts, cfg: &UnitConfig, ctx: Ctx, stop: &Stopper) -> Result<UnitSummary, Error> {
+fn serve(
+    mut p: Parts,
+    cfg: &UnitSessionConfig,
+    ctx: Ctx,
+    stop: &Stopper,
+) -> Result<UnitSummary, Error> {
     let mut rec = match &cfg.consume {
         Consume::Record(d) => Some(RecordConsumer::new(d.clone(), None)),
         _ => None,

@@ -117,7 +117,7 @@ impl<S: FrameSource> FrameSource for Limited<S> {
 
 /// What a worker is: plain data.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct SendConfig {
+pub struct WorkerSessionConfig {
     /// The protocol's settings; `worker.server` is the buffer unit.
     pub worker: WorkerConfig,
     /// The local address answers come to: by default 127.0.0.1 for a loopback unit (the
@@ -134,12 +134,12 @@ pub struct SendConfig {
     pub duration: Option<Duration>,
 }
 
-impl SendConfig {
+impl WorkerSessionConfig {
     /// `frames` to the unit at `unit`, as many in flight as 4 MiB holds.
-    pub fn new(unit: SocketAddr, frames: Frames) -> SendConfig {
+    pub fn new(unit: SocketAddr, frames: Frames) -> WorkerSessionConfig {
         let mut worker = WorkerConfig::new(unit);
         worker.in_flight = WorkerConfig::in_flight_for(frames.frame_len());
-        SendConfig {
+        WorkerSessionConfig {
             worker,
             local: None,
             port: None,
@@ -157,7 +157,7 @@ impl SendConfig {
 
 /// The worker's counters as it runs.
 #[derive(Debug, Clone, Default)]
-pub struct SendProgress {
+pub struct WorkerProgress {
     /// Where it is in the protocol.
     pub state: Option<WorkerState>,
     /// Frames sent and not yet answered.
@@ -168,7 +168,7 @@ pub struct SendProgress {
 
 /// What a worker did.
 #[derive(Debug, Clone)]
-pub struct SendSummary {
+pub struct WorkerSummary {
     /// Where it received answers.
     pub local: SocketAddr,
     /// Frames ACKed, NACKs, retransmissions, timeouts.
@@ -185,7 +185,7 @@ pub struct SendSummary {
     pub link: Link,
 }
 
-impl SendSummary {
+impl WorkerSummary {
     /// Why it did not finish, if it did not.
     pub fn failure(&self) -> Option<String> {
         match &self.state {
@@ -201,8 +201,8 @@ impl SendSummary {
 pub struct WorkerSession {
     local: SocketAddr,
     queue: Option<FrameQueue>,
-    live: Arc<Mutex<SendProgress>>,
-    thread: SessionThread<Result<SendSummary, Error>>,
+    live: Arc<Mutex<WorkerProgress>>,
+    thread: SessionThread<Result<WorkerSummary, Error>>,
 }
 
 struct Parts {
@@ -216,7 +216,7 @@ struct Parts {
 impl WorkerSession {
     /// Check `cfg`, open the frames, bind, then stream on a thread of its own. Counters go
     /// to `board` (link `ims`) when given.
-    pub fn start(cfg: SendConfig, board: Option<Board>) -> Result<WorkerSession, Error> {
+    pub fn start(cfg: WorkerSessionConfig, board: Option<Board>) -> Result<WorkerSession, Error> {
         cfg.check()?;
         let (source, queue) = cfg.frames.open(cfg.count)?;
         let unit = cfg.worker.server;
@@ -245,7 +245,7 @@ impl WorkerSession {
             source,
             local,
         };
-        let live = Arc::new(Mutex::new(SendProgress::default()));
+        let live = Arc::new(Mutex::new(WorkerProgress::default()));
         let l = live.clone();
         let thread = SessionThread::spawn("ims-worker", move |stop| send(parts, &cfg, &l, stop))
             .map_err(|e| Error::Io(Shared::new(e)))?;
@@ -272,16 +272,16 @@ impl WorkerSession {
 /// no new frame, finishes those in flight and closes its channels; it ends by itself once
 /// its frames are sent.
 impl Session for WorkerSession {
-    type Progress = SendProgress;
+    type Progress = WorkerProgress;
     type Event = std::convert::Infallible;
-    type Summary = SendSummary;
+    type Summary = WorkerSummary;
     type Error = Error;
 
     fn stopper(&self) -> Stopper {
         self.thread.stopper()
     }
 
-    fn progress(&self) -> SendProgress {
+    fn progress(&self) -> WorkerProgress {
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -296,17 +296,17 @@ impl Session for WorkerSession {
         self.thread.is_finished()
     }
 
-    fn wait(self) -> Result<SendSummary, Error> {
+    fn wait(self) -> Result<WorkerSummary, Error> {
         self.thread.join()
     }
 }
 
 fn send(
     mut p: Parts,
-    cfg: &SendConfig,
-    live: &Mutex<SendProgress>,
+    cfg: &WorkerSessionConfig,
+    live: &Mutex<WorkerProgress>,
     stop: &Stopper,
-) -> Result<SendSummary, Error> {
+) -> Result<WorkerSummary, Error> {
     let t0 = Instant::now();
     let until = cfg.duration.map(|d| t0 + d);
     let grace = cfg.worker.timeout.min(cfg.worker.silence);
@@ -340,7 +340,7 @@ fn send(
         });
     }
     let w = &p.worker;
-    Ok(SendSummary {
+    Ok(WorkerSummary {
         local: p.local,
         stats: w.stats(),
         state: w.state().clone(),

@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use rocelink_ims::{
-    Frame, PatternSource, RateConsumer, Server, ServerConfig, Worker, WorkerConfig, WorkerState,
+    Frame, PatternSource, RateConsumer, Unit, UnitConfig, Worker, WorkerConfig, WorkerState,
 };
 use rocelink_transport::sim::{LinkConfig, Pair};
 use rocelink_transport::{Endpoint, EndpointConfig};
@@ -25,7 +25,7 @@ pub type Seen = Rc<RefCell<(Vec<u64>, BTreeMap<u64, (u32, bool)>)>>;
 
 pub struct Net {
     pub pair: Pair,
-    pub server: Server,
+    pub server: Unit,
     pub worker: Worker,
     pub source: PatternSource,
     pub seen: Seen,
@@ -44,17 +44,17 @@ pub fn cfg_worker() -> WorkerConfig {
     }
 }
 
-pub fn cfg_server() -> ServerConfig {
-    ServerConfig {
+pub fn cfg_server() -> UnitConfig {
+    UnitConfig {
         ring_bytes: 256 * 1024,
         va_offset: u64::MAX - 64 * 1024 + 1, // the stream crosses the top of the VA space
-        ..ServerConfig::default()
+        ..UnitConfig::default()
     }
 }
 
 pub fn net(
     w: WorkerConfig,
-    s: ServerConfig,
+    s: UnitConfig,
     frame: usize,
     frames: u64,
     link: LinkConfig,
@@ -62,7 +62,7 @@ pub fn net(
 ) -> Net {
     let mut a = Endpoint::new(EndpointConfig::new(addr(WORKER)));
     let mut b = Endpoint::new(EndpointConfig::new(addr(SERVER)));
-    let server = Server::new(&mut b, s).unwrap();
+    let server = Unit::new(&mut b, s).unwrap();
     let worker = Worker::new(&mut a, w, frame).unwrap();
     Net {
         pair: Pair::new(a, b, link, seed, Instant::now()),

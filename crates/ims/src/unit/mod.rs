@@ -20,7 +20,7 @@ mod status;
 
 /// How a buffer unit is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ServerConfig {
+pub struct UnitConfig {
     /// QPN of the status QP (fixed, known to workers).
     pub status_qpn: u32,
     /// Q_Key of the status QP.
@@ -47,9 +47,9 @@ pub struct ServerConfig {
     pub levels: crate::ServiceLevels,
 }
 
-impl Default for ServerConfig {
+impl Default for UnitConfig {
     fn default() -> Self {
-        ServerConfig {
+        UnitConfig {
             status_qpn: STATUS_QPN,
             status_qkey: STATUS_QKEY,
             ring_bytes: 1 << 30,
@@ -65,8 +65,8 @@ impl Default for ServerConfig {
     }
 }
 
-impl ServerConfig {
-    /// Why this configuration cannot serve, if so (checked by [`Server::new`]; call it
+impl UnitConfig {
+    /// Why this configuration cannot serve, if so (checked by [`Unit::new`]; call it
     /// before binding anything to report a bad value first).
     pub fn check(&self) -> Result<(), Error> {
         if self.ring_bytes < crate::MAX_PACKET
@@ -86,7 +86,7 @@ impl ServerConfig {
 
 /// Counters of a buffer unit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ServerStats {
+pub struct UnitStats {
     /// Frames delivered whole (first time).
     pub frames_delivered: u64,
     /// Their bytes.
@@ -110,25 +110,25 @@ pub struct ServerStats {
     pub seen_again: u64,
     /// Frames refused outside the write window (NACKed).
     pub out_of_window: u64,
-    /// Frames that failed [`ServerConfig::verify`].
+    /// Frames that failed [`UnitConfig::verify`].
     pub image_crc_failures: u64,
     /// Status packets received.
     pub status_packets: u64,
     /// Status packets that were not one (too short, unknown method) or came from an
     /// unknown worker.
     pub status_ignored: u64,
-    /// DATA_REQs refused: [`ServerConfig::max_channels`] channels were open.
+    /// DATA_REQs refused: [`UnitConfig::max_channels`] channels were open.
     pub channels_refused: u64,
     /// DATA_REQs refused: the ring's memory could not be had.
     pub rings_refused: u64,
-    /// STAT_REQs refused: [`ServerConfig::max_workers`] workers were registered.
+    /// STAT_REQs refused: [`UnitConfig::max_workers`] workers were registered.
     pub workers_refused: u64,
     /// Status requests refused: a LID other than the sender's address, or a request for a
     /// worker from another address or port than the one that registered it.
     pub status_foreign: u64,
-    /// Status answers not sent ([`ServerConfig::answers_per_sec`]).
+    /// Status answers not sent ([`UnitConfig::answers_per_sec`]).
     pub answers_dropped: u64,
-    /// Workers forgotten after [`ServerConfig::idle_timeout`].
+    /// Workers forgotten after [`UnitConfig::idle_timeout`].
     pub workers_expired: u64,
 }
 
@@ -144,18 +144,18 @@ struct WorkerEntry {
 
 /// A buffer unit over an endpoint.
 #[derive(Debug)]
-pub struct Server {
-    cfg: ServerConfig,
+pub struct Unit {
+    cfg: UnitConfig,
     status: Mailbox,
     table: HashMap<(u32, u32), WorkerEntry>,
-    stats: ServerStats,
+    stats: UnitStats,
     scratch: Vec<u8>,
     limiter: Limiter,
 }
 
-impl Server {
+impl Unit {
     /// Create the status QP (with the fixed QPN and Q_Key) on `ep`.
-    pub fn new(ep: &mut Endpoint, cfg: ServerConfig) -> Result<Server, Error> {
+    pub fn new(ep: &mut Endpoint, cfg: UnitConfig) -> Result<Unit, Error> {
         cfg.check()?;
         let cq = ep.create_cq();
         let init = QpInit {
@@ -167,18 +167,18 @@ impl Server {
         let qpn = ep.create_qp_numbered(cfg.status_qpn, init)?;
         ep.ready_qp(qpn, cfg.status_qkey, None, 0, Mtu::M4096)?;
         let status = Mailbox::new(ep, qpn, cq, 256, 2048 + 256, true)?;
-        Ok(Server {
+        Ok(Unit {
             cfg,
             status,
             table: HashMap::new(),
-            stats: ServerStats::default(),
+            stats: UnitStats::default(),
             scratch: Vec::new(),
             limiter: Limiter::new(cfg.answers_per_sec),
         })
     }
 
     /// Counters.
-    pub fn stats(&self) -> ServerStats {
+    pub fn stats(&self) -> UnitStats {
         self.stats
     }
 
@@ -209,7 +209,7 @@ impl Server {
         self.table.values().filter(|w| w.channel.is_some()).count()
     }
 
-    /// When [`Server::poll`] must run again though nothing arrives (a consumer that took
+    /// When [`Unit::poll`] must run again though nothing arrives (a consumer that took
     /// no frame wants to be asked again).
     pub fn poll_timeout(&self, consumer: &dyn Consumer) -> Option<Instant> {
         let waiting = self
@@ -252,7 +252,7 @@ impl Server {
     /// of those still waiting. A frame behind a gap (one never delivered: NACKed, or still
     /// to be sent again) is not one of them: nothing fills the gap any more, and the
     /// stream's frames are taken in order or not at all. A unit calls this until it is 0
-    /// or the consumer is [done](Consumer::done), then [`Server::discard`]s the rest.
+    /// or the consumer is [done](Consumer::done), then [`Unit::discard`]s the rest.
     pub fn drain(&mut self, ep: &mut Endpoint, now: Instant, consumer: &mut dyn Consumer) -> usize {
         self.consume(ep, now, consumer);
         self.table
@@ -263,9 +263,9 @@ impl Server {
     }
 
     /// Forget the frames delivered and not taken (never ACKed), counted as
-    /// [`ServerStats::frames_discarded`]; how many.
+    /// [`UnitStats::frames_discarded`]; how many.
     pub fn discard(&mut self, ep: &mut Endpoint) -> usize {
-        let Server { table, stats, .. } = self;
+        let Unit { table, stats, .. } = self;
         let mut n = 0;
         for ch in table.values_mut().filter_map(|w| w.channel.as_mut()) {
             n += ch.discard(ep, stats);
@@ -283,9 +283,9 @@ impl Server {
         &mut self,
         now: Instant,
         consumer: &mut dyn Consumer,
-        mut f: impl FnMut(&mut Channel, &mut Take<'_>, &mut ServerStats),
+        mut f: impl FnMut(&mut Channel, &mut Take<'_>, &mut UnitStats),
     ) {
-        let Server {
+        let Unit {
             table,
             stats,
             scratch,

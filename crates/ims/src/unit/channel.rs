@@ -8,7 +8,7 @@
 //! (recorded, or counted as dropped with its reason), whatever stops the unit; a frame
 //! delivered and never taken (the unit stopped taking, its worker left) was never ACKed.
 
-use super::{Frame, ServerConfig, ServerStats};
+use super::{Frame, UnitConfig, UnitStats};
 use crate::consumer::Consumer;
 use crate::mailbox::Mailbox;
 use crate::nack::events_for_faults;
@@ -57,7 +57,7 @@ impl Channel {
         ep: &mut Endpoint,
         remote: SocketAddr,
         remote_qpn: u32,
-        cfg: &ServerConfig,
+        cfg: &UnitConfig,
     ) -> Result<Channel, Error> {
         let mem =
             AlignedBuf::try_lazy_zeroed(cfg.ring_bytes).ok_or(Error::RingMemory(cfg.ring_bytes))?;
@@ -128,7 +128,7 @@ impl Channel {
         &mut self,
         ep: &mut Endpoint,
         take: &mut Take<'_>,
-        stats: &mut ServerStats,
+        stats: &mut UnitStats,
     ) {
         while let Some(e) = ep.poll_qp_event(self.qpn) {
             let Event::WriteMessage {
@@ -187,7 +187,7 @@ impl Channel {
     }
 
     /// Send an ACK (no `events`) or a NACK for the frame at `va`.
-    fn answer(&mut self, ep: &mut Endpoint, va: u64, events: Events, stats: &mut ServerStats) {
+    fn answer(&mut self, ep: &mut Endpoint, va: u64, events: Events, stats: &mut UnitStats) {
         let kind = if events.0 == 0 {
             stats.acked += 1;
             AckType::Ack
@@ -204,7 +204,7 @@ impl Channel {
     }
 
     /// Forget the frames delivered and not taken (never ACKed): counted discarded; how many.
-    pub(super) fn discard(&mut self, ep: &mut Endpoint, stats: &mut ServerStats) -> usize {
+    pub(super) fn discard(&mut self, ep: &mut Endpoint, stats: &mut UnitStats) -> usize {
         let mut n = 0;
         while self.book.pass_gap().is_some() {
             self.book.consume();
@@ -236,7 +236,7 @@ impl Channel {
         &mut self,
         ep: &mut Endpoint,
         take: &mut Take<'_>,
-        stats: &mut ServerStats,
+        stats: &mut UnitStats,
     ) {
         let now = take.now;
         let mut moved = false;

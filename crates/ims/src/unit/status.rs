@@ -5,15 +5,15 @@
 //!   (rocelink's RoCE mapping of LIDs). The address and UDP port its STAT_REQ came from is
 //!   the only one whose DATA_REQ, DATA_TERM and STAT_TERM for that key are taken, and a
 //!   second STAT_REQ for the key from elsewhere is refused.
-//! * The table holds at most [`ServerConfig::max_workers`]; a worker that does not fit is
+//! * The table holds at most [`UnitConfig::max_workers`]; a worker that does not fit is
 //!   answered STAT_DOWN (rocelink's worker reports "buffer unit full"). A DATA_REQ beyond
-//!   [`ServerConfig::max_channels`] is answered DATA_DOWN.
-//! * A worker silent for [`ServerConfig::idle_timeout`] (no status packet, no data on its
+//!   [`UnitConfig::max_channels`] is answered DATA_DOWN.
+//! * A worker silent for [`UnitConfig::idle_timeout`] (no status packet, no data on its
 //!   channel) is removed, its channel with it.
-//! * Answers are rate-limited ([`ServerConfig::answers_per_sec`]): each is no larger than
+//! * Answers are rate-limited ([`UnitConfig::answers_per_sec`]): each is no larger than
 //!   the request it answers, and spoofed requests cannot turn the unit into a flood.
 
-use super::{Channel, Server, ServerConfig, WorkerEntry};
+use super::{Channel, Unit, UnitConfig, WorkerEntry};
 use crate::lid_of;
 use rocelink_transport::{Endpoint, SendOp, UdDest};
 use rocelink_wire::ims::{Method, StatusRepr, status};
@@ -58,7 +58,7 @@ impl Limiter {
     }
 }
 
-impl Server {
+impl Unit {
     /// Send a status answer to worker `w` = (address, QPN, Q_Key), if the limiter allows.
     pub(super) fn reply(
         &mut self,
@@ -197,7 +197,7 @@ impl Server {
         self.reply(ep, now, to, res(Method::StatRes));
     }
 
-    /// Remove the workers silent for [`ServerConfig::idle_timeout`]; their channels are
+    /// Remove the workers silent for [`UnitConfig::idle_timeout`]; their channels are
     /// retired (the frames they delivered and the consumer has not taken, never ACKed, are
     /// discarded).
     pub(super) fn expire(&mut self, ep: &mut Endpoint, now: Instant) {
@@ -239,7 +239,7 @@ impl Server {
         qpnd: u32,
     ) -> Option<StatusRepr> {
         let open = self.channels();
-        let cfg: ServerConfig = self.cfg;
+        let cfg: UnitConfig = self.cfg;
         let w = self.table.get_mut(&key)?;
         let res = |ch: &Channel| StatusRepr {
             major: 0,
