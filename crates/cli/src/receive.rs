@@ -261,12 +261,10 @@ fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
         .port()
         .checked_add(vps.len() as u16 - 1)
         .context("--port too high for --vp")?;
-    let mtu = a.mtu.unwrap_or_else(|| {
-        rocelink_io::net::mtu_for_ip(local.ip()).map_or(1500, |m| m.clamp(256, 9000) as u32)
-    });
     let mut cfg = HostConfig::new(device, local, frame_size);
     cfg.vps = a.vp.clone();
     cfg.pages = a.pages;
+    let mtu = a.mtu.unwrap_or(cfg.mtu);
     cfg.mtu = mtu;
     cfg.md_disable = a.md_disable;
     cfg.layout = a.layout.opts();

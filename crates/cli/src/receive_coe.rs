@@ -93,7 +93,9 @@ fn coe_config(
 ) -> Result<CoeReceiverConfig> {
     let mut cfg = CoeReceiverConfig::new(ifname, frame_size);
     cfg.channel = a.coe_channel;
-    cfg.mtu = a.mtu.unwrap_or_else(|| iface_mtu(ifname));
+    cfg.mtu = a
+        .mtu
+        .unwrap_or_else(|| rocelink_hsb_host::session::iface_mtu(ifname));
     cfg.vp = vp;
     cfg.endian = a.layout.opts().endian;
     if let Some(g) = sensor.and_then(|s| s.image()) {
@@ -101,14 +103,6 @@ fn coe_config(
     }
     cfg.xdp = a.tune.open_xdp_coe(ifname)?;
     Ok(cfg)
-}
-
-/// The interface's MTU (1500 when it cannot be read).
-fn iface_mtu(ifname: &str) -> u32 {
-    std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .map_or(1500, |m| m.clamp(256, 9000))
 }
 
 /// Program the device for CoE, then PTP and the camera; on an error, the stream is stopped

@@ -138,7 +138,8 @@ pub struct HostConfig {
     pub frame_size: usize,
     /// Ring pages per virtual port.
     pub pages: u32,
-    /// Link MTU (the payload per packet follows HSB's rule from it).
+    /// Link MTU (the payload per packet follows HSB's rule from it), within [`MTUS`];
+    /// [`HostConfig::new`] sets the link's own ([`link_mtu`]).
     pub mtu: u32,
     /// No separate metadata packet.
     pub md_disable: bool,
@@ -157,7 +158,8 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// Virtual port 0 of `device`, received at `local`, four pages, MTU 1500.
+    /// Virtual port 0 of `device`, received at `local`, four pages, the MTU of the link
+    /// `local` is on ([`link_mtu`]).
     pub fn new(device: Device, local: SocketAddr, frame_size: usize) -> HostConfig {
         HostConfig {
             device,
@@ -165,7 +167,7 @@ impl HostConfig {
             vps: vec![0],
             frame_size,
             pages: 4,
-            mtu: 1500,
+            mtu: link_mtu(local.ip()),
             md_disable: false,
             layout: StreamLayout::default(),
             pcap: None,
@@ -212,6 +214,9 @@ impl HostConfig {
                     vps: n,
                 });
             }
+        }
+        if !MTUS.contains(&self.mtu) {
+            return Err(HostError::Mtu(self.mtu));
         }
         if self.local.port().checked_add(n as u16 - 1).is_none() {
             return Err(HostError::PortRange(self.local.port()));
@@ -392,6 +397,9 @@ pub enum HostError {
     /// AF_XDP receives IPv4.
     #[error("AF_XDP receives IPv4 only, not {0}")]
     XdpIpv6(IpAddr),
+    /// An MTU outside [`MTUS`].
+    #[error("an MTU of {0} is outside 256..=9000")]
+    Mtu(u32),
     /// AF_XDP frames are at most 4 KiB.
     #[error("AF_XDP takes frames of up to 4 KiB: an MTU of 4000 or less (not {0})")]
     XdpMtu(u32),
@@ -735,6 +743,28 @@ impl<S: FrameSink + Send + 'static> Session for HostSession<S> {
     fn wait(mut self) -> Result<HostSummary<S>, Self::Error> {
         Ok(self.finish())
     }
+}
+
+/// The MTUs a host takes: HSB's packetizer sends 256-byte to jumbo payloads.
+pub const MTUS: std::ops::RangeInclusive<u32> = 256..=9000;
+
+/// The MTU a host takes by default: that of the interface `local` is on, within [`MTUS`]
+/// (loopback's 64 KiB is taken as a 9000-byte jumbo link); 1500 where it cannot be read.
+pub fn link_mtu(local: IpAddr) -> u32 {
+    within_mtus(rocelink_io::net::mtu_for_ip(local))
+}
+
+/// As [`link_mtu`], for the interface named `ifname` (Camera over Ethernet names its
+/// interface, not an address).
+pub fn iface_mtu(ifname: &str) -> u32 {
+    let read = std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"));
+    within_mtus(read.ok().and_then(|s| s.trim().parse().ok()))
+}
+
+fn within_mtus(mtu: Option<usize>) -> u32 {
+    mtu.map_or(1500, |m| {
+        m.clamp(*MTUS.start() as usize, *MTUS.end() as usize) as u32
+    })
 }
 
 /// The AF_XDP ports: one per virtual port (the same one where they share a queue).

@@ -147,6 +147,11 @@ fn bad_configurations_fail_before_anything_opens() {
     let mut huge = base.clone();
     huge.pages = u32::MAX;
     assert!(matches!(start(huge, 1), HostError::Ring { .. }));
+    for mtu in [255, 9001] {
+        let mut odd = base.clone();
+        odd.mtu = mtu;
+        assert!(matches!(start(odd, 1), HostError::Mtu(m) if m == mtu));
+    }
     let passive = Device::Passive {
         ip: dev,
         qp: 1,
@@ -160,6 +165,18 @@ fn bad_configurations_fail_before_anything_opens() {
     quiet.device = Device::ecb(Ipv4Addr::new(127, 0, 79, 6));
     let e = start(quiet, 1);
     assert!(e.to_string().contains("127.0.79.6:8192"), "{e}");
+}
+
+#[test]
+fn the_default_mtu_is_the_links_within_hsbs_range() {
+    // loopback's 64 KiB is taken as a jumbo link, as the CLI and Python take it
+    let dev = Ipv4Addr::new(127, 0, 79, 8);
+    let cfg = HostConfig::new(Device::ecb(dev), host_of(dev), FRAME);
+    let lo = std::fs::read_to_string("/sys/class/net/lo/mtu").unwrap();
+    let want = lo.trim().parse::<u32>().unwrap().clamp(256, 9000);
+    assert_eq!(cfg.mtu, want);
+    assert_eq!(rocelink_hsb_host::session::iface_mtu("lo"), want);
+    assert_eq!(rocelink_hsb_host::session::iface_mtu("no-such-if0"), 1500);
 }
 
 #[test]

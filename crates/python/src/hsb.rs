@@ -302,14 +302,10 @@ fn receiver_args(
     let mut cfg = HostConfig::new(Device::ecb(dev), SocketAddr::new(ip, port), frame);
     cfg.vps = vps;
     cfg.pages = pages;
-    // as the CLI: the link's MTU (loopback's 64 KiB taken as a 9000-byte jumbo link)
-    cfg.mtu = match mtu {
-        Some(m) if !(256..=9000).contains(&m) => {
-            return Err(config(format!("mtu: {m} is not in 256..=9000")));
-        }
-        Some(m) => m,
-        None => rocelink_io::net::mtu_for_ip(ip).map_or(1500, |m| m.clamp(256, 9000) as u32),
-    };
+    // the link's MTU unless given (HostConfig::new); the range is checked at start
+    if let Some(m) = mtu {
+        cfg.mtu = m;
+    }
     cfg.xdp = xdp.map(|ifname| rocelink_hsb_host::session::Xdp {
         ifname,
         queues: vec![0],
