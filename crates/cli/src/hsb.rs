@@ -595,33 +595,15 @@ pub(crate) struct RxTuning {
     #[command(flatten)]
     pfc: args::PfcArgs,
 }
-
 impl RxTuning {
-    /// Check the per-port lists against `vps` virtual ports, before anything opens.
-    pub(crate) fn check(&self, vps: usize) -> Result<()> {
-        for (flag, n) in [
-            ("--xdp-queue", self.xdp_queue.len()),
-            ("--pin-cpu", self.pin_cpu.len()),
-        ] {
-            if n > 1 && n != vps {
-                bail!(
-                    "{flag} gives {n} values for {vps} virtual port(s) (--vp): give one, or one per port"
-                );
-            }
-        }
-        Ok(())
-    }
-
-    /// The session's tuning and AF_XDP choice; `--xdp` wants an IPv4 host address and an
-    /// MTU of at most 4000 (AF_XDP frames are 4 KiB).
+    /// The session's tuning and AF_XDP choice (the session checks them: an IPv4 host
+    /// address and an MTU of at most 4000 for AF_XDP, one value or one per port).
     pub(crate) fn session(
         &self,
-        ip: std::net::IpAddr,
-        mtu: u32,
-    ) -> Result<(
+    ) -> (
         rocelink_hsb_host::session::Tuning,
         Option<rocelink_hsb_host::session::Xdp>,
-    )> {
+    ) {
         let tuning = rocelink_hsb_host::session::Tuning {
             busy_poll: self.busy_poll,
             rx_coalesce: std::time::Duration::from_micros(self.rx_coalesce_us as u64),
@@ -631,22 +613,16 @@ impl RxTuning {
             batch: self.batch.unwrap_or(0),
             cpus: self.pin_cpu.clone(),
         };
-        let Some(ifname) = &self.xdp else {
-            return Ok((tuning, None));
-        };
-        if !ip.is_ipv4() {
-            bail!("--xdp receives IPv4 only, not {ip}");
-        }
-        if mtu > 4000 {
-            bail!("--xdp takes frames of up to 4 KiB: give --mtu 4000 or less (not {mtu})");
-        }
-        let xdp = rocelink_hsb_host::session::Xdp {
-            ifname: ifname.clone(),
-            queues: self.xdp_queue.clone(),
-            mode: self.xdp_mode(),
-            pfc: self.pfc.config(),
-        };
-        Ok((tuning, Some(xdp)))
+        let xdp = self
+            .xdp
+            .as_ref()
+            .map(|ifname| rocelink_hsb_host::session::Xdp {
+                ifname: ifname.clone(),
+                queues: self.xdp_queue.clone(),
+                mode: self.xdp_mode(),
+                pfc: self.pfc.config(),
+            });
+        (tuning, xdp)
     }
 
     /// The AF_XDP port taking CoE frames (EtherType 0x22F0) on `ifname` when `--xdp` is

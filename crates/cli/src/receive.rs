@@ -12,7 +12,9 @@ use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
 use rocelink_hsb::host::receiver::ReceiverStats;
-use rocelink_hsb_host::session::{Device, HostConfig, HostSession, HostSummary, Note};
+use rocelink_hsb_host::session::{
+    Device, HostConfig, HostError, HostSession, HostSummary, MAX_RING, Note,
+};
 use rocelink_hsb_host::{FrameSink, Limits, StopReason};
 use rocelink_runtime::Session;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -225,22 +227,9 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     report(a, &counters, sum, several, view)
 }
 
-/// The session the flags describe, every flag checked (and named when wrong) first.
+/// The session the flags describe, checked by the library (`HostConfig::check`) before
+/// anything opens, its errors worded with the flags at fault.
 fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
-    if a.bring_up.camera.is_some() && a.listen.is_some() {
-        bail!("--camera needs --device: the camera is brought up over the device's I2C");
-    }
-    let mut vps = a.vp.clone();
-    vps.sort_unstable();
-    vps.dedup();
-    if vps.len() != a.vp.len() {
-        bail!("--vp names a virtual port twice");
-    }
-    a.tune.check(vps.len())?;
-    if vps.len() > 1 && a.listen.is_some() {
-        bail!("--listen receives one virtual port; give --device to receive several");
-    }
-    check_ring(frame_size, a.pages)?;
     let (local, device) = match (a.listen, a.device) {
         (Some(l), _) => {
             let (Some(qp), Some(rkey), Some(ip)) = (a.qp, a.rkey, a.device_ip) else {
@@ -249,7 +238,7 @@ fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
             (l, Device::Passive { ip, qp, rkey })
         }
         (None, Some(dev)) => (
-            local_for(a, dev, vps.len() as u16)?,
+            local_for(a, dev, a.vp.len() as u16)?,
             Device::Ecb {
                 ip: dev,
                 control_port: a.control_port,
@@ -257,19 +246,16 @@ fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
         ),
         (None, None) => bail!("--device IP is required (or --listen with --qp/--rkey/--device-ip)"),
     };
-    local
-        .port()
-        .checked_add(vps.len() as u16 - 1)
-        .context("--port too high for --vp")?;
     let mut cfg = HostConfig::new(device, local, frame_size);
     cfg.vps = a.vp.clone();
     cfg.pages = a.pages;
-    let mtu = a.mtu.unwrap_or(cfg.mtu);
-    cfg.mtu = mtu;
+    if let Some(m) = a.mtu {
+        cfg.mtu = m;
+    }
     cfg.md_disable = a.md_disable;
     cfg.layout = a.layout.opts();
     cfg.pcap = a.pcap.clone();
-    (cfg.tuning, cfg.xdp) = a.tune.session(local.ip(), mtu)?;
+    (cfg.tuning, cfg.xdp) = a.tune.session();
     cfg.bring_up = a.bring_up.session();
     cfg.limits = match a.frames {
         Some(n) => Limits::frames(n),
@@ -277,7 +263,42 @@ fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
     }
     .with_seconds(a.seconds)
     .with_timeout(a.timeout);
+    cfg.check(cfg.vps.len()).map_err(config_flags)?;
     Ok(cfg)
+}
+
+/// A configuration `HostConfig::check` refused, in the words of the flags that made it.
+fn config_flags(e: HostError) -> anyhow::Error {
+    match e {
+        HostError::Vps => anyhow!("--vp names a virtual port twice"),
+        HostError::PassiveSeveral => {
+            anyhow!("--listen receives one virtual port; give --device to receive several")
+        }
+        HostError::PassiveCamera => {
+            anyhow!("--camera needs --device: the camera is brought up over the device's I2C")
+        }
+        HostError::Ring { pages, page } => anyhow!(
+            "a ring of {pages} pages of {page} bytes is over {} GiB: fewer --pages or a smaller --frame-size",
+            MAX_RING >> 30
+        ),
+        HostError::PerPort { what, given, vps } => {
+            let flag = if what.contains("XDP") {
+                "--xdp-queue"
+            } else {
+                "--pin-cpu"
+            };
+            anyhow!(
+                "{flag} gives {given} values for {vps} virtual port(s) (--vp): give one, or one per port"
+            )
+        }
+        HostError::PortRange(p) => anyhow!("--port {p} too high for --vp"),
+        HostError::XdpIpv6(ip) => anyhow!("--xdp receives IPv4 only, not {ip}"),
+        HostError::XdpMtu(m) => {
+            anyhow!("--xdp takes frames of up to 4 KiB: give --mtu 4000 or less (not {m})")
+        }
+        HostError::Mtu(m) => anyhow!("--mtu {m}: the MTU must be from 256 to 9000 bytes"),
+        other => with_flag_hint(other),
+    }
 }
 
 /// Where the host receives from `dev`: `--bind`, or the address that routes to it — on one
@@ -379,19 +400,6 @@ fn xdp_lines(xdp: &[rocelink_runtime::xdp::XdpPort]) {
             );
         }
     }
-}
-
-/// The ring is pages × (frame rounded up + metadata page): refuse what cannot be allocated.
-fn check_ring(frame_size: usize, pages: u32) -> Result<()> {
-    const MAX_RING: usize = 8 << 30;
-    let (_, page) = rocelink_hsb::host::receiver::page_layout(frame_size);
-    if page.saturating_mul(pages as usize) > MAX_RING {
-        bail!(
-            "a ring of {pages} pages of {page} bytes is over {} GiB: fewer --pages or a smaller --frame-size",
-            MAX_RING >> 30
-        );
-    }
-    Ok(())
 }
 
 #[derive(clap::Args, Debug)]
