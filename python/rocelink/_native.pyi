@@ -6,8 +6,10 @@ import numpy.typing as npt
 
 class Emulator:
     """An emulated HSB device on background threads: ECB on ``ip``:``control_port``,
-    streaming ``sensor`` frames at ``fps`` to whatever host configures it. Use it in a
-    ``with`` block, or call ``stop()``."""
+    streaming ``sensor`` frames at ``fps`` to the host that configures it — a host on
+    loopback or the device's subnet, or in ``allow`` (address prefixes such as
+    ``"192.168.1.0/24"``; ``"any"`` for every host). Use it in a ``with`` block, or call
+    ``stop()``."""
     def __init__(
         self,
         ip: str = "127.0.0.2",
@@ -15,6 +17,7 @@ class Emulator:
         fps: float = 30.0,
         frame_size: Optional[int] = None,
         control_port: int = 8192,
+        allow: Optional[list[str]] = None,
     ) -> None: ...
     @property
     def control_addr(self) -> str: ...

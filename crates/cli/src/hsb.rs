@@ -6,7 +6,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::device::packetizer::PacketizerOptions;
-use rocelink_hsb::emulator::{Emulator, EmulatorConfig, EmulatorStats, Pacing};
+use rocelink_hsb::emulator::{ConfigError, Emulator, EmulatorConfig, EmulatorStats, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::enumerate;
 use rocelink_wire::bytes::Mac;
@@ -199,13 +199,6 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     }
     dev.virtual_ports = a.vps;
     dev.cameras = usize::from(a.cameras);
-    if dev.cameras > a.vps as usize {
-        bail!(
-            "--cameras {}: camera N feeds virtual port N, and there are --vps {}",
-            a.cameras,
-            a.vps
-        );
-    }
     dev.sequence_check = !a.no_sequence_check;
     dev.trailer = if a.trailer == 4 {
         Trailer::Four
@@ -251,26 +244,18 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
         CoeMetadata::Short => rocelink_wire::hsb::coe::MetadataForm::Short,
         CoeMetadata::Trailing => rocelink_wire::hsb::coe::MetadataForm::Trailing,
     };
-    cfg.allow = allow_list(a);
+    cfg.allow = rocelink_hsb::emulator::allow_list(a.ip, &a.allow);
     cfg.dscp = a.dscp;
     cfg.notes = rocelink_runtime::Notes::to(|n| eprintln!("rocelink emulate: {n}"));
+    cfg.check().map_err(|e| match e {
+        ConfigError::Cameras { .. } => anyhow!(
+            "--cameras {}: camera N feeds virtual port N, and there are --vps {}",
+            a.cameras,
+            a.vps
+        ),
+        other => anyhow::Error::new(other),
+    })?;
     Ok(cfg)
-}
-
-/// `--allow`: loopback, and the given hosts — or, when none is given, the device's subnet
-/// (a /24 when no interface has the address, as with --xdp); `None` (everyone) with `any`.
-fn allow_list(a: &EmulateArgs) -> Option<Vec<rocelink_io::prefix::Prefix>> {
-    use rocelink_io::prefix::Prefix;
-    if a.allow.contains(&Prefix::ANY_V4) {
-        return None;
-    }
-    let mut v = Prefix::loopback().to_vec();
-    if a.allow.is_empty() {
-        let ip = std::net::IpAddr::V4(a.ip);
-        v.extend(rocelink_io::prefix::subnet_of(ip).or(Prefix::new(ip, 24)));
-    }
-    v.extend(a.allow.iter().copied());
-    Some(v)
 }
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {

@@ -48,7 +48,7 @@ const NOTES_KEPT: usize = 64;
 #[pymethods]
 impl Emulator {
     #[new]
-    #[pyo3(signature = (ip="127.0.0.2", sensor="pattern", fps=30.0, frame_size=None, control_port=8192))]
+    #[pyo3(signature = (ip="127.0.0.2", sensor="pattern", fps=30.0, frame_size=None, control_port=8192, allow=None))]
     fn new(
         py: Python<'_>,
         ip: &str,
@@ -56,6 +56,7 @@ impl Emulator {
         fps: f64,
         frame_size: Option<usize>,
         control_port: u16,
+        allow: Option<Vec<String>>,
     ) -> PyResult<Emulator> {
         let ip = ipv4("ip", ip)?;
         if !(fps > 0.0 && fps <= 100_000.0) {
@@ -68,6 +69,14 @@ impl Emulator {
             .source(frame_size)
             .map_err(|e| config(format!("sensor: {e}")))?;
         cfg.pacing = Pacing::Fps(fps);
+        // loopback and the device's subnet unless told ("0.0.0.0/0": every host)
+        if let Some(given) = allow {
+            let given = given
+                .iter()
+                .map(|p| p.parse().map_err(|e| config(format!("allow: {p}: {e}"))))
+                .collect::<PyResult<Vec<rocelink_io::prefix::Prefix>>>()?;
+            cfg.allow = rocelink_hsb::emulator::allow_list(ip, &given);
+        }
         let notes = std::sync::Arc::new(Mutex::new(std::collections::VecDeque::new()));
         let kept = notes.clone();
         cfg.notes = rocelink_runtime::Notes::to(move |n| {

@@ -75,6 +75,8 @@ pub struct EmulatorConfig {
     /// Hosts heard on ECB, and the only addresses a virtual port streams to: HSB's
     /// protocol proves no sender's address, so a spoofed register write could otherwise
     /// point a multi-gigabit stream anywhere. `None`: every host (an FPGA's behaviour).
+    /// [`EmulatorConfig::new`] sets [`allow_list`]'s default: loopback and the device's
+    /// subnet.
     pub allow: Option<Vec<rocelink_io::prefix::Prefix>>,
     /// DSCP of the stream's packets (6 bits): its class selector is the PFC class on an
     /// owned port. 0: best effort, as HSB sends.
@@ -88,6 +90,7 @@ impl EmulatorConfig {
     /// Defaults: ECB 8192, enumeration to 255.255.255.255:12267 every second, pattern
     /// sensor at 30 fps on a 10 Gbit/s link, 64-bit sensor words.
     pub fn new(device: DeviceConfig) -> EmulatorConfig {
+        let allow = allow_list(device.ip, &[]);
         EmulatorConfig {
             device,
             control_port: rocelink_wire::hsb::CONTROL_PORT,
@@ -112,10 +115,19 @@ impl EmulatorConfig {
             sensor_tx_record: None,
             coe_iface: None,
             coe_form: Default::default(),
-            allow: None,
+            allow,
             dscp: 0,
             notes: rocelink_runtime::Notes::default(),
         }
+    }
+
+    /// Why this configuration cannot run, if so (checked when the emulator binds).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let (cameras, vps) = (self.device.cameras, self.device.virtual_ports);
+        if cameras > vps as usize {
+            return Err(ConfigError::Cameras { cameras, vps });
+        }
+        Ok(())
     }
 
     /// Whether `ip` may use the device (ECB) and receive its streams.
@@ -124,6 +136,41 @@ impl EmulatorConfig {
             .as_ref()
             .is_none_or(|a| a.iter().any(|p| p.contains(ip)))
     }
+}
+
+/// Who may use a device at `ip` ([`EmulatorConfig::allow`]): loopback and the hosts
+/// `given` — or, when none is given, the device's subnet (a /24 around it when no
+/// interface has the address, as for a device on an AF_XDP port); `None` (every host)
+/// when `given` holds `0.0.0.0/0`.
+pub fn allow_list(
+    ip: std::net::Ipv4Addr,
+    given: &[rocelink_io::prefix::Prefix],
+) -> Option<Vec<rocelink_io::prefix::Prefix>> {
+    use rocelink_io::prefix::Prefix;
+    if given.contains(&Prefix::ANY_V4) {
+        return None;
+    }
+    let mut v = Prefix::loopback().to_vec();
+    if given.is_empty() {
+        let ip = std::net::IpAddr::V4(ip);
+        v.extend(rocelink_io::prefix::subnet_of(ip).or(Prefix::new(ip, 24)));
+    }
+    v.extend(given.iter().copied());
+    Some(v)
+}
+
+/// A configuration the emulator refuses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// More cameras than virtual ports: camera N feeds virtual port N.
+    #[error("{cameras} cameras for {vps} virtual ports: camera N feeds virtual port N")]
+    Cameras {
+        /// Cameras asked for.
+        cameras: usize,
+        /// Virtual ports.
+        vps: u32,
+    },
 }
 
 /// What the emulator did.
@@ -189,6 +236,42 @@ impl EmulatorStats {
 mod tests {
     use super::*;
     use crate::sensor::Imx274Mode;
+
+    #[test]
+    fn a_new_device_hears_loopback_and_its_subnet_unless_told() {
+        use rocelink_io::prefix::Prefix;
+        // a documentation address no interface has: a /24 around it
+        let ip = std::net::Ipv4Addr::new(198, 51, 100, 2);
+        let c = EmulatorConfig::new(DeviceConfig::new(ip));
+        assert!(c.allows("127.0.0.1".parse().unwrap()));
+        assert!(c.allows("198.51.100.200".parse().unwrap()));
+        assert!(!c.allows("198.51.101.1".parse().unwrap()));
+        assert!(!c.allows("192.0.2.1".parse().unwrap()));
+        // hosts given replace the subnet; "any" opens it to every host
+        let given: Prefix = "192.0.2.0/24".parse().unwrap();
+        let only = allow_list(ip, &[given]).unwrap();
+        assert!(
+            only.iter()
+                .any(|p| p.contains("192.0.2.9".parse().unwrap()))
+        );
+        assert!(
+            !only
+                .iter()
+                .any(|p| p.contains("198.51.100.200".parse().unwrap()))
+        );
+        assert_eq!(allow_list(ip, &[Prefix::ANY_V4]), None);
+    }
+
+    #[test]
+    fn more_cameras_than_virtual_ports_are_refused() {
+        let mut d = DeviceConfig::new(std::net::Ipv4Addr::LOCALHOST);
+        d.virtual_ports = 2;
+        d.cameras = 3;
+        let c = EmulatorConfig::new(d);
+        assert_eq!(c.check(), Err(ConfigError::Cameras { cameras: 3, vps: 2 }));
+        let e = crate::emulator::Emulator::bind(&c).err().map(|e| e.kind());
+        assert_eq!(e, Some(std::io::ErrorKind::InvalidInput));
+    }
 
     #[test]
     fn a_config_is_plain_data_that_round_trips_through_json() {

@@ -26,7 +26,7 @@ mod coe;
 mod config;
 mod serve;
 mod socks;
-pub use config::{EmulatorConfig, EmulatorStats, Pacing};
+pub use config::{ConfigError, EmulatorConfig, EmulatorStats, Pacing, allow_list};
 use socks::{Dgram, Sockets, bind, named};
 
 /// ECB requests served per turn of the loop: a flood of control traffic delays a frame
@@ -76,6 +76,9 @@ impl Emulator {
     /// Bind every socket of the device and create the pcap file. Errors name the address
     /// or file at fault.
     pub fn bind(cfg: &EmulatorConfig) -> io::Result<Emulator> {
+        // the binding speaks io::Error: the typed ConfigError rides inside it
+        cfg.check()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let socks = bind(
             cfg.xdp.as_ref(),
             IpAddr::V4(cfg.device.ip),
