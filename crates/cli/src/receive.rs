@@ -482,6 +482,8 @@ fn demo_host(
         control_port: ecfg.control_port,
     };
     let mut cfg = HostConfig::new(device, SocketAddr::new(IpAddr::V4(host_ip), 0), frame_size);
+    // HSB's own link, whatever loopback's MTU: 1408-byte pages, as a board sends them
+    cfg.mtu = 1500;
     cfg.limits = Limits::frames(a.frames).with_timeout(Duration::from_secs(5));
     let banner = !a.out.json && !a.out.quiet;
     let out = a.out.open(Some(&a.sensor), frame_size, live)?;
