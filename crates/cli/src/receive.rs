@@ -13,7 +13,7 @@ use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
 use rocelink_hsb::host::receiver::ReceiverStats;
 use rocelink_hsb_host::session::{
-    Device, HostConfig, HostError, HostSession, HostSummary, MAX_RING, Note,
+    Device, HostConfig, HostError, HostSession, HostSummary, MAX_RING, Note, PerPortList,
 };
 use rocelink_hsb_host::{FrameSink, Limits, StopReason};
 use rocelink_runtime::Session;
@@ -282,10 +282,9 @@ fn config_flags(e: HostError) -> anyhow::Error {
             MAX_RING >> 30
         ),
         HostError::PerPort { what, given, vps } => {
-            let flag = if what.contains("XDP") {
-                "--xdp-queue"
-            } else {
-                "--pin-cpu"
+            let flag = match what {
+                PerPortList::XdpQueues => "--xdp-queue",
+                PerPortList::Cpus => "--pin-cpu",
             };
             anyhow!(
                 "{flag} gives {given} values for {vps} virtual port(s) (--vp): give one, or one per port"

@@ -206,7 +206,10 @@ impl HostConfig {
             });
         }
         let queues = self.xdp.as_ref().map_or(0, |x| x.queues.len());
-        for (what, k) in [("AF_XDP queues", queues), ("CPUs", self.tuning.cpus.len())] {
+        for (what, k) in [
+            (PerPortList::XdpQueues, queues),
+            (PerPortList::Cpus, self.tuning.cpus.len()),
+        ] {
             if k > 1 && k != n {
                 return Err(HostError::PerPort {
                     what,
@@ -385,7 +388,7 @@ pub enum HostError {
     #[error("{given} {what} for {vps} virtual ports: one, or one per port")]
     PerPort {
         /// What the list is.
-        what: &'static str,
+        what: PerPortList,
         /// Its length.
         given: usize,
         /// Virtual ports.
@@ -742,6 +745,24 @@ impl<S: FrameSink + Send + 'static> Session for HostSession<S> {
 
     fn wait(mut self) -> Result<HostSummary<S>, Self::Error> {
         Ok(self.finish())
+    }
+}
+
+/// A list given one value per virtual port (or one for all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerPortList {
+    /// The AF_XDP queues ([`Xdp::queues`]).
+    XdpQueues,
+    /// The CPUs the ports' threads are pinned to ([`Tuning::cpus`]).
+    Cpus,
+}
+
+impl fmt::Display for PerPortList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PerPortList::XdpQueues => "AF_XDP queues",
+            PerPortList::Cpus => "CPUs",
+        })
     }
 }
 
