@@ -127,10 +127,11 @@ impl Line {
     }
 }
 
-/// `x` to `places` decimals.
-fn round(x: f64, places: i32) -> f64 {
-    let k = 10f64.powi(places);
-    (x * k).round() / k
+/// `x` to `places` decimals, exactly as `format!("{x:.places$}")` writes it, so a line
+/// agrees with the text table and perftest's JSON file printed from the same figure
+/// (scaling by 10^places first would round 6.555 up where the text shows 6.55).
+fn round(x: f64, places: usize) -> f64 {
+    format!("{x:.places$}").parse().unwrap_or(x)
 }
 
 #[cfg(test)]
@@ -166,5 +167,16 @@ mod tests {
         let back: Line = serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
         assert_eq!(back.headline(), 2.0);
         assert_eq!(back, Line::Lat(l));
+    }
+
+    #[test]
+    fn rounding_agrees_with_the_printed_text() {
+        for x in [6.555, 2.675, 1.005, 0.125, 35.265, 1e-9, 123_456.785] {
+            for places in [2, 6] {
+                let text = format!("{x:.places$}");
+                assert_eq!(format!("{:.places$}", round(x, places)), text, "{x}");
+                assert_eq!(round(x, places), text.parse::<f64>().unwrap(), "{x}");
+            }
+        }
     }
 }
