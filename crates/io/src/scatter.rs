@@ -195,20 +195,24 @@ impl ScatterRx {
     fn build_iovs(&mut self, base: *mut u8, per_msg: usize, msgs: usize) {
         let plan = &self.plan;
         // written in place, not pushed: two iovecs per slot (an empty one costs the kernel
-        // nothing) and two per message, and every slot's start
+        // nothing) and two per message, and every slot's start. The lists only grow: every
+        // entry a message's group covers is written below, so nothing is cleared per call.
         let none = libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         };
-        self.iovs.clear();
-        self.iovs.resize(2 * plan.len() + 2 * msgs, none);
-        self.starts.clear();
-        self.starts.resize(plan.len(), 0);
+        let need = 2 * plan.len() + 2 * msgs;
+        if self.iovs.len() < need {
+            self.iovs.resize(need, none);
+        }
+        if self.starts.len() < plan.len() {
+            self.starts.resize(plan.len(), 0);
+        }
+        self.groups.clear();
         let joints = self.joints.as_mut_ptr();
         let mut n = 0;
-        let mut first_iov = [0usize; MAX_MSGS + 1];
-        for (m, first) in first_iov.iter_mut().enumerate().take(msgs) {
-            *first = n;
+        for m in 0..msgs {
+            let first = n;
             let slots = (m * per_msg).min(plan.len())..((m + 1) * per_msg).min(plan.len());
             let pairs = self.iovs[n..n + 2 * slots.len()].chunks_exact_mut(2);
             let starts = self.starts[slots.clone()].iter_mut();
@@ -244,12 +248,8 @@ impl ScatterRx {
                 self.spill_len,
             );
             n += 2;
+            self.groups.push(first..n);
         }
-        first_iov[msgs] = n;
-        self.iovs.truncate(n);
-        self.groups.clear();
-        self.groups
-            .extend((0..msgs).map(|m| first_iov[m]..first_iov[m + 1]));
     }
 
     /// What each of the `r` messages received: its sender, length, segment size and the
