@@ -529,6 +529,16 @@ impl MemoryRegion {
             .ok_or(AccessError::OutOfBounds { va, len })
     }
 
+    /// The owned bytes of `[va, va + len)` and their offset, where the region has them: a
+    /// read needing no right but the local one, as a gathered send makes ([`Self::slice_at`]
+    /// with [`Access::NONE`], without the reason when not).
+    #[inline]
+    pub fn readable_at(&self, va: u64, len: u64) -> Option<(&[u8], usize)> {
+        let off = self.offset_of(va, len).ok()?;
+        let end = off.checked_add(usize::try_from(len).ok()?)?;
+        self.mem.owned()?.get(off..end).map(|s| (s, off))
+    }
+
     /// Checked mutable slice.
     pub fn slice_mut(&mut self, va: u64, len: u64, need: Access) -> Result<&mut [u8], AccessError> {
         if !self.access.contains(need) {

@@ -7,7 +7,7 @@
 //! general path, and both write the same bytes (the `ud_send_lane` tests).
 
 use super::{Qp, Sinks};
-use crate::mr::{Access, MrTable};
+use crate::mr::MrTable;
 use crate::prefix::PrefixCache;
 use crate::qp::GATHER_MIN;
 use crate::wr::{SendOp, UdDest, WcStatus};
@@ -100,11 +100,7 @@ impl Qp {
             return None;
         }
         let (lkey, len) = (sge.lkey, w.len as usize);
-        let (payload, offset) = mrs
-            .get(lkey)
-            .ok()?
-            .slice_at(sge.va, len as u64, Access::NONE)
-            .ok()?;
+        let (payload, offset) = mrs.get(lkey).ok()?.readable_at(sge.va, len as u64)?;
         let key = UdKey {
             len: w.len,
             imm: imm.is_some(),
@@ -119,8 +115,8 @@ impl Qp {
             head[IMM_AT..].copy_from_slice(&i.to_be_bytes());
         }
         // all of the array (a copy of known size), then cut to the headers used
-        buf.clear();
-        buf.extend_from_slice(&head);
+        buf.resize(MAX_HEADERS, 0);
+        buf.copy_from_slice(&head);
         buf.truncate(h.len);
         let mut crc = h.crc.clone();
         crc.update(&head[PSN_AT..h.len]);
