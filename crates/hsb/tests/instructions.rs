@@ -28,7 +28,7 @@ const PAYLOAD: usize = 1408;
 const RUN: usize = 16;
 /// Budget per packet besides the CRC, in the release profile it is set for (`.ci/run`
 /// runs it) and in the test profile (`cargo test`). Measured (rustc 1.95, valgrind 3.19),
-/// release: 688 (699–705 before the scatter receive stopped clearing its iovec list per
+/// release: 674 (699–705 before the scatter receive stopped clearing its iovec list per
 /// call; 1 543 one packet at a time, before runs). The budget is the release target, 700;
 /// it leaves room for GRO's run-to-run batch spread (about 6), not for a second CRC pass
 /// over the payload (+741) or lookups and allocations creeping back in per packet.
