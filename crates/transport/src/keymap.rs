@@ -51,15 +51,15 @@ impl<V> Default for KeyMap<V> {
 }
 
 impl<V> KeyMap<V> {
-    /// The slot holding `key`.
+    /// Whether the slot found last holds `key`.
     #[inline]
-    fn slot_of(&self, key: u32) -> Option<usize> {
-        let i = self.last.get();
-        if let Some(Some((k, _))) = self.slots.get(i)
-            && *k == key
-        {
-            return Some(i);
-        }
+    fn last_holds(&self, key: u32) -> bool {
+        matches!(self.slots.get(self.last.get()), Some(Some((k, _))) if *k == key)
+    }
+
+    /// The slot holding `key`, through the index (remembered for the next lookup).
+    #[inline(never)]
+    fn find(&self, key: u32) -> Option<usize> {
         let i = *self.index.get(&key)?;
         self.last.set(i);
         Some(i)
@@ -67,13 +67,23 @@ impl<V> KeyMap<V> {
 
     #[inline]
     pub(crate) fn get(&self, key: &u32) -> Option<&V> {
-        let i = self.slot_of(*key)?;
+        let i = self.last.get();
+        if let Some(Some((k, v))) = self.slots.get(i)
+            && k == key
+        {
+            return Some(v);
+        }
+        let i = self.find(*key)?;
         self.slots.get(i)?.as_ref().map(|(_, v)| v)
     }
 
     #[inline]
     pub(crate) fn get_mut(&mut self, key: &u32) -> Option<&mut V> {
-        let i = self.slot_of(*key)?;
+        let i = if self.last_holds(*key) {
+            self.last.get()
+        } else {
+            self.find(*key)?
+        };
         self.slots.get_mut(i)?.as_mut().map(|(_, v)| v)
     }
 

@@ -539,6 +539,13 @@ impl MemoryRegion {
         self.mem.owned()?.get(off..end).map(|s| (s, off))
     }
 
+    /// The owned bytes `[offset, offset + len)`, where the region has them: for an offset
+    /// already checked against it ([`Self::check`]).
+    #[inline]
+    pub(crate) fn bytes_at(&self, offset: usize, len: usize) -> Option<&[u8]> {
+        self.mem.owned()?.get(offset..offset.checked_add(len)?)
+    }
+
     /// Checked mutable slice.
     pub fn slice_mut(&mut self, va: u64, len: u64, need: Access) -> Result<&mut [u8], AccessError> {
         if !self.access.contains(need) {
@@ -559,6 +566,9 @@ pub struct MrTable {
     by_key: KeyMap<MemoryRegion>,
     next: u32,
     tag: u32,
+    /// Changes whenever a region leaves or its address map or domain changes: an offset
+    /// found while it had one value still holds while it has it.
+    generation: u64,
 }
 
 impl MrTable {
@@ -568,6 +578,7 @@ impl MrTable {
             by_key: KeyMap::default(),
             next: (seed as u32) & 0xFF_FFFF,
             tag: (seed >> 32) as u32 & 0xFF,
+            generation: 0,
         }
     }
 
@@ -640,6 +651,7 @@ impl MrTable {
             return None;
         }
         let keys = self.register(mem, 0, access);
+        self.generation += 1;
         let r = self.by_key.get_mut(&keys.lkey)?;
         r.map = AddressMap::Ring { start, window };
         Some(keys)
@@ -647,6 +659,7 @@ impl MrTable {
 
     /// Move a ring region's window (the consumer freed space, or took it back).
     pub fn set_window(&mut self, key: u32, start: u64, window: u64) -> Result<(), AccessError> {
+        self.generation += 1;
         let r = self.get_mut(key)?;
         match r.map {
             AddressMap::Ring { .. } if window <= r.keys.len as u64 => {
@@ -686,7 +699,15 @@ impl MrTable {
 
     /// Remove a region, giving its memory back.
     pub fn remove(&mut self, key: u32) -> Option<Memory> {
+        self.generation += 1;
         self.by_key.remove(&key).map(|m| m.mem)
+    }
+
+    /// The table's generation: equal to an earlier reading only while no region has left
+    /// or changed its address map or domain since (an offset checked then still holds).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Check that `[offset, offset + len)` of a message may be scattered into `sg`
@@ -860,6 +881,7 @@ impl MrTable {
     }
 
     /// The region with `key`.
+    #[inline]
     pub fn get(&self, key: u32) -> Result<&MemoryRegion, AccessError> {
         self.by_key.get(&key).ok_or(AccessError::UnknownKey(key))
     }
@@ -883,6 +905,7 @@ impl MrTable {
 
     /// Put region `key` in protection domain `pd`.
     pub fn set_pd(&mut self, key: u32, pd: u32) -> Result<(), AccessError> {
+        self.generation += 1;
         self.get_mut(key)?.pd = pd;
         Ok(())
     }

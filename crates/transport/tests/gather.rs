@@ -372,3 +372,57 @@ fn a_ud_send_from_a_region_gone_since_posting_fails_alike() {
     assert_eq!(wcs[1], (1, WcStatus::LocalProtectionError));
     assert_eq!(wcs[2], (2, WcStatus::WrFlushError));
 }
+
+/// A region registered again under the same key after a send was posted from it (its VA
+/// base moved): the send reads the new region where its VA now lies, on both paths — the
+/// lane does not keep using the offset it checked at posting.
+#[test]
+fn a_ud_send_from_a_region_registered_again_reads_the_new_one() {
+    let mut eps = [ud_endpoint(), ud_endpoint()];
+    let dest = UdDest {
+        addr: "10.0.0.2:4791".parse().unwrap(),
+        qpn: 0x21,
+        qkey: 0x1111,
+    };
+    let now = Instant::now();
+    let mut outs = Vec::new();
+    for (k, (ep, qp, _, _)) in eps.iter_mut().enumerate() {
+        let key = 0x5151_5100;
+        let old: Vec<u8> = vec![1; 16384];
+        ep.register_mr_keyed(old.into_boxed_slice(), 0x1000, Access::NONE, key)
+            .unwrap();
+        let wr = SendWr {
+            wr_id: 1,
+            op: SendOp::UdSend { dest, imm: Some(1) },
+            sg_list: Sge {
+                lkey: key,
+                va: 0x1000 + 100,
+                len: 4096,
+            }
+            .into(),
+            signaled: true,
+            solicited: false,
+            marks: 0,
+        };
+        ep.post_send(*qp, wr).unwrap();
+        assert!(ep.deregister_mr(key).is_some());
+        let new: Vec<u8> = (0..32768u32).map(|i| (i % 251) as u8).collect();
+        ep.register_mr_keyed(new.into_boxed_slice(), 0, Access::NONE, key)
+            .unwrap();
+        let mut buf = Vec::new();
+        let t = if k == 0 {
+            ep.poll_transmit(now, &mut buf).unwrap()
+        } else {
+            ep.poll_transmit_gather(now, &mut buf).unwrap()
+        };
+        assert_eq!(t.gather.is_some(), k == 1);
+        outs.push(whole(ep, &t, &buf));
+    }
+    assert_eq!(outs[0], outs[1]);
+    // the payload is the new region's bytes at VA 0x1064
+    let want: Vec<u8> = (0x1064..0x1064 + 4096u32)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let at = outs[0].len() - 4 - 4096;
+    assert_eq!(outs[0][at..at + 4096], want[..]);
+}

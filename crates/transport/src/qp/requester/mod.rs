@@ -38,6 +38,9 @@ pub(crate) struct SendWqe {
     done: bool,
     /// When its first packet was first sent (for a round-trip sample).
     sent_at: Option<Instant>,
+    /// A one-piece gather list's offset in its region, checked at posting, with the
+    /// region table's generation then ([`MrTable::generation`]): still good while that is.
+    pub(crate) gather_at: Option<(u64, usize)>,
     /// Some packet of it was sent again: its completion says nothing of the round trip
     /// (Karn's rule).
     resent: bool,
@@ -356,9 +359,12 @@ impl Qp {
             None => usize::try_from(wr.sg_list.total_len()).unwrap_or(usize::MAX),
         };
         self.check_op(&wr, len)?;
-        if inline.is_none() {
-            self.check_gather(&wr, is_read, mrs)?;
-        }
+        let gather_at = match inline {
+            None => self
+                .check_gather(&wr, is_read, mrs)?
+                .map(|off| (mrs.generation(), off)),
+            Some(_) => None,
+        };
         let npkts = if self.qp_type == QpType::Ud || atomic {
             1
         } else {
@@ -378,6 +384,7 @@ impl Qp {
             resent: false,
             read_pkts: 0,
             done: false,
+            gather_at,
         });
         Ok(())
     }
@@ -408,24 +415,29 @@ impl Qp {
     }
 
     /// Whether every element of `wr`'s gather list lies in a region of this QP's PD that
-    /// allows what the operation does with it (a READ or atomic writes it locally).
+    /// allows what the operation does with it (a READ or atomic writes it locally); the
+    /// offset in its region of a list's only element.
     fn check_gather(
         &self,
         wr: &SendWr,
         is_read: bool,
         mrs: &MrTable,
-    ) -> Result<(), crate::QpError> {
+    ) -> Result<Option<usize>, crate::QpError> {
         let need = if is_read {
             Access::LOCAL_WRITE
         } else {
             Access::NONE
         };
-        for s in wr.sg_list.as_slice().iter().filter(|s| s.len > 0) {
-            mrs.get_in(self.pd_id, s.lkey)
+        let sges = wr.sg_list.as_slice();
+        let mut at = None;
+        for s in sges.iter().filter(|s| s.len > 0) {
+            let off = mrs
+                .get_in(self.pd_id, s.lkey)
                 .and_then(|m| m.check(s.va, u64::from(s.len), need))
                 .map_err(crate::QpError::LocalAccess)?;
+            at = Some(off);
         }
-        Ok(())
+        Ok(at.filter(|_| sges.len() == 1))
     }
 }
 

@@ -166,6 +166,7 @@ mod tests {
             done: false,
             sent_at: None,
             resent: false,
+            gather_at: None,
         }
     }
 

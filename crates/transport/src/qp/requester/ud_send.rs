@@ -100,7 +100,12 @@ impl Qp {
             return None;
         }
         let (lkey, len) = (sge.lkey, w.len as usize);
-        let (payload, offset) = mrs.get(lkey).ok()?.readable_at(sge.va, len as u64)?;
+        let region = mrs.get(lkey).ok()?;
+        // the offset checked at posting holds while no region has changed since
+        let (payload, offset) = match w.gather_at {
+            Some((g, off)) if g == mrs.generation() => (region.bytes_at(off, len)?, off),
+            _ => region.readable_at(sge.va, len as u64)?,
+        };
         let key = UdKey {
             len: w.len,
             imm: imm.is_some(),
