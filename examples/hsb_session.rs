@@ -8,11 +8,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use rocelink_examples::summary_line;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
 use rocelink_hsb::sensor::Sensor;
-use rocelink_hsb_host::session::Session;
-use rocelink_hsb_host::session::{Device, HostConfig, HostSession};
+use rocelink_hsb_host::session::{Device, HostConfig, HostSession, Session};
 use rocelink_hsb_host::{Delivered, Limits, SessionError};
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -59,8 +59,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let host = HostSession::start(cfg, vec![sink(0), sink(1)], None, &mut |note| {
         println!("{note}");
     })?;
-    let Ok(sum) = host.wait();
+    // the host ends by its frame count (it reports no events: notes went to the closure
+    // above); the emulator runs until stopped
+    let Ok(sum) = rocelink_runtime::follow(host, |e| match e {});
     let sent = emu.stop()?;
+    println!("{}", summary_line("hsb host", &sum));
+    println!("{}", summary_line("hsb emulator", &sent));
     let mut bad = 0;
     for p in &sum.ports {
         let out = p.outcome.as_ref().map_err(|e| e.to_string())?;

@@ -7,6 +7,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use rocelink_examples::summary_line;
 use rocelink_ims::session::Session;
 use rocelink_ims::session::unit::{UnitSession, UnitSessionConfig};
 use rocelink_ims::session::worker::{Frames, WorkerSession, WorkerSessionConfig};
@@ -26,24 +27,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     send.local = Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 174)));
     let worker = WorkerSession::start(send, None)?;
     let (mut consumed, mut intact) = (0u64, 0u64);
-    loop {
-        match unit.next_event(Duration::from_millis(100)) {
-            Some(f) => {
-                consumed += 1;
-                intact += u64::from(f.intact);
-                if consumed <= 2 || consumed == want {
-                    println!(
-                        "frame {consumed}: {} bytes at VA {:#x} from worker {:?}, intact {}",
-                        f.len, f.va, f.worker, f.intact
-                    );
-                }
-            }
-            None if unit.is_finished() => break,
-            None => {}
+    // the unit ends by its frame count; each frame it hands on is an event
+    let served = rocelink_runtime::follow(unit, |f| {
+        consumed += 1;
+        intact += u64::from(f.intact);
+        if consumed <= 2 || consumed == want {
+            println!(
+                "frame {consumed}: {} bytes at VA {:#x} from worker {:?}, intact {}",
+                f.len, f.va, f.worker, f.intact
+            );
         }
-    }
+    })?;
     let sent = worker.wait()?;
-    let served = unit.wait()?;
+    println!("{}", summary_line("ims unit", &served));
+    println!("{}", summary_line("ims worker", &sent));
     println!(
         "{} frames ACKed to the worker at {}; {consumed} consumed at {}, {intact} intact, {} NACKs",
         sent.stats.frames, sent.local, served.local, served.stats.nacks

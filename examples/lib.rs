@@ -34,5 +34,27 @@
 //!   ```text
 //!   cargo run --release -p rocelink-examples --example ims_stream -- 2000
 //!   ```
+//! * `pingpong` — rdma-core's `ibv_rc_pingpong`, server and client each a session
+//!   (`rocelink_perftest::pingpong::session`).
+//!
+//!   ```text
+//!   cargo run --release -p rocelink-examples --example pingpong -- 1000
+//!   ```
+//! * `trigger_rtt` — the ultrasound trigger round trip (`rocelink_ultrasound::session::
+//!   round_trip`) against a probe session in the same program, a row per shot size.
+//!
+//!   ```text
+//!   cargo run --release -p rocelink-examples --example trigger_rtt -- 200
+//!   ```
+//!
+//! Every role is driven the same way (`rocelink_runtime::Session`): started from its
+//! plain-data config, its events followed (`rocelink_runtime::follow`), stopped by its
+//! limits or its stopper, and its summary printed as one JSON line by [`summary_line`] —
+//! the serialisation the CLI's `--json` and Python's dicts are made of.
 
 #![forbid(unsafe_code)]
+
+/// `summary` as the JSON line each example ends a role with: `{"role": …, "summary": …}`.
+pub fn summary_line<T: serde::Serialize>(role: &str, summary: &T) -> String {
+    serde_json::json!({ "role": role, "summary": summary }).to_string()
+}

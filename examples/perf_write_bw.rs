@@ -8,11 +8,11 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use rocelink_examples::summary_line;
 use rocelink_perftest::perf::session::Session;
 use rocelink_perftest::perf::session::{Peer, PerfEvent, PerfSession, PerfSessionConfig};
 use rocelink_perftest::perf::{Outcome, PerfConfig, Test};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::Duration;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let iters: u64 = std::env::args().nth(1).map_or(Ok(2000), |s| s.parse())?;
@@ -37,7 +37,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
         None,
     )?;
-    while let Some(e) = client.next_event(Duration::from_secs(30)) {
+    // the client ends by its iterations; the exchange's addresses are its event
+    let c = rocelink_runtime::follow(client, |e| {
         if let PerfEvent::Addresses(a) = e {
             println!(
                 "client QPN {:#08x} -> server QPN {:#08x}, MTU {}",
@@ -46,10 +47,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 a.mtu.bytes()
             );
         }
-    }
-    let c = client.wait();
+    });
     let s = server.wait();
     for (who, sum) in [("client", c?), ("server", s?)] {
+        println!("{}", summary_line(&format!("perf {who}"), &sum));
         let Outcome::Bw(rows) = &sum.outcome else {
             return Err("a bandwidth test gives bandwidth rows".into());
         };

@@ -7,6 +7,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use rocelink_examples::summary_line;
 use rocelink_ultrasound::Geometry;
 use rocelink_ultrasound::session::LinkAddrs;
 use rocelink_ultrasound::session::Session;
@@ -50,23 +51,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None,
     )?;
     let mut shown = 0;
-    loop {
-        match host.next_event(Duration::from_millis(100)) {
-            Some(e) if shown < 3 || e.report.shot + 1 == want => {
-                shown += 1;
-                let r = &e.report;
-                println!(
-                    "shot {}: {} bytes in {} messages, complete {}, verified {:?}",
-                    r.shot, r.bytes, r.messages, r.complete, e.outcome.verified
-                );
-            }
-            Some(_) => {}
-            None if host.is_finished() => break,
-            None => {}
+    // the host ends by its shot count; each shot handed on is an event
+    let sum = rocelink_runtime::follow(host, |e| {
+        if shown < 3 || e.report.shot + 1 == want {
+            shown += 1;
+            let r = &e.report;
+            println!(
+                "shot {}: {} bytes in {} messages, complete {}, verified {:?}",
+                r.shot, r.bytes, r.messages, r.complete, e.outcome.verified
+            );
         }
-    }
-    let sum = host.wait()?;
-    probe.stop()?;
+    })?;
+    // the probe runs until stopped
+    let sent = probe.stop()?;
+    println!("{}", summary_line("shots host", &sum));
+    println!("{}", summary_line("probe", &sent));
     println!(
         "{} shots, {} complete, {} verified, {} corrupt",
         sum.sink(|s| s.shots),

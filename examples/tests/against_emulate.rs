@@ -75,6 +75,16 @@ fn receive_frames_example_runs_against_rocelink_emulate() {
     assert!(stdout.contains("ring of"), "{stdout}");
 }
 
+/// The summary the example printed for `role` (its `{"role": …, "summary": …}` line).
+fn summary(stdout: &str, role: &str) -> serde_json::Value {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["role"] == role)
+        .map(|v| v["summary"].clone())
+        .unwrap_or_else(|| panic!("no summary of {role}: {stdout}"))
+}
+
 #[test]
 fn ultrasound_shots_example_receives_every_shot_it_asked_for() {
     let stdout = run_example("ultrasound_shots", &["40"]);
@@ -86,6 +96,12 @@ fn ultrasound_shots_example_receives_every_shot_it_asked_for() {
         stdout.contains("shot 39: 144000 bytes in 36 messages"),
         "{stdout}"
     );
+    // the summaries as JSON say the same
+    let host = summary(&stdout, "shots host");
+    assert_eq!(host["links"][0]["sink"]["verified"], 40, "{host}");
+    assert_eq!(host["links"][0]["host"]["messages"], 40 * 36, "{host}");
+    let probe = summary(&stdout, "probe");
+    assert!(probe["probe"]["shots"].as_u64().unwrap() >= 40, "{probe}");
 }
 
 #[test]
@@ -97,6 +113,12 @@ fn ims_stream_example_consumes_every_frame_it_acked() {
     );
     assert!(stdout.contains("300 intact"), "{stdout}");
     assert_eq!(stdout.matches("262144 bytes at VA").count(), 3, "{stdout}");
+    let unit = summary(&stdout, "ims unit");
+    let worker = summary(&stdout, "ims worker");
+    assert_eq!(worker["stats"]["frames"], 300, "{worker}");
+    assert_eq!(worker["state"], "Done", "{worker}");
+    assert_eq!(unit["stats"]["frames_consumed"], 300, "{unit}");
+    assert_eq!(unit["icrc_errors"], 0, "{unit}");
 }
 
 #[test]
@@ -114,6 +136,16 @@ fn hsb_session_example_receives_two_ports_from_an_emulator_in_process() {
             "{stdout}"
         );
     }
+    let host = summary(&stdout, "hsb host");
+    for (i, p) in host["ports"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(p["vp"], i, "{host}");
+        assert_eq!(p["outcome"]["frames"], 15, "{host}");
+        assert_eq!(p["outcome"]["stopped"], "Frames", "{host}");
+        assert_eq!(p["stats"]["good"], 15, "{host}");
+        assert_eq!(p["error"], serde_json::Value::Null, "{host}");
+    }
+    let emulator = summary(&stdout, "hsb emulator");
+    assert!(emulator["frames"].as_u64().unwrap() >= 15, "{emulator}");
 }
 
 #[test]
@@ -135,4 +167,60 @@ fn perf_write_bw_example_measures_both_ends() {
         .unwrap();
     assert!(packets >= 8000, "{stdout}");
     assert!(stdout.contains("MTU 4096"), "{stdout}");
+    let client = summary(&stdout, "perf client");
+    let server = summary(&stdout, "perf server");
+    assert_eq!(client["outcome"]["Bw"][0]["iters"], 500, "{client}");
+    assert_eq!(client["link"]["net"]["tx_packets"], packets, "{client}");
+    // each end's addresses are the other's
+    assert_eq!(
+        client["addresses"]["local"], server["addresses"]["remote"],
+        "{client} {server}"
+    );
+}
+
+#[test]
+fn pingpong_example_answers_every_exchange() {
+    let stdout = run_example("pingpong", &["50"]);
+    for who in ["client", "server"] {
+        let s = summary(&stdout, &format!("pingpong {who}"));
+        let r = &s["report"];
+        assert_eq!(
+            (&r["iters"], &r["received"]),
+            (&50.into(), &50.into()),
+            "{s}"
+        );
+        assert_eq!(r["corrupt"], 0, "{s}");
+        // rdma-core's count: 4096 bytes × 50 × 2
+        assert_eq!(r["bytes"], 409_600, "{s}");
+        assert!(r["elapsed"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    let c = summary(&stdout, "pingpong client");
+    let s = summary(&stdout, "pingpong server");
+    assert_eq!(
+        c["report"]["endpoint"]["tx_datagrams"], s["report"]["endpoint"]["rx_datagrams"],
+        "{c} {s}"
+    );
+}
+
+#[test]
+fn trigger_rtt_example_measures_every_size() {
+    let stdout = run_example("trigger_rtt", &["30"]);
+    let rows = summary(&stdout, "round trip");
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    for (row, samples) in rows.iter().zip([100, 1000]) {
+        assert_eq!(row["geometry"]["samples"], samples, "{row}");
+        assert_eq!(row["rtt_us"].as_array().unwrap().len(), 30, "{row}");
+        assert_eq!(
+            (&row["lost"], &row["corrupt"]),
+            (&0.into(), &0.into()),
+            "{row}"
+        );
+    }
+    // every shot measured came from the probe
+    let probe = summary(&stdout, "probe");
+    assert!(
+        probe["probe"]["shots"].as_u64().unwrap() >= 2 * 30,
+        "{probe}"
+    );
 }

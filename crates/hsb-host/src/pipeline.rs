@@ -48,7 +48,7 @@ impl Limits {
 }
 
 /// Why [`run`] stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub enum StopReason {
     /// The frame limit.
@@ -60,7 +60,7 @@ pub enum StopReason {
 }
 
 /// What [`run`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct Outcome {
     /// Frames delivered.

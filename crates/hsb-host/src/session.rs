@@ -530,6 +530,38 @@ pub struct HostSummary<S> {
     pub warnings: Vec<String>,
 }
 
+/// Serialised without its sink: `vp`, `outcome` (frames and why it stopped) or `error`
+/// (the error's text with its sources), `stats`, `link`.
+impl<S> serde::Serialize for PortSummary<S> {
+    fn serialize<Se: serde::Serializer>(&self, s: Se) -> Result<Se::Ok, Se::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("PortSummary", 5)?;
+        st.serialize_field("vp", &self.vp)?;
+        st.serialize_field("outcome", &self.outcome.as_ref().ok())?;
+        let error = self
+            .outcome
+            .as_ref()
+            .err()
+            .map(|e| rocelink_runtime::session::error_text(e));
+        st.serialize_field("error", &error)?;
+        st.serialize_field("stats", &self.stats)?;
+        st.serialize_field("link", &self.link)?;
+        st.end()
+    }
+}
+
+/// Serialised as `ports`, `xdp` (each AF_XDP socket's counters) and `warnings`.
+impl<S> serde::Serialize for HostSummary<S> {
+    fn serialize<Se: serde::Serializer>(&self, s: Se) -> Result<Se::Ok, Se::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("HostSummary", 3)?;
+        st.serialize_field("ports", &self.ports)?;
+        st.serialize_field("xdp", &self.xdp)?;
+        st.serialize_field("warnings", &self.warnings)?;
+        st.end()
+    }
+}
+
 /// A running host.
 #[derive(Debug)]
 pub struct HostSession<S> {
@@ -723,7 +755,7 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
 /// does not fail.
 impl<S: FrameSink + Send + 'static> Session for HostSession<S> {
     type Progress = Snapshot;
-    type Event = std::convert::Infallible;
+    type Event = rocelink_runtime::NoEvent;
     type Summary = HostSummary<S>;
     type Error = std::convert::Infallible;
 

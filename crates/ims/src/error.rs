@@ -260,3 +260,8 @@ impl Error {
         Error::Source(Shared::new(e))
     }
 }
+
+/// `e` as its text with its sources: how a summary serialises an error.
+pub(crate) fn serialize_text<S: serde::Serializer>(e: &Error, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rocelink_runtime::session::error_text(e))
+}

@@ -38,7 +38,7 @@ pub fn events_for_faults(faults: Faults) -> u32 {
 }
 
 /// NACKs counted per cause (a NACK with several causes counts under each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct NackCounts(pub [u64; 12]);
 
 impl NackCounts {

@@ -95,7 +95,7 @@ pub(crate) struct Shared {
 }
 
 /// What a finished recording holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Summary {
     /// Frames written and indexed.
     pub frames: u64,

@@ -23,5 +23,5 @@ pub use driver::{Driver, DriverStats, Predictor};
 pub use landing::{Handled, LandingRx, LandingStats, Plan};
 pub use notes::Notes;
 pub use run::{Role, RunOpts, drive};
-pub use session::{Session, follow};
+pub use session::{NoEvent, Session, follow};
 pub use stop::{SessionThread, Stopper};

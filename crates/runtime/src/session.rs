@@ -9,14 +9,20 @@
 use crate::Stopper;
 use std::time::{Duration, Instant};
 
-/// A running role.
+/// The event of a session that reports none: no value of it exists, so a `follow` of such
+/// a session hands nothing over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum NoEvent {}
+
+/// A running role. Its progress, events and summary are serde data: the CLI's `--json`,
+/// Python's dicts and the view's `status.json` are their serialisation.
 pub trait Session: Sized {
     /// Its live counters.
-    type Progress;
-    /// What it reports as it runs (`std::convert::Infallible` where nothing).
-    type Event;
+    type Progress: serde::Serialize;
+    /// What it reports as it runs ([`NoEvent`] where nothing).
+    type Event: serde::Serialize;
     /// What it did.
-    type Summary;
+    type Summary: serde::Serialize;
     /// Why it could not finish.
     type Error: std::error::Error + Send + Sync + 'static;
 
@@ -65,6 +71,24 @@ pub fn follow<S: Session>(
         }
     }
     session.wait()
+}
+
+/// An error's text with its sources, `: `-joined: how a summary serialises an error.
+pub fn error_text(e: &dyn std::error::Error) -> String {
+    let mut t = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        t.push_str(": ");
+        t.push_str(&s.to_string());
+        src = s.source();
+    }
+    t
+}
+
+/// A duration as seconds (a float): how a summary serialises one (serde's own form is an
+/// object of seconds and nanoseconds). For `#[serde(serialize_with = …)]`.
+pub fn serialize_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// [`Session::next_event`] of a session that reports no events: wait until `timeout`
@@ -184,5 +208,36 @@ mod tests {
         let t = Instant::now();
         assert_eq!(no_event::<()>(Duration::from_secs(30), || true), None);
         assert!(t.elapsed() < Duration::from_secs(30));
+    }
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("reading the ring")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_error_serialises_with_its_sources() {
+        let e = Outer(std::io::Error::new(std::io::ErrorKind::Other, "disk full"));
+        assert_eq!(error_text(&e), "reading the ring: disk full");
+        let d = serde_json::to_string(&Wrap(Duration::from_millis(1500))).unwrap();
+        assert_eq!(d, "1.5");
+    }
+
+    struct Wrap(Duration);
+
+    impl serde::Serialize for Wrap {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            serialize_seconds(&self.0, s)
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Counters, as plain structs (quinn style).
 
 /// Per-QP counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct QpStats {
     /// Packets received for this QP (before any check).
     pub rx_packets: u64,
@@ -48,7 +48,7 @@ pub struct QpStats {
 }
 
 /// Endpoint-wide counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct EndpointStats {
     /// Datagrams handed to `handle_datagram`.
     pub rx_datagrams: u64,

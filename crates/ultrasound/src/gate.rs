@@ -50,7 +50,7 @@ impl Default for GateConfig {
 }
 
 /// What the gate counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct GateStats {
     /// Commands taken.
     pub taken: u64,

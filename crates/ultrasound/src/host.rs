@@ -90,7 +90,7 @@ impl ShotHostConfig {
 }
 
 /// What the host knows of a shot when it hands it on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ShotReport {
     /// Shot number.
     pub shot: u64,
@@ -104,16 +104,20 @@ pub struct ShotReport {
     pub complete: bool,
     /// Messages that landed out of place and were copied into it.
     pub moved: u32,
-    /// When its trigger was sent, if the host knows ([`Host::note_trigger`]).
+    /// When its trigger was sent, if the host knows ([`Host::note_trigger`]). The
+    /// instants are not serialised (they mean nothing outside this process).
+    #[serde(skip)]
     pub trigger: Option<Instant>,
     /// When its first and last messages were taken.
+    #[serde(skip)]
     pub first: Option<Instant>,
     /// See `first`.
+    #[serde(skip)]
     pub last: Option<Instant>,
 }
 
 /// Counters of a host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct HostStats {
     /// Shots handed on.
     pub shots: u64,

@@ -45,7 +45,7 @@ impl ProbeConfig {
 }
 
 /// Counters of a probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ProbeStats {
     /// Triggers taken (commands and periodic ones).
     pub triggers: u64,

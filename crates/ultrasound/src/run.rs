@@ -19,7 +19,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Counters of the trigger channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct TriggerStats {
     /// Trigger commands sent (host) or taken (probe).
     pub commands: u64,

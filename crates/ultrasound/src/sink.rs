@@ -17,7 +17,7 @@ use std::io;
 use std::path::PathBuf;
 
 /// Counters of a sink.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct SinkStats {
     /// Shots taken.
     pub shots: u64,
@@ -36,7 +36,7 @@ pub struct SinkStats {
 }
 
 /// What became of one shot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Outcome {
     /// With verification: whether every byte matched (None: not checked, or incomplete).
     pub verified: Option<bool>,

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv6Addr};
 pub const PINGPONG_MSG_LEN: usize = 52;
 
 /// A QP's address as rdma-core's pingpong tools exchange it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct PingpongDest {
     /// LID (0 on RoCE).
     pub lid: u16,

@@ -158,7 +158,7 @@ pub fn encode_sys_data(cycle_buffer: i32, cache_line: i32) -> [[u8; 4]; 2] {
 }
 
 /// One QP's connection data, as perftest exchanges it (`struct pingpong_dest`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct KeyMsg {
     /// LID (0 on RoCE).
     pub lid: u16,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 /// What sensor TX received.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SensorTxStats {
     /// Packets handed to a sensor TX port.
     pub packets: u64,

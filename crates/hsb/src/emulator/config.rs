@@ -174,7 +174,7 @@ pub enum ConfigError {
 }
 
 /// What the emulator did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct EmulatorStats {
     /// Frames (windows) sent.
     pub frames: u64,

@@ -162,7 +162,7 @@ impl EmulatorSession {
 /// frame count or run time, an error, or a stop.
 impl Session for EmulatorSession {
     type Progress = Snapshot;
-    type Event = std::convert::Infallible;
+    type Event = rocelink_runtime::NoEvent;
     type Summary = EmulatorStats;
     type Error = io::Error;
 

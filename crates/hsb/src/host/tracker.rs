@@ -51,7 +51,7 @@ impl FrameReport {
 }
 
 /// Counters across frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ReceiverStats {
     /// Frames reported.
     pub frames: u64,

@@ -106,7 +106,7 @@ impl Default for UnitSessionConfig {
 }
 
 /// One frame handed to the consumer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct FrameEvent {
     /// The worker that sent it: (LID, QPN).
     pub worker: (u32, u32),
@@ -116,12 +116,14 @@ pub struct FrameEvent {
     pub len: usize,
     /// Whether its check (the §4 header's CRC-32C and VA) passed.
     pub intact: bool,
-    /// Its bytes, when [`UnitSessionConfig::with_data`] asks for them.
+    /// Its bytes, when [`UnitSessionConfig::with_data`] asks for them (not serialised: a
+    /// consumer reads them here).
+    #[serde(skip)]
     pub data: Option<Arc<[u8]>>,
 }
 
 /// The unit's counters as it runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct UnitProgress {
     /// Workers registered now.
     pub workers: usize,
@@ -130,7 +132,7 @@ pub struct UnitProgress {
 }
 
 /// What a buffer unit did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UnitSummary {
     /// Where it served.
     pub local: SocketAddr,

@@ -156,7 +156,7 @@ impl WorkerSessionConfig {
 }
 
 /// The worker's counters as it runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct WorkerProgress {
     /// Where it is in the protocol.
     pub state: Option<WorkerState>,
@@ -167,7 +167,7 @@ pub struct WorkerProgress {
 }
 
 /// What a worker did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct WorkerSummary {
     /// Where it received answers.
     pub local: SocketAddr,
@@ -273,7 +273,7 @@ impl WorkerSession {
 /// its frames are sent.
 impl Session for WorkerSession {
     type Progress = WorkerProgress;
-    type Event = std::convert::Infallible;
+    type Event = rocelink_runtime::NoEvent;
     type Summary = WorkerSummary;
     type Error = Error;
 

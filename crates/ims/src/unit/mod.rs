@@ -85,7 +85,7 @@ impl UnitConfig {
 }
 
 /// Counters of a buffer unit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct UnitStats {
     /// Frames delivered whole (first time).
     pub frames_delivered: u64,

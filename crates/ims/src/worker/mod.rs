@@ -153,7 +153,7 @@ impl WorkerConfig {
 pub const MAX_SEND_BUFFER: u64 = 16 << 30;
 
 /// Where a worker is.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub enum WorkerState {
     /// STAT_REQ sent, waiting for STAT_RES.
@@ -168,12 +168,12 @@ pub enum WorkerState {
     Leaving,
     /// Both channels are down.
     Done,
-    /// Stopped for good.
-    Failed(Error),
+    /// Stopped for good (serialised as the error's text with its sources).
+    Failed(#[serde(serialize_with = "crate::error::serialize_text")] Error),
 }
 
 /// Counters of a worker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct WorkerStats {
     /// Frames ACKed.
     pub frames: u64,

@@ -363,7 +363,7 @@ struct Side {
 
 /// What a finished run measured: one row per size (this side's), and the peer's
 /// bandwidth report where perftest exchanges one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub enum Outcome {
     /// Bandwidth rows (a WRITE/READ server's are the client's, as perftest prints them).
@@ -616,7 +616,7 @@ impl Perf {
 }
 
 /// What both sides learnt in the exchange, for perftest's address lines.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Addresses {
     /// This side's key strings, one per QP.
     pub local: Vec<KeyMsg>,

@@ -57,7 +57,7 @@ impl PerfSessionConfig {
 }
 
 /// What a running test reports.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 #[non_exhaustive]
 pub enum PerfEvent {
     /// The exchange is done: perftest prints its address lines now.
@@ -70,7 +70,7 @@ pub enum PerfEvent {
 }
 
 /// What a test measured.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct PerfSummary {
     /// The rows.
     pub outcome: Outcome,

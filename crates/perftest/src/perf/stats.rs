@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 /// Latency in microseconds (half the round trip), perftest's columns.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LatStats {
     /// Samples.
     pub iters: usize,
@@ -49,7 +49,7 @@ impl LatStats {
 }
 
 /// A bandwidth row in perftest's columns.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct BwRow {
     /// Message size.
     pub bytes: u64,
@@ -64,7 +64,7 @@ pub struct BwRow {
 }
 
 /// A latency row: perftest's columns in µs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LatRow {
     /// Message size.
     pub bytes: u64,

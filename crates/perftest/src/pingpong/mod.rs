@@ -118,14 +118,15 @@ pub enum PingpongError {
 }
 
 /// What a run did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct PingpongReport {
     /// Exchanges asked for.
     pub iters: u32,
     /// Payload bytes both ways (`size × iters × 2`, as rdma-core counts).
     pub bytes: u64,
-    /// Time of the exchanges (not the final ACKs).
+    /// Time of the exchanges (not the final ACKs); serialised in seconds.
+    #[serde(serialize_with = "rocelink_runtime::session::serialize_seconds")]
     pub elapsed: Duration,
     /// Answers received.
     pub received: u32,

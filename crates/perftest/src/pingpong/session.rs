@@ -43,7 +43,7 @@ pub struct PingpongSessionConfig {
 }
 
 /// What a running pingpong reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub enum PingpongEvent {
     /// The exchange is done: this side's address and the peer's, as rdma-core prints them.
@@ -56,7 +56,7 @@ pub enum PingpongEvent {
 }
 
 /// What a pingpong did.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize)]
 pub struct PingpongSummary {
     /// rdma-core's figures.
     pub report: PingpongReport,

@@ -104,7 +104,7 @@ pub type OtherLendFn<'a> = dyn FnMut(u16, &[u8]) + 'a;
 type Queued = (SocketAddr, Option<[u8; 20]>, Vec<u8>);
 
 /// Counters of the port.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct XdpPortStats {
     /// Frames from the AF_XDP socket.
     pub rx_frames: u64,
@@ -116,6 +116,13 @@ pub struct XdpPortStats {
     pub tx_full: u64,
     /// Frames of another EtherType for us (CoE, …) nobody took.
     pub other_dropped: u64,
+}
+
+/// Serialised as its counters ([`XdpPort::stats`]).
+impl serde::Serialize for XdpPort {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.stats().serialize(s)
+    }
 }
 
 /// One AF_XDP socket with the device stack (see the module documentation).

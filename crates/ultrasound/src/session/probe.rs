@@ -64,7 +64,7 @@ pub struct ProbeLink {
 }
 
 /// What a probe session did, summed over its links.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct ProbeSummary {
     /// Links.
     pub links: usize,
@@ -173,7 +173,7 @@ impl ProbeSession {
 /// reports no events. It ends by its duration, a link's failure, or a stop.
 impl Session for ProbeSession {
     type Progress = ProbeStats;
-    type Event = std::convert::Infallible;
+    type Event = rocelink_runtime::NoEvent;
     type Summary = ProbeSummary;
     type Error = Error;
 

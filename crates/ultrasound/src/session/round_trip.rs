@@ -56,7 +56,7 @@ impl RoundTripConfig {
 }
 
 /// The round trips of one shot size.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Row {
     /// The shot.
     pub geometry: Geometry,

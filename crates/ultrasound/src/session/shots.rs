@@ -91,7 +91,7 @@ impl ShotsConfig {
 }
 
 /// One shot handed on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ShotEvent {
     /// The link it came on.
     pub link: usize,
@@ -99,7 +99,9 @@ pub struct ShotEvent {
     pub report: ShotReport,
     /// Checked, recorded or dropped.
     pub outcome: Outcome,
-    /// Its bytes, for a complete shot when [`ShotsConfig::with_data`] asks for them.
+    /// Its bytes, for a complete shot when [`ShotsConfig::with_data`] asks for them (not
+    /// serialised: a consumer reads them here).
+    #[serde(skip)]
     pub data: Option<Arc<[u8]>>,
 }
 
@@ -115,7 +117,7 @@ pub struct ShotsLink {
 }
 
 /// What one link did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct LinkSummary {
     /// Its RoCE address.
     pub local: SocketAddr,
@@ -129,12 +131,14 @@ pub struct LinkSummary {
     pub icrc_errors: u64,
     /// The recording, if one was made.
     pub recorded: Option<rocelink_record::Summary>,
-    /// From the first message of its first shot to the last message of its last.
+    /// From the first message of its first shot to the last message of its last (not
+    /// serialised: instants; [`ShotsSummary::active_seconds`] is their figure).
+    #[serde(skip)]
     pub span: Option<(Instant, Instant)>,
 }
 
 /// What a shots session did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ShotsSummary {
     /// Per link.
     pub links: Vec<LinkSummary>,
