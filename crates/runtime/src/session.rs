@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn an_error_serialises_with_its_sources() {
-        let e = Outer(std::io::Error::new(std::io::ErrorKind::Other, "disk full"));
+        let e = Outer(std::io::Error::other("disk full"));
         assert_eq!(error_text(&e), "reading the ring: disk full");
         let d = serde_json::to_string(&Wrap(Duration::from_millis(1500))).unwrap();
         assert_eq!(d, "1.5");
