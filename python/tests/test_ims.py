@@ -1,4 +1,8 @@
 """rocelink.ims: the buffer unit and the worker over loopback."""
+import json
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -26,7 +30,7 @@ def test_frames_and_images_sent_from_numpy_arrive_as_sent(net):
             w.send(np.zeros(1 << 16, np.uint16))  # any dtype: its bytes
             s = w.stop()
         got = list(unit.frames(count=3, timeout=5.0))
-    assert s["frames"] == 3 and s["unacknowledged"] == 0
+    assert s["frames"] == 3 and s["unacknowledged"] == [] and s["state"] == "Done"
     a, b, c = (f.array() for f in got)
     assert (a == raw).all() and not got[0].crc_ok  # raw bytes carry no §4 header
     assert got[1].crc_ok and len(b) == 64 + 30 * 40
@@ -94,3 +98,50 @@ def test_a_frame_the_protocol_cannot_carry_is_refused_before_it_is_queued(net):
                 w.send_image6(np.full((4, 4), 64, np.uint8))
             w.send(np.ones(4096, np.uint8))
             assert w.stop()["frames"] == 1
+
+
+def test_summaries_are_the_clis_json_key_for_key(net):
+    """``stop()`` gives the session's summary as the CLI's ``--json`` prints it (less the
+    process's counters table): the same keys, and the same figures for the same frames —
+    a Python unit fed by the CLI's worker, and the CLI's unit fed by a Python worker."""
+    exe = os.environ.get("ROCELINK_BIN")
+    if not exe:
+        pytest.skip("ROCELINK_BIN names the CLI to compare with")
+    unit_ip, worker_ip = net
+    n = 4
+    with rocelink.ims.BufferUnit(bind=unit_ip, port=47935, ring=8 << 20, verify="none") as unit:
+        send = subprocess.run(
+            [exe, "ims", "send", f"{unit_ip}:47935", "--bind", worker_ip,
+             "--frames", str(n), "--frame", "64K", "--json"],
+            capture_output=True, text=True, timeout=60)
+        assert send.returncode == 0, send.stderr
+        assert len(list(unit.frames(count=n, timeout=10))) == n
+        py_unit = unit.stop()
+    cli_worker = json.loads(send.stdout.splitlines()[-1])
+    serve = subprocess.Popen(
+        [exe, "ims", "serve", "--bind", unit_ip, "--port", "47936", "--ring", "8M",
+         "--verify", "none", "--frames", str(n), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with rocelink.ims.Worker(server=f"{unit_ip}:47936", bind=worker_ip, port=47936) as w:
+            for i in range(n):
+                w.send(np.full(65536, i, np.uint8))
+            py_worker = w.stop()
+        out, err = serve.communicate(timeout=60)
+    finally:
+        serve.kill()
+    assert serve.returncode == 0, err
+    cli_unit = json.loads(out.splitlines()[-1])
+    pairs = [
+        (cli_unit, py_unit, ["frames_delivered", "frames_consumed", "frames_discarded",
+                             "bytes", "acked", "nacks", "nacked", "image_crc_failures"]),
+        (cli_worker, py_worker, ["frames", "bytes", "nacks", "nacked", "state",
+                                 "unacknowledged", "answers_refused"]),
+    ]
+    for cli, py, same in pairs:
+        assert cli.pop("counters")["pid"] > 0
+        assert sorted(cli) == sorted(py)
+        for k in same:
+            assert cli[k] == py[k], (k, cli, py)
+    assert py_unit["frames_consumed"] == n and py_unit["bytes"] == n * 65536
+    assert py_worker["frames"] == n and py_worker["state"] == "Done"

@@ -16,7 +16,6 @@ use rocelink_ims::session::worker::{
 use rocelink_ims::{MarkBad, UnitConfig, Verify, WorkerConfig};
 use rocelink_runtime::Session;
 use rocelink_wire::ims::{ImageGeometry, PixelDepth, marks};
-use serde_json::json;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -222,12 +221,6 @@ pub(crate) fn run(c: &ImsCmd) -> Result<ExitCode> {
     }
 }
 
-fn nacked_json(n: &rocelink_ims::NackCounts) -> serde_json::Value {
-    let m: serde_json::Map<String, serde_json::Value> =
-        n.named().map(|(k, v)| (k.to_string(), json!(v))).collect();
-    serde_json::Value::Object(m)
-}
-
 impl Common {
     /// Each channel's DSCP from the flags.
     fn levels(&self) -> rocelink_ims::ServiceLevels {
@@ -388,33 +381,11 @@ fn serve_progress(p: &UnitProgress, t0: Instant) -> String {
     )
 }
 
-fn recorded_json(r: Option<&rocelink_record::Summary>) -> serde_json::Value {
-    match r {
-        Some(s) => {
-            json!({"frames": s.frames, "bytes": s.bytes, "dropped": s.dropped, "stopped": s.stopped})
-        }
-        None => serde_json::Value::Null,
-    }
-}
-
 fn serve_summary(a: &ServeArgs, sum: &UnitSummary, snap: rocelink_runtime::counters::Snapshot) {
     let (st, secs) = (&sum.stats, sum.seconds);
-    let recorded = recorded_json(sum.recorded.as_ref());
     let (frames, bytes) = (st.frames_delivered, st.bytes);
     if a.common.json {
-        println!(
-            "{}",
-            json!({"frames": frames, "bytes": bytes, "frames_delivered": frames, "frames_consumed": st.frames_consumed,
-                   "frames_discarded": st.frames_discarded, "acked": st.acked, "nacks": st.nacks, "nacked": nacked_json(&st.nacked), "nacked_total": st.nacks,
-                   "retransmissions": st.seen_again, "timeouts": null, "window_stalls": st.out_of_window,
-                   "corrupt": st.image_crc_failures, "image_crc_failures": st.image_crc_failures,
-                   "out_of_window": st.out_of_window, "duplicates": st.duplicates,
-                   "icrc_errors": sum.icrc_errors, "status_packets": st.status_packets,
-                   "status_ignored": st.status_ignored, "status_foreign": st.status_foreign,
-                   "workers_refused": st.workers_refused, "channels_refused": st.channels_refused,
-                   "workers_expired": st.workers_expired, "answers_dropped": st.answers_dropped,
-                   "recorded": recorded, "gbps": gbps(bytes, secs), "seconds": secs, "counters": snap})
-        );
+        println!("{}", crate::out::summary_json(sum, snap));
     } else if !a.common.quiet {
         println!(
             "{frames} frames ({bytes} bytes) delivered in {secs:.2} s = {:.2} Gbit/s; {} ACKs, {} NACKs, {} frames sent again, {} duplicates, {} outside the window, {} CRC failures",
@@ -561,7 +532,7 @@ fn send_summary(
     let (st, unacked) = (&sum.stats, &sum.unacknowledged);
     let failed = sum.failure();
     if a.common.json {
-        println!("{}", send_json(sum, failed.as_deref(), snap));
+        println!("{}", crate::out::summary_json(sum, snap));
     } else if !a.common.quiet {
         send_lines(sum);
     }
@@ -592,23 +563,6 @@ fn send_summary(
         None if !unacked.is_empty() => ExitCode::from(1),
         None => ExitCode::SUCCESS,
     })
-}
-
-/// The worker's summary as one JSON object.
-fn send_json(
-    sum: &WorkerSummary,
-    failed: Option<&str>,
-    snap: rocelink_runtime::counters::Snapshot,
-) -> serde_json::Value {
-    let (st, secs, unacked) = (&sum.stats, sum.seconds, &sum.unacknowledged);
-    json!({"frames": st.frames, "bytes": st.bytes, "acked": st.acked, "nacks": st.nacks,
-           "nacked": nacked_json(&st.nacked), "nacked_total": st.nacks,
-           "retransmissions": st.retransmissions, "timeouts": st.timeouts,
-           "window_stalls": st.window_stalls, "corrupt": 0, "stale_answers": st.stale,
-           "early_acks": st.early_acks, "answers_refused": sum.answers_refused, "marked": st.marked,
-           "unacknowledged_frames": unacked.len(), "leave_unconfirmed": st.leave_unconfirmed,
-           "unacknowledged": unacked.iter().take(16).map(|va| format!("{va:#x}")).collect::<Vec<_>>(),
-           "gbps": gbps(st.bytes, secs), "seconds": secs, "error": failed, "counters": snap})
 }
 
 /// The worker's summary in words.

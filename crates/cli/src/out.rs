@@ -13,7 +13,21 @@ pub(crate) fn progress_bar(hidden: bool) -> indicatif::ProgressBar {
     pb
 }
 
-/// Gbit/s of `bytes` in `secs`.
-pub(crate) fn gbps(bytes: u64, secs: f64) -> f64 {
-    bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
+pub(crate) use rocelink_runtime::session::gbps;
+
+/// A session's summary as `--json` prints it: its serialisation (what Python and the view
+/// show too), with the process's counters table (what `rocelink stats` reads) under
+/// `counters`.
+pub(crate) fn summary_json(
+    sum: &impl serde::Serialize,
+    snap: rocelink_runtime::counters::Snapshot,
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(sum).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        m.insert(
+            "counters".into(),
+            serde_json::to_value(snap).unwrap_or_default(),
+        );
+    }
+    v
 }

@@ -68,6 +68,8 @@ fn the_pytest_suite_passes() {
     let out = Command::new(venv())
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(repo().join("python/tests"))
+        // the CLI the summaries are compared with
+        .env("ROCELINK_BIN", env!("CARGO_BIN_EXE_rocelink"))
         .current_dir(&*dir)
         .output()
         .unwrap();

@@ -556,6 +556,7 @@ fn ims_images_are_shown_as_their_pixels() {
             "20000",
             "--view",
             "127.0.0.1:0",
+            "--json",
         ],
     ));
     let mut worker = rocelink(
@@ -584,7 +585,19 @@ fn ims_images_are_shown_as_their_pixels() {
     );
     assert!(worker.wait().unwrap().success());
     let end = end_event(addr, Duration::from_secs(30));
+    let mut out = String::new();
+    unit.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     assert!(unit.wait().unwrap().success());
     assert_eq!(end["frames_good"], 20000, "{end}");
-    assert_eq!(end["summary"]["frames"], 20000);
+    assert_eq!(end["summary"]["frames_consumed"], 20000);
+    // one summary: the CLI's --json is the view's end summary, key for key and value for
+    // value, and the process's counters table besides
+    let mut cli: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(cli["counters"]["command"], "ims serve", "{cli}");
+    cli.as_object_mut().unwrap().remove("counters");
+    assert_eq!(cli, end["summary"]);
 }

@@ -37,9 +37,16 @@ pub fn events_for_faults(faults: Faults) -> u32 {
     faults.iter().fold(0, |bits, o| bits | events_for(o))
 }
 
-/// NACKs counted per cause (a NACK with several causes counts under each).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+/// NACKs counted per cause (a NACK with several causes counts under each). Serialised as
+/// an object of the causes' names ([`NackCounts::named`]) and counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NackCounts(pub [u64; 12]);
+
+impl serde::Serialize for NackCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.named())
+    }
+}
 
 impl NackCounts {
     /// Count a NACK with `events`.

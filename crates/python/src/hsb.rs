@@ -431,9 +431,7 @@ impl Receiver {
     /// The network counters, as `rocelink stats` shows them: a dict with the command,
     /// the process id and per link (one per virtual port) its counters and its QPs'.
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let text = serde_json::to_string(&self.board.snapshot())
-            .map_err(|e| errors::Error::new_err(e.to_string()))?;
-        py.import("json")?.call_method1("loads", (text,))
+        crate::data::to_py(py, &self.board.snapshot())
     }
 
     /// Frames as they arrive: an iterator of `Frame`, ending after `count` frames (None:

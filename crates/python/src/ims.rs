@@ -150,8 +150,9 @@ impl BufferUnit {
         })
     }
 
-    /// Stop; its counters as a dict (None the second time).
-    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    /// Stop; its summary as a dict (None the second time): the keys and values of
+    /// `rocelink ims serve --json` (less its `counters`).
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let s = self.session.lock().ok().and_then(|mut g| g.take());
         let Some(s) = s else { return Ok(None) };
         let served = self.view.lock().ok().and_then(|mut g| g.take());
@@ -164,15 +165,7 @@ impl BufferUnit {
             sum
         });
         let sum = sum.map_err(|e| ims_error(&e))?;
-        let d = PyDict::new(py);
-        d.set_item("frames_delivered", sum.stats.frames_delivered)?;
-        d.set_item("frames_consumed", sum.stats.frames_consumed)?;
-        d.set_item("frames_discarded", sum.stats.frames_discarded)?;
-        d.set_item("bytes", sum.stats.bytes)?;
-        d.set_item("nacks", sum.stats.nacks)?;
-        d.set_item("crc_failures", sum.stats.image_crc_failures)?;
-        d.set_item("events_dropped", sum.events_dropped)?;
-        Ok(Some(d))
+        crate::data::to_py(py, &sum).map(Some)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -304,7 +297,7 @@ pub(crate) struct Worker {
     cfg: WorkerConfig,
     max: usize,
     sent: Mutex<u64>,
-    summary: Mutex<Option<Py<PyDict>>>,
+    summary: Mutex<Option<Py<PyAny>>>,
 }
 
 #[pymethods]
@@ -387,18 +380,14 @@ impl Worker {
             .unwrap_or(0)
     }
 
-    /// Close the channels once every frame sent is ACKed; the worker's counters as a dict.
-    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// Close the channels once every frame sent is ACKed; the worker's summary as a dict:
+    /// the keys and values of `rocelink ims send --json` (less its `counters`).
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.queue.close();
         let s = self.session.lock().ok().and_then(|mut g| g.take());
         if let Some(s) = s {
             let sum = py.detach(|| s.wait()).map_err(|e| ims_error(&e))?;
-            let d = PyDict::new(py);
-            d.set_item("frames", sum.stats.frames)?;
-            d.set_item("bytes", sum.stats.bytes)?;
-            d.set_item("nacks", sum.stats.nacks)?;
-            d.set_item("retransmissions", sum.stats.retransmissions)?;
-            d.set_item("unacknowledged", sum.unacknowledged.len())?;
+            let d = crate::data::to_py(py, &sum)?;
             if let Ok(mut g) = self.summary.lock() {
                 *g = Some(d.clone().unbind());
             }
@@ -411,7 +400,7 @@ impl Worker {
             .lock()
             .ok()
             .and_then(|g| g.as_ref().map(|d| d.clone_ref(py)));
-        Ok(g.map_or_else(|| PyDict::new(py), |d| d.into_bound(py)))
+        Ok(g.map_or_else(|| PyDict::new(py).into_any(), |d| d.into_bound(py)))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod data;
 mod errors;
 mod hsb;
 mod ims;

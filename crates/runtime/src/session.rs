@@ -85,6 +85,11 @@ pub fn error_text(e: &dyn std::error::Error) -> String {
     t
 }
 
+/// Gbit/s of `bytes` in `secs` (a summary's rate).
+pub fn gbps(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
+}
+
 /// A duration as seconds (a float): how a summary serialises one (serde's own form is an
 /// object of seconds and nanoseconds). For `#[serde(serialize_with = …)]`.
 pub fn serialize_seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -136,7 +136,8 @@ pub struct UnitProgress {
 pub struct UnitSummary {
     /// Where it served.
     pub local: SocketAddr,
-    /// Frames, ACKs, NACKs, status requests.
+    /// Frames, ACKs, NACKs, status requests (serialised among the summary's own fields).
+    #[serde(flatten)]
     pub stats: UnitStats,
     /// Packets whose ICRC failed.
     pub icrc_errors: u64,
@@ -147,6 +148,8 @@ pub struct UnitSummary {
     pub unconsumed: usize,
     /// How long it ran.
     pub seconds: f64,
+    /// Frame bytes delivered over that time, Gbit/s.
+    pub gbps: f64,
     /// The link's counters.
     pub link: Link,
     /// Events the reader did not take in time (the frames themselves were consumed).
@@ -392,9 +395,11 @@ fn serve(
     .map_err(|e| Error::Io(Shared::new(e)))?;
     let seconds = t0.elapsed().as_secs_f64();
     let recorded = finish_recording(rec.as_mut())?;
+    let stats = p.server.stats();
     Ok(UnitSummary {
         local: p.local,
-        stats: p.server.stats(),
+        gbps: rocelink_runtime::session::gbps(stats.bytes, seconds),
+        stats,
         icrc_errors: p.ep.stats().icrc_errors,
         recorded,
         unconsumed,

@@ -31,8 +31,8 @@ pub fn publish(live: &Live, n: u64, ev: &FrameEvent) {
     });
 }
 
-/// What the view's `end` event carries: the unit's frame counts.
+/// What the view's `end` event carries: the unit's summary, serialised (as the CLI's
+/// `--json` and Python's `stop()` give it).
 pub fn summary(sum: &UnitSummary) -> Value {
-    json!({"frames": sum.stats.frames_consumed, "image_crc_failures": sum.stats.image_crc_failures,
-        "unconsumed": sum.unconsumed})
+    serde_json::to_value(sum).unwrap_or_default()
 }

@@ -171,7 +171,9 @@ pub struct WorkerProgress {
 pub struct WorkerSummary {
     /// Where it received answers.
     pub local: SocketAddr,
-    /// Frames ACKed, NACKs, retransmissions, timeouts.
+    /// Frames ACKed, NACKs, retransmissions, timeouts (serialised among the summary's own
+    /// fields).
+    #[serde(flatten)]
     pub stats: WorkerStats,
     /// How it ended: `Done`, or `Failed` with why (or another state when stopped early).
     pub state: WorkerState,
@@ -181,6 +183,8 @@ pub struct WorkerSummary {
     pub answers_refused: u64,
     /// How long it ran.
     pub seconds: f64,
+    /// Frame bytes ACKed over that time, Gbit/s.
+    pub gbps: f64,
     /// The link's counters.
     pub link: Link,
 }
@@ -340,16 +344,18 @@ fn send(
         });
     }
     let w = &p.worker;
+    let (stats, seconds) = (w.stats(), t0.elapsed().as_secs_f64());
     Ok(WorkerSummary {
         local: p.local,
-        stats: w.stats(),
+        gbps: rocelink_runtime::session::gbps(stats.bytes, seconds),
+        stats,
         state: w.state().clone(),
         unacknowledged: w.unacknowledged(),
         answers_refused: p
             .ep
             .qp_stats(w.data_qpn())
             .map_or(0, |q| q.foreign_port + q.psn_refused),
-        seconds: t0.elapsed().as_secs_f64(),
+        seconds,
         link: p.drv.link("ims", &p.ep),
     })
 }
