@@ -1,5 +1,8 @@
 """rocelink.ultrasound: the probe and the host over loopback."""
+import json
+import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -30,7 +33,7 @@ def test_shots_arrive_as_unpacked_sample_arrays_that_match_the_probes_echoes(net
         assert a[0, 1] == (int(raw[1]) << 4) | (int(raw[2]) >> 4)
     # the echoes differ from shot to shot
     assert not (complete[0].array() == complete[1].array()).all()
-    assert s is None or s["corrupt"] == 0
+    assert s["sink"]["corrupt"] == 0 and s["sink"]["shots"] == 20
 
 
 def test_a_live_view_shows_the_shots_python_takes_until_stop(net, view_page):
@@ -82,3 +85,56 @@ def test_keyboard_interrupt_in_shots_stops_cleanly(net):
 def test_bad_arguments_raise_config_error(make, words):
     with pytest.raises(rocelink.ConfigError, match=words):
         make()
+
+
+def test_summaries_are_the_clis_json_key_for_key(net):
+    """``stop()`` gives the session's summary as the CLI's ``--json`` prints it (less the
+    process's counters table): a Python host fed by the CLI's probe and the CLI's host fed
+    by a Python probe have the same keys, and the same figures for the same shots."""
+    exe = os.environ.get("ROCELINK_BIN")
+    if not exe:
+        pytest.skip("ROCELINK_BIN names the CLI to compare with")
+    dev, host = net
+    n, shape = 10, ["--channels", "32", "--samples", "500"]
+    # the CLI's probe, a Python host
+    probe = subprocess.Popen(
+        [exe, "probe", "--bind", dev, "--port", "47923", "--trigger-port", "47924", *shape, "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with rocelink.ultrasound.Host(probe=f"{dev}:47924", bind=host, channels=32, samples=500, port=47923) as h:
+            t0 = time.monotonic()
+            while True:  # the probe binds its ports
+                try:
+                    shots = list(h.shots(count=n, trigger_hz=500, timeout=5.0))
+                    break
+                except rocelink.Error:
+                    assert time.monotonic() - t0 < 10
+                    time.sleep(0.2)
+            py_host = h.stop()
+        probe.send_signal(signal.SIGINT)
+        out, err = probe.communicate(timeout=30)
+    finally:
+        probe.kill()
+    cli_probe = json.loads(out.splitlines()[-1])
+    # a Python probe, the CLI's host
+    with rocelink.ultrasound.Probe(bind=dev, channels=32, samples=500, port=47925, trigger_port=47926) as p:
+        got = subprocess.run(
+            [exe, "shots", "--bind", host, "--probe", p.trigger_addr, "--port", "47925", *shape,
+             "--shots", str(n), "--trigger-hz", "500", "--verify", "--json", "--seconds", "30"],
+            capture_output=True, text=True, timeout=60)
+        py_probe = p.stop()
+    assert got.returncode == 0, got.stderr
+    cli_host = json.loads(got.stdout.splitlines()[-1])
+    assert len(shots) == n
+    for cli, py in ((cli_host, py_host), (cli_probe, py_probe)):
+        assert cli.pop("counters")["pid"] > 0
+        assert sorted(cli) == sorted(py)
+    for k in ("sink", "host"):
+        assert sorted(cli_host[k]) == sorted(py_host[k])
+    assert sorted(cli_host["links"][0]) == sorted(py_host["links"][0])
+    assert cli_host["geometry"] == py_host["geometry"]
+    assert cli_host["sink"]["shots"] == py_host["sink"]["shots"] == n
+    assert cli_host["sink"]["verified"] == py_host["sink"]["verified"] == cli_host["sink"]["complete"]
+    for k in ("probe", "triggers"):
+        assert sorted(cli_probe[k]) == sorted(py_probe[k])
+    assert cli_probe["links"] == py_probe["links"] == 1

@@ -10,9 +10,7 @@ use rocelink_runtime::Session;
 use rocelink_ultrasound::Geometry;
 use rocelink_ultrasound::session::LinkAddrs;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig, ProbeSummary};
-use rocelink_ultrasound::session::shots::{
-    LinkSummary, ShotEvent, ShotsConfig, ShotsSession, ShotsSummary,
-};
+use rocelink_ultrasound::session::shots::{ShotEvent, ShotsConfig, ShotsSession, ShotsSummary};
 use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -187,15 +185,7 @@ pub(crate) fn probe(a: &ProbeArgs) -> Result<ExitCode> {
 fn print_probe(a: &ProbeArgs, s: &ProbeSummary, counters: rocelink_runtime::counters::Snapshot) {
     let (p, t) = (&s.probe, &s.triggers);
     if a.json {
-        println!(
-            "{}",
-            json!({"links": s.links, "triggers": p.triggers, "shots": p.shots, "missed": p.missed,
-                   "messages": p.messages, "bytes": p.bytes, "refused": p.refused,
-                   "malformed_commands": t.malformed, "challenges": t.gate.challenges,
-                   "not_allowed": t.gate.not_allowed, "not_owner": t.gate.not_owner,
-                   "gbps": gbps(p.bytes, s.seconds), "seconds": s.seconds,
-                   "counters": counters})
-        );
+        println!("{}", crate::out::summary_json(s, counters));
     } else if !a.quiet {
         println!(
             "{} shots ({} bytes) sent in {:.2} s; {} triggers, {} missed while sending, {} refused, {} malformed commands",
@@ -323,7 +313,7 @@ pub(crate) fn shots(a: &ShotsArgs) -> Result<ExitCode> {
     let sum = session.wait()?;
     crate::view::end(view, || rocelink_ultrasound::session::view::summary(&sum));
     let snap = counters.summary("shots", a.json || a.quiet);
-    summarize(a, &sum, g, &snap)
+    summarize(a, &sum, &snap)
 }
 
 /// Until the session ends: each shot as it comes (a JSON line with `json`), a progress line
@@ -395,7 +385,6 @@ fn print_shot(json: bool, t0: Instant, ev: &ShotEvent) {
 fn summarize(
     a: &ShotsArgs,
     s: &ShotsSummary,
-    g: Geometry,
     counters: &rocelink_runtime::counters::Snapshot,
 ) -> Result<ExitCode> {
     let (shots, complete, bytes) = (
@@ -411,17 +400,7 @@ fn summarize(
     let span = s.active_seconds();
     let fr = complete as f64 / s.links.len().max(1) as f64 / span;
     if a.json {
-        println!(
-            "{}",
-            json!({"summary": true, "links": s.links.len(), "samples": g.samples, "channels_per_link": g.channels,
-                   "shot_bytes": g.bytes(), "shots": shots, "complete": complete,
-                   "incomplete": shots - complete, "missing_messages": missing,
-                   "bytes": bytes, "verified": verified, "corrupt": corrupt,
-                   "recorded": recorded, "dropped": dropped, "stray": stray, "resyncs": resyncs,
-                   "frame_rate_hz": fr, "gbps": gbps(bytes, span), "seconds": s.seconds,
-                   "per_link": s.links.iter().map(link_json).collect::<Vec<_>>(),
-                   "counters": counters})
-        );
+        println!("{}", crate::out::summary_json(s, counters.clone()));
     } else if !a.quiet {
         let verify = a
             .verify
@@ -457,14 +436,4 @@ fn summarize(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-fn link_json(e: &LinkSummary) -> serde_json::Value {
-    json!({"addr": e.local.to_string(), "shots": e.sink.shots, "complete": e.sink.complete,
-           "missing_messages": e.host.missing, "moved": e.host.moved,
-           "duplicates": e.host.duplicates, "late": e.host.late, "malformed": e.host.malformed,
-           "stray": e.host.stray, "icrc_errors": e.icrc_errors,
-           "trigger_commands": e.triggers.commands, "challenges": e.triggers.challenges,
-           "recording": e.recorded.as_ref().map(|r| json!({"frames": r.frames, "bytes": r.bytes,
-               "dropped": r.dropped, "direct": r.direct, "stopped": r.stopped}))})
 }

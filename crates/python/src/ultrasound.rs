@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use rocelink_runtime::Session;
 use rocelink_ultrasound::session::LinkAddrs;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig};
-use rocelink_ultrasound::session::shots::{ShotEvent, ShotsConfig, ShotsSession};
+use rocelink_ultrasound::session::shots::{ShotEvent, ShotsConfig, ShotsSession, ShotsSummary};
 use rocelink_ultrasound::session::view::Publisher;
 use rocelink_ultrasound::{Error, Geometry};
 use rocelink_view::Served;
@@ -97,14 +97,11 @@ impl Probe {
     }
 
     /// Stop; what it sent, as a dict (None the second time).
-    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let s = self.session.lock().ok().and_then(|mut g| g.take());
         let Some(s) = s else { return Ok(None) };
         let sum = py.detach(|| s.stop()).map_err(|e| us_error(&e))?;
-        let d = PyDict::new(py);
-        d.set_item("shots", sum.probe.shots)?;
-        d.set_item("seconds", sum.seconds)?;
-        Ok(Some(d))
+        crate::data::to_py(py, &sum).map(Some)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -130,6 +127,8 @@ impl Probe {
 pub(crate) struct Host {
     cfg: ShotsConfig,
     running: Arc<Mutex<Option<ShotsSession>>>,
+    /// The summary of the last run that ended (what `stop()` returns).
+    last: Arc<Mutex<Option<ShotsSummary>>>,
     /// The live view (`view=`), across every `shots()` run until `stop()`.
     view: Arc<Mutex<Option<ShotsView>>>,
     view_url: Option<String>,
@@ -181,6 +180,7 @@ impl Host {
         Ok(Host {
             cfg,
             running: Arc::new(Mutex::new(None)),
+            last: Arc::new(Mutex::new(None)),
             view_url: served.as_ref().map(crate::view::url),
             view: Arc::new(Mutex::new(served.map(|served| ShotsView {
                 served,
@@ -224,7 +224,7 @@ impl Host {
         if trigger_hz.is_some_and(|h| !(h > 0.0 && h.is_finite())) {
             return Err(config("trigger_hz must be a positive rate"));
         }
-        stop_running(py, &self.running, &self.view)?;
+        stop_running(py, &self.running, &self.view, &self.last)?;
         let cfg = ShotsConfig {
             trigger_hz,
             shots: count,
@@ -239,21 +239,25 @@ impl Host {
         Ok(ShotIter {
             running: self.running.clone(),
             view: self.view.clone(),
+            last: self.last.clone(),
             left: count,
             timeout: Duration::from_secs_f64(timeout),
             geometry: self.cfg.geometry,
         })
     }
 
-    /// Stop the shots running now (if any) and the live view; their summary as a dict.
-    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let d = stop_running(py, &self.running, &self.view);
+    /// Stop the shots running now (if any) and the live view; the last run's summary as a
+    /// dict (`rocelink shots --json`'s summary, less `counters`), None if none ran since.
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let r = stop_running(py, &self.running, &self.view, &self.last);
         let view = self.view.lock().ok().and_then(|mut g| g.take());
         if let Some(v) = view {
             // the pages following it are told the run is over, with the last run's counts
             py.detach(|| v.served.end(v.last));
         }
-        d
+        r?;
+        let last = self.last.lock().ok().and_then(|mut g| g.take());
+        last.map(|sum| crate::data::to_py(py, &sum)).transpose()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -275,28 +279,25 @@ impl Host {
     }
 }
 
-/// Stop the run (if any), keeping its counts for the view's end; its summary as a dict.
-fn stop_running<'py>(
-    py: Python<'py>,
+/// Stop the run (if any), keeping its summary in `last` and for the view's end.
+fn stop_running(
+    py: Python<'_>,
     running: &Mutex<Option<ShotsSession>>,
     view: &Mutex<Option<ShotsView>>,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
+    last: &Mutex<Option<ShotsSummary>>,
+) -> PyResult<()> {
     let s = running.lock().ok().and_then(|mut g| g.take());
-    let Some(s) = s else { return Ok(None) };
+    let Some(s) = s else { return Ok(()) };
     let sum = py.detach(|| s.stop()).map_err(|e| us_error(&e))?;
     if let Ok(mut g) = view.lock()
         && let Some(v) = g.as_mut()
     {
         v.last = rocelink_ultrasound::session::view::summary(&sum);
     }
-    let d = PyDict::new(py);
-    d.set_item("shots", sum.sink(|s| s.shots))?;
-    d.set_item("complete", sum.sink(|s| s.complete))?;
-    d.set_item("verified", sum.sink(|s| s.verified))?;
-    d.set_item("corrupt", sum.sink(|s| s.corrupt))?;
-    d.set_item("events_dropped", sum.events_dropped)?;
-    d.set_item("seconds", sum.seconds)?;
-    Ok(Some(d))
+    if let Ok(mut g) = last.lock() {
+        *g = Some(sum);
+    }
+    Ok(())
 }
 
 /// The iterator `Host.shots()` returns.
@@ -304,6 +305,7 @@ fn stop_running<'py>(
 pub(crate) struct ShotIter {
     running: Arc<Mutex<Option<ShotsSession>>>,
     view: Arc<Mutex<Option<ShotsView>>>,
+    last: Arc<Mutex<Option<ShotsSummary>>>,
     left: Option<u64>,
     timeout: Duration,
     geometry: Geometry,
@@ -314,9 +316,9 @@ impl ShotIter {
         let w = Waiting {
             timeout: self.timeout,
             interrupted: &|py| {
-                let _ = stop_running(py, &self.running, &self.view);
+                let _ = stop_running(py, &self.running, &self.view, &self.last);
             },
-            ended: &|py| stop_running(py, &self.running, &self.view).map(|_| ()),
+            ended: &|py| stop_running(py, &self.running, &self.view, &self.last),
             late: &|| format!("no shot within {:.1} s", self.timeout.as_secs_f64()),
         };
         next_item(py, &w, |slice| match self.running.lock() {
@@ -337,7 +339,7 @@ impl ShotIter {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Shot>> {
         if self.left == Some(0) {
-            stop_running(py, &self.running, &self.view)?;
+            stop_running(py, &self.running, &self.view, &self.last)?;
             return Ok(None);
         }
         let Some(e) = self.next_event(py)? else {

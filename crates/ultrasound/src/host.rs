@@ -147,6 +147,24 @@ pub struct HostStats {
     pub resyncs: u64,
 }
 
+/// Counters added field by field (totals over links).
+impl std::ops::AddAssign for HostStats {
+    fn add_assign(&mut self, o: HostStats) {
+        self.shots += o.shots;
+        self.complete += o.complete;
+        self.messages += o.messages;
+        self.missing += o.missing;
+        self.moved += o.moved;
+        self.duplicates += o.duplicates;
+        self.late += o.late;
+        self.malformed += o.malformed;
+        self.stash_full += o.stash_full;
+        self.recv_errors += o.recv_errors;
+        self.stray += o.stray;
+        self.resyncs += o.resyncs;
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Posted {
     wr_id: u64,

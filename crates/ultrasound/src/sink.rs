@@ -35,6 +35,19 @@ pub struct SinkStats {
     pub dropped: u64,
 }
 
+/// Counters added field by field (totals over links).
+impl std::ops::AddAssign for SinkStats {
+    fn add_assign(&mut self, o: SinkStats) {
+        self.shots += o.shots;
+        self.complete += o.complete;
+        self.bytes += o.bytes;
+        self.verified += o.verified;
+        self.corrupt += o.corrupt;
+        self.recorded += o.recorded;
+        self.dropped += o.dropped;
+    }
+}
+
 /// What became of one shot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Outcome {

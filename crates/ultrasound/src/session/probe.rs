@@ -74,6 +74,8 @@ pub struct ProbeSummary {
     pub triggers: TriggerStats,
     /// How long it ran.
     pub seconds: f64,
+    /// Shot bytes sent over that time, Gbit/s.
+    pub gbps: f64,
 }
 
 /// A running probe.
@@ -202,11 +204,13 @@ impl Session for ProbeSession {
             triggers.malformed += t.malformed;
             triggers.gate = add_gate(triggers.gate, t.gate);
         }
+        let seconds = self.started.elapsed().as_secs_f64();
         Ok(ProbeSummary {
             links: per.len(),
+            gbps: rocelink_runtime::session::gbps(probe.bytes, seconds),
             probe,
             triggers,
-            seconds: self.started.elapsed().as_secs_f64(),
+            seconds,
         })
     }
 }

@@ -137,15 +137,49 @@ pub struct LinkSummary {
     pub span: Option<(Instant, Instant)>,
 }
 
-/// What a shots session did.
-#[derive(Debug, Clone, serde::Serialize)]
+/// What a shots session did. Serialised as the totals over its links — `sink` and `host`
+/// (each link's counters summed), `icrc_errors` — then `geometry`, `seconds`,
+/// `active_seconds`, `gbps` (complete shots' bytes over the active seconds),
+/// `shots_per_second` (complete shots per link per active second), `events_dropped`, and
+/// `links` (each link's own summary).
+#[derive(Debug, Clone)]
 pub struct ShotsSummary {
+    /// The shot of one link.
+    pub geometry: Geometry,
     /// Per link.
     pub links: Vec<LinkSummary>,
     /// How long it ran.
     pub seconds: f64,
     /// Events the reader did not take in time (the shots themselves were handled).
     pub events_dropped: u64,
+}
+
+impl serde::Serialize for ShotsSummary {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (mut sink, mut host) = (SinkStats::default(), HostStats::default());
+        for l in &self.links {
+            sink += l.sink;
+            host += l.host;
+        }
+        let active = self.active_seconds();
+        let per_link = sink.complete as f64 / self.links.len().max(1) as f64 / active;
+        let mut st = s.serialize_struct("ShotsSummary", 10)?;
+        st.serialize_field("sink", &sink)?;
+        st.serialize_field("host", &host)?;
+        st.serialize_field(
+            "icrc_errors",
+            &self.links.iter().map(|l| l.icrc_errors).sum::<u64>(),
+        )?;
+        st.serialize_field("geometry", &self.geometry)?;
+        st.serialize_field("seconds", &self.seconds)?;
+        st.serialize_field("active_seconds", &active)?;
+        st.serialize_field("gbps", &rocelink_runtime::session::gbps(sink.bytes, active))?;
+        st.serialize_field("shots_per_second", &per_link)?;
+        st.serialize_field("events_dropped", &self.events_dropped)?;
+        st.serialize_field("links", &self.links)?;
+        st.end()
+    }
 }
 
 impl ShotsSummary {
@@ -180,6 +214,7 @@ impl ShotsSummary {
 /// A running host.
 #[derive(Debug)]
 pub struct ShotsSession {
+    geometry: Geometry,
     links: Vec<ShotsLink>,
     live: Arc<Mutex<Vec<HostStats>>>,
     events: Receiver<ShotEvent>,
@@ -257,6 +292,7 @@ impl ShotsSession {
         }
         let (tx, events) = std::sync::mpsc::sync_channel(cfg.events.max(1));
         let s = ShotsSession {
+            geometry: cfg.geometry,
             links,
             live: Arc::new(Mutex::new(vec![HostStats::default(); n])),
             events,
@@ -348,6 +384,7 @@ impl Session for ShotsSession {
         let links = join_all(self.threads)?;
         let left = self.events.try_iter().count() as u64;
         Ok(ShotsSummary {
+            geometry: self.geometry,
             links,
             seconds: self.started.elapsed().as_secs_f64(),
             events_dropped: self.dropped.load(Ordering::Relaxed) + left,

@@ -54,8 +54,8 @@ impl Publisher {
     }
 }
 
-/// What the view's `end` event carries: the session's shot counts.
+/// What the view's `end` event carries: the session's summary, serialised (as the CLI's
+/// `--json` and Python's `stop()` give it).
 pub fn summary(sum: &ShotsSummary) -> Value {
-    json!({"shots": sum.sink(|k| k.shots), "complete": sum.sink(|k| k.complete),
-        "corrupt": sum.sink(|k| k.corrupt), "missing_messages": sum.host(|h| h.missing)})
+    serde_json::to_value(sum).unwrap_or_default()
 }
