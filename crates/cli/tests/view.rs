@@ -214,7 +214,12 @@ fn the_view_ends_with_the_commands_summary_and_clients_that_never_read_cost_noth
     assert_eq!(end["ended"], true);
     assert_eq!(end["frames_good"], good, "{end}");
     assert_eq!(end["frames_damaged"], damaged);
-    assert_eq!(end["summary"]["good"], good);
+    // the session's summary: its one virtual port's counters
+    assert_eq!(end["summary"]["ports"][0]["stats"]["good"], good, "{end}");
+    assert_eq!(
+        end["summary"]["ports"][0]["outcome"]["frames"], good,
+        "{end}"
+    );
     assert_eq!(end["last_frame_number"].as_u64().map(|n| n > 0), Some(true));
     drop(stalled);
 }

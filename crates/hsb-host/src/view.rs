@@ -25,14 +25,10 @@ pub fn serve(
     Served::start(addr, command, Kind::Camera, render, board)
 }
 
-/// What the view's `end` event carries for a camera stream: the counts of the ports that
-/// ended without an error.
+/// What the view's `end` event carries for a camera stream: the session's summary,
+/// serialised (as Python's `Receiver.stop()` gives it).
 pub fn summary<S>(sum: &HostSummary<S>) -> Value {
-    counts(
-        sum.ports
-            .iter()
-            .filter_map(|p| Some((p.outcome.as_ref().ok()?.frames, &p.stats))),
-    )
+    serde_json::to_value(sum).unwrap_or_default()
 }
 
 /// The sum of ports' (frames, stats).

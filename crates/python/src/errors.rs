@@ -13,17 +13,7 @@ pyo3::import_exception!(rocelink.errors, NetworkError);
 
 /// `e` and each of its causes, joined by ": ".
 pub(crate) fn chain(e: &dyn StdError) -> String {
-    let mut s = e.to_string();
-    let mut at = e.source();
-    while let Some(c) = at {
-        let m = c.to_string();
-        if !s.ends_with(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        at = c.source();
-    }
-    s
+    rocelink_runtime::session::error_text(e)
 }
 
 /// A bad argument.

@@ -184,7 +184,7 @@ pub(crate) struct Receiver {
     geometry: Option<rocelink_hsb::catalogue::ImageGeometry>,
     notes: Vec<String>,
     board: Board,
-    summary: Mutex<Option<Py<PyDict>>>,
+    summary: Mutex<Option<Py<PyAny>>>,
     /// The live view, while it is served.
     view: Mutex<Option<Served>>,
     /// Its page.
@@ -465,7 +465,7 @@ impl Receiver {
 
     /// Stop receiving, unconfigure the device, make the recording durable; the summary as a
     /// dict (the same after a second call).
-    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let session = self.session.lock().ok().and_then(|mut g| g.take());
         if let Some(s) = session {
             let served = self.view.lock().ok().and_then(|mut g| g.take());
@@ -477,27 +477,15 @@ impl Receiver {
                 }
                 sum
             });
-            let d = PyDict::new(py);
-            let ports = pyo3::types::PyList::empty(py);
-            let mut first_err = None;
-            for p in &sum.ports {
-                let pd = PyDict::new(py);
-                pd.set_item("vp", p.vp)?;
-                pd.set_item("frames", p.stats.frames)?;
-                pd.set_item("good", p.stats.good)?;
-                pd.set_item("damaged", p.stats.damaged)?;
-                pd.set_item("dropped_packets", p.stats.dropped_packets)?;
-                pd.set_item("held_packets", p.stats.held_packets)?;
-                pd.set_item("bytes", p.stats.bytes)?;
-                if let Err(e) = &p.outcome {
-                    pd.set_item("error", chain(e))?;
-                    first_err.get_or_insert_with(|| host_error(e));
-                }
-                ports.append(pd)?;
-            }
-            d.set_item("ports", ports)?;
+            // the session's summary as serialised (the view's end carries the same), and
+            // what only Python knows: frames its queue dropped unread
+            let d = crate::data::to_py(py, &sum)?;
             d.set_item("dropped", self.dropped())?;
-            d.set_item("warnings", sum.warnings.clone())?;
+            let first_err = sum
+                .ports
+                .iter()
+                .find_map(|p| p.outcome.as_ref().err())
+                .map(host_error);
             if let Ok(mut g) = self.summary.lock() {
                 *g = Some(d.clone().unbind());
             }
@@ -510,7 +498,7 @@ impl Receiver {
             .lock()
             .ok()
             .and_then(|g| g.as_ref().map(|d| d.clone_ref(py)));
-        Ok(g.map_or_else(|| PyDict::new(py), |d| d.into_bound(py)))
+        Ok(g.map_or_else(|| PyDict::new(py).into_any(), |d| d.into_bound(py)))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

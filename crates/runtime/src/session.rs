@@ -73,13 +73,18 @@ pub fn follow<S: Session>(
     session.wait()
 }
 
-/// An error's text with its sources, `: `-joined: how a summary serialises an error.
+/// An error's text with its sources, `: `-joined (a source whose text already ends the
+/// line, as an error that shows its source says it, is not repeated): how a summary
+/// serialises an error, and what Python's exceptions say.
 pub fn error_text(e: &dyn std::error::Error) -> String {
     let mut t = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
-        t.push_str(": ");
-        t.push_str(&s.to_string());
+        let m = s.to_string();
+        if !t.ends_with(&m) {
+            t.push_str(": ");
+            t.push_str(&m);
+        }
         src = s.source();
     }
     t
