@@ -315,39 +315,41 @@ fn gathered_ud_sends_equal_staged_ones() {
     assert_eq!(staged.qp_stats(qs), gathered.qp_stats(qg));
 }
 
-/// A send whose region is gone by the time it would leave completes with a protection
-/// error, sending nothing, on both paths; the QP is then in error and flushes the next.
-#[test]
-fn a_ud_send_from_a_region_gone_since_posting_fails_alike() {
-    let mut eps = [ud_endpoint(), ud_endpoint()];
+/// A signaled 4 KiB UD SEND with immediate `n` (its WR ID too) from `lkey` at `va`, to QP
+/// 0x21 at 10.0.0.2.
+fn signaled_send(n: u32, lkey: u32, va: u64) -> SendWr {
     let dest = UdDest {
         addr: "10.0.0.2:4791".parse().unwrap(),
         qpn: 0x21,
         qkey: 0x1111,
     };
+    SendWr {
+        wr_id: u64::from(n),
+        op: SendOp::UdSend { dest, imm: Some(n) },
+        sg_list: Sge {
+            lkey,
+            va,
+            len: 4096,
+        }
+        .into(),
+        signaled: true,
+        solicited: false,
+        marks: 0,
+    }
+}
+
+/// A send whose region is gone by the time it would leave completes with a protection
+/// error, sending nothing, on both paths; the QP is then in error and flushes the next.
+#[test]
+fn a_ud_send_from_a_region_gone_since_posting_fails_alike() {
+    let mut eps = [ud_endpoint(), ud_endpoint()];
     let now = Instant::now();
     let mut outs = Vec::new();
     for (k, (ep, qp, mr, cq)) in eps.iter_mut().enumerate() {
         let extra: Vec<u8> = vec![9; 8192];
         let gone = ep.register_mr(extra.into_boxed_slice(), 0, Access::NONE);
         for (i, lkey) in [mr.lkey, gone.lkey, mr.lkey].into_iter().enumerate() {
-            let wr = SendWr {
-                wr_id: i as u64,
-                op: SendOp::UdSend {
-                    dest,
-                    imm: Some(i as u32),
-                },
-                sg_list: Sge {
-                    lkey,
-                    va: 0,
-                    len: 4096,
-                }
-                .into(),
-                signaled: true,
-                solicited: false,
-                marks: 0,
-            };
-            ep.post_send(*qp, wr).unwrap();
+            ep.post_send(*qp, signaled_send(i as u32, lkey, 0)).unwrap();
         }
         assert!(ep.deregister_mr(gone.lkey).is_some());
         let mut buf = Vec::new();
@@ -379,11 +381,6 @@ fn a_ud_send_from_a_region_gone_since_posting_fails_alike() {
 #[test]
 fn a_ud_send_from_a_region_registered_again_reads_the_new_one() {
     let mut eps = [ud_endpoint(), ud_endpoint()];
-    let dest = UdDest {
-        addr: "10.0.0.2:4791".parse().unwrap(),
-        qpn: 0x21,
-        qkey: 0x1111,
-    };
     let now = Instant::now();
     let mut outs = Vec::new();
     for (k, (ep, qp, _, _)) in eps.iter_mut().enumerate() {
@@ -391,20 +388,8 @@ fn a_ud_send_from_a_region_registered_again_reads_the_new_one() {
         let old: Vec<u8> = vec![1; 16384];
         ep.register_mr_keyed(old.into_boxed_slice(), 0x1000, Access::NONE, key)
             .unwrap();
-        let wr = SendWr {
-            wr_id: 1,
-            op: SendOp::UdSend { dest, imm: Some(1) },
-            sg_list: Sge {
-                lkey: key,
-                va: 0x1000 + 100,
-                len: 4096,
-            }
-            .into(),
-            signaled: true,
-            solicited: false,
-            marks: 0,
-        };
-        ep.post_send(*qp, wr).unwrap();
+        ep.post_send(*qp, signaled_send(1, key, 0x1000 + 100))
+            .unwrap();
         assert!(ep.deregister_mr(key).is_some());
         let new: Vec<u8> = (0..32768u32).map(|i| (i % 251) as u8).collect();
         ep.register_mr_keyed(new.into_boxed_slice(), 0, Access::NONE, key)
