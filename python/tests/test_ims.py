@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -118,19 +119,22 @@ def test_summaries_are_the_clis_json_key_for_key(net):
         assert len(list(unit.frames(count=n, timeout=10))) == n
         py_unit = unit.stop()
     cli_worker = json.loads(send.stdout.splitlines()[-1])
+    # stderr to a file: a pipe nobody reads until the end could fill and stall the unit
+    log = tempfile.TemporaryFile("w+")
     serve = subprocess.Popen(
         [exe, "ims", "serve", "--bind", unit_ip, "--port", "47936", "--ring", "8M",
          "--verify", "none", "--frames", str(n), "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         with rocelink.ims.Worker(server=f"{unit_ip}:47936", bind=worker_ip, port=47936) as w:
             for i in range(n):
                 w.send(np.full(65536, i, np.uint8))
             py_worker = w.stop()
-        out, err = serve.communicate(timeout=60)
+        out, _ = serve.communicate(timeout=60)
     finally:
         serve.kill()
-    assert serve.returncode == 0, err
+    log.seek(0)
+    assert serve.returncode == 0, log.read()
     cli_unit = json.loads(out.splitlines()[-1])
     pairs = [
         (cli_unit, py_unit, ["frames_delivered", "frames_consumed", "frames_discarded",

@@ -3,6 +3,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -97,9 +98,11 @@ def test_summaries_are_the_clis_json_key_for_key(net):
     dev, host = net
     n, shape = 10, ["--channels", "32", "--samples", "500"]
     # the CLI's probe, a Python host
+    # stderr to a file: a pipe nobody reads until the end could fill and stall the probe
+    log = tempfile.TemporaryFile("w+")
     probe = subprocess.Popen(
         [exe, "probe", "--bind", dev, "--port", "47923", "--trigger-port", "47924", *shape, "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         with rocelink.ultrasound.Host(probe=f"{dev}:47924", bind=host, channels=32, samples=500, port=47923) as h:
             t0 = time.monotonic()
@@ -112,9 +115,11 @@ def test_summaries_are_the_clis_json_key_for_key(net):
                     time.sleep(0.2)
             py_host = h.stop()
         probe.send_signal(signal.SIGINT)
-        out, err = probe.communicate(timeout=30)
+        out, _ = probe.communicate(timeout=30)
     finally:
         probe.kill()
+    log.seek(0)
+    assert probe.returncode == 0, log.read()
     cli_probe = json.loads(out.splitlines()[-1])
     # a Python probe, the CLI's host
     with rocelink.ultrasound.Probe(bind=dev, channels=32, samples=500, port=47925, trigger_port=47926) as p:

@@ -173,6 +173,11 @@ pub(crate) struct EmulateArgs {
     /// How CoE frame ends carry the metadata.
     #[arg(long, value_enum, default_value_t = CoeMetadata::Trailing)]
     coe_metadata: CoeMetadata,
+    /// At the end, print what the device did as one JSON object on stdout (the emulator
+    /// session's summary, as Python's `Emulator.stop()` gives it, and the counters table
+    /// under "counters").
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     counters: crate::stats::CounterArgs,
     #[command(flatten)]
@@ -293,7 +298,7 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let s = emu
         .run(stop.arc())
         .with_context(|| format!("emulator at {}", cfg.device.ip))?;
-    counters.summary("emulate", false);
+    let snap = counters.summary("emulate", a.json);
     if let Some(x) = &cfg.xdp {
         let i = x.iface_stats();
         eprintln!(
@@ -304,7 +309,11 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
         );
         crate::sinks::pfc_lines("emulate", x);
     }
-    emulate_summary(&s);
+    if a.json {
+        println!("{}", crate::out::summary_json(&s, snap));
+    } else {
+        emulate_summary(&s);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -103,17 +103,14 @@ impl Emulator {
         self.control.to_string()
     }
 
-    /// Stop streaming and serving; what the device sent, as a dict. Stopping twice is
-    /// harmless (the second returns None).
-    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    /// Stop streaming and serving; what the device did, as a dict: the emulator's summary
+    /// (`rocelink emulate --json`'s keys and values, less `counters`) and its `notes`.
+    /// Stopping twice is harmless (the second returns None).
+    fn stop<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let s = self.session.lock().ok().and_then(|mut g| g.take());
         let Some(s) = s else { return Ok(None) };
         let st = py.detach(|| s.stop()).map_err(|e| errors::net(&e))?;
-        let d = PyDict::new(py);
-        d.set_item("frames", st.frames)?;
-        d.set_item("packets", st.packets)?;
-        d.set_item("bytes", st.bytes)?;
-        d.set_item("ecb_requests", st.ecb_requests)?;
+        let d = crate::data::to_py(py, &st)?;
         let notes: Vec<String> = self
             .notes
             .lock()
