@@ -6,9 +6,10 @@ use anyhow::{Context, Result, anyhow, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::device::packetizer::PacketizerOptions;
-use rocelink_hsb::emulator::{ConfigError, Emulator, EmulatorConfig, EmulatorStats, Pacing};
+use rocelink_hsb::emulator::{ConfigError, EmulatorConfig, EmulatorSession, EmulatorStats, Pacing};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::enumerate;
+use rocelink_runtime::Session;
 use rocelink_wire::bytes::Mac;
 use rocelink_wire::hsb::ecb::Trailer;
 use rocelink_wire::hsb::metadata::{Endian, ImmLayout};
@@ -271,7 +272,7 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let counters = crate::stats::Counters::start("emulate", &a.counters)?;
     cfg.counters = Some(counters.board.clone());
     let stop = StopFlag::install()?;
-    let emu = Emulator::bind(&cfg).map_err(|e| {
+    let emu = EmulatorSession::start(&cfg).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrNotAvailable && a.xdp.is_none() {
             format!(
                 " ({} is not an address of this host: add it, e.g. `ip addr add {}/24 dev IFACE`, or let the device own it on an interface with --xdp IFACE)",
@@ -282,21 +283,19 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
         };
         anyhow!("cannot start the device: {e}{hint}")
     })?;
-    let ecb = emu
-        .control_addr()
-        .map_or(format!("{}:{}", cfg.device.ip, cfg.control_port), |a| {
-            a.to_string()
-        });
     let source = match a.cameras {
         0 => a.sensor.to_string(),
         n => format!("{n} IMX274 camera(s) on I2C, streaming once started"),
     };
     eprintln!(
-        "rocelink emulate: HSB device {} (MAC {}) ECB on {ecb}, sensor {source}",
-        cfg.device.ip, cfg.device.mac
+        "rocelink emulate: HSB device {} (MAC {}) ECB on {}, sensor {source}",
+        cfg.device.ip,
+        cfg.device.mac,
+        emu.control_addr()
     );
+    crate::stop::watch(&stop, &emu.stopper(), &|| emu.is_finished(), &mut || {});
     let s = emu
-        .run(stop.arc())
+        .wait()
         .with_context(|| format!("emulator at {}", cfg.device.ip))?;
     let snap = counters.summary("emulate", a.json);
     if let Some(x) = &cfg.xdp {

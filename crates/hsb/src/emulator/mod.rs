@@ -18,7 +18,6 @@ use rocelink_runtime::counters::{Board, Snapshot};
 use rocelink_runtime::{SessionThread, Stopper};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -50,8 +49,9 @@ struct VpState {
 }
 
 /// A device whose sockets are bound (and pcap file created): it is reachable from the
-/// moment [`Emulator::bind`] returns, so a caller can start a host right after it.
-pub struct Emulator {
+/// moment [`Emulator::bind`] returns, so a caller can start a host right after it. The one
+/// way in from outside is [`EmulatorSession::start`], which binds one and serves it.
+pub(crate) struct Emulator {
     cfg: EmulatorConfig,
     socks: Sockets,
     raw: Option<coe::RawLink>,
@@ -67,15 +67,10 @@ impl std::fmt::Debug for Emulator {
     }
 }
 
-/// Run the emulator until `stop` is set, the frame count or the run time is reached.
-pub fn run(cfg: &EmulatorConfig, stop: Arc<AtomicBool>) -> io::Result<EmulatorStats> {
-    Emulator::bind(cfg)?.run(stop)
-}
-
 impl Emulator {
     /// Bind every socket of the device and create the pcap file. Errors name the address
     /// or file at fault.
-    pub fn bind(cfg: &EmulatorConfig) -> io::Result<Emulator> {
+    pub(crate) fn bind(cfg: &EmulatorConfig) -> io::Result<Emulator> {
         // the binding speaks io::Error: the typed ConfigError rides inside it
         cfg.check()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -106,17 +101,12 @@ impl Emulator {
     }
 
     /// Where ECB is served (the port chosen when 0 was asked for).
-    pub fn control_addr(&self) -> io::Result<std::net::SocketAddr> {
+    pub(crate) fn control_addr(&self) -> io::Result<std::net::SocketAddr> {
         self.socks.control.local_addr()
     }
 
     /// Serve until `stop` is set, the frame count or the run time is reached.
-    pub fn run(self, stop: Arc<AtomicBool>) -> io::Result<EmulatorStats> {
-        self.serve(&stop)
-    }
-
-    /// Serve until `stop` is set, the frame count or the run time is reached.
-    pub fn serve(self, stop: &AtomicBool) -> io::Result<EmulatorStats> {
+    pub(crate) fn serve(self, stop: &AtomicBool) -> io::Result<EmulatorStats> {
         serve::Serving::new(self).run(stop)
     }
 }
