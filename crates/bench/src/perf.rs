@@ -142,11 +142,17 @@ pub enum BenchPerfError {
 }
 
 impl BenchPerfError {
-    /// Whether it failed because an address and port were taken (by another program, say).
+    /// Whether it failed because an address and port were taken (by another program, say):
+    /// on two threads, the typed error's I/O kind (`AddrInUse`); from a `rocelink perf`
+    /// process, its error line (a process hands back only text and a status).
     pub fn address_in_use(&self) -> bool {
         match self {
             BenchPerfError::End { why, .. } => why.contains("in use"),
-            BenchPerfError::Threads { source, .. } => source.to_string().contains("in use"),
+            // an I/O error is transparent in PerfError: not among its sources
+            BenchPerfError::Threads {
+                source: PerfError::Io(e),
+                ..
+            } => e.kind() == io::ErrorKind::AddrInUse,
             _ => false,
         }
     }
@@ -377,6 +383,16 @@ fn figure_of(stdout: &[u8], kind: Kind) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_taken_address_is_known_by_its_error_kind_not_its_text() {
+        let threads = |kind, text: &str| BenchPerfError::Threads {
+            test: "write_bw",
+            source: PerfError::Io(io::Error::new(kind, text.to_string())),
+        };
+        assert!(threads(io::ErrorKind::AddrInUse, "cannot bind 127.0.0.1:4791").address_in_use());
+        assert!(!threads(io::ErrorKind::Other, "something in use").address_in_use());
+    }
+
     use super::*;
 
     #[test]
