@@ -3,6 +3,9 @@ each other or with a program already holding 127.0.0.1:4791."""
 import itertools
 import json
 import os
+import signal
+import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -51,3 +54,57 @@ class ViewPage:
 def view_page():
     """Reads a live view as the page does."""
     return ViewPage()
+
+
+class Cli:
+    """The rocelink command line the summaries are compared with (``ROCELINK_BIN``)."""
+
+    def __init__(self, exe):
+        self.exe = exe
+
+    def start(self, *args):
+        """Run ``rocelink ARGS`` in the background; its stderr goes to a file (a pipe nobody
+        reads until the end could fill and stall it)."""
+        log = tempfile.TemporaryFile("w+")
+        proc = subprocess.Popen([self.exe, *args], stdout=subprocess.PIPE, stderr=log, text=True)
+        proc.log = log
+        return proc
+
+    def summary(self, proc, interrupt=False, timeout=60):
+        """The JSON summary ``proc`` ends with (after a Ctrl-C with ``interrupt``); it must
+        exit 0."""
+        try:
+            if interrupt:
+                proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=timeout)
+        finally:
+            proc.kill()
+        proc.log.seek(0)
+        assert proc.returncode == 0, proc.log.read()
+        return json.loads(out.splitlines()[-1])
+
+    def run(self, *args, timeout=60):
+        """Run ``rocelink ARGS`` to its end: its JSON summary."""
+        return self.summary(self.start(*args), timeout=timeout)
+
+    @staticmethod
+    def retry(f, limit=10):
+        """``f()``, tried again while a process just started binds its ports (``limit`` s)."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                return f()
+            except Exception:  # noqa: BLE001 - any failure before the peer listens
+                if time.monotonic() - t0 > limit:
+                    raise
+                time.sleep(0.2)
+
+
+@pytest.fixture
+def cli():
+    """The CLI to compare with; the test is skipped where ``ROCELINK_BIN`` names none."""
+    exe = os.environ.get("ROCELINK_BIN")
+    if not exe:
+        pytest.skip("ROCELINK_BIN names the CLI to compare with")
+    return Cli(exe)
+

@@ -1,5 +1,4 @@
 """rocelink.hsb against the emulator over loopback."""
-import os
 import signal
 import socket
 import threading
@@ -216,48 +215,28 @@ def test_two_virtual_ports_a_camera_mode_by_number_and_the_counters(net):
         rocelink.hsb.Receiver(device=dev, bind=host, camera="imx274", mode=1, sensor="imx274-4k-raw10")
 
 
-def test_emulator_summaries_are_the_clis_json_key_for_key(net):
+def test_emulator_summaries_are_the_clis_json_key_for_key(net, cli):
     """``Emulator.stop()`` is ``rocelink emulate --json``'s summary (less the counters
     table) with the notes besides; a receiver's ten frames are counted by both."""
-    exe = os.environ.get("ROCELINK_BIN")
-    if not exe:
-        pytest.skip("ROCELINK_BIN names the CLI to compare with")
-    import json
-    import subprocess
-
-    import tempfile
-
     dev, host = net
-    # stderr to a file: a pipe nobody reads until the end could fill and stall the device
-    log = tempfile.TemporaryFile("w+")
-    emu = subprocess.Popen(
-        [exe, "emulate", "--ip", dev, "--bootp-target", "none", "--sensor", SENSOR,
-         "--fps", "60", "--json", "--no-control"],
-        stdout=subprocess.PIPE, stderr=log, text=True)
-    try:
-        t0 = time.monotonic()
-        while True:  # the device binds its ports
-            try:
-                with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR) as rx:
-                    assert sum(1 for _ in rx.frames(count=10, timeout=5.0)) == 10  # frames not held: the ring has 4 pages
-                break
-            except rocelink.Error:
-                assert time.monotonic() - t0 < 10
-                time.sleep(0.2)
-        emu.send_signal(signal.SIGINT)
-        out, _ = emu.communicate(timeout=30)
-    finally:
-        emu.kill()
-    log.seek(0)
-    assert emu.returncode == 0, log.read()
-    cli = json.loads(out.splitlines()[-1])
-    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=60) as e:
+
+    def ten_frames():
         with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR) as rx:
-            assert sum(1 for _ in rx.frames(count=10, timeout=5.0)) == 10  # frames not held: the ring has 4 pages
+            # frames not held: each keeps its ring page, and the ring has 4
+            assert sum(1 for _ in rx.frames(count=10, timeout=5.0)) == 10
+
+    emu = cli.start("emulate", "--ip", dev, "--bootp-target", "none", "--sensor", SENSOR,
+                    "--fps", "60", "--json", "--no-control")
+    try:
+        cli.retry(ten_frames)
+    finally:
+        c = cli.summary(emu, interrupt=True)
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=60) as e:
+        ten_frames()
         py = e.stop()
     assert isinstance(py.pop("notes"), list)
-    assert cli.pop("counters")["command"] == "emulate"
-    assert sorted(cli) == sorted(py)
-    assert sorted(cli["sensor_tx"]) == sorted(py["sensor_tx"])
-    for s in (cli, py):
+    assert c.pop("counters")["command"] == "emulate"
+    assert sorted(c) == sorted(py)
+    assert sorted(c["sensor_tx"]) == sorted(py["sensor_tx"])
+    for s in (c, py):
         assert s["frames"] >= 10 and s["packets"] > s["frames"] and s["ecb_requests"] > 0, s

@@ -1,9 +1,4 @@
 """rocelink.ims: the buffer unit and the worker over loopback."""
-import json
-import os
-import subprocess
-import tempfile
-
 import numpy as np
 import pytest
 
@@ -101,51 +96,37 @@ def test_a_frame_the_protocol_cannot_carry_is_refused_before_it_is_queued(net):
             assert w.stop()["frames"] == 1
 
 
-def test_summaries_are_the_clis_json_key_for_key(net):
+def test_summaries_are_the_clis_json_key_for_key(net, cli):
     """``stop()`` gives the session's summary as the CLI's ``--json`` prints it (less the
     process's counters table): the same keys, and the same figures for the same frames —
     a Python unit fed by the CLI's worker, and the CLI's unit fed by a Python worker."""
-    exe = os.environ.get("ROCELINK_BIN")
-    if not exe:
-        pytest.skip("ROCELINK_BIN names the CLI to compare with")
     unit_ip, worker_ip = net
     n = 4
     with rocelink.ims.BufferUnit(bind=unit_ip, port=47935, ring=8 << 20, verify="none") as unit:
-        send = subprocess.run(
-            [exe, "ims", "send", f"{unit_ip}:47935", "--bind", worker_ip,
-             "--frames", str(n), "--frame", "64K", "--json"],
-            capture_output=True, text=True, timeout=60)
-        assert send.returncode == 0, send.stderr
+        send = cli.start("ims", "send", f"{unit_ip}:47935", "--bind", worker_ip,
+                         "--frames", str(n), "--frame", "64K", "--json")
         assert len(list(unit.frames(count=n, timeout=10))) == n
+        cli_worker = cli.summary(send)
         py_unit = unit.stop()
-    cli_worker = json.loads(send.stdout.splitlines()[-1])
-    # stderr to a file: a pipe nobody reads until the end could fill and stall the unit
-    log = tempfile.TemporaryFile("w+")
-    serve = subprocess.Popen(
-        [exe, "ims", "serve", "--bind", unit_ip, "--port", "47936", "--ring", "8M",
-         "--verify", "none", "--frames", str(n), "--json"],
-        stdout=subprocess.PIPE, stderr=log, text=True)
+    serve = cli.start("ims", "serve", "--bind", unit_ip, "--port", "47936", "--ring", "8M",
+                      "--verify", "none", "--frames", str(n), "--json")
     try:
         with rocelink.ims.Worker(server=f"{unit_ip}:47936", bind=worker_ip, port=47936) as w:
             for i in range(n):
                 w.send(np.full(65536, i, np.uint8))
             py_worker = w.stop()
-        out, _ = serve.communicate(timeout=60)
     finally:
-        serve.kill()
-    log.seek(0)
-    assert serve.returncode == 0, log.read()
-    cli_unit = json.loads(out.splitlines()[-1])
+        cli_unit = cli.summary(serve)
     pairs = [
         (cli_unit, py_unit, ["frames_delivered", "frames_consumed", "frames_discarded",
                              "bytes", "acked", "nacks", "nacked", "image_crc_failures"]),
         (cli_worker, py_worker, ["frames", "bytes", "nacks", "nacked", "state",
                                  "unacknowledged", "answers_refused"]),
     ]
-    for cli, py, same in pairs:
-        assert cli.pop("counters")["pid"] > 0
-        assert sorted(cli) == sorted(py)
+    for c, py, same in pairs:
+        assert c.pop("counters")["pid"] > 0
+        assert sorted(c) == sorted(py)
         for k in same:
-            assert cli[k] == py[k], (k, cli, py)
+            assert c[k] == py[k], (k, c, py)
     assert py_unit["frames_consumed"] == n and py_unit["bytes"] == n * 65536
     assert py_worker["frames"] == n and py_worker["state"] == "Done"

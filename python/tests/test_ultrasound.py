@@ -1,9 +1,5 @@
 """rocelink.ultrasound: the probe and the host over loopback."""
-import json
-import os
 import signal
-import subprocess
-import tempfile
 import threading
 import time
 
@@ -88,52 +84,29 @@ def test_bad_arguments_raise_config_error(make, words):
         make()
 
 
-def test_summaries_are_the_clis_json_key_for_key(net):
+def test_summaries_are_the_clis_json_key_for_key(net, cli):
     """``stop()`` gives the session's summary as the CLI's ``--json`` prints it (less the
     process's counters table): a Python host fed by the CLI's probe and the CLI's host fed
     by a Python probe have the same keys, and the same figures for the same shots."""
-    exe = os.environ.get("ROCELINK_BIN")
-    if not exe:
-        pytest.skip("ROCELINK_BIN names the CLI to compare with")
     dev, host = net
     n, shape = 10, ["--channels", "32", "--samples", "500"]
     # the CLI's probe, a Python host
-    # stderr to a file: a pipe nobody reads until the end could fill and stall the probe
-    log = tempfile.TemporaryFile("w+")
-    probe = subprocess.Popen(
-        [exe, "probe", "--bind", dev, "--port", "47923", "--trigger-port", "47924", *shape, "--json"],
-        stdout=subprocess.PIPE, stderr=log, text=True)
+    probe = cli.start("probe", "--bind", dev, "--port", "47923", "--trigger-port", "47924", *shape, "--json")
     try:
         with rocelink.ultrasound.Host(probe=f"{dev}:47924", bind=host, channels=32, samples=500, port=47923) as h:
-            t0 = time.monotonic()
-            while True:  # the probe binds its ports
-                try:
-                    shots = list(h.shots(count=n, trigger_hz=500, timeout=5.0))
-                    break
-                except rocelink.Error:
-                    assert time.monotonic() - t0 < 10
-                    time.sleep(0.2)
+            shots = cli.retry(lambda: list(h.shots(count=n, trigger_hz=500, timeout=5.0)))
             py_host = h.stop()
-        probe.send_signal(signal.SIGINT)
-        out, _ = probe.communicate(timeout=30)
     finally:
-        probe.kill()
-    log.seek(0)
-    assert probe.returncode == 0, log.read()
-    cli_probe = json.loads(out.splitlines()[-1])
+        cli_probe = cli.summary(probe, interrupt=True)
     # a Python probe, the CLI's host
     with rocelink.ultrasound.Probe(bind=dev, channels=32, samples=500, port=47925, trigger_port=47926) as p:
-        got = subprocess.run(
-            [exe, "shots", "--bind", host, "--probe", p.trigger_addr, "--port", "47925", *shape,
-             "--shots", str(n), "--trigger-hz", "500", "--verify", "--json", "--seconds", "30"],
-            capture_output=True, text=True, timeout=60)
+        cli_host = cli.run("shots", "--bind", host, "--probe", p.trigger_addr, "--port", "47925", *shape,
+                           "--shots", str(n), "--trigger-hz", "500", "--verify", "--json", "--seconds", "30")
         py_probe = p.stop()
-    assert got.returncode == 0, got.stderr
-    cli_host = json.loads(got.stdout.splitlines()[-1])
     assert len(shots) == n
-    for cli, py in ((cli_host, py_host), (cli_probe, py_probe)):
-        assert cli.pop("counters")["pid"] > 0
-        assert sorted(cli) == sorted(py)
+    for c, py in ((cli_host, py_host), (cli_probe, py_probe)):
+        assert c.pop("counters")["pid"] > 0
+        assert sorted(c) == sorted(py)
     for k in ("sink", "host"):
         assert sorted(cli_host[k]) == sorted(py_host[k])
     assert sorted(cli_host["links"][0]) == sorted(py_host["links"][0])
