@@ -240,3 +240,28 @@ def test_emulator_summaries_are_the_clis_json_key_for_key(net, cli):
     assert sorted(c["sensor_tx"]) == sorted(py["sensor_tx"])
     for s in (c, py):
         assert s["frames"] >= 10 and s["packets"] > s["frames"] and s["ecb_requests"] > 0, s
+
+
+def test_receiver_summaries_are_the_clis_json_key_for_key(net, cli):
+    """``Receiver.stop()`` is ``rocelink receive --json``'s last line (less the counters
+    table; Python adds its queue's ``dropped``): the same keys, and the figures of ten good
+    frames from the same emulated device (the CLI stops at its frame count, Python when
+    stopped, by which time more may have come)."""
+    dev, host = net
+    with rocelink.hsb.Emulator(ip=dev, sensor=SENSOR, fps=60):
+        c = cli.run("receive", "--device", dev, "--bind", host, "--sensor", SENSOR,
+                    "--frames", "10", "--json", "--no-control")
+        with rocelink.hsb.Receiver(device=dev, bind=host, sensor=SENSOR) as rx:
+            # frames not held: each keeps its ring page, and the ring has 4
+            assert sum(1 for _ in rx.frames(count=10, timeout=5.0)) == 10
+            py = rx.stop()
+    assert c.pop("counters")["command"] == "receive"
+    assert py.pop("dropped") == 0
+    assert sorted(c) == sorted(py)
+    (cp,), (pp,) = c["ports"], py["ports"]
+    assert sorted(cp) == sorted(pp) and sorted(cp["stats"]) == sorted(pp["stats"])
+    assert cp["stats"]["good"] == 10 and pp["stats"]["good"] >= 10, (cp, pp)
+    assert cp["stats"]["damaged"] == pp["stats"]["damaged"] == 0
+    assert cp["error"] is None and pp["error"] is None
+    assert cp["outcome"] == {"frames": 10, "stopped": "Frames"}
+    assert pp["outcome"]["stopped"] == "Stopped" and pp["outcome"]["frames"] >= 10

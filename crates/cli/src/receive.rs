@@ -351,6 +351,14 @@ fn report(
         );
         xdp_lines(&sum.xdp);
     }
+    if a.out.json {
+        // after the frames' lines: the session's summary (what Python's stop() returns and
+        // the view ends with), the counters table under "counters"
+        println!(
+            "{}",
+            crate::out::summary_json(&sum, counters.board.snapshot())
+        );
+    }
     for p in sum.ports {
         p.outcome?;
     }

@@ -61,11 +61,9 @@ fn i2c_and_camera_bring_up_from_the_command_line() {
         "receive", "--device", dev, "--camera", "imx274", "--mode", "1080p", "--frames", "5",
         "--json", "--quiet",
     ]);
-    let rows: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (rows, summary) = common::frames_and_summary(&out);
     assert_eq!(rows.len(), 5);
+    assert_eq!(summary["ports"][0]["stats"]["good"], 5, "{summary}");
     for r in &rows {
         assert_eq!(r["good"], true, "{r}");
         assert_eq!(r["bytes"], 2_611_376, "{r}");
@@ -88,10 +86,7 @@ fn i2c_and_camera_bring_up_from_the_command_line() {
         "receive", "--device", dev, "--camera", "imx274", "--mode", "1080p", "--vp", "0,1",
         "--frames", "4", "--json", "--quiet",
     ]);
-    let rows: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (rows, _) = common::frames_and_summary(&out);
     for vp in [0, 1] {
         let mine: Vec<&Value> = rows.iter().filter(|r| r["vp"] == vp).collect();
         assert_eq!(mine.len(), 4, "vp {vp}: {out}");
@@ -547,5 +542,5 @@ fn device_and_receiver_on_one_address() {
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.lines().count(), 3, "{out}");
+    assert_eq!(common::frames_and_summary(&out).0.len(), 3, "{out}");
 }

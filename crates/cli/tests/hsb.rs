@@ -44,10 +44,9 @@ fn run_ok(mut c: Command) -> String {
     s
 }
 
+/// The frame lines of `receive --json` (its summary line after them checked and left out).
 fn frames(json: &str) -> Vec<Value> {
-    json.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    common::frames_and_summary(json).0
 }
 
 #[test]
@@ -83,7 +82,10 @@ fn emulator_packets_are_byte_identical_to_scapy_builds() {
     // and rocelink's own dissector agrees: every ICRC, metadata fields, ECB traffic
     let (code, out, _) = common::rocelink(&["decode", "--hsb", "--strict", "--json", p]);
     assert_eq!(code, 0);
-    let rows = frames(&out);
+    let rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let md: Vec<&Value> = rows
         .iter()
         .filter(|r| r.get("hsb_metadata").is_some())

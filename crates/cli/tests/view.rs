@@ -548,6 +548,68 @@ fn shots_are_shown_as_grey_echoes_samples_by_channels() {
     let _ = probe.wait();
 }
 
+/// The HSB host has one summary: `receive --json` ends with the view's end summary, key for
+/// key and value for value (and the process's counters table besides).
+#[test]
+fn a_receivers_json_summary_is_its_views_end() {
+    let mut emu = rocelink(
+        &[],
+        &[
+            "emulate",
+            "--ip",
+            "127.0.86.2",
+            "--bootp-target",
+            "none",
+            "--fps",
+            "60",
+            "--no-control",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // the device's ECB socket is bound once it answers: wait for that, not a fixed time
+    let t0 = Instant::now();
+    while common::rocelink(&["read", "--device", "127.0.86.2", "0x80"]).0 != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the emulator did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (mut rx, addr, _err) = with_view(rocelink(
+        &[],
+        &[
+            "receive",
+            "--device",
+            "127.0.86.2",
+            "--bind",
+            "127.0.86.1",
+            "--frame-size",
+            "100000",
+            "--frames",
+            "20",
+            "--json",
+            "--view",
+            "127.0.0.1:0",
+        ],
+    ));
+    let end = end_event(addr, Duration::from_secs(30));
+    let mut out = String::new();
+    rx.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let st = rx.wait().unwrap();
+    let _ = emu.kill();
+    let _ = emu.wait();
+    assert!(st.success(), "{out}");
+    let (frames, mut sum) = common::frames_and_summary(&out);
+    assert_eq!(frames.len(), 20, "{out}");
+    assert_eq!(sum["ports"][0]["stats"]["good"], 20, "{sum}");
+    assert_eq!(sum["counters"]["command"], "receive", "{sum}");
+    sum.as_object_mut().unwrap().remove("counters");
+    assert_eq!(sum, end["summary"]);
+}
+
 #[test]
 fn ims_images_are_shown_as_their_pixels() {
     // an address of its own: RoCE's port there is free

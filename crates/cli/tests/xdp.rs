@@ -88,11 +88,9 @@ fn hsb_frames_over_af_xdp_with_every_icrc_over_the_real_header() {
     // 1. through AF_XDP: every frame good, every datagram through the socket with its header
     let (ok, out, err) = receive(true);
     assert!(ok, "{out}\n{err}");
-    let frames: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (frames, summary) = common::frames_and_summary(&out);
     assert_eq!(frames.len(), 30, "{err}");
+    assert_eq!(summary["ports"][0]["stats"]["good"], 30, "{summary}");
     assert!(frames.iter().all(|f| f["good"] == true), "{out}");
     assert!(
         err.contains("30 frames: 30 good, 0 damaged; 0 packets dropped; 0 ICRC errors; 0 refused"),
@@ -521,7 +519,7 @@ fn the_readme_veth_recipe_works_verbatim() {
     drop(emu);
     let down = sh(&["down"]);
     assert!(ok, "{err}");
-    assert_eq!(out.lines().count(), 20, "{out}");
+    assert_eq!(common::frames_and_summary(&out).0.len(), 20, "{out}");
     assert!(down.status.success());
     assert!(
         !Command::new("ip")

@@ -151,3 +151,16 @@ pub(crate) fn ctrl_c(pid: u32) {
 
 #[allow(unused_imports)]
 pub(crate) use rocelink_testkit::netns::{VethPair, need, root_or_ci, sh};
+
+/// What `receive --json` printed: a line per frame, then the session's summary (which
+/// must be there, with a port per virtual port).
+#[allow(dead_code)] // not every test file receives
+pub(crate) fn frames_and_summary(out: &str) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let summary = rows.pop().unwrap_or_default();
+    assert!(summary["ports"].is_array(), "no summary line last: {out}");
+    (rows, summary)
+}
