@@ -326,10 +326,7 @@ fn two_virtual_ports_on_two_queues_two_threads() {
         "50",
     ]);
     assert!(ok, "{out}\n{err}");
-    let rows: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (rows, _) = common::frames_and_summary(&out);
     for vp in [0, 1] {
         let mine = rows.iter().filter(|r| r["vp"] == vp).count();
         assert_eq!(mine, 12, "vp {vp}: {out}");
