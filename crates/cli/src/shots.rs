@@ -387,18 +387,12 @@ fn summarize(
     s: &ShotsSummary,
     counters: &rocelink_runtime::counters::Snapshot,
 ) -> Result<ExitCode> {
-    let (shots, complete, bytes) = (
-        s.sink(|k| k.shots),
-        s.sink(|k| k.complete),
-        s.sink(|k| k.bytes),
-    );
+    let (shots, complete) = (s.sink(|k| k.shots), s.sink(|k| k.complete));
     let (corrupt, verified) = (s.sink(|k| k.corrupt), s.sink(|k| k.verified));
     let (recorded, dropped) = (s.sink(|k| k.recorded), s.sink(|k| k.dropped));
     let (missing, stray) = (s.host(|h| h.missing), s.host(|h| h.stray));
     let resyncs = s.host(|h| h.resyncs);
-    // the rate while shots arrived: first message of the first shot to the last shot
-    let span = s.active_seconds();
-    let fr = complete as f64 / s.links.len().max(1) as f64 / span;
+    let fr = s.shots_per_second();
     if a.json {
         println!("{}", crate::out::summary_json(s, counters.clone()));
     } else if !a.quiet {
@@ -413,7 +407,7 @@ fn summarize(
             "{shots} shots over {} link(s): {complete} complete, {} incomplete ({missing} messages missing); {:.2} Gbit/s, {fr:.0} shots/s per link{}{}",
             s.links.len(),
             shots - complete,
-            gbps(bytes, span),
+            s.gbps(),
             verify.unwrap_or_default(),
             record.unwrap_or_default()
         );

@@ -163,7 +163,6 @@ impl serde::Serialize for ShotsSummary {
             host += l.host;
         }
         let active = self.active_seconds();
-        let per_link = sink.complete as f64 / self.links.len().max(1) as f64 / active;
         let mut st = s.serialize_struct("ShotsSummary", 10)?;
         st.serialize_field("sink", &sink)?;
         st.serialize_field("host", &host)?;
@@ -174,8 +173,8 @@ impl serde::Serialize for ShotsSummary {
         st.serialize_field("geometry", &self.geometry)?;
         st.serialize_field("seconds", &self.seconds)?;
         st.serialize_field("active_seconds", &active)?;
-        st.serialize_field("gbps", &rocelink_runtime::session::gbps(sink.bytes, active))?;
-        st.serialize_field("shots_per_second", &per_link)?;
+        st.serialize_field("gbps", &self.gbps())?;
+        st.serialize_field("shots_per_second", &self.shots_per_second())?;
         st.serialize_field("events_dropped", &self.events_dropped)?;
         st.serialize_field("links", &self.links)?;
         st.end()
@@ -191,6 +190,17 @@ impl ShotsSummary {
     /// A host counter summed over the links.
     pub fn host(&self, f: impl Fn(&HostStats) -> u64) -> u64 {
         self.links.iter().map(|l| f(&l.host)).sum()
+    }
+
+    /// Complete shots' bytes over [`Self::active_seconds`], Gbit/s.
+    pub fn gbps(&self) -> f64 {
+        rocelink_runtime::session::gbps(self.sink(|k| k.bytes), self.active_seconds())
+    }
+
+    /// Complete shots per link per second while shots arrived.
+    pub fn shots_per_second(&self) -> f64 {
+        let per_link = self.sink(|k| k.complete) as f64 / self.links.len().max(1) as f64;
+        per_link / self.active_seconds()
     }
 
     /// Seconds while shots arrived: the first message of the first shot to the last
