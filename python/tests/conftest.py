@@ -3,6 +3,7 @@ each other or with a program already holding 127.0.0.1:4791."""
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -62,11 +63,13 @@ class Cli:
     def __init__(self, exe):
         self.exe = exe
 
-    def start(self, *args):
-        """Run ``rocelink ARGS`` in the background; its stderr goes to a file (a pipe nobody
-        reads until the end could fill and stall it)."""
+    def start(self, *args, prefix=()):
+        """Run ``rocelink ARGS`` in the background (after ``prefix``, such as ``ip netns exec
+        NS``); its stderr goes to a file (a pipe nobody reads until the end could fill and
+        stall it)."""
         log = tempfile.TemporaryFile("w+")
-        proc = subprocess.Popen([self.exe, *args], stdout=subprocess.PIPE, stderr=log, text=True)
+        proc = subprocess.Popen([*prefix, self.exe, *args], stdout=subprocess.PIPE, stderr=log,
+                                text=True)
         proc.log = log
         return proc
 
@@ -83,9 +86,9 @@ class Cli:
         assert proc.returncode == 0, proc.log.read()
         return json.loads(out.splitlines()[-1])
 
-    def run(self, *args, timeout=60):
+    def run(self, *args, timeout=60, prefix=()):
         """Run ``rocelink ARGS`` to its end: its JSON summary."""
-        return self.summary(self.start(*args), timeout=timeout)
+        return self.summary(self.start(*args, prefix=prefix), timeout=timeout)
 
     @staticmethod
     def retry(f, limit=10):
@@ -108,3 +111,30 @@ def cli():
         pytest.skip("ROCELINK_BIN names the CLI to compare with")
     return Cli(exe)
 
+
+
+@pytest.fixture
+def veth():
+    """Two network namespaces joined by a veth pair, A's end 10.215.0.1/24 and B's
+    10.215.0.2/24, removed afterwards: ``(A, B)``, each namespace named as its end of the
+    pair. Skipped without root and iproute2."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("network namespaces need root and iproute2")
+    tag = f"rlpy{os.getpid() % 100000}"
+    a, b = f"{tag}a", f"{tag}b"
+
+    def ip(*args):
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    try:
+        ip("netns", "add", a)
+        ip("netns", "add", b)
+        ip("link", "add", a, "netns", a, "type", "veth", "peer", "name", b, "netns", b)
+        for end, addr in ((a, "10.215.0.1/24"), (b, "10.215.0.2/24")):
+            ip("-n", end, "addr", "add", addr, "dev", end)
+            ip("-n", end, "link", "set", end, "up")
+            ip("-n", end, "link", "set", "lo", "up")
+        yield a, b
+    finally:
+        for ns in (a, b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -1,6 +1,9 @@
 """rocelink.hsb against the emulator over loopback."""
+import json
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -265,3 +268,54 @@ def test_receiver_summaries_are_the_clis_json_key_for_key(net, cli):
     assert cp["error"] is None and pp["error"] is None
     assert cp["outcome"] == {"frames": 10, "stopped": "Frames"}
     assert pp["outcome"]["stopped"] == "Stopped" and pp["outcome"]["frames"] >= 10
+
+
+# Python in the host's namespace: ten CoE frames, each CRC checked against zlib, then the
+# summary, as one JSON line
+_COE_HOST = """
+import json, sys, zlib
+import rocelink
+dev, iface, sensor = sys.argv[1:4]
+with rocelink.hsb.Receiver(device=dev, coe=iface, coe_channel=5, sensor=sensor) as rx:
+    rows = [[f.number, f.good, f.crc_ok, f.bytes, zlib.crc32(f.array()) ^ 0xFFFFFFFF == f.crc]
+            for f in rx.frames(count=10, timeout=10.0)]
+    s = rx.stop()
+print(json.dumps({"frames": rows, "summary": s, "notes": rx.notes}))
+"""
+
+
+def test_camera_over_ethernet_frames_reach_python_as_the_cli_receives_them(veth, cli):
+    """``Receiver(coe=IFACE)`` has the emulated device (in namespace A) send Camera over
+    Ethernet frames to B's interface: ten arrive verified (their CRCs agree with zlib), and
+    the summary has ``rocelink receive --coe --json``'s keys, with the CoE counters."""
+    a, b = veth
+    dev = "10.215.0.1"
+    emu = cli.start("emulate", "--ip", dev, "--bootp-target", "none", "--coe-iface", a,
+                    "--sensor", SENSOR, "--fps", "60", "--seconds", "60", "--json",
+                    "--no-control", prefix=("ip", "netns", "exec", a))
+    try:
+        c = cli.retry(lambda: cli.run("receive", "--device", dev, "--coe", b, "--coe-channel",
+                                      "5", "--sensor", SENSOR, "--frames", "10", "--json",
+                                      "--timeout", "10", "--no-control",
+                                      prefix=("ip", "netns", "exec", b)))
+        out = subprocess.run(["ip", "netns", "exec", b, sys.executable, "-c", _COE_HOST, dev, b,
+                              SENSOR], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        py = json.loads(out.stdout.splitlines()[-1])
+    finally:
+        cli.summary(emu, interrupt=True)
+    assert len(py["frames"]) == 10
+    for number, good, crc_ok, size, zlib_agrees in py["frames"]:
+        assert good and crc_ok and zlib_agrees and size == 2611376, py["frames"]
+    assert any("CoE channel 5 to " + b in n for n in py["notes"]), py["notes"]
+    s = py["summary"]
+    assert c.pop("counters")["command"] == "receive"
+    assert s.pop("dropped") == 0
+    assert sorted(c) == sorted(s)
+    (cp,), (pp,) = c["ports"], s["ports"]
+    assert sorted(cp) == sorted(pp) and sorted(cp["coe"]) == sorted(pp["coe"])
+    assert cp["outcome"] == {"frames": 10, "stopped": "Frames"}
+    assert cp["stats"]["good"] == 10 and pp["stats"]["good"] >= 10, (cp, pp)
+    for p in (cp, pp):
+        assert p["stats"]["damaged"] == 0 and p["error"] is None, p
+        assert p["coe"]["out_of_bounds"] == 0 and p["coe"]["runts"] == 0, p

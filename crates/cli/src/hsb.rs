@@ -618,35 +618,6 @@ impl RxTuning {
         (tuning, xdp)
     }
 
-    /// The AF_XDP port taking CoE frames (EtherType 0x22F0) on `ifname` when `--xdp` is
-    /// given; it must name the `--coe` interface.
-    pub(crate) fn open_xdp_coe(
-        &self,
-        ifname: &str,
-    ) -> Result<Option<rocelink_runtime::xdp::XdpPort>> {
-        use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
-        let Some(x) = &self.xdp else {
-            return Ok(None);
-        };
-        if x != ifname {
-            bail!("--xdp {x} and --coe {ifname} name different interfaces: give the same one");
-        }
-        if self.xdp_queue.len() > 1 {
-            bail!("--coe receives one virtual port: give one --xdp-queue");
-        }
-        let mut cfg = XdpPortConfig::new(
-            ifname,
-            std::net::Ipv4Addr::UNSPECIFIED,
-            XdpRole::Raw(rocelink_wire::ethernet::ethertype::IEEE1722),
-        );
-        cfg.xsk.queue = self.xdp_queue.first().copied().unwrap_or(0);
-        cfg.xsk.mode = self.xdp_mode();
-        cfg.rx_coalesce = std::time::Duration::from_micros(self.rx_coalesce_us as u64);
-        Ok(Some(
-            XdpPort::open(&cfg).with_context(|| format!("--xdp {ifname}"))?,
-        ))
-    }
-
     fn xdp_mode(&self) -> rocelink_io::xdp::XdpMode {
         match self.xdp_mode {
             XdpModeChoice::Copy => rocelink_io::xdp::XdpMode::Copy,

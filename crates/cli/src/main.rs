@@ -23,7 +23,6 @@ mod perf_report;
 mod pingpong;
 mod plot;
 mod receive;
-mod receive_coe;
 mod record;
 mod reference;
 mod shots;
@@ -140,10 +139,7 @@ fn main() -> ExitCode {
         Cmd::SetIp(a) => hsb::set_ip(&a),
         Cmd::Read(a) => hsb::read(&a),
         Cmd::Write(a) => hsb::write(&a),
-        Cmd::Receive(a) => match &a.coe {
-            Some(ifname) => receive_coe::receive_coe(&a, ifname),
-            None => receive::receive(&a),
-        },
+        Cmd::Receive(a) => receive::receive(&a),
         Cmd::I2c(a) => board::i2c(&a),
         Cmd::Reset(a) => board::reset(&a),
         Cmd::SendAudio(a) => audio::send_audio(&a),

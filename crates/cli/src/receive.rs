@@ -13,7 +13,8 @@ use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
 use rocelink_hsb::host::receiver::ReceiverStats;
 use rocelink_hsb_host::session::{
-    Device, HostConfig, HostError, HostSession, HostSummary, MAX_RING, Note, PerPortList,
+    Coe, CoeCounts, Device, HostConfig, HostError, HostSession, HostSummary, MAX_RING, Note,
+    PerPortList,
 };
 use rocelink_hsb_host::{FrameSink, Limits, StopReason};
 use rocelink_runtime::Session;
@@ -21,20 +22,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-
-/// Frames from the receiver to the sinks until the limits or Ctrl-C/SIGTERM.
-pub(crate) fn frame_loop(
-    rx: &mut dyn rocelink_hsb::host::FrameReceiver,
-    lim: &Limits,
-    stop: &StopFlag,
-    out: &mut Sinks,
-) -> Result<(u64, StopReason)> {
-    let flag = stop.arc();
-    let r = rocelink_hsb_host::run(rx, lim, &flag, &mut out.list());
-    out.term.done();
-    let o = r?;
-    Ok((o.frames, o.stopped))
-}
 
 /// Finish the recording and report it; `Ok(false)` when frames were lost to it.
 pub(crate) fn finish_recording(out: &mut Sinks, cmd: &str) -> Result<bool> {
@@ -180,10 +167,10 @@ pub(crate) fn sensor_and_frame(a: &ReceiveArgs) -> Result<(Option<SensorSpec>, u
     Ok((sensor, frame_size))
 }
 
-/// `receive` over RoCE (`receive --coe` is `receive_coe`).
+/// `receive`, over RoCE or (`--coe`) Camera over Ethernet.
 pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     let (sensor, frame_size) = sensor_and_frame(a)?;
-    let cfg = host_config(a, frame_size)?;
+    let cfg = host_config(a, sensor.as_ref(), frame_size)?;
     let several = cfg.vps.len() > 1;
     let outs: Vec<Output> = match several {
         true => cfg.vps.iter().map(|&v| a.out.for_vp(v)).collect(),
@@ -209,7 +196,7 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
     let (quiet, device) = (a.out.quiet, cfg.device.ip());
     let session = HostSession::start(cfg, sinks, Some(counters.board.clone()), &mut |n| {
         if quiet {
-        } else if let Note::Port { .. } = n {
+        } else if let Note::Port { .. } | Note::CoePort { .. } = n {
             eprintln!("rocelink receive: device {device} {n}");
         } else {
             eprintln!("rocelink receive: {n}");
@@ -229,24 +216,15 @@ pub(crate) fn receive(a: &ReceiveArgs) -> Result<ExitCode> {
 
 /// The session the flags describe, checked by the library (`HostConfig::check`) before
 /// anything opens, its errors worded with the flags at fault.
-fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
-    let (local, device) = match (a.listen, a.device) {
-        (Some(l), _) => {
-            let (Some(qp), Some(rkey), Some(ip)) = (a.qp, a.rkey, a.device_ip) else {
-                bail!("--listen needs --qp, --rkey and --device-ip");
-            };
-            (l, Device::Passive { ip, qp, rkey })
-        }
-        (None, Some(dev)) => (
-            local_for(a, dev, a.vp.len() as u16)?,
-            Device::Ecb {
-                ip: dev,
-                control_port: a.control_port,
-            },
-        ),
-        (None, None) => bail!("--device IP is required (or --listen with --qp/--rkey/--device-ip)"),
+fn host_config(
+    a: &ReceiveArgs,
+    sensor: Option<&SensorSpec>,
+    frame_size: usize,
+) -> Result<HostConfig> {
+    let mut cfg = match &a.coe {
+        Some(ifname) => coe_config(a, ifname, sensor, frame_size)?,
+        None => roce_config(a, frame_size)?,
     };
-    let mut cfg = HostConfig::new(device, local, frame_size);
     cfg.vps = a.vp.clone();
     cfg.pages = a.pages;
     if let Some(m) = a.mtu {
@@ -265,6 +243,51 @@ fn host_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
     .with_timeout(a.timeout);
     cfg.check(cfg.vps.len()).map_err(config_flags)?;
     Ok(cfg)
+}
+
+/// `--coe IFACE`: the device (`--device`, told over ECB to send CoE) and the channel; a
+/// sensor's pixel width is its line length.
+fn coe_config(
+    a: &ReceiveArgs,
+    ifname: &str,
+    sensor: Option<&SensorSpec>,
+    frame_size: usize,
+) -> Result<HostConfig> {
+    let Some(ip) = a.device else {
+        bail!("--coe needs --device: the device is told over ECB to send CoE");
+    };
+    let mut coe = Coe::on(ifname);
+    coe.channel = a.coe_channel;
+    if let Some(g) = sensor.and_then(|s| s.image()) {
+        coe.line_bytes = g.width;
+    }
+    let device = Device::Ecb {
+        ip,
+        control_port: a.control_port,
+    };
+    Ok(HostConfig::coe(device, coe, frame_size))
+}
+
+/// RoCE: a device on ECB received at `--bind`/`--port` (or the address that routes to it),
+/// or a passive one (`--listen`).
+fn roce_config(a: &ReceiveArgs, frame_size: usize) -> Result<HostConfig> {
+    let (local, device) = match (a.listen, a.device) {
+        (Some(l), _) => {
+            let (Some(qp), Some(rkey), Some(ip)) = (a.qp, a.rkey, a.device_ip) else {
+                bail!("--listen needs --qp, --rkey and --device-ip");
+            };
+            (l, Device::Passive { ip, qp, rkey })
+        }
+        (None, Some(dev)) => (
+            local_for(a, dev, a.vp.len() as u16)?,
+            Device::Ecb {
+                ip: dev,
+                control_port: a.control_port,
+            },
+        ),
+        (None, None) => bail!("--device IP is required (or --listen with --qp/--rkey/--device-ip)"),
+    };
+    Ok(HostConfig::new(device, local, frame_size))
 }
 
 /// A configuration `HostConfig::check` refused, in the words of the flags that made it.
@@ -296,6 +319,11 @@ fn config_flags(e: HostError) -> anyhow::Error {
             anyhow!("--xdp takes frames of up to 4 KiB: give --mtu 4000 or less (not {m})")
         }
         HostError::Mtu(m) => anyhow!("--mtu {m}: the MTU must be from 256 to 9000 bytes"),
+        HostError::CoeSeveral => anyhow!("--coe receives one virtual port (one --vp)"),
+        HostError::CoeFrame(f) => anyhow!("--frame-size {f}: CoE offsets reach 256 MiB at most"),
+        HostError::CoeXdpIface { xdp, coe } => {
+            anyhow!("--xdp {xdp} and --coe {coe} name different interfaces: give the same one")
+        }
         other => with_flag_hint(other),
     }
 }
@@ -337,11 +365,11 @@ fn report(
         let Ok(o) = &p.outcome else { continue };
         if !a.out.quiet {
             let vp = several.then(|| format!("vp {}: ", p.vp));
-            eprintln!(
-                "rocelink receive: {}{}",
-                vp.unwrap_or_default(),
-                port_line(o, &p.stats)
-            );
+            let line = match &p.coe {
+                Some(c) => coe_line(o, &p.stats, c),
+                None => port_line(o, &p.stats),
+            };
+            eprintln!("rocelink receive: {}{line}", vp.unwrap_or_default());
         }
     }
     if !a.out.quiet {
@@ -378,15 +406,35 @@ fn port_line(o: &rocelink_hsb_host::Outcome, s: &ReceiverStats) -> String {
     } else {
         String::new()
     };
-    let signal = if o.stopped == StopReason::Stopped {
-        " (stopped by signal)"
-    } else {
-        ""
-    };
+    let signal = stopped_by_signal(o);
     format!(
         "{} frames: {} good, {} damaged; {} packets dropped; {} ICRC errors; {} refused; {} datagrams verified{in_place}{signal}",
         o.frames, s.good, s.damaged, s.dropped_packets, s.icrc_errors, s.refused, s.datagrams
     )
+}
+
+/// A Camera over Ethernet port's end: frames, verdicts, losses, what was refused.
+fn coe_line(o: &rocelink_hsb_host::Outcome, s: &ReceiverStats, c: &CoeCounts) -> String {
+    format!(
+        "{} CoE frames: {} good, {} damaged; {} packets dropped; {} kernel drops; {} refused outside the frame; {} for other channels{}",
+        o.frames,
+        s.good,
+        s.damaged,
+        s.dropped_packets,
+        c.kernel_drops,
+        c.out_of_bounds,
+        c.other,
+        stopped_by_signal(o)
+    )
+}
+
+/// What a port's line ends with when Ctrl-C or SIGTERM stopped it.
+fn stopped_by_signal(o: &rocelink_hsb_host::Outcome) -> &'static str {
+    if o.stopped == StopReason::Stopped {
+        " (stopped by signal)"
+    } else {
+        ""
+    }
 }
 
 /// One line per AF_XDP socket (virtual ports sharing a queue share one), and a warning
@@ -469,7 +517,7 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     let live = view.as_ref().map(rocelink_view::Served::live);
     let host = demo_host(a, &ecfg, frame_size, &counters, &stop, live);
     let es = emu.stop().context("emulated device")?;
-    demo_report(a, &counters, host?, es.packets, view)
+    demo_report(a, &counters, host?, &es, view)
 }
 
 /// The demo's host: receives from the emulated device until its frame count or Ctrl-C.
@@ -526,18 +574,27 @@ fn demo_host(
 }
 
 /// The demo's summary line and exit code (1 when a frame was damaged or the recording lost
-/// frames).
+/// frames). With `--json`, after the frames' lines: `{"host": the host session's summary,
+/// "device": the emulator's, "counters": the process's table}`.
 fn demo_report(
     a: &DemoArgs,
     counters: &crate::stats::Counters,
     sum: HostSummary<Sinks>,
-    sent: u64,
+    device: &rocelink_hsb::emulator::EmulatorStats,
     view: Option<rocelink_view::Served>,
 ) -> Result<ExitCode> {
     for w in &sum.warnings {
         eprintln!("rocelink demo: warning: {w}");
     }
     crate::view::end_session(view, &sum);
+    let json = a.out.json.then(|| {
+        serde_json::json!({
+            "host": serde_json::to_value(&sum).unwrap_or_default(),
+            "device": serde_json::to_value(device).unwrap_or_default(),
+            "counters": serde_json::to_value(counters.board.snapshot()).unwrap_or_default(),
+        })
+    });
+    let sent = device.packets;
     let Some(mut p) = sum.ports.into_iter().next() else {
         bail!("the demo's receiver thread failed");
     };
@@ -545,6 +602,9 @@ fn demo_report(
     let ended = p.outcome?.stopped;
     let s = p.stats;
     counters.summary("demo", a.out.json || a.out.quiet);
+    if let Some(j) = json {
+        println!("{j}");
+    }
     if !a.out.json && !a.out.quiet {
         println!(
             "{} frames: {} good, {} damaged, {} packets dropped, {} ICRC errors (device sent {sent} packets){}",

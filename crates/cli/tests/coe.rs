@@ -29,10 +29,19 @@ fn rocelink(prefix: &[&str], args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The frame lines of `receive --json`, its summary line checked to be a CoE port's with
+/// the frames counted as the lines say.
 fn frames(json: &str) -> Vec<serde_json::Value> {
-    json.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    let (rows, summary) = common::frames_and_summary(json);
+    let p = &summary["ports"][0];
+    assert!(
+        p["coe"]["other"].is_u64(),
+        "a CoE port's summary: {summary}"
+    );
+    assert_eq!(p["outcome"]["frames"], rows.len() as u64, "{summary}");
+    let good = rows.iter().filter(|r| r["good"] == true).count() as u64;
+    assert_eq!(p["stats"]["good"], good, "{summary}");
+    rows
 }
 
 fn emulator(prefix: &[&str], args: &[&str]) -> rocelink_testkit::emulator::Process {

@@ -49,6 +49,39 @@ fn frames(json: &str) -> Vec<Value> {
     common::frames_and_summary(json).0
 }
 
+/// `demo --json` ends, after its frame lines, with the host session's summary and the
+/// emulated device's, which agree with the lines: every frame counted once on each side.
+#[test]
+fn demo_json_ends_with_the_host_and_device_summaries() {
+    let out = run_ok(rocelink(
+        &[],
+        &[
+            "demo",
+            "--device-ip",
+            "127.0.67.2",
+            "--frames",
+            "5",
+            "--sensor",
+            "pattern",
+            "--json",
+        ],
+    ));
+    let mut rows: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = rows.pop().unwrap();
+    assert_eq!(rows.len(), 5, "{out}");
+    assert!(rows.iter().all(|r| r["good"] == true), "{out}");
+    let port = &last["host"]["ports"][0];
+    assert_eq!(port["outcome"]["frames"], 5, "{last}");
+    assert_eq!(port["stats"]["good"], 5, "{last}");
+    assert!(port["error"].is_null(), "{last}");
+    // the device streams until the host stops it: at least the frames received
+    assert!(last["device"]["frames"].as_u64().unwrap() >= 5, "{last}");
+    assert_eq!(last["counters"]["command"], "demo", "{last}");
+}
+
 #[test]
 fn emulator_packets_are_byte_identical_to_scapy_builds() {
     let dir = common::tmpdir("hsb_scapy");

@@ -30,6 +30,7 @@
 mod handoff;
 mod meta;
 mod pipeline;
+mod port;
 pub mod session;
 mod sink;
 #[cfg(feature = "view")]

@@ -19,8 +19,11 @@
 //! # Ok::<(), rocelink_hsb_host::session::HostError>(())
 //! ```
 
+use crate::port::PortReceiver;
+pub use crate::port::{Coe, CoeCounts};
 use crate::{FrameSink, Limits, Outcome, SessionError};
 use rocelink_hsb::host::bring_up::{BringUp, BringUpError, stop_camera};
+use rocelink_hsb::host::coe_receiver::{CoeReceiver, CoeReceiverConfig};
 use rocelink_hsb::host::control::{Control, EcbError};
 use rocelink_hsb::host::imx274::Camera;
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig, ReceiverStats, page_layout};
@@ -151,6 +154,9 @@ pub struct HostConfig {
     pub tuning: Tuning,
     /// AF_XDP instead of sockets.
     pub xdp: Option<Xdp>,
+    /// Camera over Ethernet instead of RoCE (one virtual port, a device on ECB; `local`,
+    /// `pcap` and the socket tuning but the receive buffer are not used).
+    pub coe: Option<Coe>,
     /// PTP and cameras.
     pub bring_up: BringUp,
     /// When each virtual port ends.
@@ -173,8 +179,20 @@ impl HostConfig {
             pcap: None,
             tuning: Tuning::default(),
             xdp: None,
+            coe: None,
             bring_up: BringUp::default(),
             limits: Limits::unlimited(),
+        }
+    }
+
+    /// Virtual port 0 of `device` over Camera over Ethernet ([`Coe`]), four pages, the MTU
+    /// of its interface ([`iface_mtu`]).
+    pub fn coe(device: Device, coe: Coe, frame_size: usize) -> HostConfig {
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        HostConfig {
+            mtu: iface_mtu(&coe.ifname),
+            coe: Some(coe),
+            ..HostConfig::new(device, any, frame_size)
         }
     }
 
@@ -224,6 +242,9 @@ impl HostConfig {
         if self.local.port().checked_add(n as u16 - 1).is_none() {
             return Err(HostError::PortRange(self.local.port()));
         }
+        if let Some(c) = &self.coe {
+            return self.check_coe(c);
+        }
         if self.xdp.is_some() {
             if !self.local.is_ipv4() {
                 return Err(HostError::XdpIpv6(self.local.ip()));
@@ -233,6 +254,65 @@ impl HostConfig {
             }
         }
         Ok(())
+    }
+
+    /// What Camera over Ethernet takes: one virtual port of a device on ECB, a frame
+    /// within CoE's 28-bit offsets, a channel within 0..=63, AF_XDP on its own interface.
+    fn check_coe(&self, c: &Coe) -> Result<(), HostError> {
+        if let Device::Passive { .. } = self.device {
+            return Err(HostError::CoePassive);
+        }
+        if self.vps.len() > 1 {
+            return Err(HostError::CoeSeveral);
+        }
+        if self.frame_size > rocelink_wire::hsb::coe::MAX_OFFSET as usize {
+            return Err(HostError::CoeFrame(self.frame_size));
+        }
+        if c.channel > rocelink_wire::hsb::coe::MAX_CHANNEL {
+            return Err(HostError::CoeChannel(c.channel));
+        }
+        if self.pcap.is_some() {
+            return Err(HostError::CoeWith("a pcap capture"));
+        }
+        if self.md_disable {
+            return Err(HostError::CoeWith("no separate metadata packet"));
+        }
+        if let Some(x) = &self.xdp
+            && x.ifname != c.ifname
+        {
+            return Err(HostError::CoeXdpIface {
+                xdp: x.ifname.clone(),
+                coe: c.ifname.clone(),
+            });
+        }
+        if self.xdp.is_some() && self.mtu > 4000 {
+            return Err(HostError::XdpMtu(self.mtu));
+        }
+        Ok(())
+    }
+
+    /// Virtual port i's receiver, opened.
+    fn open_port(&self, i: usize, xdp: Option<XdpPort>) -> Result<PortReceiver, HostError> {
+        let vp = self.vps[i];
+        let Some(coe) = &self.coe else {
+            return Receiver::new(self.receiver(i, xdp))
+                .map(|r| PortReceiver::Roce(Box::new(r)))
+                .map_err(|source| HostError::Receiver { vp, source });
+        };
+        let mut c = CoeReceiverConfig::new(&coe.ifname, self.frame_size);
+        c.channel = coe.channel;
+        c.line_bytes = coe.line_bytes;
+        c.mtu = self.mtu;
+        c.vp = vp;
+        c.endian = self.layout.endian;
+        c.recv_buffer = self.tuning.recv_buffer;
+        c.xdp = xdp;
+        CoeReceiver::new(c)
+            .map(|r| PortReceiver::Coe(Box::new(r)))
+            .map_err(|source| HostError::CoeReceiver {
+                ifname: coe.ifname.clone(),
+                source,
+            })
     }
 
     fn several(&self) -> bool {
@@ -306,6 +386,19 @@ pub enum Note {
         /// Where it receives.
         local: SocketAddr,
     },
+    /// A virtual port's Camera over Ethernet channel, as the device is told.
+    CoePort {
+        /// The device's HSB IP version.
+        version: u32,
+        /// The virtual port.
+        vp: u32,
+        /// The CoE channel.
+        channel: u8,
+        /// The interface the frames arrive on.
+        ifname: String,
+        /// Its MAC, where the device sends.
+        mac: [u8; 6],
+    },
     /// What a virtual port's socket setup noticed (a buffer capped below what was asked,
     /// with the setting that raises it).
     Socket {
@@ -340,6 +433,18 @@ impl fmt::Display for Note {
                 f,
                 "HSB IP {:#06x}; vp {vp} QP {qpn:#x} R_Key {rkey:#x} at {local}",
                 version & 0xFFFF
+            ),
+            Note::CoePort {
+                version,
+                vp,
+                channel,
+                ifname,
+                mac,
+            } => write!(
+                f,
+                "HSB IP {:#06x}; vp {vp} CoE channel {channel} to {ifname} ({})",
+                version & 0xFFFF,
+                rocelink_wire::bytes::Mac(*mac)
             ),
             Note::Socket { vp, note } => write!(f, "note: vp {vp}: {note}"),
             Note::PtpSynchronised => write!(f, "PTP synchronised"),
@@ -426,6 +531,38 @@ pub enum HostError {
         #[source]
         source: rocelink_hsb::host::receiver::ReceiverError,
     },
+    /// Camera over Ethernet needs a device this host configures.
+    #[error("Camera over Ethernet needs a device configured over ECB, not a passive one")]
+    CoePassive,
+    /// Camera over Ethernet receives one virtual port.
+    #[error("Camera over Ethernet receives one virtual port")]
+    CoeSeveral,
+    /// A frame CoE's 28-bit offsets cannot reach.
+    #[error("a frame of {0} bytes: CoE offsets reach 256 MiB at most")]
+    CoeFrame(usize),
+    /// A CoE channel above 63.
+    #[error("CoE channel {0} is above 63")]
+    CoeChannel(u8),
+    /// Something only RoCE has.
+    #[error("Camera over Ethernet has no {0}")]
+    CoeWith(&'static str),
+    /// AF_XDP on another interface than CoE's.
+    #[error("AF_XDP on {xdp} and Camera over Ethernet on {coe}: the same interface")]
+    CoeXdpIface {
+        /// AF_XDP's.
+        xdp: String,
+        /// CoE's.
+        coe: String,
+    },
+    /// The CoE socket could not be opened.
+    #[error("Camera over Ethernet on {ifname}")]
+    CoeReceiver {
+        /// The interface.
+        ifname: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
     /// The ECB socket could not be opened.
     #[error("ECB socket")]
     Control(#[source] io::Error),
@@ -490,14 +627,14 @@ pub enum HostError {
 /// One virtual port being received.
 struct Port<S> {
     vp: u32,
-    rx: Receiver,
+    rx: PortReceiver,
     sink: S,
     camera: Option<Camera>,
 }
 
 /// What one virtual port's thread ends with.
 struct Ended<S> {
-    rx: Receiver,
+    rx: PortReceiver,
     sink: S,
     outcome: Result<Outcome, HostError>,
 }
@@ -516,6 +653,8 @@ pub struct PortSummary<S> {
     pub stats: ReceiverStats,
     /// Its counters as the counters table shows them.
     pub link: Link,
+    /// What a Camera over Ethernet port counted besides (`None` for RoCE).
+    pub coe: Option<CoeCounts>,
 }
 
 /// What a session did.
@@ -531,11 +670,11 @@ pub struct HostSummary<S> {
 }
 
 /// Serialised without its sink: `vp`, `outcome` (frames and why it stopped) or `error`
-/// (the error's text with its sources), `stats`, `link`.
+/// (the error's text with its sources), `stats`, `link`, `coe` (null for RoCE).
 impl<S> serde::Serialize for PortSummary<S> {
     fn serialize<Se: serde::Serializer>(&self, s: Se) -> Result<Se::Ok, Se::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("PortSummary", 5)?;
+        let mut st = s.serialize_struct("PortSummary", 6)?;
         st.serialize_field("vp", &self.vp)?;
         st.serialize_field("outcome", &self.outcome.as_ref().ok())?;
         let error = self
@@ -546,6 +685,7 @@ impl<S> serde::Serialize for PortSummary<S> {
         st.serialize_field("error", &error)?;
         st.serialize_field("stats", &self.stats)?;
         st.serialize_field("link", &self.link)?;
+        st.serialize_field("coe", &self.coe)?;
         st.end()
     }
 }
@@ -605,18 +745,14 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
         let mut ports = Vec::with_capacity(cfg.vps.len());
         for (i, sink) in sinks.into_iter().enumerate() {
             let vp = cfg.vps[i];
-            let mut rx = Receiver::new(cfg.receiver(i, xdp.get(i).cloned()))
-                .map_err(|source| HostError::Receiver { vp, source })?;
+            let mut rx = cfg.open_port(i, xdp.get(i).cloned())?;
             for note in rx.notes() {
                 notes(&Note::Socket {
                     vp,
                     note: note.clone(),
                 });
             }
-            match cfg.several() {
-                true => rx.publish_as(board.clone(), &format!("vp{vp}")),
-                false => rx.publish_to(board.clone()),
-            }
+            rx.publish(board.clone(), &port_link_name(cfg.several(), vp));
             ports.push(Port {
                 vp,
                 rx,
@@ -724,19 +860,15 @@ impl<S: FrameSink + Send + 'static> HostSession<S> {
             let finished = sink
                 .finish()
                 .map_err(|source| HostError::Frames { vp, source });
-            let name = if self.several {
-                format!("vp{vp}")
-            } else {
-                "data".to_string()
-            };
-            let link = rx.link(&name);
+            let link = rx.link(&port_link_name(self.several, vp));
             self.board.set_link(link.clone());
             ports.push(PortSummary {
                 vp,
                 sink,
                 outcome: outcome.and_then(|o| finished.map(|()| o)),
-                stats: rx.stats,
+                stats: rocelink_hsb::host::FrameReceiver::stats(&rx),
                 link,
+                coe: rx.coe(),
             });
         }
         HostSummary {
@@ -777,6 +909,34 @@ impl<S: FrameSink + Send + 'static> Session for HostSession<S> {
 
     fn wait(mut self) -> Result<HostSummary<S>, Self::Error> {
         Ok(self.finish())
+    }
+}
+
+/// What a port's data channel is, as the device is told.
+fn port_note<S>(version: u32, p: &Port<S>) -> Note {
+    match &p.rx {
+        PortReceiver::Coe(rx) => Note::CoePort {
+            version,
+            vp: p.vp,
+            channel: rx.channel(),
+            ifname: rx.ifname().to_owned(),
+            mac: rx.mac(),
+        },
+        PortReceiver::Roce(rx) => Note::Port {
+            version,
+            vp: p.vp,
+            qpn: rx.qpn(),
+            rkey: rx.rkey(),
+            local: rx.local_addr(),
+        },
+    }
+}
+
+/// The counters table's name for a port's link: "data", or "vpN" with several.
+fn port_link_name(several: bool, vp: u32) -> String {
+    match several {
+        true => format!("vp{vp}"),
+        false => "data".to_string(),
     }
 }
 
@@ -825,6 +985,21 @@ fn open_xdp(cfg: &HostConfig) -> Result<Vec<XdpPort>, HostError> {
     let Some(x) = &cfg.xdp else {
         return Ok(Vec::new());
     };
+    if cfg.coe.is_some() {
+        // raw Ethernet frames of CoE's EtherType, on one queue
+        let q = x.queues.first().copied().unwrap_or(0);
+        let role = XdpRole::Raw(rocelink_wire::ethernet::ethertype::IEEE1722);
+        let mut c = XdpPortConfig::new(&x.ifname, Ipv4Addr::UNSPECIFIED, role);
+        c.xsk.queue = q;
+        c.xsk.mode = x.mode;
+        c.rx_coalesce = cfg.tuning.rx_coalesce;
+        let port = XdpPort::open(&c).map_err(|source| HostError::Xdp {
+            ifname: x.ifname.clone(),
+            queue: q,
+            source,
+        })?;
+        return Ok(vec![port]);
+    }
     let IpAddr::V4(ip) = cfg.local.ip() else {
         return Err(HostError::XdpIpv6(cfg.local.ip()));
     };
@@ -873,13 +1048,7 @@ fn bring_up<S>(
         .map_err(|source| HostError::Silent { addr, source })?;
     let mut up = || -> Result<(), HostError> {
         for (i, p) in ports.iter_mut().enumerate() {
-            notes(&Note::Port {
-                version,
-                vp: p.vp,
-                qpn: p.rx.qpn(),
-                rkey: p.rx.rkey(),
-                local: p.rx.local_addr(),
-            });
+            notes(&port_note(version, p));
             let vp = p.vp;
             p.rx.configure(&mut ctl)
                 .map_err(|source| HostError::Configure { vp, source })?;

@@ -5,10 +5,9 @@ use crate::session::HostSummary;
 use crate::sink::Delivered;
 use crate::{FrameSink, SessionError, frame_json, record_header};
 use rocelink_hsb::catalogue::SensorSpec;
-use rocelink_hsb::host::receiver::ReceiverStats;
 use rocelink_runtime::counters::Board;
 use rocelink_view::{Kind, Live, Seen, Served};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::net::SocketAddr;
 
 /// Serve the view of `command`, a camera stream from `sensor` (pictures when it is an
@@ -29,20 +28,6 @@ pub fn serve(
 /// serialised (as Python's `Receiver.stop()` gives it).
 pub fn summary<S>(sum: &HostSummary<S>) -> Value {
     serde_json::to_value(sum).unwrap_or_default()
-}
-
-/// The sum of ports' (frames, stats).
-pub fn counts<'a>(ports: impl Iterator<Item = (u64, &'a ReceiverStats)>) -> Value {
-    let (mut frames, mut good, mut damaged, mut dropped, mut icrc) = (0, 0, 0, 0, 0);
-    for (n, s) in ports {
-        frames += n;
-        good += s.good;
-        damaged += s.damaged;
-        dropped += s.dropped_packets;
-        icrc += s.icrc_errors;
-    }
-    json!({"frames": frames, "good": good, "damaged": damaged,
-        "packets_dropped": dropped, "icrc_errors": icrc})
 }
 
 /// Publishes each frame of virtual port `vp` to a [`Live`] view: its verdict always, its

@@ -10,7 +10,7 @@ use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
 use rocelink_hsb::host::bring_up::BringUp;
-use rocelink_hsb_host::session::{Device, HostConfig, HostError, HostSession};
+use rocelink_hsb_host::session::{Coe, Device, HostConfig, HostError, HostSession};
 use rocelink_hsb_host::{
     Delivered, FrameSink, Handed, Handoff, Limits, RecordSink, SessionError, TakeError, Taker,
     ViewSink,
@@ -172,7 +172,8 @@ impl FrameSink for PySink {
 /// The HSB host: configures the device at `device` over ECB (and its camera, with
 /// `camera="imx274"`), receives each virtual port on a thread of its own, verifies every
 /// frame, and hands them to `frames()`. Frames Python does not take in time are dropped,
-/// never waited for (`dropped` counts them).
+/// never waited for (`dropped` counts them). With `coe="IFACE"` the device is told to send
+/// Camera over Ethernet frames (channel `coe_channel`) to that interface instead of RoCE.
 #[pyclass(module = "rocelink.hsb")]
 pub(crate) struct Receiver {
     session: Mutex<Option<HostSession<PySink>>>,
@@ -290,22 +291,28 @@ fn receiver_args(
     mtu: Option<u32>,
     xdp: Option<String>,
     record: Option<String>,
+    coe: Option<(String, u8)>,
 ) -> PyResult<ReceiverArgs> {
     let dev = ipv4("device", device)?;
     let cam = camera_mode(camera, mode)?;
     let spec = sensor_of(cam, sensor, frame_size)?;
     let frame = frame_len(frame_size, spec.as_ref(), sensor)?;
-    // several virtual ports take consecutive ports: from RoCE's own unless told
-    let port = match (vps.len(), port) {
-        (n, 0) if n > 1 => 4791,
-        (_, p) => p,
+    let mut cfg = match coe {
+        Some((ifname, channel)) => {
+            if bind.is_some() || port != 0 {
+                return Err(config(
+                    "bind and port are RoCE's: Camera over Ethernet frames arrive on the coe interface",
+                ));
+            }
+            let mut c = Coe::on(&ifname);
+            c.channel = channel;
+            if let Some(g) = spec.as_ref().and_then(SensorSpec::image) {
+                c.line_bytes = g.width;
+            }
+            HostConfig::coe(Device::ecb(dev), c, frame)
+        }
+        None => roce_config(dev, frame, vps.len(), bind, port)?,
     };
-    let ip = match bind {
-        Some(b) => IpAddr::V4(ipv4("bind", b)?),
-        None => rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
-            .map_err(|e| config(format!("no route to device {dev} ({e}): give bind=")))?,
-    };
-    let mut cfg = HostConfig::new(Device::ecb(dev), SocketAddr::new(ip, port), frame);
     cfg.vps = vps;
     cfg.pages = pages;
     // the link's MTU unless given (HostConfig::new); the range is checked at start
@@ -332,10 +339,35 @@ fn receiver_args(
     })
 }
 
+/// RoCE from `dev`, received at `bind` (or the address that routes to it) and `port`.
+fn roce_config(
+    dev: Ipv4Addr,
+    frame: usize,
+    vps: usize,
+    bind: Option<&str>,
+    port: u16,
+) -> PyResult<HostConfig> {
+    // several virtual ports take consecutive ports: from RoCE's own unless told
+    let port = match (vps, port) {
+        (n, 0) if n > 1 => 4791,
+        (_, p) => p,
+    };
+    let ip = match bind {
+        Some(b) => IpAddr::V4(ipv4("bind", b)?),
+        None => rocelink_io::udp::local_ip_for(IpAddr::V4(dev))
+            .map_err(|e| config(format!("no route to device {dev} ({e}): give bind=")))?,
+    };
+    Ok(HostConfig::new(
+        Device::ecb(dev),
+        SocketAddr::new(ip, port),
+        frame,
+    ))
+}
+
 #[pymethods]
 impl Receiver {
     #[new]
-    #[pyo3(signature = (device, frame_size=None, pages=4, sensor=None, camera=None, mode=None, vps=vec![0], bind=None, port=0, mtu=None, xdp=None, record=None, depth=None, view=None, view_public=false))]
+    #[pyo3(signature = (device, frame_size=None, pages=4, sensor=None, camera=None, mode=None, vps=vec![0], bind=None, port=0, mtu=None, xdp=None, record=None, depth=None, view=None, view_public=false, coe=None, coe_channel=1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -354,11 +386,25 @@ impl Receiver {
         depth: Option<usize>,
         view: Option<Bound<'_, PyAny>>,
         view_public: bool,
+        coe: Option<String>,
+        coe_channel: u8,
     ) -> PyResult<Receiver> {
         // a mode by HSB's number (1) or name ("1080p-raw10")
         let mode = mode.map(|m| m.str().map(|s| s.to_string())).transpose()?;
         let a = receiver_args(
-            device, frame_size, pages, sensor, camera, mode, vps, bind, port, mtu, xdp, record,
+            device,
+            frame_size,
+            pages,
+            sensor,
+            camera,
+            mode,
+            vps,
+            bind,
+            port,
+            mtu,
+            xdp,
+            record,
+            coe.map(|i| (i, coe_channel)),
         )?;
         if pages < 2 {
             return Err(config(

@@ -127,6 +127,16 @@ impl CoeReceiver {
         self.mac
     }
 
+    /// The CoE channel it takes.
+    pub fn channel(&self) -> u8 {
+        self.cfg.channel
+    }
+
+    /// The interface it receives on.
+    pub fn ifname(&self) -> &str {
+        &self.cfg.ifname
+    }
+
     /// The CoE counters (other channels, runts, refused offsets).
     pub fn coe_stats(&self) -> CoeStats {
         self.asm.coe
