@@ -5,6 +5,7 @@
 //! goodput counts the 4096-byte payloads that arrived) and a bare UDP ping-pong on blocking
 //! sockets. Threads are pinned to CPUs 0 and 1 unless told otherwise.
 
+use crate::BenchError;
 use rocelink_io::cpu::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
 use std::io;
@@ -21,7 +22,7 @@ const MTU: usize = 4096;
 /// with `offload`, as GSO super-datagrams of 15 to a `UDP_GRO` receiver (what rocelink's
 /// driver does), against a `recvmmsg` receiver: payload MB/s that arrived, and the
 /// receiver's CPU.
-pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> io::Result<(f64, f64)> {
+pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> crate::Result<(f64, f64)> {
     let rx = UdpSocket::bind(
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         &UdpConfig {
@@ -34,7 +35,7 @@ pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> io::Result<(f64, 
     let stop = Arc::new(AtomicBool::new(false));
     let got = Arc::new(AtomicU64::new(0));
     let (st, g) = (stop.clone(), got.clone());
-    let recv = std::thread::spawn(move || -> io::Result<Duration> {
+    let recv = std::thread::spawn(move || -> crate::Result<Duration> {
         if pin {
             let _ = pin_current_thread(1);
         }
@@ -80,10 +81,9 @@ pub fn udp_ceiling(pin: bool, dur: Duration, offload: bool) -> io::Result<(f64, 
     std::thread::sleep(Duration::from_millis(50));
     let n = got.load(Ordering::Relaxed) - got0;
     stop.store(true, Ordering::Relaxed);
-    // Error::other: a thread's panic or silence carries no typed error
     let cpu = recv
         .join()
-        .map_err(|_| io::Error::other("receiver thread panicked"))??;
+        .map_err(|_| BenchError::Panicked("UDP receiver"))??;
     Ok((
         (n as usize * MTU) as f64 / secs / 1e6,
         cpu.as_secs_f64() / secs * 100.0,
@@ -112,14 +112,14 @@ fn recv_polling(s: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Bare UDP ping-pong of `len`-byte datagrams, both ends polling their sockets without
 /// sleeping (as perftest's latency tests and rocelink's `perf` poll): one-way µs samples.
-pub fn udp_pingpong(len: usize, iters: usize, pin: bool) -> io::Result<Vec<f64>> {
+pub fn udp_pingpong(len: usize, iters: usize, pin: bool) -> crate::Result<Vec<f64>> {
     let len = len.min(65_000);
     let a = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let b = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let (aa, ba) = (a.local_addr()?, b.local_addr()?);
     a.set_nonblocking(true)?;
     b.set_nonblocking(true)?;
-    let server = std::thread::spawn(move || -> io::Result<()> {
+    let server = std::thread::spawn(move || -> crate::Result<()> {
         if pin {
             let _ = pin_current_thread(1);
         }
@@ -141,14 +141,12 @@ pub fn udp_pingpong(len: usize, iters: usize, pin: bool) -> io::Result<Vec<f64>>
         a.send_to(&msg, ba)?;
         let n = recv_polling(&a, &mut buf)?;
         if n != len {
-            // Error::other: this benchmark's own ping-pong went wrong: no typed error for it
-            return Err(io::Error::other("UDP ping-pong: short answer"));
+            return Err(BenchError::ShortAnswer { sent: len, got: n });
         }
         out.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
     }
-    // Error::other: a thread's panic or silence carries no typed error
     server
         .join()
-        .map_err(|_| io::Error::other("UDP server thread panicked"))??;
+        .map_err(|_| BenchError::Panicked("UDP ping-pong server"))??;
     Ok(out)
 }

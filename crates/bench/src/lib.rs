@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod baseline;
+mod error;
 pub mod perf;
 pub mod record;
 pub mod scale;
@@ -42,6 +43,7 @@ pub mod stream;
 pub mod verbs;
 pub mod veth;
 
+pub use error::{BenchError, Result};
 pub use stats::{Spread, median};
 pub use stream::no_loss::{NoLoss, no_loss, no_loss_rate};
 pub use stream::{

@@ -138,7 +138,7 @@ pub enum BenchPerfError {
     },
     /// A UDP baseline failed.
     #[error("the UDP baseline")]
-    Baseline(#[source] io::Error),
+    Baseline(#[source] Box<crate::BenchError>),
 }
 
 impl BenchPerfError {
@@ -180,13 +180,13 @@ pub fn measure(plan: &Plan, stop: &AtomicBool) -> Result<Rounds, BenchPerfError>
             let ceiling = |gso_gro| {
                 udp_ceiling(plan.pin, Duration::from_secs(2), gso_gro)
                     .map(|c| mib(c.0))
-                    .map_err(BenchPerfError::Baseline)
+                    .map_err(|e| BenchPerfError::Baseline(Box::new(e)))
             };
             r.udp.push(ceiling(false)?);
             r.offload.push(ceiling(true)?);
         } else {
             let s = udp_pingpong(lat_datagram(cfg), cfg.iters as usize, plan.pin)
-                .map_err(BenchPerfError::Baseline)?;
+                .map_err(|e| BenchPerfError::Baseline(Box::new(e)))?;
             // perftest halves WRITE and SEND round trips but reports a READ's whole (one
             // request, one response): hold it against the UDP round trip
             let k = if cfg.test.verb == Verb::Read {

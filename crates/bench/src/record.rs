@@ -13,9 +13,9 @@
 //! (mode 0700, a fresh name: nothing planted there, a link in particular, is ever
 //! followed), removed after every run and on the way out.
 
+use crate::BenchError;
 use rocelink_record::format::Header;
 use rocelink_record::{RecordConfig, Recorder};
-use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -49,7 +49,7 @@ struct WorkDir(PathBuf);
 impl WorkDir {
     /// A fresh directory in `parent`, only for this user; an existing entry of the name
     /// (a link too) is never reused.
-    fn create(parent: &Path) -> io::Result<WorkDir> {
+    fn create(parent: &Path) -> crate::Result<WorkDir> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -57,7 +57,7 @@ impl WorkDir {
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", dir.display())))?;
+            .map_err(BenchError::doing(format!("create {}", dir.display())))?;
         Ok(WorkDir(dir))
     }
 }
@@ -90,7 +90,7 @@ impl RecordRun {
     }
 }
 
-fn dd(cfg: &RecordBenchConfig, work: &Path, direct: bool) -> io::Result<Option<RecordRun>> {
+fn dd(cfg: &RecordBenchConfig, work: &Path, direct: bool) -> crate::Result<Option<RecordRun>> {
     let out = work.join("dd.bin");
     let mut c = Command::new("dd");
     c.arg("if=/dev/zero")
@@ -109,7 +109,7 @@ fn dd(cfg: &RecordBenchConfig, work: &Path, direct: bool) -> io::Result<Option<R
     let seconds = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&out);
     if cfg.stop.load(Ordering::Relaxed) {
-        return Err(interrupted());
+        return Err(BenchError::Stopped);
     }
     match st {
         Ok(s) if s.success() => Ok(Some(RecordRun {
@@ -120,11 +120,11 @@ fn dd(cfg: &RecordBenchConfig, work: &Path, direct: bool) -> io::Result<Option<R
             refused: 0,
         })),
         Ok(_) => Ok(None),
-        Err(e) => Err(io::Error::new(e.kind(), format!("cannot run dd: {e}"))),
+        Err(e) => Err(BenchError::doing("cannot run dd")(e)),
     }
 }
 
-fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<RecordRun> {
+fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> crate::Result<RecordRun> {
     let dir = work.join(format!("rec-{run}"));
     let header = Header {
         sensor: "bench".into(),
@@ -156,11 +156,10 @@ fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<Reco
     let seconds = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&dir);
     if cfg.stop.load(Ordering::Relaxed) {
-        return Err(interrupted());
+        return Err(BenchError::Stopped);
     }
     if let Some(why) = s.stopped {
-        // Error::other: the runs speak io::Error; the recorder's reason is text already
-        return Err(io::Error::other(format!("recording stopped: {why}")));
+        return Err(BenchError::RecordingStopped(why));
     }
     Ok(RecordRun {
         name: "recorder",
@@ -174,14 +173,14 @@ fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<Reco
 /// Run `runs` rounds of dd then recorder. dd falls back to buffered writes (with
 /// `direct: false` in its result) where the filesystem refuses `O_DIRECT`.
 /// Stopped ([`RecordBenchConfig::stop`]), it returns the rounds that completed.
-pub fn record(cfg: &RecordBenchConfig) -> io::Result<Vec<RecordRun>> {
+pub fn record(cfg: &RecordBenchConfig) -> crate::Result<Vec<RecordRun>> {
     std::fs::create_dir_all(&cfg.dir)?;
     let work = WorkDir::create(&cfg.dir)?;
     let mut out = Vec::new();
     for run in 0..cfg.runs.max(1) {
         match round(cfg, &work.0, run) {
             Ok(r) => out.extend(r),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted && !out.is_empty() => break,
+            Err(BenchError::Stopped) if !out.is_empty() => break,
             Err(e) => return Err(e),
         }
     }
@@ -189,18 +188,12 @@ pub fn record(cfg: &RecordBenchConfig) -> io::Result<Vec<RecordRun>> {
 }
 
 /// One round: dd, then the recorder.
-fn round(cfg: &RecordBenchConfig, work: &Path, run: usize) -> io::Result<[RecordRun; 2]> {
+fn round(cfg: &RecordBenchConfig, work: &Path, run: usize) -> crate::Result<[RecordRun; 2]> {
     let d = match dd(cfg, work, true)? {
         Some(r) => r,
-        // Error::other: the runs speak io::Error; the recorder's reason is text already
-        None => dd(cfg, work, false)?.ok_or_else(|| io::Error::other("dd failed"))?,
+        None => dd(cfg, work, false)?.ok_or(BenchError::Dd)?,
     };
     Ok([d, recorder(cfg, work, run)?])
-}
-
-/// The error of a run that [`RecordBenchConfig::stop`] ended.
-fn interrupted() -> io::Error {
-    io::Error::new(io::ErrorKind::Interrupted, "stopped")
 }
 
 /// Median of the named runs' MB/s.

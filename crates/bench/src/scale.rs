@@ -5,7 +5,6 @@
 //! the goodput per receiver CPU, so one session per core can be compared with N.
 
 use crate::{StreamConfig, StreamResult, stream};
-use std::io;
 use std::net::Ipv4Addr;
 
 /// One N's figures for one receiver.
@@ -52,7 +51,7 @@ pub fn scale_one(
     base: &StreamConfig,
     streams: usize,
     name: &'static str,
-) -> io::Result<ScaleResult> {
+) -> crate::Result<ScaleResult> {
     let each = std::thread::scope(|s| {
         let runs: Vec<_> = (0..streams)
             .map(|i| {
@@ -62,11 +61,10 @@ pub fn scale_one(
             .collect();
         runs.into_iter()
             .map(|h| {
-                // Error::other: a thread's panic or silence carries no typed error
                 h.join()
-                    .unwrap_or_else(|_| Err(io::Error::other("a stream panicked")))
+                    .unwrap_or(Err(crate::BenchError::Panicked("stream")))
             })
-            .collect::<io::Result<Vec<Vec<StreamResult>>>>()
+            .collect::<crate::Result<Vec<Vec<StreamResult>>>>()
     })?;
     let each: Vec<StreamResult> = each.into_iter().flatten().collect();
     let gbps: f64 = each.iter().map(|r| r.gbps).sum();
@@ -93,7 +91,7 @@ pub fn scale_one(
 pub fn scale(
     base: &StreamConfig,
     streams: &[usize],
-) -> io::Result<Vec<(ScaleResult, ScaleResult)>> {
+) -> crate::Result<Vec<(ScaleResult, ScaleResult)>> {
     streams
         .iter()
         .map(|&n| Ok((scale_one(base, n, "sink")?, scale_one(base, n, "rocelink")?)))

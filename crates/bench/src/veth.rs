@@ -3,7 +3,6 @@
 //! address — a real link with a driver, where AF_XDP can attach, unlike loopback.
 //! Removed on drop.
 
-use std::io;
 use std::net::Ipv4Addr;
 use std::process::Command;
 
@@ -29,18 +28,19 @@ pub struct VethLink {
     pub veth: Veth,
 }
 
-fn ip(args: &[&str]) -> io::Result<()> {
+fn ip(args: &[&str]) -> crate::Result<()> {
     let out = Command::new("ip")
         .args(args)
         .output()
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot run `ip` (iproute2): {e}")))?;
+        .map_err(crate::BenchError::doing("cannot run `ip` (iproute2)"))?;
     if !out.status.success() {
-        // Error::other: `ip` failed: its stderr is the whole story
-        return Err(io::Error::other(format!(
-            "ip {}: {} (the veth benchmark needs root)",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(crate::BenchError::Ip {
+            args: args.join(" "),
+            stderr: format!(
+                "{} (the veth benchmark needs root)",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
     }
     Ok(())
 }
@@ -48,7 +48,7 @@ fn ip(args: &[&str]) -> io::Result<()> {
 impl VethLink {
     /// Namespaces `rlbench{a,b}<pid>` joined by a veth pair, 10.208.0.1/24 on A's end
     /// and 10.208.0.2/24 on B's, MTU `mtu`.
-    pub fn create(mtu: u32) -> io::Result<VethLink> {
+    pub fn create(mtu: u32) -> crate::Result<VethLink> {
         let id = std::process::id();
         let veth = Veth {
             ns_a: format!("rlbencha{id}"),

@@ -117,7 +117,7 @@ fn record(a: &RecordArgs) -> Result<ExitCode> {
         queue: a.queue,
         stop: stop.arc(),
     }) {
-        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+        Err(rocelink_bench::BenchError::Stopped) => {
             eprintln!("rocelink: bench record: stopped before a round completed");
             return Ok(ExitCode::from(130));
         }
@@ -320,7 +320,7 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
     };
     // Ctrl-C: the rounds that completed are reported; the veth link goes with `link`
     let rounds = match rocelink_bench::stream_rounds(&cfg, a.runs) {
-        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+        Err(rocelink_bench::BenchError::Stopped) => {
             eprintln!("rocelink: bench stream: stopped before a round completed");
             return Ok(ExitCode::from(130));
         }

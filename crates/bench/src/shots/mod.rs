@@ -9,6 +9,7 @@
 
 pub mod rounds;
 
+use crate::BenchError;
 use rocelink_io::backend::{Outgoing, Transmitter};
 use rocelink_io::cpu::{pin_current_thread, thread_cpu_time};
 use rocelink_io::udp::{RecvBatch, UdpConfig, UdpSocket};
@@ -17,7 +18,6 @@ use rocelink_transport::{Endpoint, EndpointConfig};
 use rocelink_ultrasound::run::{self, TriggerTarget, Triggering};
 use rocelink_ultrasound::shot::{Echoes, ShotWork};
 use rocelink_ultrasound::{GateConfig, Geometry, Host, Probe, ProbeConfig, ShotHostConfig};
-use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -159,22 +159,27 @@ pub struct Ends {
 }
 
 /// Shots of `g` over RoCE at `hz` for `secs`.
-pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
+pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> crate::Result<Point> {
     let stop = AtomicBool::new(false);
     let sock = UdpSocket::bind(SocketAddr::new(ends.probe, 0), &UdpConfig::default())?;
     let paddr = sock.local_addr();
     let trig = std::net::UdpSocket::bind(SocketAddr::new(ends.probe, 0))?;
     let taddr = trig.local_addr()?;
     let mut pep = Endpoint::new(EndpointConfig::new(paddr));
-    // Error::other: the benchmark speaks io::Error; the typed error rides inside
-    let mut probe = Probe::new(&mut pep, ProbeConfig::new(g)).map_err(io::Error::other)?;
+    let mut probe =
+        Probe::new(&mut pep, ProbeConfig::new(g)).map_err(|source| BenchError::Ultrasound {
+            role: "probe",
+            source,
+        })?;
     let hsock = UdpSocket::bind(SocketAddr::new(ends.host, 0), &roce_config())?;
     let haddr = hsock.local_addr();
     let mut hep = Endpoint::new(EndpointConfig::new(haddr));
     let mut cfg = ShotHostConfig::new(g);
     cfg.land = ends.land;
-    // Error::other: the benchmark speaks io::Error; the typed error rides inside
-    let mut host = Host::new(&mut hep, cfg).map_err(io::Error::other)?;
+    let mut host = Host::new(&mut hep, cfg).map_err(|source| BenchError::Ultrasound {
+        role: "shots host",
+        source,
+    })?;
     std::thread::scope(|s| {
         let sender = s.spawn(|| run_probe(sock, (&mut pep, &mut probe), &trig, &ends, &stop));
         if ends.pin {
@@ -209,10 +214,7 @@ pub fn roce(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
         );
         let rx_cpu = busy.cpu();
         stop.store(true, Ordering::Relaxed);
-        // Error::other: a thread's panic or silence carries no typed error
-        let (p, tx_busy) = sender
-            .join()
-            .map_err(|_| io::Error::other("probe thread panicked"))??;
+        let (p, tx_busy) = sender.join().map_err(|_| BenchError::Panicked("probe"))??;
         run?;
         let cost = Cost {
             rx_cpu,
@@ -277,7 +279,7 @@ fn run_probe(
     trig: &std::net::UdpSocket,
     ends: &Ends,
     stop: &AtomicBool,
-) -> io::Result<(rocelink_ultrasound::ProbeStats, f64)> {
+) -> crate::Result<(rocelink_ultrasound::ProbeStats, f64)> {
     if ends.pin {
         let _ = pin_current_thread(0);
     }
@@ -297,7 +299,7 @@ fn run_probe(
 const UDP_HEADER: usize = 8;
 
 /// The same shots over plain UDP at `hz` for `secs`.
-pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
+pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> crate::Result<Point> {
     // the receiving socket as the host's (the same design)
     let rx = UdpSocket::bind(SocketAddr::new(ends.host, 0), &roce_config())?;
     let dst = rx.local_addr();
@@ -305,7 +307,7 @@ pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let stop_ref = &stop;
-        let sender = s.spawn(move || -> io::Result<((u64, u64), f64)> {
+        let sender = s.spawn(move || -> crate::Result<((u64, u64), f64)> {
             if ends.pin {
                 let _ = pin_current_thread(0);
             }
@@ -320,10 +322,9 @@ pub fn udp(g: Geometry, hz: f64, secs: f64, ends: Ends) -> io::Result<Point> {
         let got = recv_udp(&rx, g, secs);
         let rx_cpu = busy.cpu();
         stop.store(true, Ordering::Relaxed);
-        // Error::other: a thread's panic or silence carries no typed error
         let (sent, tx_busy) = sender
             .join()
-            .map_err(|_| io::Error::other("sender thread panicked"))??;
+            .map_err(|_| BenchError::Panicked("sender"))??;
         let got = got?;
         let cost = Cost {
             rx_cpu,
@@ -341,7 +342,7 @@ fn send_udp(
     g: Geometry,
     hz: f64,
     stop: &AtomicBool,
-) -> io::Result<(u64, u64)> {
+) -> crate::Result<(u64, u64)> {
     let echoes = Echoes::new(1);
     let mut work = ShotWork::default();
     let period = Duration::from_secs_f64(1.0 / hz);
@@ -412,7 +413,7 @@ fn send_udp(
 /// Receive for `secs` from the first datagram: shots placed into a ring of buffers by
 /// message index; (complete, incomplete) — a shot still missing messages when one two
 /// later arrives is incomplete.
-fn recv_udp(rx: &UdpSocket, g: Geometry, secs: f64) -> io::Result<(u64, u64)> {
+fn recv_udp(rx: &UdpSocket, g: Geometry, secs: f64) -> crate::Result<(u64, u64)> {
     const RING: usize = 8;
     let m = g.messages();
     let stride = g.stride();

@@ -5,7 +5,6 @@
 use super::{Ends, Point, Proto, roce, udp};
 use crate::Spread;
 use rocelink_ultrasound::Geometry;
-use std::io;
 
 /// What to measure: plain data.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +44,7 @@ pub fn measure(
     plan: &Plan,
     stopped: &dyn Fn() -> bool,
     each: &mut dyn FnMut(usize, &Point),
-) -> io::Result<Rounds> {
+) -> crate::Result<Rounds> {
     let mut rounds = Vec::new();
     for round in 0..plan.runs {
         let mut points = Vec::with_capacity(plan.per_round());

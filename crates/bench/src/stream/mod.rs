@@ -4,7 +4,6 @@
 //! the highest lossless rate.
 
 use crate::{median, veth};
-use std::io;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -119,24 +118,23 @@ pub const RECEIVERS: [&str; 3] = ["sink", "recv1", "rocelink"];
 /// a veth link).
 pub const ALL_RECEIVERS: [&str; 6] = ["sink", "sink-ring", "recv1", "rocelink", "generic", "xdp"];
 
-pub(super) fn check(cfg: &StreamConfig) -> io::Result<()> {
+pub(super) fn check(cfg: &StreamConfig) -> crate::Result<()> {
     if cfg.payload == 0 || !cfg.payload.is_multiple_of(128) || cfg.payload > 8064 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "payload must be a multiple of 128 up to 8064",
+        return Err(crate::BenchError::Setting(
+            "payload must be a multiple of 128 up to 8064".into(),
         ));
     }
     if let Some(n) = cfg.receivers.iter().find(|n| !ALL_RECEIVERS.contains(n)) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("no receiver {n:?} (have: {})", ALL_RECEIVERS.join(", ")),
-        ));
+        return Err(crate::BenchError::Setting(format!(
+            "no receiver {n:?} (have: {})",
+            ALL_RECEIVERS.join(", ")
+        )));
     }
     Ok(())
 }
 
 /// Run the configured receivers against the same sender, one after the other.
-pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
+pub fn stream(cfg: &StreamConfig) -> crate::Result<Vec<StreamResult>> {
     check(cfg)?;
     cfg.receivers.iter().map(|n| run::run_one(cfg, n)).collect()
 }
@@ -144,21 +142,16 @@ pub fn stream(cfg: &StreamConfig) -> io::Result<Vec<StreamResult>> {
 /// [`stream`] `runs` times, the receivers alternating in each round (so the ratios of a
 /// round compare runs minutes apart at most). Stopped ([`StreamConfig::stop`]) after a
 /// round completed, it returns the rounds that did.
-pub fn stream_rounds(cfg: &StreamConfig, runs: usize) -> io::Result<Vec<Vec<StreamResult>>> {
+pub fn stream_rounds(cfg: &StreamConfig, runs: usize) -> crate::Result<Vec<Vec<StreamResult>>> {
     let mut rounds = Vec::new();
     for _ in 0..runs.max(1) {
         match stream(cfg) {
             Ok(r) => rounds.push(r),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted && !rounds.is_empty() => break,
+            Err(crate::BenchError::Stopped) if !rounds.is_empty() => break,
             Err(e) => return Err(e),
         }
     }
     Ok(rounds)
-}
-
-/// The error of a run that [`StreamConfig::stop`] ended.
-pub(crate) fn interrupted() -> io::Error {
-    io::Error::new(io::ErrorKind::Interrupted, "stopped")
 }
 
 /// Each receiver's medians over `rounds` (every figure the median of its own).

@@ -2,7 +2,6 @@
 
 use super::run::run_one;
 use super::{ALL_RECEIVERS, StreamConfig, StreamResult, check};
-use std::io;
 
 /// The highest paced rate at which receiver `name` loses nothing (no datagram lost, no
 /// frame damaged): a bisection of `steps` probes between 0 and `hi_gbps`, each probe
@@ -13,13 +12,10 @@ pub fn no_loss_rate(
     name: &'static str,
     hi_gbps: f64,
     steps: usize,
-) -> io::Result<Option<(f64, StreamResult)>> {
+) -> crate::Result<Option<(f64, StreamResult)>> {
     check(cfg)?;
     if !ALL_RECEIVERS.contains(&name) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("no receiver {name:?}"),
-        ));
+        return Err(crate::BenchError::Setting(format!("no receiver {name:?}")));
     }
     let (mut lo, mut hi) = (0.0f64, hi_gbps.max(0.1));
     let mut best = None;
@@ -74,13 +70,17 @@ impl NoLoss {
 
 /// Search every configured receiver's no-loss rate, bisecting up to 1.1× the best goodput
 /// of the unpaced run `unpaced`.
-pub fn no_loss(cfg: &StreamConfig, unpaced: &[StreamResult], steps: usize) -> io::Result<NoLoss> {
+pub fn no_loss(
+    cfg: &StreamConfig,
+    unpaced: &[StreamResult],
+    steps: usize,
+) -> crate::Result<NoLoss> {
     let hi_gbps = unpaced.iter().map(|x| x.gbps).fold(0.0, f64::max) * 1.1;
     let found = cfg
         .receivers
         .iter()
         .map(|&name| Ok((name, no_loss_rate(cfg, name, hi_gbps, steps)?)))
-        .collect::<io::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     Ok(NoLoss {
         hi_gbps,
         steps,

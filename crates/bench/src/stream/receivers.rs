@@ -18,7 +18,7 @@ pub(super) struct RxOut {
     pub(super) frames: (u64, u64),
 }
 
-pub(super) fn sink(sock: &UdpSocket, stop: &AtomicBool) -> io::Result<RxOut> {
+pub(super) fn sink(sock: &UdpSocket, stop: &AtomicBool) -> crate::Result<RxOut> {
     let mut batch = RecvBatch::new(64, if sock.gro() { 65_536 } else { 9216 });
     let cpu0 = thread_cpu();
     let (mut received, mut bytes) = (0u64, 0u64);
@@ -69,7 +69,7 @@ impl RingSink {
     }
 
     /// One receive without waiting: (segments, payload bytes as the sink counts them).
-    fn recv(&mut self, sock: &UdpSocket) -> io::Result<(u64, u64)> {
+    fn recv(&mut self, sock: &UdpSocket) -> crate::Result<(u64, u64)> {
         let region = self.ring.as_mut();
         if self.at + self.per * self.msgs > region.len() {
             self.at = 0;
@@ -95,7 +95,7 @@ impl RingSink {
 }
 
 /// [`sink`] into a [`RingSink`] of `len` bytes.
-pub(super) fn sink_ring(sock: &UdpSocket, len: usize, stop: &AtomicBool) -> io::Result<RxOut> {
+pub(super) fn sink_ring(sock: &UdpSocket, len: usize, stop: &AtomicBool) -> crate::Result<RxOut> {
     let mut ring = RingSink::new(len, sock.gro());
     let cpu0 = thread_cpu();
     let (mut received, mut bytes) = (0u64, 0u64);
@@ -121,7 +121,7 @@ pub(super) fn recv1(
     sock: &std::net::UdpSocket,
     cfg: &StreamConfig,
     stop: &AtomicBool,
-) -> io::Result<RxOut> {
+) -> crate::Result<RxOut> {
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
     let page = cfg.frame.next_multiple_of(128) + 128;
     let mut frames_buf = [vec![0xFFu8; page], vec![0xFFu8; page]];
@@ -141,7 +141,7 @@ pub(super) fn recv1(
             {
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let _ts = std::time::SystemTime::now(); // per-packet clock read
         received += 1;
@@ -201,7 +201,7 @@ pub(super) fn rocelink_rx(
     xdp: bool,
     port_tx: std::sync::mpsc::Sender<u16>,
     stop: &AtomicBool,
-) -> io::Result<RxOut> {
+) -> crate::Result<RxOut> {
     let port = if xdp { rocelink_wire::ROCE_V2_PORT } else { 0 };
     let mut rc = ReceiverConfig::new(
         SocketAddr::new(IpAddr::V4(cfg.host), port),
@@ -210,9 +210,8 @@ pub(super) fn rocelink_rx(
     );
     if xdp {
         let Some(v) = &cfg.veth else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the xdp receiver runs over a veth link (the xdp backend)",
+            return Err(crate::BenchError::Setting(
+                "the xdp receiver runs over a veth link (the xdp backend)".into(),
             ));
         };
         let mut xc = rocelink_runtime::xdp::XdpPortConfig::new(

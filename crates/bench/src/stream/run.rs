@@ -2,11 +2,10 @@
 
 use super::receivers::{RxOut, recv1, ring_len, rocelink_rx, sink, sink_ring};
 use super::sender::{bind_device, sender};
-use super::{StreamConfig, StreamResult, interrupted};
+use super::{StreamConfig, StreamResult};
 use crate::veth;
 use rocelink_io::cpu::pin_current_thread;
 use rocelink_io::udp::{UdpConfig, UdpSocket};
-use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,19 +59,18 @@ impl Receiver {
 
 /// A receiver running on its thread, at `port`.
 struct Running {
-    thread: JoinHandle<io::Result<RxOut>>,
+    thread: JoinHandle<crate::Result<RxOut>>,
     stop: Arc<AtomicBool>,
     port: u16,
 }
 
 /// Run `name` against the sender for `cfg.seconds`.
-pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<StreamResult> {
+pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> crate::Result<StreamResult> {
     if cfg.stop.load(Ordering::Relaxed) {
-        return Err(interrupted());
+        return Err(crate::BenchError::Stopped);
     }
-    let which = Receiver::named(name).ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("no receiver {name:?}"))
-    })?;
+    let which = Receiver::named(name)
+        .ok_or_else(|| crate::BenchError::Setting(format!("no receiver {name:?}")))?;
     // over loopback the device's socket is bound first, so the receiver expects the
     // address it got (a veth run binds it in the device's namespace)
     let (dev_sock, cfg) = match cfg.veth {
@@ -92,7 +90,7 @@ pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<Stre
     let sent = Arc::new(AtomicU64::new(0));
     let stop_tx = Arc::new(AtomicBool::new(false));
     let (c, st, sn, port) = (cfg.clone(), stop_tx.clone(), sent.clone(), rx.port);
-    let tx = std::thread::spawn(move || -> io::Result<()> {
+    let tx = std::thread::spawn(move || -> crate::Result<()> {
         sn.store(sender(&c, port, &st, dev_sock)?, Ordering::Relaxed);
         Ok(())
     });
@@ -100,20 +98,18 @@ pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> io::Result<Stre
     let irq0 = veth::irq_time();
     wait_out(cfg, t0 + Duration::from_secs_f64(cfg.seconds));
     stop_tx.store(true, Ordering::Relaxed);
-    // Error::other: a thread's panic or silence carries no typed error
     tx.join()
-        .map_err(|_| io::Error::other("sender panicked"))??;
+        .map_err(|_| crate::BenchError::Panicked("sender"))??;
     let wall = t0.elapsed();
     let irq = veth::irq_time().saturating_sub(irq0);
     std::thread::sleep(Duration::from_millis(200)); // drain
     rx.stop.store(true, Ordering::Relaxed);
-    // Error::other: a thread's panic or silence carries no typed error
     let out = rx
         .thread
         .join()
-        .map_err(|_| io::Error::other("receiver panicked"))??;
+        .map_err(|_| crate::BenchError::Panicked("receiver"))??;
     if cfg.stop.load(Ordering::Relaxed) {
-        return Err(interrupted());
+        return Err(crate::BenchError::Stopped);
     }
     Ok(figures(name, &out, sent.load(Ordering::Relaxed), wall, irq))
 }
@@ -131,11 +127,11 @@ fn wait_out(cfg: &StreamConfig, end: Instant) {
 
 /// Start `which` on a thread of its own (pinned, in the host's namespace over veth) and
 /// wait for the port it receives at; a receiver that fails to start says why.
-fn start_receiver(cfg: &StreamConfig, which: Receiver) -> io::Result<Running> {
+fn start_receiver(cfg: &StreamConfig, which: Receiver) -> crate::Result<Running> {
     let stop = Arc::new(AtomicBool::new(false));
     let (port_tx, port_rx) = std::sync::mpsc::channel();
     let (c, s) = (cfg.clone(), stop.clone());
-    let thread = std::thread::spawn(move || -> io::Result<RxOut> {
+    let thread = std::thread::spawn(move || -> crate::Result<RxOut> {
         if c.pin {
             let _ = pin_current_thread(c.cpus.1);
         }
@@ -149,10 +145,14 @@ fn start_receiver(cfg: &StreamConfig, which: Receiver) -> io::Result<Running> {
         Err(_) => {
             stop.store(true, Ordering::Relaxed);
             let name = which.name();
-            Err(match thread.join() {
-                Ok(Err(e)) => io::Error::new(e.kind(), format!("receiver {name}: {e}")),
-                // Error::other: a thread's panic or silence carries no typed error
-                _ => io::Error::other(format!("receiver {name} did not start")),
+            // its error, or none when it panicked or never said where it listens
+            let source = match thread.join() {
+                Ok(Err(e)) => Some(Box::new(e)),
+                _ => None,
+            };
+            Err(crate::BenchError::Receiver {
+                name: name.to_string(),
+                source,
             })
         }
     }
@@ -164,7 +164,7 @@ fn receive(
     c: &StreamConfig,
     port_tx: Sender<u16>,
     stop: &AtomicBool,
-) -> io::Result<RxOut> {
+) -> crate::Result<RxOut> {
     let at = SocketAddr::new(IpAddr::V4(c.host), 0);
     match which {
         Receiver::Sink | Receiver::SinkRing => {

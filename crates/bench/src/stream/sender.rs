@@ -60,7 +60,7 @@ pub(super) fn sender(
     port: u16,
     stop: &AtomicBool,
     sock: Option<UdpSocket>,
-) -> io::Result<u64> {
+) -> crate::Result<u64> {
     if cfg.pin {
         let _ = pin_current_thread(cfg.cpus.0);
     }
@@ -120,7 +120,7 @@ pub(super) fn sender(
 /// The device's socket over loopback: port 12288 (HSB's data source port) on the
 /// configured device address, or on the next free one of its /24 when another run holds
 /// it. Returns the socket and the address it took.
-pub(super) fn bind_device(cfg: &StreamConfig) -> io::Result<(UdpSocket, Ipv4Addr)> {
+pub(super) fn bind_device(cfg: &StreamConfig) -> crate::Result<(UdpSocket, Ipv4Addr)> {
     let [a, b, c, first] = cfg.device.octets();
     for last in first..=254 {
         let ip = Ipv4Addr::new(a, b, c, last);
@@ -131,15 +131,15 @@ pub(super) fn bind_device(cfg: &StreamConfig) -> io::Result<(UdpSocket, Ipv4Addr
         match UdpSocket::bind(at, &UdpConfig::default()) {
             Ok(sock) => return Ok((sock, ip)),
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => continue,
-            Err(e) => return Err(io::Error::new(e.kind(), format!("bind {at}: {e}"))),
+            Err(e) => return Err(crate::BenchError::doing(format!("bind {at}"))(e)),
         }
     }
-    Err(io::Error::new(
+    Err(crate::BenchError::Io(io::Error::new(
         io::ErrorKind::AddrInUse,
         format!(
             "port {} is taken on every address from {} to {a}.{b}.{c}.254",
             rocelink_wire::hsb::DATA_SOURCE_PORT,
             cfg.device
         ),
-    ))
+    )))
 }
