@@ -84,7 +84,9 @@ class Cli:
             proc.kill()
         proc.log.seek(0)
         assert proc.returncode == 0, proc.log.read()
-        return json.loads(out.splitlines()[-1])
+        # every line it printed, for a test that reads more than the summary
+        self.lines = [json.loads(line) for line in out.splitlines()]
+        return self.lines[-1]
 
     def run(self, *args, timeout=60, prefix=()):
         """Run ``rocelink ARGS`` to its end: its JSON summary."""

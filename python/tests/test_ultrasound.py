@@ -102,8 +102,12 @@ def test_summaries_are_the_clis_json_key_for_key(net, cli):
     with rocelink.ultrasound.Probe(bind=dev, channels=32, samples=500, port=47925, trigger_port=47926) as p:
         cli_host = cli.run("shots", "--bind", host, "--probe", p.trigger_addr, "--port", "47925", *shape,
                            "--shots", str(n), "--trigger-hz", "500", "--verify", "--json", "--seconds", "30")
+        cli_shots = cli.lines[:-1]
         py_probe = p.stop()
     assert len(shots) == n
+    # each shot: the CLI's line and Python's to_dict() have the same keys
+    assert len(cli_shots) == n and all(sorted(s) == sorted(shots[0].to_dict()) for s in cli_shots)
+    assert [s.to_dict()["shot"] for s in shots] == [s.number for s in shots]
     for c, py in ((cli_host, py_host), (cli_probe, py_probe)):
         assert c.pop("counters")["pid"] > 0
         assert sorted(c) == sorted(py)

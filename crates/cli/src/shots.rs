@@ -11,7 +11,6 @@ use rocelink_ultrasound::Geometry;
 use rocelink_ultrasound::session::LinkAddrs;
 use rocelink_ultrasound::session::probe::{ProbeSession, ProbeSessionConfig, ProbeSummary};
 use rocelink_ultrasound::session::shots::{ShotEvent, ShotsConfig, ShotsSession, ShotsSummary};
-use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -330,7 +329,7 @@ fn follow(
     let (t0, stopper) = (session.started(), session.stopper());
     let mut view = rocelink_ultrasound::session::view::Publisher::default();
     let mut each = |ev: &ShotEvent| {
-        print_shot(json, t0, ev);
+        print_shot(json, ev);
         if let Some(l) = live {
             view.shot(l, ev);
         }
@@ -365,21 +364,11 @@ fn follow(
     Ok(())
 }
 
-/// One shot as a JSON line (`--json`); nothing otherwise.
-fn print_shot(json: bool, t0: Instant, ev: &ShotEvent) {
-    if !json {
-        return;
+/// One shot as a JSON line (`--json`: the event's serialisation); nothing otherwise.
+fn print_shot(json: bool, ev: &ShotEvent) {
+    if json {
+        println!("{}", serde_json::to_value(ev).unwrap_or_default());
     }
-    let (r, o) = (&ev.report, &ev.outcome);
-    let ns = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0).as_nanos() as u64);
-    println!(
-        "{}",
-        json!({"link": ev.link, "shot": r.shot, "bytes": r.bytes,
-            "messages": r.messages, "missing": r.missing, "complete": r.complete,
-            "verified": o.verified, "recorded": o.recorded, "dropped": o.dropped,
-            "moved": r.moved, "t_trigger_ns": ns(r.trigger),
-            "t_complete_ns": ns(r.last.filter(|_| r.complete))})
-    );
 }
 
 fn summarize(

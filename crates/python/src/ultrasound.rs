@@ -389,6 +389,12 @@ impl Shot {
     fn verified(&self) -> Option<bool> {
         self.event.outcome.verified
     }
+    /// Everything known of it as a dict, as `rocelink shots --json` prints each shot (link,
+    /// shot, bytes, messages, missing, complete, verified, recorded, dropped, moved,
+    /// t_trigger_ns, t_complete_ns).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::data::to_py(py, &self.event)
+    }
     /// The packed bytes (12-bit samples, two channels in three bytes) as numpy uint8;
     /// None for an incomplete shot.
     fn raw<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyArray1<u8>>> {

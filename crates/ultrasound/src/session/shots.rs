@@ -91,18 +91,44 @@ impl ShotsConfig {
 }
 
 /// One shot handed on.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShotEvent {
     /// The link it came on.
     pub link: usize,
+    /// Since the session started: when its trigger was sent (if the host sent it), and
+    /// when its last message was taken (if it is complete), in nanoseconds.
+    pub since_start_ns: (Option<u64>, Option<u64>),
     /// What arrived of it.
     pub report: ShotReport,
     /// Checked, recorded or dropped.
     pub outcome: Outcome,
     /// Its bytes, for a complete shot when [`ShotsConfig::with_data`] asks for them (not
     /// serialised: a consumer reads them here).
-    #[serde(skip)]
     pub data: Option<Arc<[u8]>>,
+}
+
+/// Serialised flat, as `rocelink shots --json` prints each shot: `link`, `shot`, `bytes`,
+/// `messages`, `missing`, `complete`, `verified`, `recorded`, `dropped`, `moved`,
+/// `t_trigger_ns`, `t_complete_ns` (its bytes are not serialised).
+impl serde::Serialize for ShotEvent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (r, o) = (&self.report, &self.outcome);
+        let mut st = s.serialize_struct("ShotEvent", 12)?;
+        st.serialize_field("link", &self.link)?;
+        st.serialize_field("shot", &r.shot)?;
+        st.serialize_field("bytes", &r.bytes)?;
+        st.serialize_field("messages", &r.messages)?;
+        st.serialize_field("missing", &r.missing)?;
+        st.serialize_field("complete", &r.complete)?;
+        st.serialize_field("verified", &o.verified)?;
+        st.serialize_field("recorded", &o.recorded)?;
+        st.serialize_field("dropped", &o.dropped)?;
+        st.serialize_field("moved", &r.moved)?;
+        st.serialize_field("t_trigger_ns", &self.since_start_ns.0)?;
+        st.serialize_field("t_complete_ns", &self.since_start_ns.1)?;
+        st.end()
+    }
 }
 
 /// Where one link of a running host is.
@@ -347,6 +373,7 @@ impl ShotsSession {
                 board: board.clone(),
                 with_data: cfg.with_data,
                 data_every: cfg.data_every,
+                started: self.started,
             };
             self.threads.push(std::thread::spawn(move || ctx.run(link)));
         }
@@ -415,6 +442,8 @@ struct LinkRun {
     board: Option<Board>,
     with_data: bool,
     data_every: Duration,
+    /// The session's start: the zero of its events' times.
+    started: Instant,
 }
 
 impl LinkRun {
@@ -422,15 +451,19 @@ impl LinkRun {
         let i = l.i;
         let mut span: Option<(Instant, Instant)> = None;
         let (sink, tx, dropped) = (&mut l.sink, &self.tx, &self.dropped);
-        let (with_data, every) = (self.with_data, self.data_every);
+        let (with_data, every, started) = (self.with_data, self.data_every, self.started);
         let mut data_at: Option<Instant> = None;
         let mut each = |r: &ShotReport, bytes: Option<&[u8]>| {
             let outcome = sink.take(r, bytes);
             if let (Some(f), Some(last)) = (r.first, r.last) {
                 span = Some(span.map_or((f, last), |(a, _)| (a, last)));
             }
+            let ns = |t: Option<Instant>| {
+                t.map(|t| t.saturating_duration_since(started).as_nanos() as u64)
+            };
             let ev = ShotEvent {
                 link: i,
+                since_start_ns: (ns(r.trigger), ns(r.last.filter(|_| r.complete))),
                 report: *r,
                 outcome,
                 data: None,

@@ -5,7 +5,7 @@ use super::shots::{ShotEvent, ShotsSummary};
 use crate::shot::Geometry;
 use rocelink_runtime::counters::Board;
 use rocelink_view::{Kind, Live, Seen, Served};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -46,11 +46,8 @@ impl Publisher {
             icrc_errors: 0,
             data: ev.data.as_deref(),
         };
-        live.frame(&seen, &|| {
-            json!({"link": ev.link, "shot": r.shot, "bytes": r.bytes, "messages": r.messages,
-                "missing": r.missing, "complete": r.complete, "verified": o.verified,
-                "recorded": o.recorded, "dropped": o.dropped})
-        });
+        // the shot as `shots --json` prints it
+        live.frame(&seen, &|| serde_json::to_value(ev).unwrap_or_default());
     }
 }
 
