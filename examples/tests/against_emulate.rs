@@ -210,8 +210,9 @@ fn trigger_rtt_example_measures_every_size() {
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 2, "{stdout}");
     for (row, samples) in rows.iter().zip([100, 1000]) {
-        assert_eq!(row["geometry"]["samples"], samples, "{row}");
-        assert_eq!(row["rtt_us"].as_array().unwrap().len(), 30, "{row}");
+        assert_eq!(row["samples"], samples, "{row}");
+        assert_eq!(row["shots"], 30, "{row}");
+        assert!(row["median_us"].as_f64().unwrap() > 0.0, "{row}");
         assert_eq!(
             (&row["lost"], &row["corrupt"]),
             (&0.into(), &0.into()),

@@ -8,7 +8,6 @@ use rocelink_runtime::Session;
 // the `p` quantile of sorted round trips (NaN when empty; printed as "-")
 use rocelink_ultrasound::session::round_trip::quantile as pct;
 use rocelink_ultrasound::session::round_trip::{RoundTrip, RoundTripConfig, Row};
-use serde_json::json;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -136,13 +135,8 @@ fn print_row(json: bool, r: &Row) {
     let median = r.quantile(0.5);
     let rate = r.gbps_at_median();
     if json {
-        println!(
-            "{}",
-            json!({"samples": g.samples, "channels": g.channels, "bytes": g.bytes(),
-                   "messages": g.messages(), "shots": v.len(), "lost": r.lost, "corrupt": r.corrupt,
-                   "min_us": pct(v, 0.0), "median_us": median, "p99_us": pct(v, 0.99),
-                   "max_us": pct(v, 1.0), "gbps_at_median": rate})
-        );
+        // the row's serialisation
+        println!("{}", serde_json::to_value(r).unwrap_or_default());
     } else {
         let f = |x: f64, d: usize| {
             if x.is_finite() {

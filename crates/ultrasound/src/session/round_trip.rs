@@ -56,7 +56,7 @@ impl RoundTripConfig {
 }
 
 /// The round trips of one shot size.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// The shot.
     pub geometry: Geometry,
@@ -77,6 +77,34 @@ impl Row {
     /// The shot's bits over the median round trip, Gbit/s.
     pub fn gbps_at_median(&self) -> f64 {
         self.geometry.bytes() as f64 * 8.0 / (self.quantile(0.5) * 1e3)
+    }
+}
+
+/// Serialised as `rocelink trigger --json` prints a row: the shot (`samples`,
+/// `channels`, `bytes`, `messages`), `shots` measured, `lost`, `corrupt`, the round trip's
+/// `min_us`, `median_us`, `p99_us`, `max_us` (null without a round trip) and
+/// `gbps_at_median`; the round trips themselves are not serialised.
+impl serde::Serialize for Row {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let g = &self.geometry;
+        // NaN (no round trip) as null
+        let q = |p: f64| Some(self.quantile(p)).filter(|x| x.is_finite());
+        let mut st = s.serialize_struct("Row", 12)?;
+        st.serialize_field("samples", &g.samples)?;
+        st.serialize_field("channels", &g.channels)?;
+        st.serialize_field("bytes", &g.bytes())?;
+        st.serialize_field("messages", &g.messages())?;
+        st.serialize_field("shots", &self.rtt_us.len())?;
+        st.serialize_field("lost", &self.lost)?;
+        st.serialize_field("corrupt", &self.corrupt)?;
+        st.serialize_field("min_us", &q(0.0))?;
+        st.serialize_field("median_us", &q(0.5))?;
+        st.serialize_field("p99_us", &q(0.99))?;
+        st.serialize_field("max_us", &q(1.0))?;
+        let rate = self.gbps_at_median();
+        st.serialize_field("gbps_at_median", &Some(rate).filter(|x| x.is_finite()))?;
+        st.end()
     }
 }
 
