@@ -46,6 +46,7 @@ pub mod veth;
 pub use error::{BenchError, Result};
 pub use stats::{Spread, median};
 pub use stream::no_loss::{NoLoss, no_loss, no_loss_rate};
+pub use stream::report::StreamReport;
 pub use stream::{
     ALL_RECEIVERS, RECEIVERS, StreamConfig, StreamResult, medians, stream, stream_rounds,
 };

@@ -2,8 +2,8 @@
 
 use anyhow::{Context, Result};
 use rocelink_bench::Spread;
-use rocelink_bench::{StreamConfig, StreamResult};
-use serde_json::{Value, json};
+use rocelink_bench::{StreamConfig, StreamReport, StreamResult};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -333,21 +333,17 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
             a.runs
         );
     }
-    let r = rocelink_bench::medians(&rounds);
-    let view = StreamView {
-        a,
-        r: &r,
-        rounds: &rounds,
-        xdp,
-    };
+    let backend = crate::args::value_name(&a.backend);
+    let rep = StreamReport::new(&cfg, &backend, &rounds);
     if a.json {
-        println!("{}", view.json());
+        println!("{}", serde_json::to_value(&rep).unwrap_or_default());
     } else {
-        view.print();
+        print_stream(a, &rep);
     }
+    let r = rep.medians();
     let more = || -> Result<()> {
         if a.no_loss && !stop.is_set() {
-            no_loss(&cfg, &r, a)?;
+            no_loss(&cfg, r, a)?;
         }
         if let Some(p) = a.plot.as_ref().filter(|_| !stop.is_set()) {
             plot_stream(p, &cfg)?;
@@ -416,212 +412,94 @@ fn stream_config(
     }
 }
 
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 { a / b } else { 0.0 }
-}
-
-/// A stream run's results, to print: each receiver's medians, and every round.
-struct StreamView<'a> {
-    a: &'a StreamArgs,
-    r: &'a [StreamResult],
-    rounds: &'a [Vec<StreamResult>],
-    xdp: bool,
-}
-
-impl StreamView<'_> {
-    fn find<'r>(r: &'r [StreamResult], n: &str) -> Option<&'r StreamResult> {
-        r.iter().find(|x| x.name == n)
-    }
-
-    /// CPU % of a core: the receiver thread, plus softirq over veth.
-    fn cpu(&self, x: &StreamResult) -> f64 {
-        x.cpu_percent + if self.xdp { x.irq_percent } else { 0.0 }
-    }
-
-    /// Verified Gbit/s per CPU-second.
-    fn per_cpu(&self, x: &StreamResult) -> f64 {
-        let cpu = self.cpu(x);
-        if cpu > 0.0 {
-            x.gbps / (cpu / 100.0)
+/// A stream run's report in words: the settings, each receiver's medians, the ratios.
+fn print_stream(a: &StreamArgs, rep: &StreamReport<'_>) {
+    println!(
+        "payload {} B, frame {} B, {} s each, {}, GSO {}, GRO {}{}",
+        a.payload,
+        a.frame,
+        a.seconds,
+        a.rate
+            .map_or("unpaced".to_string(), |r| format!("{r} Gbit/s")),
+        if a.no_gso { "off" } else { "on" },
+        if a.no_gro { "off" } else { "on" },
+        if rep.rounds() > 1 {
+            format!(
+                "; medians of {} rounds, ratios per round (median, range)",
+                rep.rounds()
+            )
         } else {
-            0.0
+            String::new()
         }
+    );
+    if rep.over_veth() {
+        println!("over a veth pair between two namespaces; irq % is the machine's softirq time");
     }
+    print_table(rep);
+    print_ratios(a, rep);
+}
 
-    fn ran(&self, n: &str) -> bool {
-        Self::find(self.r, n).is_some()
-    }
-
-    /// `f(ours, theirs)` in each round, over the rounds.
-    fn spread(&self, n: &str, f: impl Fn(&StreamResult, &StreamResult) -> f64) -> Spread {
-        let v: Vec<f64> = self
-            .rounds
-            .iter()
-            .filter_map(|r| Some(f(Self::find(r, "rocelink")?, Self::find(r, n)?)))
-            .collect();
-        Spread::of(&v)
-    }
-
-    /// rocelink's goodput against each baseline that ran beside it.
-    fn goodput_ratios(&self) -> Vec<(&'static str, Spread)> {
-        self.against(&["sink", "recv1"], |o, t| ratio(o.gbps, t.gbps))
-    }
-
-    /// rocelink's CPU against each socket baseline that ran beside it: at a paced rate its
-    /// CPU per Gbit/s of goodput against theirs (the CPU % ratio where both kept the rate),
-    /// unpaced its verified Gbit/s per CPU-second against theirs.
-    fn cpu_ratios(&self) -> Vec<(&'static str, Spread)> {
-        let paced = self.a.rate.is_some();
-        self.against(&["sink", "sink-ring", "recv1"], |o, t| {
-            if paced {
-                ratio(self.per_cpu(t), self.per_cpu(o))
-            } else {
-                ratio(self.per_cpu(o), self.per_cpu(t))
-            }
-        })
-    }
-
-    fn against(
-        &self,
-        names: &[&'static str],
-        f: impl Fn(&StreamResult, &StreamResult) -> f64,
-    ) -> Vec<(&'static str, Spread)> {
-        names
-            .iter()
-            .filter(|n| self.ran("rocelink") && self.ran(n))
-            .map(|&n| (n, self.spread(n, &f)))
-            .collect()
-    }
-
-    fn json(&self) -> Value {
-        let a = self.a;
-        let row = |x: &StreamResult| {
-            json!({"name": x.name, "gbps": x.gbps, "pps": x.pps, "loss": x.loss, "cpu_percent": x.cpu_percent,
-                   "cpu_user_percent": x.cpu_user_percent, "irq_percent": x.irq_percent,
-                   "gbps_per_cpu": self.per_cpu(x), "sent": x.sent, "received": x.received, "frames_good": x.frames.0, "frames_damaged": x.frames.1})
-        };
-        let to = |v: Vec<(&str, Spread)>| {
-            v.into_iter()
-                .map(|(n, s)| (n.to_string(), json!(s.median)))
-                .collect::<serde_json::Map<_, _>>()
-        };
-        let goodput = self.goodput_ratios();
-        let of = |n: &str| {
-            goodput
-                .iter()
-                .find(|g| g.0 == n)
-                .map_or(0.0, |g| g.1.median)
-        };
-        let xdp = self.spread("xdp", |o, t| ratio(self.per_cpu(t), self.per_cpu(o)));
-        let mut v = json!({"payload": a.payload, "frame": a.frame, "seconds": a.seconds, "rate_gbps": a.rate, "gso": !a.no_gso, "gro": !a.no_gro,
-               "backend": crate::args::value_name(&a.backend), "runs": self.rounds.len(),
-               "results": self.r.iter().map(row).collect::<Vec<_>>(),
-               "ratio_xdp_to_rocelink_per_cpu": if self.ran("xdp") && self.ran("rocelink") { xdp.median } else { 0.0 },
-               "ratio_rocelink_to_sink": of("sink"), "ratio_rocelink_to_recv1": of("recv1"),
-               (if a.rate.is_some() { "cpu_ratio_rocelink_to" } else { "per_cpu_ratio_rocelink_to" }): to(self.cpu_ratios())});
-        if self.rounds.len() > 1 {
-            v["rounds"] = json!(
-                self.rounds
-                    .iter()
-                    .map(|r| r.iter().map(row).collect::<Vec<_>>())
-                    .collect::<Vec<_>>()
-            );
-        }
-        v
-    }
-
-    fn print(&self) {
-        let a = self.a;
+fn print_table(rep: &StreamReport<'_>) {
+    println!(
+        "{:<10} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>10} {:>14}",
+        "receiver",
+        "Gbit/s",
+        "pkts/s",
+        "loss",
+        "CPU %",
+        "user %",
+        "irq %",
+        "Gb/CPU-s",
+        "frames ok/bad"
+    );
+    for x in rep.medians() {
         println!(
-            "payload {} B, frame {} B, {} s each, {}, GSO {}, GRO {}{}",
-            a.payload,
-            a.frame,
-            a.seconds,
-            a.rate
-                .map_or("unpaced".to_string(), |r| format!("{r} Gbit/s")),
-            if a.no_gso { "off" } else { "on" },
-            if a.no_gro { "off" } else { "on" },
-            if self.rounds.len() > 1 {
-                format!(
-                    "; medians of {} rounds, ratios per round (median, range)",
-                    self.rounds.len()
-                )
+            "{:<10} {:>10.2} {:>12.0} {:>7.2}% {:>8.1} {:>8.1} {:>8.1} {:>10.2} {:>14}",
+            x.name,
+            x.gbps,
+            x.pps,
+            x.loss * 100.0,
+            x.cpu_percent,
+            x.cpu_user_percent,
+            x.irq_percent,
+            rep.per_cpu(x),
+            if x.name.starts_with("sink") {
+                "-".to_string()
             } else {
-                String::new()
+                format!("{}/{}", x.frames.0, x.frames.1)
             }
         );
-        if self.xdp {
-            println!(
-                "over a veth pair between two namespaces; irq % is the machine's softirq time"
-            );
-        }
-        self.print_table();
-        self.print_ratios();
     }
+}
 
-    fn print_table(&self) {
-        println!(
-            "{:<10} {:>10} {:>12} {:>8} {:>8} {:>8} {:>8} {:>10} {:>14}",
-            "receiver",
-            "Gbit/s",
-            "pkts/s",
-            "loss",
-            "CPU %",
-            "user %",
-            "irq %",
-            "Gb/CPU-s",
-            "frames ok/bad"
-        );
-        for x in self.r {
-            println!(
-                "{:<10} {:>10.2} {:>12.0} {:>7.2}% {:>8.1} {:>8.1} {:>8.1} {:>10.2} {:>14}",
-                x.name,
-                x.gbps,
-                x.pps,
-                x.loss * 100.0,
-                x.cpu_percent,
-                x.cpu_user_percent,
-                x.irq_percent,
-                self.per_cpu(x),
-                if x.name.starts_with("sink") {
-                    "-".to_string()
-                } else {
-                    format!("{}/{}", x.frames.0, x.frames.1)
-                }
-            );
-        }
+/// Ratios only against the baselines that ran alongside rocelink.
+fn print_ratios(a: &StreamArgs, rep: &StreamReport<'_>) {
+    let n = rep.rounds();
+    let line = |v: Vec<(&str, Spread)>| {
+        v.into_iter()
+            .map(|(b, s)| format!("rocelink / {b} = {}", s.show(n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let goodput = line(rep.goodput_ratios());
+    if !goodput.is_empty() {
+        println!("{goodput}");
     }
-
-    /// Ratios only against the baselines that ran alongside rocelink.
-    fn print_ratios(&self) {
-        let n = self.rounds.len();
-        let line = |v: Vec<(&str, Spread)>| {
-            v.into_iter()
-                .map(|(b, s)| format!("rocelink / {b} = {}", s.show(n)))
-                .collect::<Vec<_>>()
-                .join(", ")
+    let cpu = line(rep.cpu_ratios());
+    if !cpu.is_empty() {
+        let what = if a.rate.is_some() {
+            "CPU per Gbit/s"
+        } else {
+            "verified Gbit/s per CPU-second"
         };
-        let goodput = line(self.goodput_ratios());
-        if !goodput.is_empty() {
-            println!("{goodput}");
-        }
-        let cpu = line(self.cpu_ratios());
-        if !cpu.is_empty() {
-            let what = if self.a.rate.is_some() {
-                "CPU per Gbit/s"
-            } else {
-                "verified Gbit/s per CPU-second"
-            };
-            println!("{what}: {cpu}");
-        }
-        if self.ran("xdp") && self.ran("rocelink") {
-            println!(
-                "xdp / rocelink: goodput {}, verified Gbit/s per CPU-second {}",
-                self.spread("xdp", |o, t| ratio(t.gbps, o.gbps)).show(n),
-                self.spread("xdp", |o, t| ratio(self.per_cpu(t), self.per_cpu(o)))
-                    .show(n)
-            );
-        }
+        println!("{what}: {cpu}");
+    }
+    if let Some((goodput, per_cpu)) = rep.xdp_ratios() {
+        println!(
+            "xdp / rocelink: goodput {}, verified Gbit/s per CPU-second {}",
+            goodput.show(n),
+            per_cpu.show(n)
+        );
     }
 }
 

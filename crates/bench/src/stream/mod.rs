@@ -11,6 +11,7 @@ use std::time::Duration;
 
 pub mod no_loss;
 pub mod receivers;
+pub mod report;
 pub mod run;
 pub mod sender;
 
