@@ -364,6 +364,32 @@ fn roce_config(
     ))
 }
 
+/// One sink per virtual port: the hand-off to Python, the recording (`DIR`, or `DIR-vpN`
+/// with several ports) and the live view when asked for.
+fn py_sinks(a: &ReceiverArgs, handoff: &Handoff, served: Option<&Served>) -> PyResult<Vec<PySink>> {
+    let frame = a.cfg.frame_size;
+    let mut sinks = Vec::new();
+    for &vp in &a.cfg.vps {
+        let record = match &a.record {
+            Some(dir) => {
+                let dir = match a.cfg.vps.len() {
+                    1 => std::path::PathBuf::from(dir),
+                    _ => rocelink_hsb_host::session::suffixed(dir.as_ref(), vp),
+                };
+                let rc = RecordSink::config(dir, a.sensor.as_ref(), frame);
+                Some(RecordSink::start(rc).map_err(|e| config(chain(&e)))?)
+            }
+            None => None,
+        };
+        sinks.push(PySink {
+            handoff: handoff.for_vp(vp),
+            record,
+            view: served.map(|s| ViewSink::new(s.live().clone(), vp)),
+        });
+    }
+    Ok(sinks)
+}
+
 #[pymethods]
 impl Receiver {
     #[new]
@@ -424,25 +450,7 @@ impl Receiver {
             let sensor = a.sensor.as_ref();
             rocelink_hsb_host::view::serve(at, "python receive", sensor, frame, Some(board.clone()))
         })?;
-        let mut sinks = Vec::new();
-        for &vp in &a.cfg.vps {
-            let record = match &a.record {
-                Some(dir) => {
-                    let dir = match a.cfg.vps.len() {
-                        1 => std::path::PathBuf::from(dir),
-                        _ => rocelink_hsb_host::session::suffixed(dir.as_ref(), vp),
-                    };
-                    let rc = RecordSink::config(dir, a.sensor.as_ref(), frame);
-                    Some(RecordSink::start(rc).map_err(|e| config(chain(&e)))?)
-                }
-                None => None,
-            };
-            sinks.push(PySink {
-                handoff: handoff.for_vp(vp),
-                record,
-                view: served.as_ref().map(|s| ViewSink::new(s.live().clone(), vp)),
-            });
-        }
+        let sinks = py_sinks(&a, &handoff, served.as_ref())?;
         drop(handoff);
         let dev = a.cfg.device.ip();
         let b = board.clone();
