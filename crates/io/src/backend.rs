@@ -23,6 +23,26 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! # The send loop and who uses it
+//!
+//! `rocelink_io::backend::Backend` is what every role's I/O goes through: `recv` into a
+//! `RecvBatch` (optionally sleeping for the first datagram), `send` of `Outgoing` datagrams (up
+//! to three pieces each: headers, a payload where it lies, pad+ICRC), `send_segmented` for a
+//! run of equal-sized datagrams to one peer (UDP GSO; `Unsupported` where a backend has no
+//! offload), `send_runs` for a mix of both in one call (a UDP socket: one `sendmmsg` whose
+//! segmented entries carry their own `UDP_SEGMENT`), `wait_readable`/`wait_writable`.
+//! `Transmitter` is the one send loop over it: runs in order, segmented where they qualify (at
+//! most 64 datagrams / 64 000 bytes, or a smaller run limit for pacing), up to 64 groups — runs
+//! and the datagrams between them — in one call where the backend takes them (a 64 KiB WRITE is
+//! a first packet alone, with its RETH, and a run of the rest: several WRITEs now leave in one
+//! system call instead of two each), segmentation switched off for good the first time the
+//! backend refuses it. The runtime's `Driver<B: Backend>`, the emulator's data path and the
+//! bench sender use it; the baselines (`sink`, `recv1`, the UDP ceiling) keep their raw socket
+//! loops on purpose — they measure the kernel, not rocelink. `sink-ring` is the sink through
+//! `io::scatter` with one slot per message at the next bytes of a ring as large as rocelink's:
+//! the cost of landing in memory that is not in the cache, held apart from everything rocelink
+//! checks.
 
 use crate::udp::{Mixed, RecvBatch, UdpSocket};
 use std::io::{self, IoSlice};

@@ -18,6 +18,18 @@
 //!   and ns, either byte order) and pcapng, with errors that name the byte offset.
 //!
 //! No dependency on the transport: `rocelink-runtime` runs an endpoint over these.
+//!
+//! # Sends and their accounting
+//!
+//! - Only `crates/io` has `unsafe` (recvmmsg/sendmmsg/sendmsg with cmsgs, setsockopt, ppoll,
+//!   getifaddrs); every block has a SAFETY note.
+//! - Sends: unconnected socket bound to an explicit IP with `IP_PMTUDISC_DO` → DF and IPv4 ID 0,
+//!   so the ICRC computed in user space is what any receiver checks.
+//! - `EPERM` from a send means a local netfilter rule dropped the datagram; it is counted
+//!   (`host_drops`) and treated as a loss. Caveat: `sendmmsg` reports a drop in the middle of a
+//!   batch only as a short count, and the retry re-evaluates the rule, so output-hook drops
+//!   under-count. Tests inject loss with `netdev` ingress/egress hooks instead, which drop
+//!   silently like a wire.
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 

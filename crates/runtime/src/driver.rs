@@ -2,6 +2,60 @@
 //! otherwise): sends what it polls out through the backend's [`Transmitter`] (segmented
 //! runs, batches), receives in batches (GRO super-datagrams split in place), runs its
 //! timers, and optionally records every datagram to a pcap.
+//!
+//! # Transmit and wait
+//!
+//! - Runs of datagrams to one peer of equal size (the last may be shorter) leave as GSO
+//!   entries of one `sendmmsg` with the datagrams between them; a refused GSO send switches
+//!   the driver to plain `sendmmsg` (the `Transmitter`).
+//! - Payloads of 512 bytes and more — a request's, a READ response's — are sent from where
+//!   they lie in their region (header | region slice | pad+ICRC I/O vectors), not copied into
+//!   a packet buffer first.
+//! - The ICRC's IP and UDP part (what the kernel will build) is hashed once per flow and
+//!   datagram length and kept (`transport::prefix`), on the send side as on the receive side;
+//!   the requester finds the next packet to send without walking past the messages already
+//!   sent (`requester::queue`).
+//! - With nothing left to send, the driver (and the HSB fast path) sleeps inside
+//!   `recvmmsg(MSG_WAITFORONE)` with `SO_RCVTIMEO` (re-armed only when the wanted timeout
+//!   changes by more than 4×) instead of `ppoll` + `recvmmsg`; the socket is blocking and every
+//!   other call passes `MSG_DONTWAIT`.
+//! - Every role's RoCE socket (`bind_roce`) asks for `UDP_GRO`: a peer's segmented run arrives
+//!   as one message, split in place by the driver, instead of being segmented again on
+//!   delivery and woken for packet by packet. A kernel peer's packets (rxe) coalesce too; their
+//!   IPv4 IDs were never visible to a socket, and the ICRC policy recovers them as before.
+//! - `Driver::set_spin(d)` keeps the driver polling for `d` after the last datagram before it
+//!   sleeps. `rocelink perf` sets 1 ms, as perftest polls its completion queue: a sender then
+//!   does not pay a wake-up (an inter-processor interrupt on a VM) per message. Other roles
+//!   sleep at once; a camera or an IMS unit must not keep a core busy between frames. Every
+//!   datagram opens the window, also the one that ends a run (a ping-pong's answer); while
+//!   nothing can change but an arrival (all sent, no completion from sending) the driver polls
+//!   the socket alone until a datagram, the next timer, the deadline or the window's end.
+//! - `recvmmsg` asks for one datagram after a call that found the queue empty, for as many as
+//!   the last call found otherwise, and for eight times as many (up to the batch) after a call
+//!   that filled its ask: a polled ping-pong's answer is taken alone (the kernel does not look
+//!   for a second message, and the peer's acknowledgement is not handled before the answer),
+//!   and a stream is back to full batches after two calls.
+//! - A latency test's socket is a ping-pong's (`UdpSocket::set_ping_pong`): GRO off, a
+//!   one-datagram ask is a plain `recvfrom`, a datagram of at most 512 bytes is copied into
+//!   one buffer and sent with a plain `sendto` (no message header for the kernel to read),
+//!   about half a microsecond less per hop on loopback. It stays unconnected: a connected
+//!   socket would skip the route lookup (about 0.6 µs more), but Linux numbers a connected
+//!   socket's IPv4 datagrams, and the ICRC covers the Identification that rocelink computes
+//!   as 0; it also stays open to every sender, the endpoint checking each.
+//! - Within a QP a ready request goes ahead of a ready response, unless a response was passed
+//!   over once already (then it goes next): a reply the application posted leaves ahead of the
+//!   ACK of what it answers — as two datagrams of one `sendmmsg`, never one segmented run
+//!   (the ACK is short enough to end one), so the peer receives the reply alone and answers
+//!   before it handles the ACK — and under a stream of requests the two alternate, so neither
+//!   starves.
+//! - Transmit without staging: `Endpoint::poll_transmit_gather` leaves a request's payload (512
+//!   bytes or more; smaller ones are cheaper copied) in its region and returns where it is; the
+//!   driver sends header | region slice | pad+ICRC as iovecs. The emulator does the same with
+//!   frame-buffer slices (`Packetizer::push_from`). Both are tested byte-for-byte against the
+//!   staged packets.
+//! - `Mtu::Jumbo(n)` is outside InfiniBand: HSB devices on jumbo-frame links send up to
+//!   `(MTU − 74) / 128` pages per packet, so the HSB receiver's UC QP accepts any size the
+//!   region bounds allow.
 
 use crate::counters::{Board, Link};
 use crate::landing::{LandingRx, LandingStats, Plan};

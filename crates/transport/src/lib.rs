@@ -50,6 +50,31 @@
 //! assert_eq!((wc.opcode, wc.imm, wc.byte_len), (WcOpcode::RecvRdmaWithImm, Some(0xC0FFEE), 4096));
 //! assert_eq!(pair.b.mr(dst.lkey).unwrap().bytes()[4095], 7);
 //! ```
+//!
+//! # Behaviour on the wire
+//!
+//! - Sans-IO like quinn-proto: `Endpoint::handle_datagram(now, Datagram)`,
+//!   `handle_timeout(now)`, `poll_transmit(now, &mut buf)`, `poll_timeout()`,
+//!   `poll_completion()`, `poll_event()`. QPs are served round-robin in `poll_transmit`;
+//!   responses (ACK/NAK/READ responses) go before new requests and are kept in PSN order in one
+//!   queue (an ACK overtaking READ responses would look like lost responses).
+//! - PSNs are assigned when a WR is posted. RC retransmission is go-back-N from the oldest
+//!   unacknowledged PSN; READ re-requests resume from the first missing response (the responder
+//!   restarts such a replay with READ RESPONSE FIRST/ONLY, so the requester checks lengths, not
+//!   FIRST/MIDDLE positions: the bytes at a PSN are the same either way).
+//! - `retry_cnt`/`rnr_retry` 7 mean "forever", as Linux rxe does. Progress (a cumulative ACK that
+//!   moves) resets the counters.
+//! - A class-C error (invalid request, remote access) sends the NAK and then moves the QP to
+//!   ERROR; the NAK survives the flush.
+//! - UC: a new FIRST/ONLY while a message is open discards the open one and accepts the new one
+//!   (rxe drops both); every discarded message is an `Event::MessageDamaged`.
+//! - ICRC policy on receive: exact when the IP header is known or can be rebuilt (IPv6; IPv4
+//!   with ID 0, which HSB devices and rocelink send). Linux rxe numbers IPv4 IDs, which a UDP
+//!   socket never shows: `IcrcPolicy::RecoverIpv4Id` solves for the ID (the CRC is linear in it:
+//!   16 unknowns over GF(2), using zlib-style `x^(8n) mod P` shifts). It is 2⁻¹⁶-weak and
+//!   counted separately (`icrc_unverified`).
+//! - `Event::Placed` (per QP, opt-in) reports every WRITE payload placed, so a receiver can
+//!   check data as it lands (the HSB frame CRC) without a second pass over the frame.
 #![cfg_attr(not(fuzzing), warn(missing_docs))]
 #![forbid(unsafe_code)]
 

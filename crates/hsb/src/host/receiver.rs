@@ -7,6 +7,71 @@
 //! A slow consumer holds the receiver (it borrows it while it looks at a frame), so
 //! packets wait in the socket buffer and, if that overflows, are lost — counted as dropped
 //! packets of a damaged frame, never passed off as good.
+//!
+//! # Frames
+//!
+//! - The ring is one memory region at VA 0 (as HSB's receivers program base 0); the device
+//!   writes page *p* at `p × page_size`, metadata at `p × page_size + round_up(frame, 128)`.
+//! - Per frame: PSNs of the `Placed` events must be continuous from the previous frame-end PSN
+//!   plus one to the metadata PSN; the frame CRC is computed from the region as each packet lands
+//!   (in order) or, if packets were reordered but none is missing, in one pass at the end;
+//!   `complete` = no PSN gap, byte count = metadata `bytes_written`, immediate PSN bits match;
+//!   `good` = complete and CRC equal. Frame numbers are extended from 16 bits.
+//! - The consumer looks at a frame while holding `&mut Receiver`: nothing is placed meanwhile,
+//!   so a frame can never change under the consumer; a slow consumer makes the socket buffer
+//!   overflow, which shows up as dropped packets of damaged frames.
+//! - One frame per `next_frame` call: once a frame ends, the rest of the received batch waits
+//!   (in the driver, `run_each` resumes the batch on the next call; in the fast path, a cursor
+//!   over the sorted batch). Before this, a batch holding several small frames could overwrite
+//!   the page of a frame already queued for the caller.
+//!
+//! # The fast path
+//!
+//! The stream is predictable, so the kernel's copy can be the only one. The receiver does
+//! not receive by itself: it tells the runtime's landing receive (`runtime::LandingRx`, the
+//! one every landing role goes through, below) where the stream goes, and hands what comes
+//! back to its frame tracker.
+//!
+//! - `io::scatter::ScatterRx` calls `recvmmsg` with a *plan*: per predicted segment its headers
+//!   (scratch), its payload (a range of the ring region) and its pad + ICRC (scratch), plus a
+//!   spill buffer per message for anything longer. A segment's pad + ICRC and the next
+//!   segment's headers are adjacent in scratch and share one iovec, so the kernel imports and
+//!   walks two iovecs per segment rather than three. With `UDP_GRO` one message holds up to
+//!   ⌊65 535 / segment⌋ segments; the receiver's `LandingRx` adapts (`adapting`): a plan names
+//!   the larger of what the last two receives brought, plus 8 (all of them again after a
+//!   receive that filled it; the larger of two, so a frame's lone metadata packet does not
+//!   shrink the plan the next frame's first run needs); then one message per call, because a
+//!   second message's plan cannot know where the first ended. Without GRO, 64 messages of one
+//!   segment each. `crates/hsb/tests/instructions.rs` counts the whole user-space path per
+//!   packet with callgrind, on a stream sent beforehand so every run gets the same batches.
+//! - `hsb::host::predict` fills the plan from the page being filled and its high-water mark:
+//!   WRITE ONLY slots of the learned packet size up to the window end, each naming the VA its
+//!   RETH must carry (`Plan::expect_at`), then the metadata slot, then the next page, never
+//!   wrapping the ring inside one plan (bodies must be increasing and disjoint, which
+//!   `ScatterRx` checks before the call — a plan can never name bytes outside the region).
+//!   A data slot may be moved forward within its page's data area (`movable_to`).
+//! - After the call `LandingRx` matches each segment against its slot (size, header layout,
+//!   pad, the planned VA or one shifted by lost packets); what the packet may do is the
+//!   transport's to decide. Matching segments are handed to `Endpoint::handle_landed`
+//!   (below), which verifies and accounts them exactly as whole datagrams. Nothing above the
+//!   transport checks a key or writes a region byte: the kernel writes into the region's
+//!   landing zone that the transport lends (`Endpoint::landing_zone`), and a run of segments
+//!   shifted by lost packets is moved by the transport (`Endpoint::move_landed`, last first)
+//!   before it is handed over.
+//! - The first segment that does not match, and every later one of that batch, is copied out
+//!   (`gather`) before anything is applied, then given to the generic endpoint in arrival
+//!   order. Applying a segment never clobbers bytes a later one must still be read from.
+//! - What a mispredicted segment wrote stays where the plan put it, so the plan only names
+//!   bytes nobody needs: at or above the page's high-water mark (the highest byte any packet
+//!   wrote there since the page's last frame end — by either path, including a next frame's
+//!   packet that overtook the previous frame end), never in a page the application holds,
+//!   and only after every earlier report has been handed out. A damaged frame may hold such
+//!   bytes in a lost packet's place; its CRC is informative only. A frame whose packets
+//!   strayed is checked by a CRC over the page itself.
+//! - Tested against the generic path: the same stream with seeded drops, duplicates, swaps and
+//!   corrupted payloads, sent to both, must give equal reports and equal bytes for every good
+//!   frame (`crates/hsb/tests/fast_path.rs`, `ROCELINK_FAST_SEEDS=N` for more schedules; 200
+//!   passed locally). Matching a slot without its VA, or not moving a shifted run, fails it.
 
 use super::lent::LentFrame;
 use super::predict::{Geometry, Prediction};

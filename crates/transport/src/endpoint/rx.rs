@@ -1,5 +1,75 @@
 //! The receive path: a datagram's headers and ICRC checked, then handed to its QP — whole
 //! (`handle_datagram`), or with the payload already in a region (`handle_landed`).
+//!
+//! # In-place placement
+//!
+//! `Endpoint::handle_landed(now, Landed { src, dst, headers, lkey, offset, len, tail })` takes
+//! an RDMA WRITE whose payload some backend already put into a region — the kernel through
+//! scatter iovecs today, an AF_XDP UMEM or a NIC-like device later — with its headers and
+//! pad+ICRC kept apart. It runs the same code as `handle_datagram` past the parse: the ICRC over
+//! headers, the landed payload and the tail (`icrc::check_pieces`, one pass over the payload
+//! that also yields its CRC-32 for frame CRCs), then QP, peer, P_Key, transport, state, PSN,
+//! opcode sequence and length, R_Key, access and bounds of the destination; it advances the
+//! QP's PSN state, counters, events and completions exactly as a copy would
+//! (`crates/transport/tests/landed.rs` feeds twin endpoints the same datagrams, one whole and
+//! one landed, and compares everything observable). The answer is `InPlace` (the bytes already
+//! sat where the RETH says), `Copied` (they were moved there: a payload landed elsewhere, or in
+//! another region) or `Refused` (counted under the reason). Only WRITE opcodes may arrive this
+//! way: a SEND's payload has no place of its own (refused as malformed). The payload is read
+//! only from inside its region (offset and length checked against the region first).
+//!
+//! Why not let the role keep its own checks: the HSB fast path used to check R_Key, QP and
+//! bounds itself and wrote the ring directly, so the UC QP never saw most packets (its PSN state
+//! and counters were wrong) and every new role would have re-implemented the checks. Now the
+//! fast and generic paths give equal transport counters over 100 random fault schedules.
+//!
+//! Cost: the transport's generic per-packet work (lookups of QP and region, the PSN state, the
+//! event the frame tracker reads) is more than the old inline checks; at 1408-byte payloads the
+//! 4K stream costs more CPU than before (see `performance.md`, "In-place placement through the shared transport"). The one-pass header
+//! parse (`IbRepr::parse_headers`, no copy of the header-order table per call — that copy had
+//! been costing the generic path too), the ICRC's IP/UDP prefix kept per flow and packet length,
+//! and a single region lookup for an in-place WRITE ONLY took back most of it.
+//!
+//! The lane (`endpoint/lane.rs`): the common landed packet — a UC RDMA WRITE ONLY
+//! without immediate, no pad, to a UC QP that is between messages, not dropping and expecting
+//! exactly its PSN — is checked by the same predicates in the same order (length and tail,
+//! opcode/pad/version from the typed BTH view, DMA length, QP, P_Key, peer, responder state,
+//! the payload inside its region, the ICRC, then R_Key, access and bounds through the same
+//! `MrTable::place_landed`) without the general structures, and accounted by
+//! `Qp::uc_write_only_placed`, which does what `uc_request` and `rc_uc_write` do for that
+//! packet. It changes nothing unless every check passes; otherwise the general path decides and
+//! counts the reason (an ICRC that fails is hashed twice — rare). It is a fast path *inside* the
+//! transport, so no role re-implements a check; `tests/landed.rs` holds it to the general path
+//! on seeded random streams of good and faulty packets (lost, replayed, wrong R_Key/P_Key/QP,
+//! past the region, damaged, padded, landed elsewhere, with immediate, an open message), and
+//! `tests/instructions.rs` fails if the landed path's instruction count goes back up.
+//!
+//! Runs (`Endpoint::handle_landed_run`): the packets of one GRO message are one sender's, so the
+//! lane takes them as a run. The first is checked as above; each later one against the one
+//! before — the BTH bytes up to the PSN and the R_Key equal, the PSN one more, VA and region
+//! offset one payload further, its own ICRC from the run's prefix — with the QP, the region's
+//! span (bounds and held pages, `MemoryRegion::in_place_span`) and the prefix looked up once,
+//! and the QP accounted once at the end. The first packet that differs stops the run and goes
+//! by itself, so no check is weaker; `tests/landed_runs.rs` plants each fault mid-run and holds
+//! the result to a twin fed whole datagrams. `LandingRx::handle_run` hands a message's landed
+//! segments over as a run; the HSB tracker and prediction account per run. The per-packet
+//! work left is spread (the sort's fit of each segment, the plan and iovecs per slot, the
+//! run's loop): the figures are in `docs/performance.md`.
+//!
+//! The UD lane (`endpoint/ud_lane.rs`) does the same for the ultrasound host's packets: a UD
+//! SEND ONLY whose payload already sits where the next posted receive puts it, after a
+//! discarded 40-byte GRH slot, is checked (layout, QP, state, P_Key, Q_Key, the receive's
+//! segment and access, ICRC) and completed without the parsed header set, the GRH that would
+//! be thrown away or a second walk of the scatter list; `tests/landed_ud.rs` holds it to whole
+//! datagrams.
+//!
+//! The UD send lane (`qp/requester/ud_send.rs`) is the sender's half: a probe sends shot after
+//! shot to one receiver, so a UD SEND gathered from one piece of a region reuses the headers
+//! of the one before (kept per QP with the destination, Q_Key, P_Key, immediate flag and
+//! length they were built for) and the ICRC's state after their fixed bytes, patching the PSN
+//! and immediate. Inline data, several pieces, shared memory, payloads small enough to copy
+//! and regions gone since posting take the general path; `tests/gather.rs` holds both to the
+//! same bytes.
 
 use super::{Datagram, Endpoint, IcrcPolicy, IcrcStatus};
 use crate::qp::{Payload, QpState, QpType};
