@@ -13,11 +13,11 @@ use crate::Spread;
 use crate::baseline::{udp_ceiling, udp_pingpong};
 use rocelink_perftest::perf::lines::Line;
 use rocelink_perftest::perf::{Kind, LatStats, PerfConfig, PerfError, Verb, headline, loopback};
+use rocelink_runtime::Stopper;
 use std::io::{self, BufRead as _, Read as _};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Where a run's two ends run.
@@ -161,7 +161,7 @@ impl BenchPerfError {
 /// Measure `plan`: its runs, each rocelink's figure next to its baselines. `stop` is looked
 /// at after each run (and by a run on two threads): once set, the runs completed are
 /// returned.
-pub fn measure(plan: &Plan, stop: &AtomicBool) -> Result<Rounds, BenchPerfError> {
+pub fn measure(plan: &Plan, stop: &Stopper) -> Result<Rounds, BenchPerfError> {
     let cfg = &plan.cfg;
     let test = cfg.test.name();
     let mut r = Rounds::default();
@@ -198,7 +198,7 @@ pub fn measure(plan: &Plan, stop: &AtomicBool) -> Result<Rounds, BenchPerfError>
         }
         // a run counts once all its figures are in
         r.mine.push(mine);
-        if stop.load(Ordering::Relaxed) {
+        if stop.is_stopped() {
             break;
         }
     }
@@ -211,8 +211,7 @@ pub(crate) fn one_run(plan: &Plan) -> Result<f64, BenchPerfError> {
     match &plan.ends {
         Ends::Processes { exe, port } => two_processes(plan, exe, *port),
         Ends::Threads => {
-            let never = AtomicBool::new(false);
-            let (c, _) = loopback(&plan.cfg, plan.ips, plan.pin, &never)
+            let (c, _) = loopback(&plan.cfg, plan.ips, plan.pin, &Stopper::new())
                 .map_err(|source| BenchPerfError::Threads { test, source })?;
             headline(&c).ok_or(BenchPerfError::NoResult { test })
         }

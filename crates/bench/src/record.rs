@@ -19,8 +19,6 @@ use rocelink_record::{RecordConfig, Recorder};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Record benchmark settings.
@@ -40,7 +38,7 @@ pub struct RecordBenchConfig {
     pub queue: usize,
     /// Set (by a Ctrl-C handler) to end the run early: the writing stops, the files go,
     /// and the call returns the runs that completed (an `Interrupted` error if none did).
-    pub stop: Arc<AtomicBool>,
+    pub stop: rocelink_runtime::Stopper,
 }
 
 /// A directory the benchmark made for itself, removed with everything in it when dropped.
@@ -108,7 +106,7 @@ fn dd(cfg: &RecordBenchConfig, work: &Path, direct: bool) -> crate::Result<Optio
     let st = c.status();
     let seconds = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&out);
-    if cfg.stop.load(Ordering::Relaxed) {
+    if cfg.stop.is_stopped() {
         return Err(BenchError::Stopped);
     }
     match st {
@@ -143,7 +141,7 @@ fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> crate::Result<R
     let mut sent = 0usize;
     // bounded: every frame is either accepted or retried; a recorder that stopped (disk
     // full) ends the loop
-    while sent < cfg.frames && !rec.stopped() && !cfg.stop.load(Ordering::Relaxed) {
+    while sent < cfg.frames && !rec.stopped() && !cfg.stop.is_stopped() {
         meta.frame_number = sent as u64;
         if rec.offer(&meta, &frame) {
             sent += 1;
@@ -155,7 +153,7 @@ fn recorder(cfg: &RecordBenchConfig, work: &Path, run: usize) -> crate::Result<R
     let s = rec.finish()?;
     let seconds = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&dir);
-    if cfg.stop.load(Ordering::Relaxed) {
+    if cfg.stop.is_stopped() {
         return Err(BenchError::Stopped);
     }
     if let Some(why) = s.stopped {

@@ -9,11 +9,11 @@
 use crate::Spread;
 use crate::perf::{BenchPerfError, Ends, Plan};
 use rocelink_perftest::perf::{Kind, PerfConfig};
+use rocelink_runtime::Stopper;
 use std::io::{self, Read as _};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// What to measure: plain data.
@@ -97,7 +97,7 @@ pub fn program(cfg: &PerfConfig) -> String {
 
 /// Measure `plan`: each run `rocelink perf`, then perftest over the library. `stop` is
 /// looked at after each run.
-pub fn measure(plan: &VerbsPlan, stop: &AtomicBool) -> Result<VerbsRounds, BenchVerbsError> {
+pub fn measure(plan: &VerbsPlan, stop: &Stopper) -> Result<VerbsRounds, BenchVerbsError> {
     let mut r = VerbsRounds::default();
     let perf = Plan {
         cfg: plan.cfg.clone(),
@@ -114,7 +114,7 @@ pub fn measure(plan: &VerbsPlan, stop: &AtomicBool) -> Result<VerbsRounds, Bench
         let verbs = perftest_run(plan)?;
         r.rocelink.push(mine);
         r.verbs.push(verbs);
-        if stop.load(Ordering::Relaxed) {
+        if stop.is_stopped() {
             break;
         }
     }

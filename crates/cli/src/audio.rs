@@ -114,7 +114,7 @@ pub(crate) fn send_audio(a: &SendAudioArgs) -> Result<ExitCode> {
         !a.raw,
         a.repeat,
         rate,
-        &stop.arc(),
+        &stop.stopper(),
     )
     .with_context(|| format!("sending to {device}:{}", cfg.port))?;
     report(a, device, &what, &st, t0.elapsed().as_secs_f64());

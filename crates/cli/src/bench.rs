@@ -115,7 +115,7 @@ fn record(a: &RecordArgs) -> Result<ExitCode> {
         runs: a.runs,
         in_flight: a.in_flight,
         queue: a.queue,
-        stop: stop.arc(),
+        stop: stop.stopper(),
     }) {
         Err(rocelink_bench::BenchError::Stopped) => {
             eprintln!("rocelink: bench record: stopped before a round completed");
@@ -315,7 +315,7 @@ fn stream(a: &StreamArgs) -> Result<ExitCode> {
         None
     };
     let cfg = StreamConfig {
-        stop: stop.arc(),
+        stop: stop.stopper(),
         ..stream_config(a, link.as_ref(), receivers)
     };
     // Ctrl-C: the rounds that completed are reported; the veth link goes with `link`

@@ -109,7 +109,7 @@ pub(crate) fn run(a: &PerfBenchArgs, stop: &crate::stop::StopFlag) -> Result<Exi
             pin: !a.no_pin,
             ends: ends.clone(),
         };
-        let r = measure(&plan, &stop.arc()).map_err(|e| {
+        let r = measure(&plan, &stop.stopper()).map_err(|e| {
             let hint = e.address_in_use();
             let e = anyhow::Error::new(e);
             if hint {

@@ -77,7 +77,7 @@ pub(crate) fn run(a: &ShotsArgs) -> Result<ExitCode> {
         runs: a.runs,
         ends,
     };
-    let rounds = rounds::measure(&plan, &|| stop.is_set(), &mut |round, p| {
+    let rounds = rounds::measure(&plan, &stop.stopper(), &mut |round, p| {
         print_point(a.json, round, p)
     })?;
     if stop.is_set() {

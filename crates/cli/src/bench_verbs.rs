@@ -75,7 +75,7 @@ pub(crate) fn run(a: &VerbsBenchArgs, stop: &crate::stop::StopFlag) -> Result<Ex
             library: library.clone(),
             port: a.port,
         };
-        let r = measure(&plan, &stop.arc())?;
+        let r = measure(&plan, &stop.stopper())?;
         let s = r.ratio();
         let m = |v: &[f64]| rocelink_bench::median(v.iter().copied());
         let unit = if t.kind == Kind::Bw { "MiB/s" } else { "µs" };

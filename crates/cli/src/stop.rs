@@ -26,9 +26,9 @@ impl StopFlag {
     pub(crate) fn is_set(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
-    /// The shared flag, for threads that poll it.
-    pub(crate) fn arc(&self) -> Arc<AtomicBool> {
-        self.0.clone()
+    /// A [`rocelink_runtime::Stopper`] the signals set: what a library's long run reads.
+    pub(crate) fn stopper(&self) -> rocelink_runtime::Stopper {
+        rocelink_runtime::Stopper::from_flag(self.0.clone())
     }
 }
 

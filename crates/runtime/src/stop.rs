@@ -15,6 +15,11 @@ impl Stopper {
         Stopper::default()
     }
 
+    /// A stopper set by whoever else holds `flag` too (a signal handler registered on it).
+    pub fn from_flag(flag: Arc<AtomicBool>) -> Stopper {
+        Stopper(flag)
+    }
+
     /// Ask the session to end: what is in flight is finished, sockets closed, the summary
     /// made.
     pub fn stop(&self) {

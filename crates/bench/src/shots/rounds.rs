@@ -38,11 +38,11 @@ pub type Figure = fn(&Point) -> f64;
 pub struct Rounds(pub Vec<Vec<Point>>);
 
 /// Measure `plan`, handing every point to `each` (its round, the point) as it is taken.
-/// `stopped` is asked after each point: once it says yes, the round under way is given up
+/// `stop` is read after each point: once it is set, the round under way is given up
 /// and the rounds completed are returned.
 pub fn measure(
     plan: &Plan,
-    stopped: &dyn Fn() -> bool,
+    stop: &rocelink_runtime::Stopper,
     each: &mut dyn FnMut(usize, &Point),
 ) -> crate::Result<Rounds> {
     let mut rounds = Vec::new();
@@ -57,7 +57,7 @@ pub fn measure(
                     };
                     each(round, &pt);
                     points.push(pt);
-                    if stopped() {
+                    if stop.is_stopped() {
                         break 'points;
                     }
                 }
@@ -66,7 +66,7 @@ pub fn measure(
         if points.len() == plan.per_round() {
             rounds.push(points);
         }
-        if stopped() {
+        if stop.is_stopped() {
             break;
         }
     }

@@ -5,8 +5,6 @@
 
 use crate::{median, veth};
 use std::net::Ipv4Addr;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 pub mod no_loss;
@@ -54,7 +52,7 @@ pub struct StreamConfig {
     pub veth: Option<veth::Veth>,
     /// Set (by a Ctrl-C handler) to end the run early: the receiver running then stops
     /// at once and nothing more starts; the call returns an `Interrupted` error.
-    pub stop: Arc<AtomicBool>,
+    pub stop: rocelink_runtime::Stopper,
 }
 
 impl Default for StreamConfig {
@@ -76,7 +74,7 @@ impl Default for StreamConfig {
             coalesce: Duration::ZERO,
             rcvbuf: 64 << 20,
             veth: None,
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: rocelink_runtime::Stopper::new(),
         }
     }
 }

@@ -66,7 +66,7 @@ struct Running {
 
 /// Run `name` against the sender for `cfg.seconds`.
 pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> crate::Result<StreamResult> {
-    if cfg.stop.load(Ordering::Relaxed) {
+    if cfg.stop.is_stopped() {
         return Err(crate::BenchError::Stopped);
     }
     let which = Receiver::named(name)
@@ -108,7 +108,7 @@ pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> crate::Result<S
         .thread
         .join()
         .map_err(|_| crate::BenchError::Panicked("receiver"))??;
-    if cfg.stop.load(Ordering::Relaxed) {
+    if cfg.stop.is_stopped() {
         return Err(crate::BenchError::Stopped);
     }
     Ok(figures(name, &out, sent.load(Ordering::Relaxed), wall, irq))
@@ -116,7 +116,7 @@ pub(super) fn run_one(cfg: &StreamConfig, name: &'static str) -> crate::Result<S
 
 /// Sleep until `end` or until the run is stopped.
 fn wait_out(cfg: &StreamConfig, end: Instant) {
-    while !cfg.stop.load(Ordering::Relaxed) {
+    while !cfg.stop.is_stopped() {
         let now = Instant::now();
         if now >= end {
             break;

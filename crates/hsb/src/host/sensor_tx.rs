@@ -20,7 +20,6 @@ use rocelink_transport::{
 use rocelink_wire::hsb::stx;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The device's RoCE port (its `stx_udp_port` register after reset).
@@ -352,7 +351,7 @@ pub fn play(
     pad: bool,
     passes: u64,
     bytes_per_second: Option<u64>,
-    stop: &AtomicBool,
+    stop: &rocelink_runtime::Stopper,
 ) -> Result<PlayStats, SensorTxError> {
     let mut st = PlayStats::default();
     if stream.is_empty() {
@@ -362,7 +361,7 @@ pub fn play(
     let mut sent = 0u64;
     'outer: while passes == 0 || st.passes < passes {
         for c in crate::audio::chunks(stream, chunk, pad) {
-            if stop.load(Ordering::Relaxed) {
+            if stop.is_stopped() {
                 st.stopped = true;
                 break 'outer;
             }

@@ -9,7 +9,6 @@ use rocelink_io::perftest::Oob;
 use rocelink_runtime::bind_roce;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::sync::atomic::AtomicBool;
 
 /// Run `cfg` between a server at `ips.0` and a client at `ips.1` (both on RoCE's port 4791
 /// of their address; the TCP exchange on a free port). Returns the client's outcome, then
@@ -18,7 +17,7 @@ pub fn loopback(
     cfg: &PerfConfig,
     ips: (IpAddr, IpAddr),
     pin: bool,
-    stop: &AtomicBool,
+    stop: &rocelink_runtime::Stopper,
 ) -> Result<(Outcome, Outcome), PerfError> {
     let listener = TcpListener::bind((ips.0, 0))
         .map_err(|e| io::Error::new(e.kind(), format!("cannot listen at {}: {e}", ips.0)))?;
@@ -34,14 +33,14 @@ pub fn loopback(
                 let _ = pin_current_thread(0);
             }
             let oob = Oob::accept(&listener, Some(timeout))?;
-            server.run(oob, stop, &mut |_| {})
+            server.run(oob, stop.flag(), &mut |_| {})
         });
         if pin {
             let _ = pin_current_thread(1);
         }
         let c = Oob::connect(SocketAddr::new(tcp.ip(), tcp.port()), Some(ips.1), timeout)
             .map_err(PerfError::from)
-            .and_then(|oob| client.run(oob, stop, &mut |_| {}));
+            .and_then(|oob| client.run(oob, stop.flag(), &mut |_| {}));
         let sv = srv.join().map_err(|_| PerfError::Panicked)?;
         Ok((c?, sv?))
     })
