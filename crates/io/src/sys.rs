@@ -292,6 +292,9 @@ impl MmsgRecv {
                 h.msg_controllen = 0;
             }
         }
+        if n == 1 {
+            return self.recv_one(fd, flags);
+        }
         // SAFETY: headers 0..n point at live address storage and control buffers owned by
         // `self` and at iovecs in `iovs`, whose targets the caller guarantees writable and
         // unaliased for the call; the lengths are the true ones. MSG_DONTWAIT does not
@@ -310,6 +313,24 @@ impl MmsgRecv {
         }
         self.got = r as usize;
         Ok(self.got)
+    }
+
+    /// One message, header 0 set up by [`MmsgRecv::recv`]: a plain `recvmsg`, which the
+    /// kernel enters with less work than `recvmmsg` (a polling ping-pong asks for one
+    /// datagram at a time, most often finding none). Blocking (without `MSG_DONTWAIT`) it
+    /// waits for the datagram or the receive timeout, as `MSG_WAITFORONE` does.
+    fn recv_one(&mut self, fd: RawFd, flags: libc::c_int) -> io::Result<usize> {
+        let h = &mut self.msgs[0];
+        // SAFETY: header 0 points at live address storage and a control buffer owned by
+        // `self` and at iovecs the caller of `recv` guarantees writable and unaliased for
+        // the call (set up just before); the lengths are the true ones.
+        let r = unsafe { libc::recvmsg(fd, &mut h.msg_hdr, flags & !libc::MSG_WAITFORONE) };
+        if r < 0 {
+            return nothing_received();
+        }
+        h.msg_len = r as libc::c_uint;
+        self.got = 1;
+        Ok(1)
     }
 
     /// Message `m` (< what the last receive returned).

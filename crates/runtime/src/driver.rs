@@ -288,7 +288,6 @@ impl<B: Backend> Driver<B> {
 
     /// Move the endpoint's pending datagrams to the socket. True when all went out.
     fn flush(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<bool> {
-        let local_ip = Backend::local_addr(&self.sock).ip();
         loop {
             while self.pending.len() < TX_BATCH {
                 let mut buf = self.spare.pop().unwrap_or_default();
@@ -304,6 +303,7 @@ impl<B: Backend> Driver<B> {
                         };
                         if let Some(tap) = self.tap.as_mut() {
                             let whole = p.outgoing(ep).parts.concat();
+                            let local_ip = Backend::local_addr(&self.sock).ip();
                             let from = SocketAddr::new(local_ip, t.src_port);
                             tap.record_with_tos(from, t.dst, &whole, 0, t.traffic_class)?;
                         }
@@ -375,12 +375,15 @@ impl<B: Backend> Driver<B> {
     /// backend is full, the rest waits for the next round).
     pub fn progress(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<(usize, bool)> {
         ep.handle_timeout(now);
-        self.flush(ep, now)?;
+        let flushed = self.flush(ep, now)?;
         let (n, _) = self.receive(ep, now, &mut |_| {}, &mut |_| false, None, None)?;
-        let sent = self.flush(ep, now)?;
-        if n > 0 {
-            self.publish_due(ep, now);
+        if n == 0 {
+            // nothing came: nothing new to send since the flush above (a polling program's
+            // usual round)
+            return Ok((0, flushed));
         }
+        let sent = self.flush(ep, now)?;
+        self.publish_due(ep, now);
         Ok((n, sent))
     }
 
