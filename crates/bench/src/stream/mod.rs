@@ -187,7 +187,8 @@ pub fn medians(rounds: &[Vec<StreamResult>]) -> Vec<StreamResult> {
 mod tests {
     use super::*;
 
-    fn result(name: &'static str, gbps: f64, cpu: f64, frames: u64) -> StreamResult {
+    /// A receiver's result with these figures (the report's tests use it too).
+    pub(super) fn result(name: &'static str, gbps: f64, cpu: f64, frames: u64) -> StreamResult {
         StreamResult {
             name,
             gbps,

@@ -190,18 +190,7 @@ mod tests {
     use super::*;
 
     fn result(name: &'static str, gbps: f64, cpu: f64) -> StreamResult {
-        StreamResult {
-            name,
-            gbps,
-            pps: 0.0,
-            loss: 0.0,
-            cpu_percent: cpu,
-            cpu_user_percent: 0.0,
-            irq_percent: 50.0,
-            sent: 10,
-            received: 10,
-            frames: (1, 0),
-        }
+        super::super::tests::result(name, gbps, cpu, 1)
     }
 
     #[test]
