@@ -1,5 +1,6 @@
 """rocelink.hsb against the emulator over loopback."""
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -164,6 +165,22 @@ def test_bad_arguments_raise_config_error_before_anything_binds(net, kwargs, wor
         rocelink.hsb.Receiver(**kwargs)
     if kwargs["bind"] == host:
         assert _port_free(host, 47910)
+
+
+def test_bad_camera_over_ethernet_arguments_are_named_before_anything_opens(net):
+    dev, host = net
+    for kwargs, words in [
+        (dict(coe="lo", bind=host), "bind"),
+        (dict(coe="lo", vps=[0, 1]), "one virtual port"),
+        (dict(coe="lo", coe_channel=64), "63"),
+        (dict(coe="lo", frame_size=300_000_000), "256 MiB"),
+        (dict(coe="lo", xdp="nosuch0"), "same interface"),
+    ]:
+        with pytest.raises(rocelink.ConfigError, match=words):
+            rocelink.hsb.Receiver(device=dev, **kwargs)
+    if os.geteuid() == 0:  # a raw socket needs root; without, the error says so instead
+        with pytest.raises(rocelink.NetworkError, match="nosuch0"):
+            rocelink.hsb.Receiver(device=dev, coe="nosuch0", sensor=SENSOR)
 
 
 def test_bad_emulator_arguments_and_the_error_hierarchy(net):

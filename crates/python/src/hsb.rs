@@ -192,9 +192,10 @@ pub(crate) struct Receiver {
 fn host_error(e: &HostError) -> PyErr {
     let msg = chain(e);
     match e {
-        HostError::Xdp { .. } | HostError::Receiver { .. } | HostError::Control(_) => {
-            NetworkError::new_err(msg)
-        }
+        HostError::Xdp { .. }
+        | HostError::Receiver { .. }
+        | HostError::CoeReceiver { .. }
+        | HostError::Control(_) => NetworkError::new_err(msg),
         HostError::Silent { .. }
         | HostError::Configure { .. }
         | HostError::BringUp { .. }
