@@ -296,8 +296,9 @@ dev, iface, sensor = sys.argv[1:4]
 with rocelink.hsb.Receiver(device=dev, coe=iface, coe_channel=5, sensor=sensor) as rx:
     rows = [[f.number, f.good, f.crc_ok, f.bytes, zlib.crc32(f.array()) ^ 0xFFFFFFFF == f.crc]
             for f in rx.frames(count=10, timeout=10.0)]
+    live = rx.counters()
     s = rx.stop()
-print(json.dumps({"frames": rows, "summary": s, "notes": rx.notes}))
+print(json.dumps({"frames": rows, "summary": s, "notes": rx.notes, "live": live}))
 """
 
 
@@ -325,6 +326,9 @@ def test_camera_over_ethernet_frames_reach_python_as_the_cli_receives_them(veth,
     for number, good, crc_ok, size, zlib_agrees in py["frames"]:
         assert good and crc_ok and zlib_agrees and size == 2611376, py["frames"]
     assert any("CoE channel 5 to " + b in n for n in py["notes"]), py["notes"]
+    # while it ran, its counters were published (about every 100 ms; ten frames take 150)
+    (link,) = py["live"]["links"]
+    assert link["local"] == b and link["net"]["rx_packets"] > 0, py["live"]
     s = py["summary"]
     assert c.pop("counters")["command"] == "receive"
     assert s.pop("dropped") == 0

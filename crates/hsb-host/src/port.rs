@@ -9,8 +9,9 @@ use rocelink_hsb::host::control::{Control, EcbError};
 use rocelink_hsb::host::receiver::FrameReport;
 use rocelink_hsb::host::receiver::{Receiver, ReceiverStats};
 use rocelink_runtime::counters::{Board, Link};
+use rocelink_runtime::driver::PUBLISH_EVERY;
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Camera over Ethernet instead of RoCE: the device is told to send raw IEEE 1722B frames
 /// to this host's interface, as HSB's `configure_coe` does.
@@ -53,7 +54,40 @@ pub struct CoeCounts {
 #[derive(Debug)]
 pub(crate) enum PortReceiver {
     Roce(Box<Receiver>),
-    Coe(Box<CoeReceiver>),
+    Coe(Box<CoePort>),
+}
+
+/// A CoE receiver, and where its counters go while it runs (the RoCE receiver publishes
+/// its own).
+#[derive(Debug)]
+pub(crate) struct CoePort {
+    pub(crate) rx: CoeReceiver,
+    /// The board, the link's name, and when the counters are next due there.
+    publish: Option<(Board, String, Instant)>,
+}
+
+impl CoePort {
+    pub(crate) fn new(rx: CoeReceiver) -> CoePort {
+        CoePort { rx, publish: None }
+    }
+
+    fn link(&self, name: &str) -> Link {
+        let mut l = Link::named(name, self.rx.ifname());
+        l.set("rx_packets", self.rx.stats.datagrams);
+        l
+    }
+
+    /// The counters to the board, about every [`PUBLISH_EVERY`] while frames are taken.
+    fn publish_due(&mut self) {
+        let now = Instant::now();
+        if let Some((board, name, next)) = self.publish.as_mut()
+            && now >= *next
+        {
+            *next = now + PUBLISH_EVERY;
+            let (board, name) = (board.clone(), name.clone());
+            board.set_link(self.link(&name));
+        }
+    }
 }
 
 impl PortReceiver {
@@ -65,12 +99,15 @@ impl PortReceiver {
         }
     }
 
-    /// Publish its counters to `board` as link `name` (RoCE keeps them current while it
-    /// runs; CoE has no transport counters and is published when it ends).
+    /// Publish its counters to `board` as link `name`, now and about every
+    /// [`PUBLISH_EVERY`] while frames are taken.
     pub(crate) fn publish(&mut self, board: Board, name: &str) {
         match self {
             PortReceiver::Roce(r) => r.publish_as(board, name),
-            PortReceiver::Coe(_) => board.set_link(self.link(name)),
+            PortReceiver::Coe(c) => {
+                board.set_link(c.link(name));
+                c.publish = Some((board, name.to_owned(), Instant::now() + PUBLISH_EVERY));
+            }
         }
     }
 
@@ -78,7 +115,7 @@ impl PortReceiver {
     pub(crate) fn configure(&self, ctl: &mut Control) -> Result<(), EcbError> {
         match self {
             PortReceiver::Roce(r) => r.configure(ctl),
-            PortReceiver::Coe(r) => r.configure(ctl),
+            PortReceiver::Coe(c) => c.rx.configure(ctl),
         }
     }
 
@@ -86,7 +123,7 @@ impl PortReceiver {
     pub(crate) fn stop(&self, ctl: &mut Control) -> Result<(), EcbError> {
         match self {
             PortReceiver::Roce(r) => r.stop(ctl),
-            PortReceiver::Coe(r) => r.stop(ctl),
+            PortReceiver::Coe(c) => c.rx.stop(ctl),
         }
     }
 
@@ -94,20 +131,16 @@ impl PortReceiver {
     pub(crate) fn link(&self, name: &str) -> Link {
         match self {
             PortReceiver::Roce(r) => r.link(name),
-            PortReceiver::Coe(r) => {
-                let mut l = Link::named(name, r.ifname());
-                l.set("rx_packets", r.stats.datagrams);
-                l
-            }
+            PortReceiver::Coe(c) => c.link(name),
         }
     }
 
     /// The CoE counters (`None` for RoCE).
     pub(crate) fn coe(&self) -> Option<CoeCounts> {
-        let PortReceiver::Coe(r) = self else {
+        let PortReceiver::Coe(p) = self else {
             return None;
         };
-        let c = r.coe_stats();
+        let (r, c) = (&p.rx, p.rx.coe_stats());
         Some(CoeCounts {
             other: c.other,
             runts: c.runts,
@@ -121,25 +154,29 @@ impl FrameReceiver for PortReceiver {
     fn next_frame(&mut self, timeout: Duration) -> io::Result<Option<FrameReport>> {
         match self {
             PortReceiver::Roce(r) => r.next_frame(timeout),
-            PortReceiver::Coe(r) => r.next_frame(timeout),
+            PortReceiver::Coe(c) => {
+                let f = c.rx.next_frame(timeout);
+                c.publish_due();
+                f
+            }
         }
     }
     fn frame_data(&self, f: &FrameReport) -> &[u8] {
         match self {
             PortReceiver::Roce(r) => r.frame_data(f),
-            PortReceiver::Coe(r) => r.frame_data(f),
+            PortReceiver::Coe(c) => c.rx.frame_data(f),
         }
     }
     fn stats(&self) -> ReceiverStats {
         match self {
             PortReceiver::Roce(r) => r.stats,
-            PortReceiver::Coe(r) => r.stats,
+            PortReceiver::Coe(c) => c.rx.stats,
         }
     }
     fn refusals(&self) -> String {
         match self {
             PortReceiver::Roce(r) => FrameReceiver::refusals(&**r),
-            PortReceiver::Coe(r) => r.refusals(),
+            PortReceiver::Coe(c) => c.rx.refusals(),
         }
     }
     fn lend(&self, f: &FrameReport) -> Option<rocelink_hsb::host::LentFrame> {

@@ -3,7 +3,7 @@
 
 use super::HostError;
 use crate::Limits;
-use crate::port::{Coe, PortReceiver};
+use crate::port::{Coe, CoePort, PortReceiver};
 use rocelink_hsb::host::bring_up::BringUp;
 use rocelink_hsb::host::coe_receiver::{CoeReceiver, CoeReceiverConfig};
 use rocelink_hsb::host::receiver::{Receiver, ReceiverConfig, page_layout};
@@ -288,7 +288,7 @@ impl HostConfig {
         c.recv_buffer = self.tuning.recv_buffer;
         c.xdp = xdp;
         CoeReceiver::new(c)
-            .map(|r| PortReceiver::Coe(Box::new(r)))
+            .map(|r| PortReceiver::Coe(Box::new(CoePort::new(r))))
             .map_err(|source| HostError::CoeReceiver {
                 ifname: coe.ifname.clone(),
                 source,

@@ -336,12 +336,12 @@ impl<S: FrameSink + Send + 'static> Session for HostSession<S> {
 /// What a port's data channel is, as the device is told.
 fn port_note<S>(version: u32, p: &Port<S>) -> Note {
     match &p.rx {
-        PortReceiver::Coe(rx) => Note::CoePort {
+        PortReceiver::Coe(c) => Note::CoePort {
             version,
             vp: p.vp,
-            channel: rx.channel(),
-            ifname: rx.ifname().to_owned(),
-            mac: rx.mac(),
+            channel: c.rx.channel(),
+            ifname: c.rx.ifname().to_owned(),
+            mac: c.rx.mac(),
         },
         PortReceiver::Roce(rx) => Note::Port {
             version,
