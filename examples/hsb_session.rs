@@ -10,7 +10,7 @@
 
 use rocelink_examples::summary_line;
 use rocelink_hsb::device::DeviceConfig;
-use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
+use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Handles, Pacing};
 use rocelink_hsb::sensor::Sensor;
 use rocelink_hsb_host::session::{Device, HostConfig, HostSession, Session};
 use rocelink_hsb_host::{Delivered, Limits, SessionError};
@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     emu.bootp_target = None; // nobody to announce to
     emu.sensor = Sensor::Pattern;
     emu.pacing = Pacing::Fps(500.0);
-    let emu = EmulatorSession::start(&emu)?;
+    let emu = EmulatorSession::start(&emu, Handles::default())?; // its own counters, no notes
     println!("device at {dev}, ECB on {}", emu.control_addr());
 
     let local = SocketAddr::from(([127, 0, 76, 1], 0));

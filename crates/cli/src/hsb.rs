@@ -6,7 +6,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
 use rocelink_hsb::device::packetizer::PacketizerOptions;
-use rocelink_hsb::emulator::{ConfigError, EmulatorConfig, EmulatorSession, EmulatorStats, Pacing};
+use rocelink_hsb::emulator::{
+    ConfigError, EmulatorConfig, EmulatorSession, EmulatorStats, Handles, Pacing,
+};
 use rocelink_hsb::host::control::Control;
 use rocelink_hsb::host::enumerate;
 use rocelink_runtime::Session;
@@ -252,7 +254,6 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
     };
     cfg.allow = rocelink_hsb::emulator::allow_list(a.ip, &a.allow);
     cfg.dscp = a.dscp;
-    cfg.notes = rocelink_runtime::Notes::to(|n| eprintln!("rocelink emulate: {n}"));
     cfg.check().map_err(|e| match e {
         ConfigError::Cameras { .. } => anyhow!(
             "--cameras {}: camera N feeds virtual port N, and there are --vps {}",
@@ -266,13 +267,18 @@ fn emulator_config(a: &EmulateArgs) -> Result<EmulatorConfig> {
 
 pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     let mut cfg = emulator_config(a)?;
-    if let Some(ifname) = &a.xdp {
-        emulate_xdp(a, ifname, &mut cfg)?;
-    }
+    let xdp = match &a.xdp {
+        Some(ifname) => Some(emulate_xdp(a, ifname, &mut cfg)?),
+        None => None,
+    };
     let counters = crate::stats::Counters::start("emulate", &a.counters)?;
-    cfg.counters = Some(counters.board.clone());
+    let lent = Handles {
+        counters: Some(counters.board.clone()),
+        xdp: xdp.clone(),
+        notes: rocelink_runtime::Notes::to(|n| eprintln!("rocelink emulate: {n}")),
+    };
     let stop = StopFlag::install()?;
-    let emu = EmulatorSession::start(&cfg).map_err(|e| {
+    let emu = EmulatorSession::start(&cfg, lent).map_err(|e| {
         let hint = if e.kind() == std::io::ErrorKind::AddrNotAvailable && a.xdp.is_none() {
             format!(
                 " ({} is not an address of this host: add it, e.g. `ip addr add {}/24 dev IFACE`, or let the device own it on an interface with --xdp IFACE)",
@@ -298,7 +304,7 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
         .wait()
         .with_context(|| format!("emulator at {}", cfg.device.ip))?;
     let snap = counters.summary("emulate", a.json);
-    if let Some(x) = &cfg.xdp {
+    if let Some(x) = &xdp {
         let i = x.iface_stats();
         eprintln!(
             "rocelink emulate: {}; ARP {} replies, ICMP {} echo replies",
@@ -316,8 +322,13 @@ pub(crate) fn emulate(a: &EmulateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The device owns its address on `ifname` through AF_XDP (and answers ARP for it).
-fn emulate_xdp(a: &EmulateArgs, ifname: &str, cfg: &mut EmulatorConfig) -> Result<()> {
+/// The device owns its address on `ifname` through AF_XDP (and answers ARP for it): the
+/// port it owns (the device's MAC set to the interface's unless given).
+fn emulate_xdp(
+    a: &EmulateArgs,
+    ifname: &str,
+    cfg: &mut EmulatorConfig,
+) -> Result<rocelink_runtime::xdp::XdpPort> {
     use rocelink_runtime::xdp::{XdpPort, XdpPortConfig, XdpRole};
     if std::net::UdpSocket::bind((a.ip, 0)).is_ok() {
         bail!(
@@ -340,8 +351,7 @@ fn emulate_xdp(a: &EmulateArgs, ifname: &str, cfg: &mut EmulatorConfig) -> Resul
             cfg.device.mac = rocelink_wire::bytes::Mac(m);
         }
     }
-    cfg.xdp = Some(XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))?);
-    Ok(())
+    XdpPort::open(&x).with_context(|| format!("--xdp {ifname}"))
 }
 
 /// What the emulator did, on stderr.

@@ -10,7 +10,7 @@ use crate::stop::StopFlag;
 use anyhow::{Context, Result, anyhow, bail};
 use rocelink_hsb::catalogue::SensorSpec;
 use rocelink_hsb::device::DeviceConfig;
-use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Pacing};
+use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, Handles, Pacing};
 use rocelink_hsb::host::receiver::ReceiverStats;
 use rocelink_hsb_host::session::{
     Coe, CoeCounts, Device, HostConfig, HostError, HostSession, HostSummary, MAX_RING, Note,
@@ -503,10 +503,13 @@ pub(crate) fn demo(a: &DemoArgs) -> Result<ExitCode> {
     ecfg.sensor = source;
     ecfg.pacing = Pacing::Fps(a.fps);
     ecfg.pcap = a.pcap.clone();
-    ecfg.counters = Some(counters.board.clone());
-    ecfg.notes = rocelink_runtime::Notes::to(|n| eprintln!("rocelink demo: device: {n}"));
+    let lent = Handles {
+        counters: Some(counters.board.clone()),
+        notes: rocelink_runtime::Notes::to(|n| eprintln!("rocelink demo: device: {n}")),
+        ..Handles::default()
+    };
     // the device is bound (or the error names what is taken) before the host starts
-    let emu = EmulatorSession::start(&ecfg).context("emulated device")?;
+    let emu = EmulatorSession::start(&ecfg, lent).context("emulated device")?;
     let view = crate::view::camera(
         &a.view,
         "demo",

@@ -79,16 +79,19 @@ impl Emulator {
         }
         let notes = std::sync::Arc::new(Mutex::new(std::collections::VecDeque::new()));
         let kept = notes.clone();
-        cfg.notes = rocelink_runtime::Notes::to(move |n| {
-            if let Ok(mut q) = kept.lock() {
-                if q.len() == NOTES_KEPT {
-                    q.pop_front();
+        let lent = rocelink_hsb::emulator::Handles {
+            notes: rocelink_runtime::Notes::to(move |n| {
+                if let Ok(mut q) = kept.lock() {
+                    if q.len() == NOTES_KEPT {
+                        q.pop_front();
+                    }
+                    q.push_back(n.to_owned());
                 }
-                q.push_back(n.to_owned());
-            }
-        });
+            }),
+            ..Default::default()
+        };
         let session = py
-            .detach(|| EmulatorSession::start(&cfg))
+            .detach(|| EmulatorSession::start(&cfg, lent))
             .map_err(|e| errors::net(&e))?;
         Ok(Emulator {
             control: session.control_addr(),

@@ -1,6 +1,6 @@
 //! An HSB emulator that is ready when started.
 
-use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, EmulatorStats, Session};
+use rocelink_hsb::emulator::{EmulatorConfig, EmulatorSession, EmulatorStats, Handles, Session};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,7 +15,7 @@ impl Running {
     /// Bind every socket of the device (so a host can talk to it as soon as this returns),
     /// then serve in a thread. Panics, naming the address, if it cannot bind.
     pub fn start(cfg: &EmulatorConfig) -> Running {
-        let s = EmulatorSession::start(cfg)
+        let s = EmulatorSession::start(cfg, Handles::default())
             .unwrap_or_else(|e| panic!("emulator at {}: {e}", cfg.device.ip));
         Running(Some(s))
     }

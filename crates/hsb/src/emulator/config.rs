@@ -17,9 +17,22 @@ pub enum Pacing {
     Gbps(f64),
 }
 
-/// Emulator settings: plain data, but for three handles a program gives it (the counters
-/// board, an open AF_XDP port, where notes go), which a serialised configuration leaves
-/// out.
+/// What a program lends a running emulator besides its configuration: handles, not data
+/// ([`EmulatorSession::start`](super::EmulatorSession::start) takes them apart from the
+/// [`EmulatorConfig`]).
+#[derive(Debug, Clone, Default)]
+pub struct Handles {
+    /// Publish the device's counters here (link "device") about every 100 ms and at the
+    /// end; `None`: a board of the session's own, which its progress reads.
+    pub counters: Option<Board>,
+    /// Own this AF_XDP port instead of kernel sockets (`emulate --xdp`): the device answers
+    /// ARP and ping itself, its address need not be configured on the interface.
+    pub xdp: Option<rocelink_runtime::xdp::XdpPort>,
+    /// Where the device's notes go (an address kept, a port it could not take).
+    pub notes: rocelink_runtime::Notes,
+}
+
+/// Emulator settings: plain data (serde).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EmulatorConfig {
     /// The device.
@@ -50,20 +63,12 @@ pub struct EmulatorConfig {
     /// staging copy). Off: one datagram per packet (`sendmmsg`), which is also what a
     /// packet filter in between sees one by one.
     pub gso: bool,
-    /// Publish the device's counters here (link "device") about every 100 ms and at the
-    /// end.
-    #[serde(skip)]
-    pub counters: Option<Board>,
     /// How long after start (and after each reset) PTP reports synchronised (register
     /// 0x188); `None`: never.
     pub ptp_sync_after: Option<Duration>,
     /// Listen for sensor TX (host → device, HSB's audio players) on the device's RoCE
     /// port 4791; `None`: do not.
     pub sensor_tx_port: Option<u16>,
-    /// Own this AF_XDP port instead of kernel sockets (`emulate --xdp`): the device answers
-    /// ARP and ping itself, its address need not be configured on the interface.
-    #[serde(skip)]
-    pub xdp: Option<rocelink_runtime::xdp::XdpPort>,
     /// Write what sensor TX port 0 (the I2S output) receives to this file, in arrival
     /// order.
     pub sensor_tx_record: Option<std::path::PathBuf>,
@@ -81,9 +86,6 @@ pub struct EmulatorConfig {
     /// DSCP of the stream's packets (6 bits): its class selector is the PFC class on an
     /// owned port. 0: best effort, as HSB sends.
     pub dscp: u8,
-    /// Where the device's notes go (an address kept, a port it could not take).
-    #[serde(skip)]
-    pub notes: rocelink_runtime::Notes,
 }
 
 impl EmulatorConfig {
@@ -108,16 +110,13 @@ impl EmulatorConfig {
             packetizer: PacketizerOptions::default(),
             pcap: None,
             gso: true,
-            counters: None,
             ptp_sync_after: Some(Duration::ZERO),
             sensor_tx_port: Some(crate::host::sensor_tx::DEVICE_PORT),
-            xdp: None,
             sensor_tx_record: None,
             coe_iface: None,
             coe_form: Default::default(),
             allow,
             dscp: 0,
-            notes: rocelink_runtime::Notes::default(),
         }
     }
 
@@ -269,7 +268,9 @@ mod tests {
         d.cameras = 3;
         let c = EmulatorConfig::new(d);
         assert_eq!(c.check(), Err(ConfigError::Cameras { cameras: 3, vps: 2 }));
-        let e = crate::emulator::Emulator::bind(&c).err().map(|e| e.kind());
+        let e = crate::emulator::Emulator::bind(&c, super::Handles::default())
+            .err()
+            .map(|e| e.kind());
         assert_eq!(e, Some(std::io::ErrorKind::InvalidInput));
     }
 
@@ -285,12 +286,8 @@ mod tests {
                 .parse()
                 .unwrap_or(rocelink_io::prefix::Prefix::ANY_V4),
         ]);
-        c.counters = Some(Board::new("emulate"));
         let text = serde_json::to_string(&c).unwrap_or_default();
         let back: EmulatorConfig = serde_json::from_str(&text).expect("parses back");
-        // the counters board is a handle of the running program, not configuration
-        assert!(back.counters.is_none());
-        c.counters = None;
         assert_eq!(format!("{back:?}"), format!("{c:?}"));
         assert!(
             text.contains("P2160Raw12") && text.contains("192.168.0.0/24"),

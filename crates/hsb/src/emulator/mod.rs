@@ -25,7 +25,7 @@ mod coe;
 mod config;
 mod serve;
 mod socks;
-pub use config::{ConfigError, EmulatorConfig, EmulatorStats, Pacing, allow_list};
+pub use config::{ConfigError, EmulatorConfig, EmulatorStats, Handles, Pacing, allow_list};
 use socks::{Dgram, Sockets, bind, named};
 
 /// ECB requests served per turn of the loop: a flood of control traffic delays a frame
@@ -53,6 +53,7 @@ struct VpState {
 /// way in from outside is [`EmulatorSession::start`], which binds one and serves it.
 pub(crate) struct Emulator {
     cfg: EmulatorConfig,
+    lent: Handles,
     socks: Sockets,
     raw: Option<coe::RawLink>,
     tap: Option<Tap>,
@@ -70,19 +71,19 @@ impl std::fmt::Debug for Emulator {
 impl Emulator {
     /// Bind every socket of the device and create the pcap file. Errors name the address
     /// or file at fault.
-    pub(crate) fn bind(cfg: &EmulatorConfig) -> io::Result<Emulator> {
+    pub(crate) fn bind(cfg: &EmulatorConfig, lent: Handles) -> io::Result<Emulator> {
         // the binding speaks io::Error: the typed ConfigError rides inside it
         cfg.check()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let socks = bind(
-            cfg.xdp.as_ref(),
+            lent.xdp.as_ref(),
             IpAddr::V4(cfg.device.ip),
             cfg.control_port,
             cfg.sensor_tx_port,
             rocelink_wire::hsb::DATA_SOURCE_PORT,
-            &cfg.notes,
+            &lent.notes,
         )?;
-        let raw = coe::RawLink::open(cfg.xdp.as_ref(), cfg.coe_iface.as_deref())?;
+        let raw = coe::RawLink::open(lent.xdp.as_ref(), cfg.coe_iface.as_deref())?;
         let tap = match &cfg.pcap {
             Some(p) => Some(Tap::new(Box::new(rocelink_io::file::Output::create(p)?))?),
             None => None,
@@ -93,6 +94,7 @@ impl Emulator {
         };
         Ok(Emulator {
             cfg: cfg.clone(),
+            lent,
             socks,
             raw,
             tap,
@@ -113,7 +115,7 @@ impl Emulator {
 
 /// A running emulator: bound when [`start`](EmulatorSession::start) returns (a host may
 /// talk to it at once), serving on a thread of its own until stopped, its frame count or
-/// its run time; its counters at the end (and on `cfg.counters` as it runs).
+/// its run time; its counters at the end (and on the board lent, `Handles::counters`, as it runs).
 #[derive(Debug)]
 pub struct EmulatorSession {
     control: SocketAddr,
@@ -123,15 +125,15 @@ pub struct EmulatorSession {
 
 impl EmulatorSession {
     /// Bind every socket of the device (errors name the address or file at fault), then
-    /// serve on a thread of its own.
-    /// The device's counters go to `cfg.counters`, or to a board of the session's own.
-    pub fn start(cfg: &EmulatorConfig) -> io::Result<EmulatorSession> {
-        let mut cfg = cfg.clone();
-        let board = cfg
+    /// serve on a thread of its own. What the program lends (`lent`): the board the
+    /// device's counters go to (else one of the session's own), an AF_XDP port to own,
+    /// where notes go.
+    pub fn start(cfg: &EmulatorConfig, mut lent: Handles) -> io::Result<EmulatorSession> {
+        let board = lent
             .counters
             .get_or_insert_with(|| Board::new("emulate"))
             .clone();
-        let emu = Emulator::bind(&cfg)?;
+        let emu = Emulator::bind(cfg, lent)?;
         let control = emu.control_addr()?;
         let thread = SessionThread::spawn("hsb-emulator", move |stop| emu.serve(stop.flag()))?;
         Ok(EmulatorSession {

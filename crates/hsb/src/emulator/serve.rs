@@ -24,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// virtual port is streaming.
 pub(super) struct Serving {
     cfg: EmulatorConfig,
+    lent: super::Handles,
     socks: Sockets,
     raw: Option<RawLink>,
     tap: Option<Tap>,
@@ -64,6 +65,7 @@ impl Serving {
     pub(super) fn new(e: Emulator) -> Serving {
         let Emulator {
             cfg,
+            lent,
             socks,
             raw,
             tap,
@@ -79,6 +81,7 @@ impl Serving {
             vps: (0..cfg.device.virtual_ports).map(|_| None).collect(),
             tx: Transmitter::new(cfg.gso).with_max_run(16),
             cfg,
+            lent,
             socks,
             raw,
             tap,
@@ -135,9 +138,9 @@ impl Serving {
     }
 
     fn publish(&self) {
-        if let Some(b) = &self.cfg.counters {
+        if let Some(b) = &self.lent.counters {
             let mut l = self.stats.link(&self.cfg.device.ip.to_string());
-            if let Some(p) = self.cfg.xdp.as_ref().and_then(|x| x.pfc_stats()) {
+            if let Some(p) = self.lent.xdp.as_ref().and_then(|x| x.pfc_stats()) {
                 l.set_pfc(&p);
             }
             b.set_link(l);
@@ -225,8 +228,8 @@ impl Serving {
     }
 
     fn move_to(&mut self, old: Ipv4Addr, ip: Ipv4Addr) {
-        if self.cfg.xdp.is_some() {
-            self.cfg
+        if self.lent.xdp.is_some() {
+            self.lent
                 .notes
                 .say(&format!("keeps {old} over AF_XDP (asked for {ip})"));
             return;
@@ -238,14 +241,14 @@ impl Serving {
             c.control_port,
             c.sensor_tx_port,
             self.data_port,
-            &c.notes,
+            &self.lent.notes,
         ) {
             Ok(s) => {
                 self.socks = s;
                 self.stats.ip_changes += 1;
                 self.vps.iter_mut().for_each(|v| *v = None);
             }
-            Err(e) => self.cfg.notes.say(&format!(
+            Err(e) => self.lent.notes.say(&format!(
                 "cannot take address {ip} ({e}); add it to the interface"
             )),
         }
@@ -339,14 +342,14 @@ impl Serving {
             // only the data socket moves; a port that cannot be had keeps the old one (the
             // device keeps serving, as an FPGA would)
             let ip = IpAddr::V4(self.core.ip());
-            match bind_data(self.cfg.xdp.as_ref(), ip, stream.src_port) {
+            match bind_data(self.lent.xdp.as_ref(), ip, stream.src_port) {
                 Ok(d) => {
                     self.socks.data = d;
                     self.data_port = stream.src_port;
                 }
                 Err(e) if self.bad_port != Some(stream.src_port) => {
                     self.bad_port = Some(stream.src_port);
-                    self.cfg
+                    self.lent
                         .notes
                         .say(&format!("data source port stays {}: {e}", self.data_port));
                 }
@@ -429,7 +432,7 @@ impl Serving {
         let Some(link) = self.raw.as_ref() else {
             if !self.coe_warned {
                 self.coe_warned = true;
-                self.cfg.notes.say(&format!(
+                self.lent.notes.say(&format!(
                     "vp {vp} is set to CoE (raw Ethernet): it needs an AF_XDP port or a CoE interface to send it"
                 ));
             }
