@@ -13,7 +13,6 @@ use rocelink_perftest::pingpong::PingpongConfig;
 use rocelink_perftest::pingpong::session::{
     PingpongEvent, PingpongSession, PingpongSessionConfig, Side,
 };
-use rocelink_runtime::BackendChoice;
 use rocelink_transport::QpType;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -23,12 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     pingpong.iters = iters;
     let (server_ip, client_ip) = (ip(177), ip(178));
     let config = |side, bind| PingpongSessionConfig {
-        pingpong,
-        side,
         bind: Some(bind),
-        roce_port: 4791,
-        backend: BackendChoice::Socket,
-        pcap: None,
+        ..PingpongSessionConfig::new(pingpong, side)
     };
     // any free exchange port
     let server = PingpongSession::start(

@@ -8,7 +8,6 @@ use rocelink_perftest::pingpong::PingpongError;
 use rocelink_perftest::pingpong::session::{
     PingpongEvent, PingpongSession, PingpongSessionConfig, Session, Side,
 };
-use rocelink_runtime::BackendChoice;
 use rocelink_transport::QpType;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -18,12 +17,8 @@ fn config(side: Side, bind: IpAddr, iters: u32) -> PingpongSessionConfig {
     pingpong.iters = iters;
     pingpong.time_limit = Duration::from_secs(60);
     PingpongSessionConfig {
-        pingpong,
-        side,
         bind: Some(bind),
-        roce_port: 4791,
-        backend: BackendChoice::Socket,
-        pcap: None,
+        ..PingpongSessionConfig::new(pingpong, side)
     }
 }
 

@@ -288,6 +288,11 @@ impl<B: Backend> Driver<B> {
 
     /// Move the endpoint's pending datagrams to the socket. True when all went out.
     fn flush(&mut self, ep: &mut Endpoint, now: Instant) -> io::Result<bool> {
+        // the tap's source address, read once (only when recording)
+        let local_ip = self
+            .tap
+            .as_ref()
+            .map(|_| Backend::local_addr(&self.sock).ip());
         loop {
             while self.pending.len() < TX_BATCH {
                 let mut buf = self.spare.pop().unwrap_or_default();
@@ -301,10 +306,9 @@ impl<B: Backend> Driver<B> {
                             buf,
                             gather: t.gather,
                         };
-                        if let Some(tap) = self.tap.as_mut() {
+                        if let (Some(tap), Some(ip)) = (self.tap.as_mut(), local_ip) {
                             let whole = p.outgoing(ep).parts.concat();
-                            let local_ip = Backend::local_addr(&self.sock).ip();
-                            let from = SocketAddr::new(local_ip, t.src_port);
+                            let from = SocketAddr::new(ip, t.src_port);
                             tap.record_with_tos(from, t.dst, &whole, 0, t.traffic_class)?;
                         }
                         self.pending.push(p);

@@ -42,6 +42,21 @@ pub struct PingpongSessionConfig {
     pub pcap: Option<PathBuf>,
 }
 
+impl PingpongSessionConfig {
+    /// `pingpong` as `side`, on the address the exchange uses, RoCE on port 4791 over a
+    /// socket, no capture.
+    pub fn new(pingpong: PingpongConfig, side: Side) -> PingpongSessionConfig {
+        PingpongSessionConfig {
+            pingpong,
+            side,
+            bind: None,
+            roce_port: rocelink_wire::ROCE_V2_PORT,
+            backend: BackendChoice::Socket,
+            pcap: None,
+        }
+    }
+}
+
 /// What a running pingpong reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
