@@ -78,6 +78,8 @@ pub struct Core {
     pub work: Work,
     /// Asynchronous events for the program.
     pub(crate) asyncs: AsyncEvents,
+    /// Datagrams received by the last of the program's rounds that received any.
+    pub(crate) last_app_batch: usize,
 }
 
 /// Who ran the endpoint, and how much came of it: the program's calls or the device's
@@ -92,6 +94,9 @@ pub struct Work {
     pub thread_rounds: u64,
     /// Datagrams those received.
     pub thread_datagrams: u64,
+    /// Times a program's round found an answer come apart from its ACK and the thread
+    /// was asked to watch the socket ([`crate::progress::WATCH`]).
+    pub watches: u64,
 }
 
 impl Core {
@@ -109,6 +114,7 @@ impl Core {
                 fd: async_fd,
                 dropped: 0,
             },
+            last_app_batch: 0,
         }
     }
 
@@ -185,6 +191,15 @@ impl Core {
         }
     }
 
+    /// A program's round received `n` datagrams (some): whether they are one after a
+    /// round of two or more — an answer that came apart from the ACK it usually comes
+    /// with ([`crate::nic::Nic::app_progress`]).
+    pub fn answer_apart(&mut self, n: usize) -> bool {
+        let apart = n == 1 && self.last_app_batch >= 2;
+        self.last_app_batch = n;
+        apart
+    }
+
     /// Arm `cq` for one event on `channel` (again: once).
     pub fn arm(&mut self, cq: CqId, solicited_only: bool, channel: Arc<Channel>, event: CqEvent) {
         let at = self.ep.cq_counts(cq).unwrap_or_default();
@@ -226,6 +241,26 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn core() -> Core {
+        let cfg = rocelink_transport::EndpointConfig::new("127.0.0.1:4791".parse().unwrap());
+        let fd = Arc::new(EventFd::new(true, false).unwrap());
+        Core::new(Endpoint::new(cfg), fd)
+    }
+
+    #[test]
+    fn an_answer_apart_is_one_datagram_after_a_round_of_two() {
+        let mut c = core();
+        // a ping-pong: each round brings an answer and the ACK of the program's request
+        let pingpong: Vec<bool> = [2, 2, 2, 1, 1, 2, 3, 1].map(|n| c.answer_apart(n)).into();
+        assert_eq!(
+            pingpong,
+            [false, false, false, true, false, false, false, true]
+        );
+        // a stream's ACKs, one a round, never
+        let mut c = core();
+        assert!(!(0..100).any(|_| c.answer_apart(1)));
+    }
 
     #[test]
     fn asynchronous_events_are_bounded_and_counted_on_their_descriptor() {

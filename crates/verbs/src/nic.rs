@@ -102,6 +102,8 @@ impl Nic {
                 wake: EventFd::new(false, true)?,
                 sock_fd: AtomicI32::new(-1),
                 xdp: std::sync::OnceLock::new(),
+                watch: AtomicBool::new(false),
+                thread: std::sync::OnceLock::new(),
             }),
             thread: Mutex::new(None),
             generation: FORK_GENERATION.load(Ordering::Relaxed),
@@ -129,7 +131,33 @@ impl Nic {
         let (n, _) = core.progress(Instant::now());
         core.work.app_rounds += 1;
         core.work.app_datagrams += n as u64;
+        if n > 0 {
+            self.watch_if_apart(core, n);
+        }
         self.note_armed(core);
+    }
+
+    /// A round of the program received `n` datagrams. In a ping-pong (perftest's WRITE
+    /// latency test) an answer arrives with the ACK of the program's own request, two
+    /// datagrams a round; one alone — an ACK that left before its answer (the peer was
+    /// late, its held ACK went at the delay) — completes the request, and the program may
+    /// now wait on memory the answer writes, calling nothing. The thread, parked while
+    /// the program polls, then watches the socket for a while ([`crate::progress::WATCH`])
+    /// so the answer lands at once, not at the thread's next look; the program's next
+    /// round that receives ends the watch. A stream's ACKs (one a round after one a
+    /// round) never ask.
+    fn watch_if_apart(&self, core: &mut Core, n: usize) {
+        if core.answer_apart(n) {
+            if !self.shared.watch.swap(true, Ordering::AcqRel) {
+                core.work.watches += 1;
+                if let Some(t) = self.shared.thread.get() {
+                    t.unpark();
+                }
+            }
+        } else if self.shared.watch.load(Ordering::Relaxed) {
+            // the program's own round took what came: the thread need not watch
+            self.shared.watch.store(false, Ordering::Release);
+        }
     }
 
     /// A post: counted as [`Nic::app_progress`], then what it queued is sent.
@@ -191,6 +219,7 @@ impl Nic {
             .name(name)
             .spawn(move || crate::progress::run(&shared))
             .map_err(NicError::Bind)?;
+        let _ = self.shared.thread.set(h.thread().clone());
         if let Ok(mut t) = self.thread.lock() {
             *t = Some(h);
         }

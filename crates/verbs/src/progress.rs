@@ -10,7 +10,9 @@
 //! next timer), handles what arrives, and keeps looking without sleeping for [`SPIN`] after
 //! each datagram, so a stream's next packet finds it awake — yielding the CPU between
 //! looks, so that an application pinned to the same CPU runs at once. While a CQ is armed for an
-//! event the thread always does this (the program means to sleep).
+//! event the thread always does this (the program means to sleep), and for up to [`WATCH`]
+//! when a program's round found an answer apart from its ACK (the program may now spin on
+//! memory the answer writes: [`crate::nic::Nic::app_progress`]).
 //!
 //! Idle cost: with no traffic and no timer, nothing (asleep in `poll`); while the
 //! application polls, one wake-up per [`LOOK_EVERY`].
@@ -40,6 +42,12 @@ pub(crate) struct Shared {
     /// The AF_XDP port, when the device runs on one (`ROCELINK_VERBS_XDP`): what the thread
     /// sleeps on.
     pub(crate) xdp: std::sync::OnceLock<XdpPort>,
+    /// Set by a program's round that found an answer apart from its ACK
+    /// ([`crate::nic::Nic::app_progress`]): the thread watches the socket though the
+    /// program polls, until a datagram comes or [`WATCH`] passes.
+    pub(crate) watch: AtomicBool,
+    /// The thread, to unpark (set once it runs).
+    pub(crate) thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
 /// How often the thread looks whether the application still drives progress itself.
@@ -53,6 +61,10 @@ pub const BUSY_CALLS: u64 = 64;
 /// How often a thread asleep on an AF_XDP port looks for a wake-up.
 const XDP_LOOK: Duration = Duration::from_millis(1);
 
+/// How long the thread watches the socket when a program's round found an answer apart
+/// from its ACK (the answer is due within the peer's ACK delay).
+pub const WATCH: Duration = Duration::from_millis(1);
+
 /// How long the thread keeps looking without sleeping after a datagram.
 pub const SPIN: Duration = Duration::from_micros(100);
 
@@ -62,6 +74,7 @@ pub(crate) fn run(shared: &Shared) {
     let mut since = Instant::now();
     let mut busy = false;
     let mut last_rx: Option<Instant> = None;
+    let mut watch_until: Option<Instant> = None;
     let sock = shared.sock_fd.load(Ordering::Relaxed);
     let wake = std::os::fd::AsRawFd::as_raw_fd(&shared.wake);
     while !shared.stop.load(Ordering::Acquire) {
@@ -72,7 +85,17 @@ pub(crate) fn run(shared: &Shared) {
             busy = calls.wrapping_sub(seen) >= BUSY_CALLS;
             (seen, since) = (calls, now);
         }
-        if busy && shared.armed.load(Ordering::Relaxed) == 0 {
+        let watching = shared.watch.load(Ordering::Acquire) && {
+            let until = *watch_until.get_or_insert(now + WATCH);
+            now < until || {
+                shared.watch.store(false, Ordering::Release);
+                false
+            }
+        };
+        if !watching {
+            watch_until = None;
+        }
+        if busy && !watching && shared.armed.load(Ordering::Relaxed) == 0 {
             // the application runs the device itself: stay out of its way
             last_rx = None;
             std::thread::park_timeout((since + LOOK_EVERY).saturating_duration_since(now));
@@ -81,6 +104,10 @@ pub(crate) fn run(shared: &Shared) {
         let spinning = last_rx.is_some_and(|t| now < t + SPIN);
         if !spinning {
             let timer = shared.core.lock().ok().and_then(|c| c.next_timer());
+            let timer = match watch_until {
+                Some(w) => Some(timer.map_or(w, |t| t.min(w))),
+                None => timer,
+            };
             let wait = timer.map(|t| t.saturating_duration_since(now));
             // readable, a timer or a wake-up: run the endpoint in any case
             match shared.xdp.get() {
@@ -108,6 +135,8 @@ pub(crate) fn run(shared: &Shared) {
         drop(core);
         if n > 0 {
             last_rx = Some(Instant::now());
+            // the answer the program waits on has landed
+            shared.watch.store(false, Ordering::Release);
         }
         if n == 0 && spinning {
             // nothing yet: let the application run first if it shares this CPU (what the
