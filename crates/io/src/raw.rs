@@ -99,21 +99,22 @@ impl RawMemory {
     }
 }
 
-/// Copy `len` bytes at address `addr` of this process into a new vector (an inline send's
-/// data, read once when it is posted); an error when the range wraps.
+/// Copy the bytes at address `addr` of this process into `dst` (as many as it holds: an
+/// inline send's data, read once when it is posted); an error when the range wraps.
 ///
 /// # Safety
-/// `[addr, addr + len)` must be mapped and readable for the duration of the call.
-pub unsafe fn copy_from_address(addr: usize, len: usize) -> io::Result<Vec<u8>> {
+/// `[addr, addr + dst.len())` must be mapped and readable for the duration of the call.
+pub unsafe fn copy_from_address(addr: usize, dst: &mut [u8]) -> io::Result<()> {
+    let len = dst.len();
     if addr.checked_add(len).is_none() || (len > 0 && addr == 0) {
         return Err(io::Error::from_raw_os_error(libc::EFAULT));
     }
-    let mut v = vec![0u8; len];
     if len > 0 {
-        // SAFETY: the caller promises the range readable; `v` is ours and `len` long.
-        unsafe { std::ptr::copy(addr as *const u8, v.as_mut_ptr(), len) };
+        // SAFETY: the caller promises the range readable; `dst` is ours and `len` long,
+        // and a Rust buffer cannot overlap memory the caller names as the program's.
+        unsafe { std::ptr::copy(addr as *const u8, dst.as_mut_ptr(), len) };
     }
-    Ok(v)
+    Ok(())
 }
 
 /// Whether every page of `[addr, addr + len)` is mapped in this process with read access,

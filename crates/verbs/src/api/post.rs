@@ -11,24 +11,25 @@ use crate::abi::*;
 use crate::convert::send_op;
 use crate::core::Core;
 use libc::c_int;
-use rocelink_transport::{QpError, QpType, RecvWr, SendWr};
+use rocelink_transport::{MAX_INLINE, QpError, QpType, RecvWr, SendWr};
 
-/// The bytes of an inline send: its entries' memory, read now.
-fn inline_data(sges: &[ibv_sge], max: u32) -> Result<Vec<u8>, i32> {
+/// Read an inline send's bytes (its entries' memory, read now) into `buf`; returns how
+/// many.
+fn inline_data(sges: &[ibv_sge], max: u32, buf: &mut [u8; MAX_INLINE]) -> Result<usize, i32> {
     let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
-    if total > u64::from(max) {
+    if total > u64::from(max) || total > MAX_INLINE as u64 {
         return Err(libc::EINVAL);
     }
-    let mut data = Vec::with_capacity(total as usize);
+    let mut at = 0;
     for s in sges {
+        let dst = &mut buf[at..at + s.length as usize];
         // SAFETY: the program names its own readable memory for an inline send (the verbs
         // contract: the bytes are read during the call and may change after it).
-        let part =
-            unsafe { rocelink_io::raw::copy_from_address(s.addr as usize, s.length as usize) }
-                .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
-        data.extend_from_slice(&part);
+        unsafe { rocelink_io::raw::copy_from_address(s.addr as usize, dst) }
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
+        at += dst.len();
     }
-    Ok(data)
+    Ok(at)
 }
 
 /// Queue one send WR.
@@ -51,8 +52,10 @@ fn post_one_send(core: &mut Core, q: &Qp, wr: &ibv_send_wr) -> Result<(), i32> {
         marks: 0,
     };
     let r = if flags & IBV_SEND_INLINE != 0 {
-        let data = inline_data(&raw, q.cap.max_inline_data)?;
-        core.ep.post_send_inline(q.qpn, w, &data)
+        // on the stack: a small post is a latency test's every round trip
+        let mut buf = [0u8; MAX_INLINE];
+        let n = inline_data(raw, q.cap.max_inline_data, &mut buf)?;
+        core.ep.post_send_inline(q.qpn, w, &buf[..n])
     } else {
         core.ep.post_send(q.qpn, w)
     };

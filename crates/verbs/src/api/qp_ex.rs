@@ -240,17 +240,20 @@ unsafe extern "C" fn wr_set_inline_data_list(
             // SAFETY: the caller passes `n` buffer descriptions at `list` (non-null).
             unsafe { std::slice::from_raw_parts(list, n) }
         };
-        let total: usize = bufs.iter().map(|b| b.length).sum();
-        if total > rocelink_transport::MAX_INLINE {
-            return Err(libc::EINVAL);
-        }
-        let mut data = Vec::with_capacity(total);
+        let total = bufs
+            .iter()
+            .try_fold(0usize, |t, b| t.checked_add(b.length))
+            .filter(|&t| t <= rocelink_transport::MAX_INLINE)
+            .ok_or(libc::EINVAL)?;
+        let mut data = vec![0u8; total];
+        let mut at = 0;
         for b in bufs {
+            let dst = &mut data[at..at + b.length];
             // SAFETY: the program names its own readable memory for inline data, read
             // now (the verbs contract).
-            let part = unsafe { rocelink_io::raw::copy_from_address(b.addr as usize, b.length) }
+            unsafe { rocelink_io::raw::copy_from_address(b.addr as usize, dst) }
                 .map_err(|e| e.raw_os_error().unwrap_or(libc::EFAULT))?;
-            data.extend_from_slice(&part);
+            at += b.length;
         }
         p.inline = data;
         p.wr.send_flags |= IBV_SEND_INLINE;

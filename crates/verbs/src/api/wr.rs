@@ -3,41 +3,41 @@
 
 use crate::abi::*;
 use libc::c_int;
-use rocelink_transport::{SgList, Sge};
+use rocelink_transport::{MAX_RECV_SGE, SgList, Sge};
 
 /// The scatter/gather list of a WR: `num_sge` entries at `list` (at most `max`).
 ///
 /// # Safety
-/// `list` points at `num_sge` entries when `num_sge > 0`.
-pub(crate) unsafe fn sg_list(
+/// `list` points at `num_sge` entries when `num_sge > 0`, unchanged for `'a` (the call).
+pub(crate) unsafe fn sg_list<'a>(
     list: *const ibv_sge,
     num_sge: c_int,
     max: u32,
-) -> Result<(SgList, Vec<ibv_sge>), i32> {
+) -> Result<(SgList, &'a [ibv_sge]), i32> {
     if num_sge < 0 || num_sge as u32 > max || (num_sge > 0 && list.is_null()) {
         return Err(libc::EINVAL);
     }
-    let raw: Vec<ibv_sge> = if num_sge == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: `num_sge` entries at `list` (the caller's promise; the count was checked).
-        unsafe { std::slice::from_raw_parts(list, num_sge as usize) }.to_vec()
-    };
-    let sges: Vec<Sge> = raw
-        .iter()
-        .map(|s| Sge {
+    if num_sge == 0 {
+        // no entries: a zero-length message
+        return Ok((SgList::one(Sge::discard(0)), &[]));
+    }
+    // SAFETY: `num_sge` entries at `list` (the caller's promise; the count was checked),
+    // which the program leaves alone until the verb returns.
+    let raw = unsafe { std::slice::from_raw_parts(list, num_sge as usize) };
+    // no allocation: a post is on a latency test's every round trip
+    let mut sges = [Sge::discard(0); MAX_RECV_SGE];
+    let n = raw.len().min(MAX_RECV_SGE);
+    for (d, s) in sges.iter_mut().zip(raw) {
+        *d = Sge {
             lkey: s.lkey,
             va: s.addr,
             len: s.length,
-        })
-        .collect();
-    let sg = match SgList::new(&sges) {
-        Some(l) => l,
-        // no entries: a zero-length message
-        None if sges.is_empty() => SgList::one(Sge::discard(0)),
-        None => return Err(libc::EINVAL),
-    };
-    Ok((sg, raw))
+        };
+    }
+    match SgList::new(&sges[..n]) {
+        Some(l) if n == raw.len() => Ok((l, raw)),
+        _ => Err(libc::EINVAL),
+    }
 }
 
 /// Walk a WR list, `post` each, stop at the first refused (into `bad`).
