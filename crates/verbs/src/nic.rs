@@ -151,6 +151,7 @@ impl Nic {
             if !self.shared.watch.swap(true, Ordering::AcqRel) {
                 core.work.watches += 1;
                 if let Some(t) = self.shared.thread.get() {
+                    // the thread parks (no eventfd to signal): an unpark is enough
                     t.unpark();
                 }
             }
@@ -177,10 +178,8 @@ impl Nic {
     /// Wake the thread (an application about to sleep).
     pub fn wake_thread(&self) {
         let _ = self.shared.wake.signal();
-        if let Ok(t) = self.thread.lock()
-            && let Some(h) = t.as_ref()
-        {
-            h.thread().unpark();
+        if let Some(t) = self.shared.thread.get() {
+            t.unpark();
         }
     }
 

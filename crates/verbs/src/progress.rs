@@ -68,6 +68,21 @@ pub const WATCH: Duration = Duration::from_millis(1);
 /// How long the thread keeps looking without sleeping after a datagram.
 pub const SPIN: Duration = Duration::from_micros(100);
 
+/// Whether the thread watches the socket at `now`: asked to, and not [`WATCH`] past the
+/// first look since (`until`, which ends the watch once it passes).
+fn watch_now(shared: &Shared, now: Instant, until: &mut Option<Instant>) -> bool {
+    if !shared.watch.load(Ordering::Acquire) {
+        *until = None;
+        return false;
+    }
+    if now < *until.get_or_insert(now + WATCH) {
+        return true;
+    }
+    shared.watch.store(false, Ordering::Release);
+    *until = None;
+    false
+}
+
 /// The thread's loop, until the device is closed.
 pub(crate) fn run(shared: &Shared) {
     let mut seen = shared.app_calls.load(Ordering::Relaxed);
@@ -85,16 +100,7 @@ pub(crate) fn run(shared: &Shared) {
             busy = calls.wrapping_sub(seen) >= BUSY_CALLS;
             (seen, since) = (calls, now);
         }
-        let watching = shared.watch.load(Ordering::Acquire) && {
-            let until = *watch_until.get_or_insert(now + WATCH);
-            now < until || {
-                shared.watch.store(false, Ordering::Release);
-                false
-            }
-        };
-        if !watching {
-            watch_until = None;
-        }
+        let watching = watch_now(shared, now, &mut watch_until);
         if busy && !watching && shared.armed.load(Ordering::Relaxed) == 0 {
             // the application runs the device itself: stay out of its way
             last_rx = None;

@@ -24,9 +24,11 @@ pub(crate) unsafe fn sg_list<'a>(
     // SAFETY: `num_sge` entries at `list` (the caller's promise; the count was checked),
     // which the program leaves alone until the verb returns.
     let raw = unsafe { std::slice::from_raw_parts(list, num_sge as usize) };
+    if raw.len() > MAX_RECV_SGE {
+        return Err(libc::EINVAL);
+    }
     // no allocation: a post is on a latency test's every round trip
     let mut sges = [Sge::discard(0); MAX_RECV_SGE];
-    let n = raw.len().min(MAX_RECV_SGE);
     for (d, s) in sges.iter_mut().zip(raw) {
         *d = Sge {
             lkey: s.lkey,
@@ -34,10 +36,8 @@ pub(crate) unsafe fn sg_list<'a>(
             len: s.length,
         };
     }
-    match SgList::new(&sges[..n]) {
-        Some(l) if n == raw.len() => Ok((l, raw)),
-        _ => Err(libc::EINVAL),
-    }
+    let l = SgList::new(&sges[..raw.len()]).ok_or(libc::EINVAL)?;
+    Ok((l, raw))
 }
 
 /// Walk a WR list, `post` each, stop at the first refused (into `bad`).
