@@ -15,10 +15,7 @@ impl StopFlag {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let f = Arc::new(AtomicBool::new(false));
         for sig in [SIGINT, SIGTERM] {
-            // order matters: the conditional exit sees the flag only once the first signal
-            // has set it
-            rocelink_io::signal::exit_on_second(sig, f.clone())?;
-            signal_hook::flag::register(sig, f.clone())?;
+            rocelink_io::signal::stop_then_exit(sig, f.clone())?;
         }
         Ok(StopFlag(f))
     }

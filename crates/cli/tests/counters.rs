@@ -693,8 +693,8 @@ fn a_second_ctrl_c_exits_at_once_and_leaves_no_control_socket() {
             sock.display()
         );
         // two stop signals at once: the second exits before the clean stop is done. Two
-        // SIGINTs could merge into one pending signal; SIGINT then SIGTERM cannot, and the
-        // kernel hands the lower-numbered one over first
+        // SIGINTs could merge into one pending signal; SIGINT then SIGTERM cannot. The two
+        // may reach two threads at the same moment: exactly one of them must count as first
         let pid = srv.id() as libc::pid_t;
         // SAFETY: signals a child this test spawned and has not yet waited for
         unsafe {

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 /// handler; null for none.
 static REMOVE_ON_EXIT: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Have a hard exit ([`exit_on_second`]) remove `path` first: the file a clean stop would
+/// Have a hard exit ([`stop_then_exit`]) remove `path` first: the file a clean stop would
 /// remove (a control socket), so none is left behind. `None` forgets it.
 pub fn remove_on_hard_exit(path: Option<&std::path::Path>) {
     use std::os::unix::ffi::OsStrExt;
@@ -29,12 +29,14 @@ pub fn remove_on_hard_exit(path: Option<&std::path::Path>) {
     REMOVE_ON_EXIT.swap(new, Ordering::AcqRel);
 }
 
-/// On `sig`, once `flag` is already set (a second Ctrl-C: the first set it), remove the
-/// file of [`remove_on_hard_exit`] and exit at once with 130. Register it before the
-/// handler that sets the flag, so the first signal finds it clear.
-pub fn exit_on_second(sig: libc::c_int, flag: Arc<AtomicBool>) -> std::io::Result<()> {
+/// On `sig`: the first stop signal sets `flag` (the running command stops cleanly); one
+/// that finds it already set (a second Ctrl-C) removes the file of
+/// [`remove_on_hard_exit`] and exits at once with 130. The test and the set are one
+/// atomic swap: two signals can reach two threads at the same moment, and exactly one of
+/// them then finds the flag clear.
+pub fn stop_then_exit(sig: libc::c_int, flag: Arc<AtomicBool>) -> std::io::Result<()> {
     let action = move || {
-        if flag.load(Ordering::SeqCst) {
+        if flag.swap(true, Ordering::SeqCst) {
             let p = REMOVE_ON_EXIT.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: `p` is a NUL-terminated string leaked by `remove_on_hard_exit`
@@ -45,7 +47,7 @@ pub fn exit_on_second(sig: libc::c_int, flag: Arc<AtomicBool>) -> std::io::Resul
             unsafe { libc::_exit(130) };
         }
     };
-    // SAFETY: the action only reads atomics and calls unlink and _exit, all
+    // SAFETY: the action only touches atomics and calls unlink and _exit, all
     // async-signal-safe; it allocates nothing and takes no lock.
     unsafe { signal_hook::low_level::register(sig, action) }.map(|_| ())
 }
